@@ -1,0 +1,51 @@
+//! What `memlab calibrate` measured, before any fitting: the file between the two stages.
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::DeviceInfo;
+
+/// One measured copy: its size and its median time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Bytes copied.
+    pub bytes: u64,
+    /// Median time, microseconds.
+    pub time_us: f64,
+}
+
+/// The raw measurements a transfer profile is fitted on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// The GPU measured.
+    pub device: DeviceInfo,
+    /// When, as an ISO date (UTC).
+    pub date: String,
+    /// Pinned uploads.
+    pub h2d_pinned: Vec<Sample>,
+    /// Pinned downloads.
+    pub d2h_pinned: Vec<Sample>,
+    /// Pageable uploads.
+    pub h2d_pageable: Vec<Sample>,
+    /// Pageable downloads.
+    pub d2h_pageable: Vec<Sample>,
+    /// Median time per kernel of a run of back-to-back zero-length kernels, microseconds.
+    pub kernel_launch_us: f64,
+}
+
+/// The copy sizes calibration measures: 3 x 2^k for k = 10, 13, ..., 28 (3 KiB to 768 MiB).
+/// None is a power of two, so none coincides with a point of the transfer suite.
+pub fn calibration_sizes() -> Vec<u64> {
+    (10..=28).step_by(3).map(|k| 3u64 << k).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_sizes_are_never_powers_of_two() {
+        let sizes = calibration_sizes();
+        assert_eq!(sizes.len(), 7);
+        assert!(sizes.iter().all(|s| !s.is_power_of_two()));
+    }
+}

@@ -1,0 +1,107 @@
+use std::path::PathBuf;
+
+/// What can go wrong reading experiment files, profiles, traces and records.
+///
+/// Every variant renders as one line that names the file, the line or the value at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A TOML file that does not parse, or does not have the expected shape.
+    #[error("{file}:{line}:{column}: {message}")]
+    Syntax {
+        /// The file (or built-in name) that was read.
+        file: String,
+        /// 1-based line of the fault.
+        line: usize,
+        /// 1-based column of the fault.
+        column: usize,
+        /// What the parser said, on one line.
+        message: String,
+    },
+    /// A parameter whose value the experiment family cannot run.
+    #[error("{file}: experiment '{experiment}': {param} = {value}: {reason}")]
+    InvalidParam {
+        /// The suite file.
+        file: String,
+        /// The experiment's name.
+        experiment: String,
+        /// The parameter's name.
+        param: String,
+        /// The offending value, as written.
+        value: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+    /// A name that matches no known item; lists the valid ones.
+    #[error("unknown {kind} '{name}'; valid {kind}s: {}", valid.join(", "))]
+    Unknown {
+        /// "experiment", "suite", "profile", ...
+        kind: &'static str,
+        /// The name asked for.
+        name: String,
+        /// The names that exist.
+        valid: Vec<String>,
+    },
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file concerned.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A JSON record that does not parse.
+    #[error("{}: {source}", path.display())]
+    Json {
+        /// The file concerned.
+        path: PathBuf,
+        /// serde_json's error (it names line and column).
+        source: serde_json::Error,
+    },
+    /// Anything else that is wrong with a value, already worded for the user.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Turns a `toml` error into a one-line [`Error::Syntax`] naming line and column.
+    pub fn from_toml(file: &str, text: &str, err: &toml::de::Error) -> Self {
+        let offset = err.span().map(|span| span.start).unwrap_or(0);
+        let (line, column) = line_column(text, offset);
+        Error::Syntax {
+            file: file.to_string(),
+            line,
+            column,
+            message: err.message().replace('\n', " ").trim().to_string(),
+        }
+    }
+}
+
+/// 1-based line and column of a byte offset in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, column)
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_column_counts_from_one() {
+        assert_eq!(line_column("ab\ncd", 0), (1, 1));
+        assert_eq!(line_column("ab\ncd", 4), (2, 2));
+    }
+}

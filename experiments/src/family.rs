@@ -1,0 +1,206 @@
+//! Experiment families: which parameters each takes, and the typed point a backend runs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::params::{Metrics, ParamValue, Params};
+
+/// The kinds of experiment memlab knows how to predict and measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// One host <-> device copy of a given size.
+    Transfer,
+    /// A pinned upload split into chunks over several streams, each chunk followed by a kernel.
+    Overlap,
+}
+
+/// How a parameter's values are written and checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ParamKind {
+    /// A positive byte count; accepts "256 MiB" and `log2` ranges.
+    Size,
+    /// A whole number in `min..=max`.
+    Count { min: i64, max: i64 },
+    /// A non-negative real number.
+    NonNegative,
+    /// One word of a fixed set.
+    Choice(&'static [&'static str]),
+}
+
+/// One parameter a family takes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ParamSpec {
+    pub(crate) name: &'static str,
+    pub(crate) kind: ParamKind,
+    pub(crate) default: Option<&'static str>,
+}
+
+const DIRECTIONS: &[&str] = &["h2d", "d2h"];
+const HOST_MEMORY: &[&str] = &["pinned", "pageable"];
+
+impl Family {
+    /// Every family, in the order `memlab list` shows them.
+    pub const ALL: [Family; 2] = [Family::Transfer, Family::Overlap];
+
+    /// The name used in experiment files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Transfer => "transfer",
+            Family::Overlap => "overlap",
+        }
+    }
+
+    /// Looks a family up by the name used in experiment files.
+    pub fn from_name(name: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    pub(crate) fn params(self) -> &'static [ParamSpec] {
+        use ParamKind::*;
+        match self {
+            Family::Transfer => &[
+                ParamSpec { name: "direction", kind: Choice(DIRECTIONS), default: None },
+                ParamSpec { name: "host", kind: Choice(HOST_MEMORY), default: Some("pinned") },
+                ParamSpec { name: "bytes", kind: Size, default: None },
+            ],
+            Family::Overlap => &[
+                ParamSpec { name: "bytes", kind: Size, default: None },
+                ParamSpec { name: "chunks", kind: Count { min: 1, max: 4096 }, default: None },
+                ParamSpec { name: "streams", kind: Count { min: 1, max: 64 }, default: None },
+                ParamSpec { name: "kernel_us", kind: NonNegative, default: None },
+            ],
+        }
+    }
+
+    /// The parameter plotted along the x axis.
+    pub fn x_param(self) -> &'static str {
+        match self {
+            Family::Transfer => "bytes",
+            Family::Overlap => "streams",
+        }
+    }
+
+    /// The metric that reports compare between prediction and measurement.
+    pub fn primary_metric(self) -> &'static str {
+        match self {
+            Family::Transfer => "gb_per_s",
+            Family::Overlap => "speedup",
+        }
+    }
+
+    /// Builds the typed point from checked parameters.
+    pub(crate) fn workload(self, params: &Params) -> Workload {
+        let text = |name: &str| match &params[name] {
+            ParamValue::Text(t) => t.clone(),
+            other => other.to_string(),
+        };
+        let int = |name: &str| match params[name] {
+            ParamValue::Int(v) => v,
+            ParamValue::Float(v) => v as i64,
+            ParamValue::Text(_) => unreachable!("checked as a number"),
+        };
+        let float = |name: &str| params[name].as_f64().expect("checked as a number");
+        match self {
+            Family::Transfer => Workload::Transfer(TransferPoint {
+                direction: if text("direction") == "h2d" {
+                    Direction::HostToDevice
+                } else {
+                    Direction::DeviceToHost
+                },
+                host: if text("host") == "pinned" {
+                    HostMemory::Pinned
+                } else {
+                    HostMemory::Pageable
+                },
+                bytes: int("bytes") as u64,
+            }),
+            Family::Overlap => Workload::Overlap(OverlapPoint {
+                bytes: int("bytes") as u64,
+                chunks: int("chunks") as u32,
+                streams: int("streams") as u32,
+                kernel_us: float("kernel_us"),
+            }),
+        }
+    }
+}
+
+/// Which way a copy goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Direction {
+    /// Host to device (upload).
+    HostToDevice,
+    /// Device to host (download).
+    DeviceToHost,
+}
+
+/// How the host side of a copy was allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HostMemory {
+    /// Page-locked memory (cuMemAllocHost with flags 0): the copy engine reads it directly.
+    Pinned,
+    /// Ordinary malloc'd memory: the driver stages it through pinned buffers.
+    Pageable,
+}
+
+/// One host <-> device copy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransferPoint {
+    /// Which way the bytes go.
+    pub direction: Direction,
+    /// How the host buffer was allocated.
+    pub host: HostMemory,
+    /// Bytes copied.
+    pub bytes: u64,
+}
+
+/// A pinned upload of `bytes` split into `chunks`, issued round-robin on `streams`,
+/// each chunk followed on its stream by a kernel of `kernel_us / chunks` microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OverlapPoint {
+    /// Total bytes uploaded.
+    pub bytes: u64,
+    /// How many pieces the upload is cut into.
+    pub chunks: u32,
+    /// How many streams the pieces are spread over.
+    pub streams: u32,
+    /// Total kernel time over all chunks, in microseconds.
+    pub kernel_us: f64,
+}
+
+impl OverlapPoint {
+    /// The byte size of chunk `index`; the last chunk takes the remainder.
+    pub fn chunk_bytes(&self, index: u32) -> u64 {
+        let base = self.bytes / u64::from(self.chunks);
+        if index + 1 == self.chunks {
+            self.bytes - base * u64::from(self.chunks - 1)
+        } else {
+            base
+        }
+    }
+}
+
+/// The typed work at one point: what a backend actually runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Workload {
+    /// A single copy.
+    Transfer(TransferPoint),
+    /// Chunked copy/compute overlap.
+    Overlap(OverlapPoint),
+}
+
+/// The metrics of a transfer point, from its time: `time_us` and `gb_per_s` (10^9 bytes/s).
+pub fn transfer_metrics(time_us: f64, bytes: u64) -> Metrics {
+    Metrics::from([
+        ("time_us".to_string(), time_us),
+        ("gb_per_s".to_string(), bytes as f64 / time_us / 1e3),
+    ])
+}
+
+/// The metrics of an overlap point: `time_us`, `serial_time_us` and `speedup` (serial / overlapped).
+pub fn overlap_metrics(time_us: f64, serial_time_us: f64) -> Metrics {
+    Metrics::from([
+        ("time_us".to_string(), time_us),
+        ("serial_time_us".to_string(), serial_time_us),
+        ("speedup".to_string(), serial_time_us / time_us),
+    ])
+}

@@ -1,0 +1,27 @@
+//! memlab's shared vocabulary: experiment files and their sweeps, the [`Backend`] trait,
+//! result records, device profiles. Depends on no other memlab crate.
+#![deny(missing_docs)]
+
+mod backend;
+mod calibration;
+mod catalog;
+mod error;
+mod family;
+mod files;
+mod params;
+mod profile;
+mod record;
+mod suite;
+mod units;
+
+pub use backend::Backend;
+pub use calibration::{calibration_sizes, Calibration, Sample};
+pub use catalog::Catalog;
+pub use error::{Error, Result};
+pub use family::{overlap_metrics, transfer_metrics, Direction, Family, HostMemory, OverlapPoint, TransferPoint, Workload};
+pub use files::write_atomically;
+pub use params::{Metrics, ParamValue, Params};
+pub use profile::{LinkParams, Profile, ProfileDevice, StagedParams, TransferParams, DEFAULT_PROFILE};
+pub use record::{BackendKind, DeviceInfo, PointRecord, Record};
+pub use suite::{Experiment, Point, Suite};
+pub use units::{format_bytes, parse_bytes};

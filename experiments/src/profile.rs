@@ -1,0 +1,192 @@
+//! Device profiles: the model's parameters, immutable, each saying where it came from.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// A device profile: what `sim` needs to predict one GPU, and where each number came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name (`--profile NAME`).
+    pub name: String,
+    /// One sentence: which machine, which date.
+    pub description: String,
+    /// The GPU the parameters describe.
+    pub device: ProfileDevice,
+    /// Host <-> device copies and launch overhead.
+    pub transfer: TransferParams,
+}
+
+/// The GPU a profile describes, as the driver reported it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileDevice {
+    /// Marketing name, e.g. "NVIDIA H100 80GB HBM3".
+    pub name: String,
+    /// "major.minor".
+    pub compute_capability: String,
+    /// Streaming multiprocessors.
+    pub multiprocessors: u32,
+    /// Device memory in bytes.
+    pub memory_bytes: u64,
+    /// Copy engines that run concurrently with kernels (CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT).
+    pub copy_engines: u32,
+}
+
+/// A copy that the copy engine does straight from or to pinned memory:
+/// `time = latency_us + bytes / gb_per_s`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkParams {
+    /// Fixed cost per copy, microseconds (issue, DMA setup, completion).
+    pub latency_us: f64,
+    /// Sustained bandwidth, 10^9 bytes per second.
+    pub gb_per_s: f64,
+}
+
+/// A pageable copy, which the driver pipelines through pinned staging buffers:
+/// the host copies one staging chunk while the copy engine moves the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StagedParams {
+    /// Fixed cost per copy, microseconds.
+    pub latency_us: f64,
+    /// Bandwidth of the host-side copy between pageable and staging memory, 10^9 B/s.
+    pub host_gb_per_s: f64,
+    /// Size of one staging chunk, bytes.
+    pub staging_bytes: u64,
+}
+
+/// Transfer parameters, fitted by `memlab calibrate` on sizes the transfer suite never uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransferParams {
+    /// Where these numbers came from (command, machine, date).
+    pub source: String,
+    /// The copy sizes calibration measured; reports exclude them from validation.
+    pub calibration_bytes: Vec<u64>,
+    /// Cost of launching one kernel behind another on a stream, microseconds.
+    pub kernel_launch_us: f64,
+    /// Pinned uploads.
+    pub h2d_pinned: LinkParams,
+    /// Pinned downloads.
+    pub d2h_pinned: LinkParams,
+    /// Pageable uploads (the DMA stage uses `h2d_pinned`'s bandwidth).
+    pub h2d_pageable: StagedParams,
+    /// Pageable downloads (the DMA stage uses `d2h_pinned`'s bandwidth).
+    pub d2h_pageable: StagedParams,
+}
+
+struct BuiltinProfile {
+    name: &'static str,
+    text: &'static str,
+}
+
+const BUILTIN_PROFILES: &[BuiltinProfile] = &[
+    BuiltinProfile { name: "h100", text: include_str!("../profiles/h100.toml") },
+];
+
+/// The profile `memlab run` uses when none is named.
+pub const DEFAULT_PROFILE: &str = "h100";
+
+impl Profile {
+    /// Parses a profile's TOML; `origin` names it in errors.
+    pub fn parse(origin: &str, text: &str) -> Result<Profile> {
+        let profile: Profile = toml::from_str(text).map_err(|e| Error::from_toml(origin, text, &e))?;
+        profile.validate(origin)?;
+        Ok(profile)
+    }
+
+    /// A built-in profile by name, or a profile file by path (anything with a '/' or ending in .toml).
+    pub fn find(name_or_path: &str) -> Result<Profile> {
+        if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
+            let path = Path::new(name_or_path);
+            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            return Profile::parse(name_or_path, &text);
+        }
+        let builtin = BUILTIN_PROFILES
+            .iter()
+            .find(|p| p.name == name_or_path)
+            .ok_or_else(|| Error::Unknown {
+                kind: "profile",
+                name: name_or_path.to_string(),
+                valid: Profile::builtin_names().into_iter().map(String::from).collect(),
+            })?;
+        Profile::parse(&format!("builtin:{}", builtin.name), builtin.text)
+    }
+
+    /// Names of the profiles compiled into memlab.
+    pub fn builtin_names() -> Vec<&'static str> {
+        BUILTIN_PROFILES.iter().map(|p| p.name).collect()
+    }
+
+    /// The profile as TOML, as `memlab calibrate` writes it.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a profile always serializes")
+    }
+
+    fn validate(&self, origin: &str) -> Result<()> {
+        let t = &self.transfer;
+        let positive = [
+            ("transfer.h2d_pinned.gb_per_s", t.h2d_pinned.gb_per_s),
+            ("transfer.d2h_pinned.gb_per_s", t.d2h_pinned.gb_per_s),
+            ("transfer.h2d_pageable.host_gb_per_s", t.h2d_pageable.host_gb_per_s),
+            ("transfer.d2h_pageable.host_gb_per_s", t.d2h_pageable.host_gb_per_s),
+            ("transfer.h2d_pageable.staging_bytes", t.h2d_pageable.staging_bytes as f64),
+            ("transfer.d2h_pageable.staging_bytes", t.d2h_pageable.staging_bytes as f64),
+        ];
+        let non_negative = [
+            ("transfer.kernel_launch_us", t.kernel_launch_us),
+            ("transfer.h2d_pinned.latency_us", t.h2d_pinned.latency_us),
+            ("transfer.d2h_pinned.latency_us", t.d2h_pinned.latency_us),
+            ("transfer.h2d_pageable.latency_us", t.h2d_pageable.latency_us),
+            ("transfer.d2h_pageable.latency_us", t.d2h_pageable.latency_us),
+        ];
+        for (name, value) in positive {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(Error::Invalid(format!("{origin}: {name} = {value}: must be positive")));
+            }
+        }
+        for (name, value) in non_negative {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(Error::Invalid(format!("{origin}: {name} = {value}: must be >= 0")));
+            }
+        }
+        if self.device.copy_engines == 0 {
+            return Err(Error::Invalid(format!("{origin}: device.copy_engines = 0: must be at least 1")));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_profiles_parse_and_round_trip() {
+        for name in Profile::builtin_names() {
+            let profile = Profile::find(name).unwrap();
+            assert_eq!(profile.name, name);
+            let again = Profile::parse("again", &profile.to_toml()).unwrap();
+            assert_eq!(again, profile);
+        }
+    }
+
+    #[test]
+    fn unknown_profile_lists_valid_names() {
+        let err = Profile::find("a100").unwrap_err().to_string();
+        assert!(err.contains("a100") && err.contains("h100"), "{err}");
+    }
+
+    #[test]
+    fn rejects_non_physical_parameters() {
+        let text = Profile::find("h100").unwrap().to_toml();
+        let bad = text.replacen("gb_per_s = ", "gb_per_s = -", 1);
+        let err = Profile::parse("bad.toml", &bad).unwrap_err().to_string();
+        assert!(err.contains("bad.toml") && err.contains("must be positive"), "{err}");
+    }
+}

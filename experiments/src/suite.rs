@@ -1,0 +1,357 @@
+//! Experiment files: a suite of named experiments, each a family plus a sweep of parameters.
+//!
+//! ```toml
+//! name = "transfers"
+//! description = "Host <-> device copies"
+//!
+//! [[experiment]]
+//! name = "h2d_pinned"
+//! family = "transfer"
+//! description = "Pinned uploads"
+//! [experiment.sweep]
+//! direction = "h2d"
+//! host = "pinned"
+//! bytes = { log2 = ["1 KiB", "1 GiB"] }   # or a list: [4096, "1 MiB"], or one value
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{Error, Result};
+use crate::family::{Family, ParamKind, ParamSpec, Workload};
+use crate::params::{ParamValue, Params};
+use crate::units::parse_bytes;
+
+/// A sweep expands to at most this many points, so a typo cannot ask for billions.
+const MAX_POINTS: usize = 100_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuiteFile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(rename = "experiment", default)]
+    experiments: Vec<ExperimentFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExperimentFile {
+    name: Spanned<String>,
+    family: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    sweep: BTreeMap<String, Spanned<toml::Value>>,
+}
+
+/// One point of an experiment's sweep: its parameters as recorded, and the typed work.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// The parameters, as they go into records.
+    pub params: Params,
+    /// What a backend runs.
+    pub workload: Workload,
+}
+
+/// A named experiment with its sweep expanded into points.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    /// Unique name across the suites loaded together.
+    pub name: String,
+    /// The suite it came from.
+    pub suite: String,
+    /// Which family of model and kernel runs it.
+    pub family: Family,
+    /// One sentence for `memlab list` and reports.
+    pub description: String,
+    /// Every point of the sweep, in the order the file's parameters nest.
+    pub points: Vec<Point>,
+}
+
+/// A parsed experiment file.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    /// The suite's name (`memlab run NAME`).
+    pub name: String,
+    /// One sentence for `memlab list`.
+    pub description: String,
+    /// Where it came from: a path or `builtin:NAME`.
+    pub origin: String,
+    /// Its experiments.
+    pub experiments: Vec<Experiment>,
+}
+
+impl Suite {
+    /// Parses an experiment file's text; `origin` names it in errors.
+    pub fn parse(origin: &str, text: &str) -> Result<Suite> {
+        let file: SuiteFile = toml::from_str(text).map_err(|e| Error::from_toml(origin, text, &e))?;
+        let mut experiments = Vec::with_capacity(file.experiments.len());
+        for raw in file.experiments {
+            if experiments.iter().any(|e: &Experiment| e.name == *raw.name.get_ref()) {
+                return Err(at(origin, text, raw.name.span().start, format!(
+                    "experiment '{}' is defined twice",
+                    raw.name.get_ref()
+                )));
+            }
+            experiments.push(parse_experiment(origin, text, &file.name, raw)?);
+        }
+        Ok(Suite {
+            name: file.name,
+            description: file.description,
+            origin: origin.to_string(),
+            experiments,
+        })
+    }
+
+    /// Reads and parses an experiment file from disk.
+    pub fn load(path: &Path) -> Result<Suite> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Suite::parse(&path.display().to_string(), &text)
+    }
+}
+
+fn at(origin: &str, text: &str, offset: usize, message: String) -> Error {
+    let before = &text[..offset.min(text.len())];
+    Error::Syntax {
+        file: origin.to_string(),
+        line: before.matches('\n').count() + 1,
+        column: before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1,
+        message,
+    }
+}
+
+fn parse_experiment(origin: &str, text: &str, suite: &str, raw: ExperimentFile) -> Result<Experiment> {
+    let name = raw.name.get_ref().clone();
+    let family = Family::from_name(raw.family.get_ref()).ok_or_else(|| {
+        let valid: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+        at(origin, text, raw.family.span().start, format!(
+            "experiment '{name}': unknown family '{}'; valid families: {}",
+            raw.family.get_ref(),
+            valid.join(", ")
+        ))
+    })?;
+    let specs = family.params();
+    for (key, value) in &raw.sweep {
+        if !specs.iter().any(|s| s.name == key) {
+            let valid: Vec<&str> = specs.iter().map(|s| s.name).collect();
+            return Err(at(origin, text, value.span().start, format!(
+                "experiment '{name}': family '{}' takes no parameter '{key}'; it takes: {}",
+                family.name(),
+                valid.join(", ")
+            )));
+        }
+    }
+    let mut axes: Vec<(&'static str, Vec<ParamValue>)> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let values = match raw.sweep.get(spec.name) {
+            Some(value) => expand(spec, value.get_ref()).map_err(|(shown, reason)| {
+                at(origin, text, value.span().start, format!(
+                    "experiment '{name}': {} = {shown}: {reason}",
+                    spec.name
+                ))
+            })?,
+            None => match spec.default {
+                Some(default) => vec![check(spec, &toml::Value::String(default.into()))
+                    .expect("built-in defaults are valid")],
+                None => {
+                    return Err(at(origin, text, raw.name.span().start, format!(
+                        "experiment '{name}': missing parameter '{}' (family '{}')",
+                        spec.name,
+                        family.name()
+                    )))
+                }
+            },
+        };
+        axes.push((spec.name, values));
+    }
+    let total = axes.iter().map(|(_, v)| v.len()).product::<usize>();
+    if total > MAX_POINTS {
+        return Err(at(origin, text, raw.name.span().start, format!(
+            "experiment '{name}': the sweep has {total} points, more than the {MAX_POINTS} allowed"
+        )));
+    }
+    let points = cartesian(&axes)
+        .into_iter()
+        .map(|params| Point {
+            workload: family.workload(&params),
+            params,
+        })
+        .collect();
+    Ok(Experiment {
+        name,
+        suite: suite.to_string(),
+        family,
+        description: raw.description,
+        points,
+    })
+}
+
+/// A rejected value, shown as written, with the reason.
+type Rejection = (String, String);
+
+fn expand(spec: &ParamSpec, value: &toml::Value) -> std::result::Result<Vec<ParamValue>, Rejection> {
+    match value {
+        toml::Value::Array(items) if items.is_empty() => Err((value.to_string(), "an empty list sweeps nothing".into())),
+        toml::Value::Array(items) => items.iter().map(|item| check(spec, item)).collect(),
+        toml::Value::Table(table) => {
+            let range = table.get("log2").filter(|_| table.len() == 1).ok_or_else(|| {
+                (value.to_string(), "a table must be { log2 = [from, to] }".to_string())
+            })?;
+            let bounds = match range {
+                toml::Value::Array(b) if b.len() == 2 => b,
+                _ => return Err((value.to_string(), "log2 takes [from, to]".into())),
+            };
+            if !matches!(spec.kind, ParamKind::Size | ParamKind::Count { .. }) {
+                return Err((value.to_string(), "log2 ranges are for sizes and counts".into()));
+            }
+            let from = integer(spec, &bounds[0])?;
+            let to = integer(spec, &bounds[1])?;
+            if from > to {
+                return Err((value.to_string(), format!("from ({from}) is larger than to ({to})")));
+            }
+            let mut values = Vec::new();
+            let mut v = from;
+            while v <= to {
+                values.push(ParamValue::Int(v));
+                v = v.checked_mul(2).ok_or_else(|| (value.to_string(), "range overflows".to_string()))?;
+            }
+            Ok(values)
+        }
+        single => Ok(vec![check(spec, single)?]),
+    }
+}
+
+fn integer(spec: &ParamSpec, value: &toml::Value) -> std::result::Result<i64, Rejection> {
+    match check(spec, value)? {
+        ParamValue::Int(v) => Ok(v),
+        other => Err((other.to_string(), "expected a whole number".into())),
+    }
+}
+
+fn check(spec: &ParamSpec, value: &toml::Value) -> std::result::Result<ParamValue, Rejection> {
+    let shown = value.to_string();
+    match spec.kind {
+        ParamKind::Size => {
+            let bytes = match value {
+                toml::Value::Integer(v) if *v > 0 => *v as u64,
+                toml::Value::Integer(_) => return Err((shown, "a size must be a positive number of bytes".into())),
+                toml::Value::String(s) => parse_bytes(s).map_err(|reason| (shown.clone(), reason))?,
+                _ => return Err((shown, "expected a byte size such as 4096 or \"256 MiB\"".into())),
+            };
+            if bytes == 0 {
+                return Err((shown, "a size must be a positive number of bytes".into()));
+            }
+            i64::try_from(bytes)
+                .map(ParamValue::Int)
+                .map_err(|_| (shown, "size too large".into()))
+        }
+        ParamKind::Count { min, max } => match value {
+            toml::Value::Integer(v) if (min..=max).contains(v) => Ok(ParamValue::Int(*v)),
+            toml::Value::Integer(_) => Err((shown, format!("must be between {min} and {max}"))),
+            _ => Err((shown, "expected a whole number".into())),
+        },
+        ParamKind::NonNegative => {
+            let v = match value {
+                toml::Value::Integer(v) => *v as f64,
+                toml::Value::Float(v) => *v,
+                _ => return Err((shown, "expected a number".into())),
+            };
+            if v.is_finite() && v >= 0.0 {
+                Ok(ParamValue::Float(v))
+            } else {
+                Err((shown, "must be a finite number >= 0".into()))
+            }
+        }
+        ParamKind::Choice(choices) => match value {
+            toml::Value::String(s) if choices.contains(&s.as_str()) => Ok(ParamValue::Text(s.clone())),
+            _ => Err((shown, format!("expected one of: {}", choices.join(", ")))),
+        },
+    }
+}
+
+fn cartesian(axes: &[(&'static str, Vec<ParamValue>)]) -> Vec<Params> {
+    let mut points = vec![Params::new()];
+    for (name, values) in axes {
+        points = points
+            .into_iter()
+            .flat_map(|params| {
+                values.iter().map(move |v| {
+                    let mut p = params.clone();
+                    p.insert((*name).to_string(), v.clone());
+                    p
+                })
+            })
+            .collect();
+    }
+    points
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::family::{Direction, HostMemory};
+
+    const GOOD: &str = r#"
+name = "t"
+[[experiment]]
+name = "up"
+family = "transfer"
+[experiment.sweep]
+direction = ["h2d", "d2h"]
+bytes = { log2 = ["1 KiB", "1 MiB"] }
+"#;
+
+    #[test]
+    fn expands_sweeps() {
+        let suite = Suite::parse("t.toml", GOOD).unwrap();
+        let exp = &suite.experiments[0];
+        assert_eq!(exp.points.len(), 2 * 11);
+        match exp.points[0].workload {
+            Workload::Transfer(p) => {
+                assert_eq!(p.bytes, 1024);
+                assert_eq!(p.direction, Direction::HostToDevice);
+                assert_eq!(p.host, HostMemory::Pinned, "default applies");
+            }
+            _ => panic!("wrong family"),
+        }
+    }
+
+    fn error_of(text: &str) -> String {
+        Suite::parse("x.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn malformed_toml_names_the_line() {
+        let err = error_of("name = \"t\"\n[[experiment]\nname = 1\n");
+        assert!(err.starts_with("x.toml:2:"), "{err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+    }
+
+    #[test]
+    fn zero_and_negative_sizes_are_rejected_with_their_line() {
+        let zero = GOOD.replace("{ log2 = [\"1 KiB\", \"1 MiB\"] }", "0");
+        let err = error_of(&zero);
+        assert!(err.starts_with("x.toml:8:") && err.contains("bytes = 0"), "{err}");
+        let negative = GOOD.replace("{ log2 = [\"1 KiB\", \"1 MiB\"] }", "[1024, -4]");
+        assert!(error_of(&negative).contains("bytes = -4"), "{}", error_of(&negative));
+    }
+
+    #[test]
+    fn unknown_family_and_parameter_list_valid_names() {
+        let err = error_of(&GOOD.replace("\"transfer\"", "\"teleport\""));
+        assert!(err.contains("teleport") && err.contains("transfer, overlap"), "{err}");
+        let err = error_of(&GOOD.replace("direction", "way"));
+        assert!(err.contains("'way'") && err.contains("direction"), "{err}");
+    }
+
+    #[test]
+    fn missing_parameter_is_named() {
+        let err = error_of(&GOOD.replace("direction = [\"h2d\", \"d2h\"]\n", ""));
+        assert!(err.contains("missing parameter 'direction'"), "{err}");
+    }
+}

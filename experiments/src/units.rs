@@ -1,0 +1,75 @@
+//! Byte sizes as people write them ("256 MiB", "1GiB", 4096) and as reports print them.
+
+/// Parses a byte size: a plain integer or a number followed by B, KiB, MiB, GiB or TiB
+/// (binary units; KB/MB/GB are read as decimal). Returns a message naming the text on failure.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let unit = unit.trim();
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "tib" | "t" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => return Err(format!("'{text}' is not a byte size (unknown unit '{unit}')")),
+    };
+    if number.is_empty() {
+        return Err(format!("'{text}' is not a byte size (no number)"));
+    }
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a byte size"))?;
+    let bytes = value * multiplier as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 || bytes.fract() != 0.0 {
+        return Err(format!("'{text}' is not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Formats a byte count with the largest binary unit that keeps it readable ("1 KiB", "1.5 MiB").
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 {
+        format!("{value} {}", UNITS[unit])
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("1KiB"), Ok(1024));
+        assert_eq!(parse_bytes("256 MiB"), Ok(256 << 20));
+        assert_eq!(parse_bytes("1.5 KiB"), Ok(1536));
+        assert_eq!(parse_bytes("1GB"), Ok(1_000_000_000));
+        assert!(parse_bytes("-1KiB").is_err());
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("0.3 B").is_err());
+        assert!(parse_bytes("MiB").is_err());
+    }
+
+    #[test]
+    fn formats_round_trip() {
+        for bytes in [1u64, 1024, 3 << 20, 1 << 30, 1536] {
+            assert_eq!(parse_bytes(&format_bytes(bytes)), Ok(bytes));
+        }
+    }
+}

@@ -1,0 +1,69 @@
+use experiments::{overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord, Record, Workload};
+
+use crate::cuda::Gpu;
+use crate::error::{HwError, Result};
+use crate::overlap::{measure_overlap, Spin};
+use crate::transfer::measure_copy;
+
+/// A CUDA GPU as a [`Backend`]: measures every point, one at a time, on device 0.
+pub struct HwBackend {
+    gpu: Gpu,
+    device: DeviceInfo,
+    spin: Option<Spin>,
+}
+
+impl HwBackend {
+    /// Opens device 0; a clear error, never a panic, on a machine without a GPU or driver.
+    pub fn open() -> Result<HwBackend> {
+        let gpu = Gpu::open()?;
+        let device = gpu.info()?;
+        Ok(HwBackend { gpu, device, spin: None })
+    }
+
+    fn measure(&mut self, workload: &Workload, seed: u64) -> Result<experiments::Metrics> {
+        Ok(match workload {
+            Workload::Transfer(point) => transfer_metrics(measure_copy(&self.gpu, point, seed)?, point.bytes),
+            Workload::Overlap(point) => {
+                if self.spin.is_none() {
+                    self.spin = Some(Spin::load(&self.gpu)?);
+                }
+                let spin = self.spin.as_ref().expect("loaded above");
+                let (serial, overlapped) = measure_overlap(&self.gpu, spin, point, seed)?;
+                overlap_metrics(overlapped, serial)
+            }
+        })
+    }
+}
+
+impl Backend for HwBackend {
+    type Error = HwError;
+
+    fn kind(&self) -> BackendKind {
+        BackendKind::Hw
+    }
+
+    fn device(&self) -> DeviceInfo {
+        self.device.clone()
+    }
+
+    fn run(&mut self, experiment: &Experiment, seed: u64, progress: &(dyn Fn() + Sync)) -> Result<Record> {
+        let mut points = Vec::with_capacity(experiment.points.len());
+        for point in &experiment.points {
+            let metrics = self.measure(&point.workload, seed)?;
+            progress();
+            points.push(PointRecord { params: point.params.clone(), metrics });
+        }
+        Ok(Record {
+            experiment: experiment.name.clone(),
+            suite: experiment.suite.clone(),
+            family: experiment.family,
+            backend: BackendKind::Hw,
+            device: self.device.clone(),
+            profile: "measured".to_string(),
+            seed,
+            calibration_bytes: Vec::new(),
+            memlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            points,
+        })
+    }
+}

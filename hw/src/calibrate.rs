@@ -1,0 +1,71 @@
+//! `memlab calibrate`, measuring half: the transfer samples a profile is fitted on.
+
+use experiments::{calibration_sizes, Calibration, Direction, HostMemory, Sample, TransferPoint};
+
+use crate::cuda::Gpu;
+use crate::error::Result;
+use crate::overlap::Spin;
+use crate::transfer::measure_copy;
+
+/// Copies per calibration kind: 7 sizes, 3 KiB to 768 MiB, none a power of two.
+/// `progress` is called once per measured size.
+pub fn measure_calibration(seed: u64, progress: &dyn Fn()) -> Result<Calibration> {
+    let gpu = Gpu::open()?;
+    let device = gpu.info()?;
+    let measure = |direction, host| -> Result<Vec<Sample>> {
+        calibration_sizes()
+            .into_iter()
+            .map(|bytes| {
+                let time_us = measure_copy(&gpu, &TransferPoint { direction, host, bytes }, seed)?;
+                progress();
+                Ok(Sample { bytes, time_us })
+            })
+            .collect()
+    };
+    let h2d_pinned = measure(Direction::HostToDevice, HostMemory::Pinned)?;
+    let d2h_pinned = measure(Direction::DeviceToHost, HostMemory::Pinned)?;
+    let h2d_pageable = measure(Direction::HostToDevice, HostMemory::Pageable)?;
+    let d2h_pageable = measure(Direction::DeviceToHost, HostMemory::Pageable)?;
+    let kernel_launch_us = Spin::load(&gpu)?.launch_overhead_us(&gpu, 200)?;
+    Ok(Calibration { device, date: today(), h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable, kernel_launch_us })
+}
+
+/// How many sizes [`measure_calibration`] measures, for a progress bar.
+pub fn calibration_steps() -> u64 {
+    4 * calibration_sizes().len() as u64
+}
+
+/// Today's date (UTC) as YYYY-MM-DD, from the system clock.
+fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    civil_date((secs / 86_400) as i64)
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_date;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(20_414), "2025-11-22");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+    }
+}

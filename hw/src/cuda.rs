@@ -1,0 +1,342 @@
+//! The one place memlab touches the CUDA driver's raw API (through cudarc's `result`/`sys`
+//! layers). Everything outside this module is safe code over these types.
+//!
+//! Allocation goes straight to cuMemAlloc / cuMemAllocHost (flags 0, plain pinned memory),
+//! never through cudarc's stream-ordered pool, so what is timed is the plain driver path.
+//! Asynchronous work is only issued inside [`Gpu::enqueue`], which synchronizes the context
+//! before it returns: no copy or kernel can outlive the buffers it borrowed.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::result;
+use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+
+use experiments::DeviceInfo;
+
+use crate::error::{HwError, Result};
+
+/// An opened GPU: a CUDA context bound to this thread.
+pub(crate) struct Gpu {
+    ctx: Arc<CudaContext>,
+}
+
+impl Gpu {
+    /// Opens device 0, after checking that the driver library exists (cudarc panics otherwise).
+    pub(crate) fn open() -> Result<Gpu> {
+        // SAFETY: only tries to dlopen libcuda; no CUDA function is called.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(HwError::NoDriver);
+        }
+        let count = CudaContext::device_count().map_err(|e| HwError::NoDevice(e.to_string()))?;
+        if count < 1 {
+            return Err(HwError::NoDevice("device count is 0".into()));
+        }
+        let ctx = CudaContext::new(0).map_err(|e| HwError::NoDevice(e.to_string()))?;
+        Ok(Gpu { ctx })
+    }
+
+    pub(crate) fn attribute(&self, attribute: CUdevice_attribute) -> Result<i32> {
+        self.ctx.attribute(attribute).map_err(HwError::cuda("cuDeviceGetAttribute"))
+    }
+
+    /// What records say about this device.
+    pub(crate) fn info(&self) -> Result<DeviceInfo> {
+        use CUdevice_attribute::*;
+        let (major, minor) = self.ctx.compute_capability().map_err(HwError::cuda("cuDeviceGetAttribute"))?;
+        let mut driver = 0i32;
+        // SAFETY: cuDriverGetVersion writes one int through a valid pointer.
+        unsafe { sys::cuDriverGetVersion(&mut driver) }
+            .result()
+            .map_err(HwError::cuda("cuDriverGetVersion"))?;
+        // Clock attributes are informational and deprecated in newer drivers: 0 if refused.
+        let optional = |a| self.attribute(a).map(|v| (v / 1000) as u32).unwrap_or(0);
+        Ok(DeviceInfo {
+            name: self.ctx.name().map_err(HwError::cuda("cuDeviceGetName"))?,
+            compute_capability: format!("{major}.{minor}"),
+            memory_bytes: self.ctx.total_mem().map_err(HwError::cuda("cuDeviceTotalMem"))? as u64,
+            multiprocessors: self.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            copy_engines: self.attribute(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)? as u32,
+            driver_version: format!("{}.{}", driver / 1000, (driver % 1000) / 10),
+            clock_mhz: optional(CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
+            memory_clock_mhz: optional(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+            pci_bus_id: format!(
+                "{:04x}:{:02x}:{:02x}.0",
+                self.attribute(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+                self.attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+                self.attribute(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
+            ),
+            stream_ordered_pool: self.ctx.has_async_alloc(),
+        })
+    }
+
+    /// Compiles a kernel source from `kernels/` with NVRTC and loads it.
+    pub(crate) fn compile(&self, file: &'static str, source: &str) -> Result<Module> {
+        // SAFETY: only tries to dlopen libnvrtc; no NVRTC function is called.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(HwError::NoNvrtc);
+        }
+        let opts = CompileOptions { name: Some(file.to_string()), ..Default::default() };
+        let ptx = compile_ptx_with_opts(source, opts).map_err(|e| HwError::Compile {
+            file,
+            log: match e {
+                CompileError::CompileError { log, .. } => log.to_string_lossy().replace('\n', " "),
+                other => other.to_string(),
+            },
+        })?;
+        let module = self.ctx.load_module(ptx).map_err(HwError::cuda("cuModuleLoadData"))?;
+        Ok(Module { module })
+    }
+
+    pub(crate) fn device_buffer(&self, bytes: usize) -> Result<DeviceBuffer> {
+        // SAFETY: allocates `bytes` of device memory in this thread's current context.
+        let ptr = unsafe { result::malloc_sync(bytes) }.map_err(HwError::cuda("cuMemAlloc"))?;
+        Ok(DeviceBuffer { ptr, bytes })
+    }
+
+    /// Page-locked host memory with flags 0 (plain pinned, not write-combined), zeroed.
+    pub(crate) fn pinned_buffer(&self, bytes: usize) -> Result<HostBuffer> {
+        // SAFETY: allocates `bytes` of page-locked host memory; freed in Drop.
+        let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }.map_err(HwError::cuda("cuMemHostAlloc"))? as *mut u8;
+        // SAFETY: the allocation is at least `bytes` long; zeroing initialises every byte.
+        unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
+        Ok(HostBuffer { ptr, bytes, pinned: true })
+    }
+
+    pub(crate) fn stream(&self) -> Result<Stream> {
+        let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(HwError::cuda("cuStreamCreate"))?;
+        Ok(Stream { raw })
+    }
+
+    pub(crate) fn event(&self) -> Result<Event> {
+        let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(HwError::cuda("cuEventCreate"))?;
+        Ok(Event { raw })
+    }
+
+    /// Runs `issue`, which queues asynchronous work borrowing buffers for `'buf`, then waits
+    /// for the whole context to finish, even when `issue` failed.
+    pub(crate) fn enqueue<'buf, R>(&self, issue: impl FnOnce(&Queue<'buf>) -> Result<R>) -> Result<R> {
+        let queue = Queue { _borrows: PhantomData };
+        let issued = issue(&queue);
+        let synced = self.ctx.synchronize().map_err(HwError::cuda("cuCtxSynchronize"));
+        let value = issued?;
+        synced?;
+        Ok(value)
+    }
+
+    /// Synchronous upload of a whole host slice into the start of `dst`.
+    pub(crate) fn upload(&self, dst: &DeviceBuffer, src: &[u8]) -> Result<()> {
+        check_fits("upload", src.len(), dst.bytes)?;
+        // SAFETY: dst holds at least src.len() bytes (checked); the call is synchronous.
+        unsafe { result::memcpy_htod_sync(dst.ptr, src) }.map_err(HwError::cuda("cuMemcpyHtoD"))
+    }
+
+    /// Synchronous download of the start of `src` into a whole host slice.
+    pub(crate) fn download(&self, dst: &mut [u8], src: &DeviceBuffer) -> Result<()> {
+        check_fits("download", dst.len(), src.bytes)?;
+        // SAFETY: src holds at least dst.len() bytes (checked); the call is synchronous.
+        unsafe { result::memcpy_dtoh_sync(dst, src.ptr) }.map_err(HwError::cuda("cuMemcpyDtoH"))
+    }
+}
+
+fn check_fits(what: &str, bytes: usize, capacity: usize) -> Result<()> {
+    if bytes > capacity {
+        return Err(HwError::Unsupported(format!("{what} of {bytes} bytes into a {capacity}-byte device buffer")));
+    }
+    Ok(())
+}
+
+/// Work being queued inside [`Gpu::enqueue`]; every borrow lasts until the context is synchronized.
+pub(crate) struct Queue<'buf> {
+    _borrows: PhantomData<&'buf ()>,
+}
+
+impl<'buf> Queue<'buf> {
+    /// Uploads `src[range]` to `dst` at `offset` on `stream`.
+    pub(crate) fn upload(
+        &self,
+        stream: &Stream,
+        dst: &'buf DeviceBuffer,
+        offset: usize,
+        src: &'buf HostBuffer,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        check_fits("upload source", range.end, src.bytes)?;
+        check_fits("upload", offset + range.len(), dst.bytes)?;
+        // SAFETY: both ranges lie inside their buffers (checked); both buffers are borrowed for
+        // 'buf, which outlives the synchronize at the end of Gpu::enqueue, and CPU access to a
+        // HostBuffer needs &mut, which cannot coexist with this borrow.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(dst.ptr + offset as u64, src.ptr.add(range.start) as *const c_void, range.len(), stream.raw)
+        }
+        .result()
+        .map_err(HwError::cuda("cuMemcpyHtoDAsync"))
+    }
+
+    /// Downloads the start of `src` into the whole of `dst` on `stream`.
+    pub(crate) fn download(&self, stream: &Stream, dst: &'buf HostBuffer, src: &'buf DeviceBuffer) -> Result<()> {
+        check_fits("download", dst.bytes, src.bytes)?;
+        // SAFETY: as for upload: the device writes dst while it is only shared-borrowed, and no
+        // CPU code can read it until the borrow ends after synchronization.
+        unsafe { sys::cuMemcpyDtoHAsync_v2(dst.ptr as *mut c_void, src.ptr, dst.bytes, stream.raw) }
+            .result()
+            .map_err(HwError::cuda("cuMemcpyDtoHAsync"))
+    }
+
+    pub(crate) fn record(&self, event: &'buf Event, stream: &Stream) -> Result<()> {
+        // SAFETY: both handles are alive (borrowed) and were created in this context.
+        unsafe { result::event::record(event.raw, stream.raw) }.map_err(HwError::cuda("cuEventRecord"))
+    }
+
+    /// Makes `stream` wait for `event`'s last recording.
+    pub(crate) fn wait(&self, stream: &Stream, event: &'buf Event) -> Result<()> {
+        // SAFETY: both handles are alive (borrowed) and were created in this context.
+        unsafe { result::stream::wait_event(stream.raw, event.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            .map_err(HwError::cuda("cuStreamWaitEvent"))
+    }
+
+    /// Launches `kernel` with a single `u64` argument.
+    pub(crate) fn launch_u64(&self, stream: &Stream, kernel: &Kernel, config: LaunchConfig, mut arg: u64) -> Result<()> {
+        let mut params = [&mut arg as *mut u64 as *mut c_void];
+        // SAFETY: the kernel takes exactly one 64-bit argument (see Module::kernel's callers and
+        // kernels/*.cu); cuLaunchKernel copies the argument before returning; shared memory was
+        // allowed up to config.shared_bytes when the kernel was loaded.
+        unsafe {
+            result::launch_kernel(
+                kernel.function.cu_function(),
+                (config.blocks, 1, 1),
+                (config.threads, 1, 1),
+                config.shared_bytes,
+                stream.raw,
+                &mut params,
+            )
+        }
+        .map_err(HwError::cuda("cuLaunchKernel"))
+    }
+}
+
+/// Grid shape of a 1-D launch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LaunchConfig {
+    pub(crate) blocks: u32,
+    pub(crate) threads: u32,
+    pub(crate) shared_bytes: u32,
+}
+
+/// A loaded NVRTC module.
+pub(crate) struct Module {
+    module: Arc<CudaModule>,
+}
+
+impl Module {
+    /// Looks up a kernel and allows it `max_shared_bytes` of dynamic shared memory.
+    pub(crate) fn kernel(&self, name: &str, max_shared_bytes: i32) -> Result<Kernel> {
+        let function = self.module.load_function(name).map_err(HwError::cuda("cuModuleGetFunction"))?;
+        // SAFETY: the function handle is valid while the module (kept by CudaFunction) lives.
+        unsafe {
+            result::function::set_function_attribute(
+                function.cu_function(),
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                max_shared_bytes,
+            )
+        }
+        .map_err(HwError::cuda("cuFuncSetAttribute"))?;
+        Ok(Kernel { function })
+    }
+}
+
+/// A kernel function ready to launch.
+pub(crate) struct Kernel {
+    function: CudaFunction,
+}
+
+/// Device memory from cuMemAlloc, freed on drop.
+pub(crate) struct DeviceBuffer {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: ptr came from cuMemAlloc and is freed once; Gpu::enqueue synchronized any use.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// Host memory the device copies to and from: page-locked (cuMemHostAlloc, flags 0) or
+/// ordinary pageable memory. The CPU reads and writes it only through `&mut self`, so it can
+/// never race with a copy queued through a shared borrow.
+pub(crate) struct HostBuffer {
+    ptr: *mut u8,
+    bytes: usize,
+    pinned: bool,
+}
+
+impl HostBuffer {
+    /// Ordinary heap memory, zeroed and touched (every page resident before anything is timed).
+    pub(crate) fn pageable(bytes: usize) -> HostBuffer {
+        let boxed: Box<[u8]> = vec![1u8; bytes.max(1)].into_boxed_slice();
+        HostBuffer { ptr: Box::into_raw(boxed) as *mut u8, bytes, pinned: false }
+    }
+
+    pub(crate) fn contents(&mut self) -> &[u8] {
+        // SAFETY: ptr points to `bytes` initialised bytes owned by self; &mut self means no
+        // queued copy holds a borrow.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }
+    }
+
+    pub(crate) fn contents_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        if self.pinned {
+            // SAFETY: ptr came from cuMemHostAlloc and is freed once.
+            let _ = unsafe { result::free_host(self.ptr as *mut c_void) };
+        } else {
+            // SAFETY: ptr came from Box::into_raw of a slice of max(bytes, 1) bytes, freed once.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.bytes.max(1))) });
+        }
+    }
+}
+
+/// A non-blocking stream, destroyed on drop.
+pub(crate) struct Stream {
+    raw: sys::CUstream,
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: raw came from cuStreamCreate and is destroyed once.
+        let _ = unsafe { result::stream::destroy(self.raw) };
+    }
+}
+
+/// A timing event, destroyed on drop.
+pub(crate) struct Event {
+    raw: sys::CUevent,
+}
+
+impl Event {
+    /// Milliseconds from `self` to `end`; both must have completed (they have, after enqueue).
+    pub(crate) fn elapsed_ms(&self, end: &Event) -> Result<f64> {
+        // SAFETY: both events are alive and were created with timing enabled.
+        unsafe { result::event::elapsed(self.raw, end.raw) }
+            .map(f64::from)
+            .map_err(HwError::cuda("cuEventElapsedTime"))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: raw came from cuEventCreate and is destroyed once.
+        let _ = unsafe { result::event::destroy(self.raw) };
+    }
+}

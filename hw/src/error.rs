@@ -1,0 +1,46 @@
+use cudarc::driver::DriverError;
+
+/// What can go wrong on the GPU side. Every variant is one line naming the call or file.
+#[derive(Debug, thiserror::Error)]
+pub enum HwError {
+    /// No libcuda (no NVIDIA driver) on this machine.
+    #[error("--backend hw needs an NVIDIA GPU: no CUDA driver library (libcuda.so) could be loaded on this machine")]
+    NoDriver,
+    /// The driver loaded but reports no usable device.
+    #[error("--backend hw needs an NVIDIA GPU: the CUDA driver found no device ({0})")]
+    NoDevice(String),
+    /// No NVRTC library to compile kernels with.
+    #[error("--backend hw needs NVRTC (libnvrtc.so) to compile memlab's kernels, and none could be loaded")]
+    NoNvrtc,
+    /// A CUDA driver call failed.
+    #[error("{call} failed: {source}")]
+    Cuda {
+        /// The driver function.
+        call: &'static str,
+        /// The driver's error.
+        source: DriverError,
+    },
+    /// A kernel source did not compile.
+    #[error("kernels/{file}: NVRTC compile failed: {log}")]
+    Compile {
+        /// The .cu file.
+        file: &'static str,
+        /// The compiler's log, on one line.
+        log: String,
+    },
+    /// Data read back from the device differs from what was written.
+    #[error("data check failed: {0}")]
+    DataMismatch(String),
+    /// A point this GPU cannot run.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl HwError {
+    pub(crate) fn cuda(call: &'static str) -> impl FnOnce(DriverError) -> HwError {
+        move |source| HwError::Cuda { call, source }
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T, E = HwError> = std::result::Result<T, E>;

@@ -1,0 +1,17 @@
+//! memlab's measurements: the same experiments as `sim`, on a CUDA GPU through cudarc.
+//!
+//! Kernels come from `kernels/*.cu` (compiled at run time with NVRTC). All raw CUDA calls
+//! live in one private module; a machine without a GPU gets an error, never a panic.
+#![deny(missing_docs)]
+
+mod backend;
+mod calibrate;
+mod cuda;
+mod error;
+mod overlap;
+mod timing;
+mod transfer;
+
+pub use backend::HwBackend;
+pub use calibrate::{calibration_steps, measure_calibration};
+pub use error::{HwError, Result};

@@ -1,0 +1,226 @@
+//! The analysis stage: join predicted and measured records point by point, and compute the
+//! model's error. Reads `<experiment>/{sim,hw}.json`, writes `analysis.json`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use experiments::{write_atomically, BackendKind, DeviceInfo, Family, Metrics, ParamValue, Params, Record};
+
+use crate::error::{ReportError, Result};
+
+/// One sweep point with what each backend said about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparedPoint {
+    /// The sweep point.
+    pub params: Params,
+    /// The model's figures, if predicted.
+    pub predicted: Option<Metrics>,
+    /// The GPU's figures, if measured.
+    pub measured: Option<Metrics>,
+    /// (predicted - measured) / measured of the family's primary metric.
+    pub relative_error: Option<f64>,
+    /// Whether the model's parameters were fitted at this point (so it does not validate it).
+    pub calibration: bool,
+}
+
+/// Error statistics over the validation points of one experiment (or of several).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorStats {
+    /// Points compared that calibration did not use.
+    pub validation_points: usize,
+    /// Points excluded because calibration used them.
+    pub calibration_points: usize,
+    /// Median of |relative error| over validation points.
+    pub median_abs_error: f64,
+    /// Largest |relative error| over validation points.
+    pub worst_abs_error: f64,
+    /// Where the largest error is.
+    pub worst_point: Params,
+}
+
+/// One experiment's joined results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentAnalysis {
+    /// The experiment's name.
+    pub experiment: String,
+    /// Its suite.
+    pub suite: String,
+    /// Its family.
+    pub family: Family,
+    /// The metric compared (the family's primary metric).
+    pub metric: String,
+    /// The parameter along the x axis.
+    pub x_param: String,
+    /// The profile the prediction used.
+    pub profile: Option<String>,
+    /// The GPU measured, if any.
+    pub measured_device: Option<DeviceInfo>,
+    /// Every point, in sweep order.
+    pub points: Vec<ComparedPoint>,
+    /// Error statistics, when both backends ran.
+    pub stats: Option<ErrorStats>,
+}
+
+/// The whole run's analysis: what the report renders.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    /// Each experiment found in the run folder, by name.
+    pub experiments: Vec<ExperimentAnalysis>,
+    /// Pooled over every validation point of each family that has measurements.
+    pub by_family: Vec<(Family, ErrorStats)>,
+}
+
+impl Analysis {
+    /// Reads every record under `dir` and joins them.
+    pub fn from_dir(dir: &Path) -> Result<Analysis> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map_err(|e| experiments::Error::io(dir, e))?
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.path().is_dir())
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter(|name| {
+                [BackendKind::Sim, BackendKind::Hw].iter().any(|b| Record::json_path(dir, name, *b).exists())
+            })
+            .collect();
+        if names.is_empty() {
+            return Err(ReportError::Empty(dir.to_path_buf()));
+        }
+        names.sort();
+        let mut experiments = Vec::with_capacity(names.len());
+        for name in names {
+            let load = |backend| {
+                let path = Record::json_path(dir, &name, backend);
+                path.exists().then(|| Record::load(&path)).transpose()
+            };
+            experiments.push(join(load(BackendKind::Sim)?, load(BackendKind::Hw)?));
+        }
+        let by_family = Family::ALL
+            .into_iter()
+            .filter_map(|family| {
+                let points: Vec<&ComparedPoint> = experiments
+                    .iter()
+                    .filter(|e| e.family == family)
+                    .flat_map(|e| e.points.iter())
+                    .collect();
+                stats(&points).map(|s| (family, s))
+            })
+            .collect();
+        Ok(Analysis { experiments, by_family })
+    }
+
+    /// Writes `analysis.json` atomically.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let json = serde_json::to_vec_pretty(self).expect("analysis always serializes");
+        Ok(write_atomically(&dir.join("analysis.json"), &json)?)
+    }
+}
+
+/// Joins a prediction and a measurement of the same experiment (either may be missing).
+pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
+    let base = sim.as_ref().or(hw.as_ref()).expect("at least one record");
+    let family = base.family;
+    let metric = family.primary_metric();
+    let calibration_bytes = sim.as_ref().map(|r| r.calibration_bytes.clone()).unwrap_or_default();
+    let mut points: Vec<ComparedPoint> = Vec::new();
+    for (record, is_sim) in [(&sim, true), (&hw, false)] {
+        for p in record.iter().flat_map(|r| r.points.iter()) {
+            let index = match points.iter().position(|c| c.params == p.params) {
+                Some(i) => i,
+                None => {
+                    let calibration = matches!(p.params.get("bytes"), Some(ParamValue::Int(b)) if calibration_bytes.contains(&(*b as u64)));
+                    points.push(ComparedPoint { params: p.params.clone(), predicted: None, measured: None, relative_error: None, calibration });
+                    points.len() - 1
+                }
+            };
+            let slot = if is_sim { &mut points[index].predicted } else { &mut points[index].measured };
+            *slot = Some(p.metrics.clone());
+        }
+    }
+    for point in &mut points {
+        if let (Some(p), Some(m)) = (&point.predicted, &point.measured) {
+            if let (Some(p), Some(m)) = (p.get(metric), m.get(metric)) {
+                point.relative_error = (*m != 0.0).then(|| (p - m) / m);
+            }
+        }
+    }
+    let stats = stats(&points.iter().collect::<Vec<_>>());
+    ExperimentAnalysis {
+        experiment: base.experiment.clone(),
+        suite: base.suite.clone(),
+        family,
+        metric: metric.to_string(),
+        x_param: family.x_param().to_string(),
+        profile: sim.as_ref().map(|r| r.profile.clone()),
+        measured_device: hw.as_ref().map(|r| r.device.clone()),
+        points,
+        stats,
+    }
+}
+
+fn stats(points: &[&ComparedPoint]) -> Option<ErrorStats> {
+    let mut errors: Vec<(f64, &Params)> = points
+        .iter()
+        .filter(|p| !p.calibration)
+        .filter_map(|p| p.relative_error.map(|e| (e.abs(), &p.params)))
+        .collect();
+    if errors.is_empty() {
+        return None;
+    }
+    errors.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n = errors.len();
+    let median = if n % 2 == 1 { errors[n / 2].0 } else { (errors[n / 2 - 1].0 + errors[n / 2].0) / 2.0 };
+    let (worst, worst_point) = errors[n - 1];
+    Some(ErrorStats {
+        validation_points: n,
+        calibration_points: points.iter().filter(|p| p.calibration && p.relative_error.is_some()).count(),
+        median_abs_error: median,
+        worst_abs_error: worst,
+        worst_point: worst_point.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use experiments::PointRecord;
+
+    fn record(backend: BackendKind, values: &[(i64, f64)], calibration_bytes: Vec<u64>) -> Record {
+        Record {
+            experiment: "e".into(),
+            suite: "s".into(),
+            family: Family::Transfer,
+            backend,
+            device: DeviceInfo::default(),
+            profile: "p".into(),
+            seed: 0,
+            calibration_bytes,
+            memlab_version: "0".into(),
+            points: values
+                .iter()
+                .map(|(bytes, gbps)| PointRecord {
+                    params: Params::from([("bytes".to_string(), ParamValue::Int(*bytes))]),
+                    metrics: Metrics::from([("gb_per_s".to_string(), *gbps)]),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn joins_points_and_excludes_calibration_sizes() {
+        let sim = record(BackendKind::Sim, &[(1, 11.0), (2, 18.0), (3, 30.0), (4, 40.0)], vec![3]);
+        let hw = record(BackendKind::Hw, &[(1, 10.0), (2, 20.0), (3, 10.0), (4, 40.0)], vec![]);
+        let a = join(Some(sim), Some(hw));
+        let s = a.stats.unwrap();
+        assert_eq!((s.validation_points, s.calibration_points), (3, 1));
+        // |errors| 0.1, 0.1, 0.0 -> median 0.1; the 200% error at bytes=3 is a calibration point.
+        assert!((s.median_abs_error - 0.1).abs() < 1e-12);
+        assert!((s.worst_abs_error - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_lone_prediction_has_no_stats() {
+        let a = join(Some(record(BackendKind::Sim, &[(1, 1.0)], vec![])), None);
+        assert!(a.stats.is_none() && a.points[0].measured.is_none());
+    }
+}

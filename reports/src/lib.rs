@@ -1,0 +1,18 @@
+//! memlab's reports: join predicted and measured points, compute the model's error, draw
+//! plots (PNG and SVG) and write report.md and report.html.
+//!
+//! Two stages that talk through a file, as criterion's do: [`Analysis::from_dir`] reads the
+//! records and writes `analysis.json`; [`render`] draws from an analysis alone.
+#![deny(missing_docs)]
+
+mod analysis;
+mod chart;
+mod document;
+mod error;
+mod plot_error;
+mod plot_sweep;
+mod render;
+
+pub use analysis::{join, Analysis, ComparedPoint, ErrorStats, ExperimentAnalysis};
+pub use error::{ReportError, Result};
+pub use render::{render, render_report, Rendered};

@@ -1,0 +1,77 @@
+use rayon::prelude::*;
+
+use experiments::{overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord, Profile, Record, Workload};
+
+use crate::overlap::{overlapped_us, serial_us};
+use crate::pcie::copy_us;
+
+/// The model as a [`Backend`]: predicts every point from a device profile, in parallel.
+#[derive(Debug, Clone)]
+pub struct SimBackend {
+    profile: Profile,
+}
+
+/// The model never fails on a point that parsed; this type exists for the trait.
+#[derive(Debug, thiserror::Error)]
+#[error("simulation failed: {0}")]
+pub struct SimError(String);
+
+impl SimBackend {
+    /// A model of the GPU that `profile` describes.
+    pub fn new(profile: Profile) -> SimBackend {
+        SimBackend { profile }
+    }
+
+    /// Predicts one point.
+    pub fn predict(&self, workload: &Workload) -> experiments::Metrics {
+        let params = &self.profile.transfer;
+        match workload {
+            Workload::Transfer(point) => transfer_metrics(copy_us(params, point), point.bytes),
+            Workload::Overlap(point) => overlap_metrics(overlapped_us(params, point), serial_us(params, point)),
+        }
+    }
+}
+
+impl Backend for SimBackend {
+    type Error = SimError;
+
+    fn kind(&self) -> BackendKind {
+        BackendKind::Sim
+    }
+
+    fn device(&self) -> DeviceInfo {
+        let d = &self.profile.device;
+        DeviceInfo {
+            name: d.name.clone(),
+            compute_capability: d.compute_capability.clone(),
+            memory_bytes: d.memory_bytes,
+            multiprocessors: d.multiprocessors,
+            copy_engines: d.copy_engines,
+            ..DeviceInfo::default()
+        }
+    }
+
+    fn run(&mut self, experiment: &Experiment, seed: u64, progress: &(dyn Fn() + Sync)) -> Result<Record, SimError> {
+        let points = experiment
+            .points
+            .par_iter()
+            .map(|point| {
+                let metrics = self.predict(&point.workload);
+                progress();
+                PointRecord { params: point.params.clone(), metrics }
+            })
+            .collect();
+        Ok(Record {
+            experiment: experiment.name.clone(),
+            suite: experiment.suite.clone(),
+            family: experiment.family,
+            backend: BackendKind::Sim,
+            device: self.device(),
+            profile: self.profile.name.clone(),
+            seed,
+            calibration_bytes: self.profile.transfer.calibration_bytes.clone(),
+            memlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            points,
+        })
+    }
+}

@@ -1,0 +1,12 @@
+//! memlab's models: predicts experiments from a device profile, with no GPU.
+#![deny(missing_docs)]
+
+mod backend;
+mod fit;
+mod overlap;
+mod pcie;
+
+pub use backend::{SimBackend, SimError};
+pub use fit::{fit_link, fit_profile, fit_staged, FitError};
+pub use overlap::{overlapped_us, serial_us};
+pub use pcie::{copy_us, pageable_copy_us, pinned_copy_us};

@@ -1,0 +1,154 @@
+//! Host <-> device copies over PCIe.
+//!
+//! Pinned copies are one DMA: a fixed latency plus bytes over the link's bandwidth.
+//! Pageable copies cannot be DMA'd directly: the driver copies them through pinned
+//! staging buffers, one chunk at a time, double-buffered, so the host-side copy of
+//! one chunk overlaps the DMA of the previous one. That is a two-stage pipeline.
+
+use experiments::{Direction, HostMemory, LinkParams, StagedParams, TransferParams, TransferPoint};
+
+/// Bytes per microsecond for a bandwidth in 10^9 bytes per second.
+fn bytes_per_us(gb_per_s: f64) -> f64 {
+    gb_per_s * 1e3
+}
+
+/// Time of one pinned copy, microseconds.
+pub fn pinned_copy_us(link: &LinkParams, bytes: u64) -> f64 {
+    link.latency_us + bytes as f64 / bytes_per_us(link.gb_per_s)
+}
+
+/// Time of a double-buffered two-stage pipeline over `bytes` cut into `chunk` pieces,
+/// where stage one runs at `first_gb_per_s` and stage two at `second_gb_per_s`.
+///
+/// With two buffers, chunk i's first stage waits for its own predecessor's first stage and
+/// for chunk i-2's second stage (which frees the buffer); its second stage waits for its
+/// first stage and for chunk i-1's second stage. For equal chunks that recurrence has a
+/// closed form, evaluated here for the full chunks; the smaller last chunk follows it.
+fn pipeline_us(bytes: u64, chunk: u64, first_gb_per_s: f64, second_gb_per_s: f64) -> f64 {
+    let (first_rate, second_rate) = (bytes_per_us(first_gb_per_s), bytes_per_us(second_gb_per_s));
+    let chunk = chunk.max(1);
+    let full = bytes / chunk;
+    let rest = bytes % chunk;
+    let (a, b) = (chunk as f64 / first_rate, chunk as f64 / second_rate);
+    // End times of full chunk i's two stages (i < full); chunk -1 and earlier end at 0.
+    let first_end = |i: u64| match (a >= b, i) {
+        (true, _) => (i + 1) as f64 * a,
+        (false, 0) => a,
+        (false, _) => 2.0 * a + (i - 1) as f64 * b,
+    };
+    let second_end = |i: u64| if a >= b { (i + 1) as f64 * a + b } else { a + (i + 1) as f64 * b };
+    let before = |i: u64, back: u64, end: &dyn Fn(u64) -> f64| if i >= back { end(i - back) } else { 0.0 };
+    if bytes == 0 {
+        return 0.0;
+    }
+    if rest == 0 {
+        return second_end(full - 1);
+    }
+    let (ra, rb) = (rest as f64 / first_rate, rest as f64 / second_rate);
+    let rest_first = before(full, 1, &first_end).max(before(full, 2, &second_end)) + ra;
+    rest_first.max(before(full, 1, &second_end)) + rb
+}
+
+/// Time of one pageable copy, microseconds.
+pub fn pageable_copy_us(link: &LinkParams, staged: &StagedParams, direction: Direction, bytes: u64) -> f64 {
+    let pipeline = match direction {
+        // Host copies into staging, then the copy engine uploads it.
+        Direction::HostToDevice => pipeline_us(bytes, staged.staging_bytes, staged.host_gb_per_s, link.gb_per_s),
+        // The copy engine downloads into staging, then the host copies it out.
+        Direction::DeviceToHost => pipeline_us(bytes, staged.staging_bytes, link.gb_per_s, staged.host_gb_per_s),
+    };
+    staged.latency_us + pipeline
+}
+
+/// Predicted time of one copy, microseconds.
+pub fn copy_us(params: &TransferParams, point: &TransferPoint) -> f64 {
+    let (link, staged) = match point.direction {
+        Direction::HostToDevice => (&params.h2d_pinned, &params.h2d_pageable),
+        Direction::DeviceToHost => (&params.d2h_pinned, &params.d2h_pageable),
+    };
+    match point.host {
+        HostMemory::Pinned => pinned_copy_us(link, point.bytes),
+        HostMemory::Pageable => pageable_copy_us(link, staged, point.direction, point.bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LINK: LinkParams = LinkParams { latency_us: 2.0, gb_per_s: 50.0 };
+
+    fn staged(host: f64, chunk: u64) -> StagedParams {
+        StagedParams { latency_us: 4.0, host_gb_per_s: host, staging_bytes: chunk }
+    }
+
+    #[test]
+    fn pinned_is_latency_plus_bytes_over_bandwidth() {
+        assert!((pinned_copy_us(&LINK, 50_000_000) - 1002.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn pageable_pipeline_closed_forms() {
+        // One chunk: both stages in sequence.
+        let one = pageable_copy_us(&LINK, &staged(25.0, 1 << 20), Direction::HostToDevice, 1 << 20);
+        let expect = 4.0 + (1u64 << 20) as f64 / 25e3 + (1u64 << 20) as f64 / 50e3;
+        assert!((one - expect).abs() < 1e-9, "{one} vs {expect}");
+        // Many chunks: the slower stage paces the pipeline.
+        let many = pageable_copy_us(&LINK, &staged(25.0, 1 << 20), Direction::HostToDevice, 64 << 20);
+        let paced = 4.0 + (64u64 << 20) as f64 / 25e3 + (1u64 << 20) as f64 / 50e3;
+        assert!((many - paced).abs() < 1e-6, "{many} vs {paced}");
+    }
+
+    /// The recurrence itself, chunk by chunk: the reference the closed form must match.
+    fn pipeline_by_steps(bytes: u64, chunk: u64, first: f64, second: f64) -> f64 {
+        let mut sizes = vec![chunk; (bytes / chunk) as usize];
+        if bytes % chunk > 0 {
+            sizes.push(bytes % chunk);
+        }
+        let (mut first_ends, mut second_ends) = (Vec::<f64>::new(), Vec::<f64>::new());
+        for (i, size) in sizes.iter().enumerate() {
+            let free_buffer = if i >= 2 { second_ends[i - 2] } else { 0.0 };
+            let prev_first = if i >= 1 { first_ends[i - 1] } else { 0.0 };
+            let f = prev_first.max(free_buffer) + *size as f64 / (first * 1e3);
+            let prev_second = if i >= 1 { second_ends[i - 1] } else { 0.0 };
+            second_ends.push(f.max(prev_second) + *size as f64 / (second * 1e3));
+            first_ends.push(f);
+        }
+        second_ends.last().copied().unwrap_or(0.0)
+    }
+
+    proptest! {
+        #[test]
+        fn closed_form_matches_the_recurrence(bytes in 1u64..(1 << 22), chunk_log in 10u32..20,
+                                             first in 1.0f64..100.0, second in 1.0f64..100.0) {
+            let chunk = 1u64 << chunk_log;
+            let closed = pipeline_us(bytes, chunk, first, second);
+            let steps = pipeline_by_steps(bytes, chunk, first, second);
+            prop_assert!((closed - steps).abs() <= 1e-9 * steps.max(1.0), "{closed} vs {steps}");
+        }
+
+        #[test]
+        fn copies_take_longer_when_larger(bytes in 1u64..(1 << 31), extra in 1u64..(1 << 24),
+                                         host in 1.0f64..100.0, chunk_log in 12u32..25) {
+            let s = staged(host, 1 << chunk_log);
+            for direction in [Direction::HostToDevice, Direction::DeviceToHost] {
+                let small = pageable_copy_us(&LINK, &s, direction, bytes);
+                let large = pageable_copy_us(&LINK, &s, direction, bytes + extra);
+                prop_assert!(large >= small, "{large} < {small}");
+            }
+            prop_assert!(pinned_copy_us(&LINK, bytes + extra) > pinned_copy_us(&LINK, bytes));
+        }
+
+        #[test]
+        fn pageable_is_never_faster_than_either_stage_alone(bytes in 1u64..(1 << 31),
+                                                          host in 1.0f64..100.0, chunk_log in 12u32..25) {
+            let s = staged(host, 1 << chunk_log);
+            let t = pageable_copy_us(&LINK, &s, Direction::HostToDevice, bytes) - s.latency_us;
+            let slowest = bytes as f64 / (host.min(LINK.gb_per_s) * 1e3);
+            let serial = bytes as f64 / (host * 1e3) + bytes as f64 / (LINK.gb_per_s * 1e3);
+            prop_assert!(t >= slowest * (1.0 - 1e-9), "{t} < {slowest}");
+            prop_assert!(t <= serial * (1.0 + 1e-9), "{t} > {serial}");
+        }
+    }
+}

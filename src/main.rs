@@ -1,0 +1,196 @@
+//! memlab's command line: argument parsing and wiring only; the work lives in the crates.
+
+mod progress;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+
+use experiments::{Backend, Catalog, Experiment, Family, Profile, Suite, DEFAULT_PROFILE};
+use hw::HwBackend;
+use sim::SimBackend;
+
+use crate::progress::Progress;
+
+#[derive(Parser)]
+#[command(name = "memlab", version, about = "A GPU memory testbed: one experiment definition, simulated and measured")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List suites, experiments, families and profiles.
+    List,
+    /// Run experiments and write records plus a report (default: every suite, in sim).
+    Run {
+        /// Suites, experiments, or paths to suite files (.toml); `all` or nothing runs every built-in suite.
+        targets: Vec<String>,
+        /// Where the numbers come from.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Sim)]
+        backend: BackendChoice,
+        /// Device profile for the model: a built-in name or a profile .toml file.
+        #[arg(long, default_value = DEFAULT_PROFILE)]
+        profile: String,
+        /// Output folder.
+        #[arg(long, default_value = "memlab-out")]
+        out: PathBuf,
+        /// Seed for data patterns (and any randomised workload); recorded in every record.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Render report.md, report.html and plots from the records in DIR.
+    Report {
+        /// A folder written by `memlab run`.
+        dir: PathBuf,
+    },
+    /// Measure this GPU and write a device profile (needs a GPU).
+    Calibrate {
+        /// Profile file to write; the raw samples go beside it as <stem>.samples.json.
+        #[arg(long, default_value = "profile.toml")]
+        out: PathBuf,
+        /// The profile's name.
+        #[arg(long, default_value = "calibrated")]
+        name: String,
+        /// Seed for the data patterns copied.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendChoice {
+    Sim,
+    Hw,
+    Both,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::List => list(),
+        Command::Run { targets, backend, profile, out, seed } => run(&targets, backend, &profile, &out, seed),
+        Command::Report { dir } => report(&dir),
+        Command::Calibrate { out, name, seed } => calibrate(&out, &name, seed),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", format!("{err:#}").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn list() -> Result<()> {
+    let catalog = Catalog::builtin()?;
+    println!("suites and experiments:");
+    for suite in &catalog.suites {
+        println!("  {} - {}", suite.name, suite.description);
+        for e in &suite.experiments {
+            println!("    {:<16} {:<9} {:>4} points  {}", e.name, e.family.name(), e.points.len(), e.description);
+        }
+    }
+    println!("families: {}", Family::ALL.map(|f| f.name()).join(", "));
+    println!("profiles: {} (default {DEFAULT_PROFILE}; or a path to a profile .toml)", Profile::builtin_names().join(", "));
+    println!("backends: sim, hw, both");
+    Ok(())
+}
+
+/// The built-in catalog plus any suite files named among the targets.
+fn catalog_for(targets: &[String]) -> Result<(Catalog, Vec<String>)> {
+    let mut catalog = Catalog::builtin()?;
+    let mut names = Vec::new();
+    for target in targets {
+        if target.ends_with(".toml") || target.contains('/') {
+            let suite = Suite::load(Path::new(target))?;
+            names.push(suite.name.clone());
+            catalog.add(suite)?;
+        } else {
+            names.push(target.clone());
+        }
+    }
+    Ok((catalog, names))
+}
+
+fn run(targets: &[String], choice: BackendChoice, profile: &str, out: &Path, seed: u64) -> Result<()> {
+    let (catalog, names) = catalog_for(targets)?;
+    let experiments = catalog.select(&names)?;
+    let profile = Profile::find(profile)?;
+    let mut sim = matches!(choice, BackendChoice::Sim | BackendChoice::Both).then(|| SimBackend::new(profile));
+    // Open the GPU before writing anything, so a machine without one fails cleanly.
+    let mut hw = match choice {
+        BackendChoice::Hw | BackendChoice::Both => Some(HwBackend::open()?),
+        BackendChoice::Sim => None,
+    };
+    let backends = usize::from(sim.is_some()) + usize::from(hw.is_some());
+    let total: usize = experiments.iter().map(|e| e.points.len()).sum::<usize>() * backends;
+    let progress = Progress::new(total as u64, "points");
+    for experiment in &experiments {
+        progress.message(&experiment.name);
+        if let Some(sim) = sim.as_mut() {
+            run_one(sim, experiment, seed, out, &progress)?;
+        }
+        if let Some(hw) = hw.as_mut() {
+            run_one(hw, experiment, seed, out, &progress)?;
+        }
+    }
+    progress.finish();
+    let rendered = reports::render_report(out)?;
+    println!(
+        "{} experiments -> {} ({} plots); report: {}",
+        experiments.len(),
+        out.display(),
+        rendered.plots.len(),
+        rendered.markdown.display()
+    );
+    Ok(())
+}
+
+fn run_one<B: Backend>(backend: &mut B, experiment: &Experiment, seed: u64, out: &Path, progress: &Progress) -> Result<()> {
+    let record = backend
+        .run(experiment, seed, &|| progress.tick())
+        .with_context(|| format!("experiment '{}' ({})", experiment.name, backend.kind().name()))?;
+    record.save(out)?;
+    Ok(())
+}
+
+fn report(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        bail!("{}: not a folder (give the --out folder of a `memlab run`)", dir.display());
+    }
+    let rendered = reports::render_report(dir)?;
+    println!("report: {} and {} ({} plots)", rendered.markdown.display(), rendered.html.display(), rendered.plots.len());
+    Ok(())
+}
+
+fn calibrate(out: &Path, name: &str, seed: u64) -> Result<()> {
+    let progress = Progress::new(hw::calibration_steps(), "sizes");
+    let calibration = hw::measure_calibration(seed, &|| progress.tick())?;
+    progress.finish();
+    let samples = out.with_extension("samples.json");
+    let json = serde_json::to_vec_pretty(&calibration).context("serialising the calibration samples")?;
+    experiments::write_atomically(&samples, &json)?;
+    let profile = sim::fit_profile(name, &calibration)?;
+    experiments::write_atomically(out, profile.to_toml().as_bytes())?;
+    let t = &profile.transfer;
+    println!("{}: {}", out.display(), profile.description);
+    println!(
+        "  pinned   h2d {:.2} GB/s + {:.2} us, d2h {:.2} GB/s + {:.2} us",
+        t.h2d_pinned.gb_per_s, t.h2d_pinned.latency_us, t.d2h_pinned.gb_per_s, t.d2h_pinned.latency_us
+    );
+    println!(
+        "  pageable h2d host {:.2} GB/s, {} staging, + {:.2} us; d2h host {:.2} GB/s, {} staging, + {:.2} us",
+        t.h2d_pageable.host_gb_per_s,
+        experiments::format_bytes(t.h2d_pageable.staging_bytes),
+        t.h2d_pageable.latency_us,
+        t.d2h_pageable.host_gb_per_s,
+        experiments::format_bytes(t.d2h_pageable.staging_bytes),
+        t.d2h_pageable.latency_us
+    );
+    println!("  kernel launch {:.2} us; samples in {}", t.kernel_launch_us, samples.display());
+    Ok(())
+}
