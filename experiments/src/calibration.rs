@@ -32,10 +32,10 @@ pub struct Calibration {
     pub kernel_launch_us: f64,
 }
 
-/// The copy sizes calibration measures: 3 x 2^k for k = 10, 13, ..., 28 (3 KiB to 768 MiB).
+/// The copy sizes calibration measures: 3 x 2^k for k = 10, 12, ..., 28 (3 KiB to 768 MiB).
 /// None is a power of two, so none coincides with a point of the transfer suite.
 pub fn calibration_sizes() -> Vec<u64> {
-    (10..=28).step_by(3).map(|k| 3u64 << k).collect()
+    (10..=28).step_by(2).map(|k| 3u64 << k).collect()
 }
 
 #[cfg(test)]
@@ -45,7 +45,7 @@ mod tests {
     #[test]
     fn calibration_sizes_are_never_powers_of_two() {
         let sizes = calibration_sizes();
-        assert_eq!(sizes.len(), 7);
+        assert_eq!(sizes.len(), 10);
         assert!(sizes.iter().all(|s| !s.is_power_of_two()));
     }
 }

@@ -22,7 +22,13 @@ impl HwBackend {
 
     fn measure(&mut self, workload: &Workload, seed: u64) -> Result<experiments::Metrics> {
         Ok(match workload {
-            Workload::Transfer(point) => transfer_metrics(measure_copy(&self.gpu, point, seed)?, point.bytes),
+            Workload::Transfer(point) => {
+                let timing = measure_copy(&self.gpu, point, seed)?;
+                let mut metrics = transfer_metrics(timing.median, point.bytes);
+                metrics.insert("time_us_min".into(), timing.min);
+                metrics.insert("time_us_max".into(), timing.max);
+                metrics
+            }
             Workload::Overlap(point) => {
                 if self.spin.is_none() {
                     self.spin = Some(Spin::load(&self.gpu)?);

@@ -7,7 +7,8 @@ use crate::error::Result;
 use crate::overlap::Spin;
 use crate::transfer::measure_copy;
 
-/// Copies per calibration kind: 7 sizes, 3 KiB to 768 MiB, none a power of two.
+/// Median copy times at every calibration size (none a power of two), for each kind of copy,
+/// and the launch overhead of the spin kernel.
 /// `progress` is called once per measured size.
 pub fn measure_calibration(seed: u64, progress: &dyn Fn()) -> Result<Calibration> {
     let gpu = Gpu::open()?;
@@ -16,7 +17,7 @@ pub fn measure_calibration(seed: u64, progress: &dyn Fn()) -> Result<Calibration
         calibration_sizes()
             .into_iter()
             .map(|bytes| {
-                let time_us = measure_copy(&gpu, &TransferPoint { direction, host, bytes }, seed)?;
+                let time_us = measure_copy(&gpu, &TransferPoint { direction, host, bytes }, seed)?.median;
                 progress();
                 Ok(Sample { bytes, time_us })
             })

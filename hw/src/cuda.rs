@@ -135,11 +135,11 @@ impl Gpu {
         unsafe { result::memcpy_htod_sync(dst.ptr, src) }.map_err(HwError::cuda("cuMemcpyHtoD"))
     }
 
-    /// Synchronous download of the start of `src` into a whole host slice.
-    pub(crate) fn download(&self, dst: &mut [u8], src: &DeviceBuffer) -> Result<()> {
-        check_fits("download", dst.len(), src.bytes)?;
-        // SAFETY: src holds at least dst.len() bytes (checked); the call is synchronous.
-        unsafe { result::memcpy_dtoh_sync(dst, src.ptr) }.map_err(HwError::cuda("cuMemcpyDtoH"))
+    /// Synchronous download of `src` from `offset` into a whole host slice.
+    pub(crate) fn download_range(&self, dst: &mut [u8], src: &DeviceBuffer, offset: usize) -> Result<()> {
+        check_fits("download", offset + dst.len(), src.bytes)?;
+        // SAFETY: the range lies inside src (checked); the call is synchronous.
+        unsafe { result::memcpy_dtoh_sync(dst, src.ptr + offset as u64) }.map_err(HwError::cuda("cuMemcpyDtoH"))
     }
 }
 
@@ -177,12 +177,23 @@ impl<'buf> Queue<'buf> {
         .map_err(HwError::cuda("cuMemcpyHtoDAsync"))
     }
 
-    /// Downloads the start of `src` into the whole of `dst` on `stream`.
-    pub(crate) fn download(&self, stream: &Stream, dst: &'buf HostBuffer, src: &'buf DeviceBuffer) -> Result<()> {
-        check_fits("download", dst.bytes, src.bytes)?;
-        // SAFETY: as for upload: the device writes dst while it is only shared-borrowed, and no
-        // CPU code can read it until the borrow ends after synchronization.
-        unsafe { sys::cuMemcpyDtoHAsync_v2(dst.ptr as *mut c_void, src.ptr, dst.bytes, stream.raw) }
+    /// Downloads `src` from `offset` into `dst[range]` on `stream`.
+    pub(crate) fn download(
+        &self,
+        stream: &Stream,
+        dst: &'buf HostBuffer,
+        range: std::ops::Range<usize>,
+        src: &'buf DeviceBuffer,
+        offset: usize,
+    ) -> Result<()> {
+        check_fits("download destination", range.end, dst.bytes)?;
+        check_fits("download", offset + range.len(), src.bytes)?;
+        // SAFETY: both ranges lie inside their buffers (checked); as for upload, the device
+        // writes dst while it is only shared-borrowed, and no CPU code can read it until the
+        // borrow ends after synchronization.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(dst.ptr.add(range.start) as *mut c_void, src.ptr + offset as u64, range.len(), stream.raw)
+        }
             .result()
             .map_err(HwError::cuda("cuMemcpyDtoHAsync"))
     }

@@ -44,7 +44,7 @@ impl Spin {
         let total = median_us(gpu, &stream, repeats, &start, &end, |q| {
             (0..count).try_for_each(|_| q.launch_u64(&stream, &self.kernel, self.config, 0))
         })?;
-        Ok(total / count as f64)
+        Ok(total.median / count as f64)
     }
 }
 
@@ -53,7 +53,7 @@ pub(crate) fn measure_overlap(gpu: &Gpu, spin: &Spin, point: &OverlapPoint, seed
     let bytes = usize::try_from(point.bytes).map_err(|_| HwError::Unsupported(format!("{} bytes", point.bytes)))?;
     let device = gpu.device_buffer(bytes)?;
     let mut host = gpu.pinned_buffer(bytes)?;
-    fill_pattern(host.contents_mut(), seed ^ point.bytes);
+    fill_pattern(host.contents_mut(), seed ^ point.bytes, 0);
     let streams: Vec<Stream> = (0..point.streams).map(|_| gpu.stream()).collect::<Result<_>>()?;
     let joins: Vec<Event> = (0..point.streams).map(|_| gpu.event()).collect::<Result<_>>()?;
     let (start, end) = (gpu.event()?, gpu.event()?);
@@ -65,7 +65,8 @@ pub(crate) fn measure_overlap(gpu: &Gpu, spin: &Spin, point: &OverlapPoint, seed
     let serial = median_us(gpu, main, repeats, &start, &end, |q| {
         q.upload(main, &device, 0, &host, 0..bytes)?;
         q.launch_u64(main, &spin.kernel, spin.config, total_ns)
-    })?;
+    })?
+    .median;
 
     let overlapped = median_us(gpu, main, repeats, &start, &end, |q| {
         for stream in &streams[1..] {
@@ -84,6 +85,7 @@ pub(crate) fn measure_overlap(gpu: &Gpu, spin: &Spin, point: &OverlapPoint, seed
             q.wait(main, join)?;
         }
         Ok(())
-    })?;
+    })?
+    .median;
     Ok((serial, overlapped))
 }

@@ -10,8 +10,24 @@ pub(crate) struct Repeats {
     pub(crate) samples: usize,
 }
 
+/// The spread of a point's timed samples, microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Timing {
+    pub(crate) median: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+}
+
+impl Timing {
+    /// Every figure divided by `n` (a batch of `n` operations per sample).
+    pub(crate) fn per(self, n: usize) -> Timing {
+        let n = n as f64;
+        Timing { median: self.median / n, min: self.min / n, max: self.max / n }
+    }
+}
+
 /// Times `issue` between two events on `stream`, `repeats.samples` times after warm-up,
-/// and returns the median in microseconds. `issue` may queue work on other streams too,
+/// and returns the samples' median, minimum and maximum in microseconds. `issue` may queue work on other streams too,
 /// as long as it joins them back into `stream` before it returns.
 pub(crate) fn median_us<'buf>(
     gpu: &Gpu,
@@ -20,7 +36,7 @@ pub(crate) fn median_us<'buf>(
     start: &'buf Event,
     end: &'buf Event,
     issue: impl Fn(&Queue<'buf>) -> Result<()>,
-) -> Result<f64> {
+) -> Result<Timing> {
     let mut times = Vec::with_capacity(repeats.samples);
     for round in 0..repeats.warmup + repeats.samples {
         gpu.enqueue(|q| {
@@ -32,10 +48,11 @@ pub(crate) fn median_us<'buf>(
             times.push(start.elapsed_ms(end)? * 1e3);
         }
     }
-    Ok(median(&mut times))
+    let median = median(&mut times);
+    Ok(Timing { median, min: times[0], max: times[times.len() - 1] })
 }
 
-/// The median of a non-empty list (mean of the two middle values for even lengths).
+/// The median of a non-empty list (mean of the two middle values for even lengths); sorts it.
 pub(crate) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
@@ -47,8 +64,9 @@ pub(crate) fn median(values: &mut [f64]) -> f64 {
 }
 
 /// A deterministic non-zero byte pattern (xorshift64*), so no copy is ever timed on zeros.
-pub(crate) fn fill_pattern(bytes: &mut [u8], seed: u64) {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+/// Different `(seed, stream)` pairs give different patterns.
+pub(crate) fn fill_pattern(bytes: &mut [u8], seed: u64, stream: u64) {
+    let mut state = (seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for chunk in bytes.chunks_mut(8) {
         state ^= state >> 12;
         state ^= state << 25;
@@ -71,9 +89,9 @@ mod tests {
     #[test]
     fn pattern_is_seeded_and_mostly_non_zero() {
         let (mut a, mut b, mut c) = (vec![0u8; 4099], vec![0u8; 4099], vec![0u8; 4099]);
-        fill_pattern(&mut a, 1);
-        fill_pattern(&mut b, 1);
-        fill_pattern(&mut c, 2);
+        fill_pattern(&mut a, 1, 0);
+        fill_pattern(&mut b, 1, 0);
+        fill_pattern(&mut c, 1, 1);
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert!(a.iter().filter(|&&x| x == 0).count() < 64);

@@ -1,7 +1,9 @@
 //! Fitting the transfer model to measurements: the maths half of `memlab calibrate`.
 //!
-//! Fits minimise squared *relative* error, so a 1 KiB copy counts as much as a 1 GiB one,
-//! the same yardstick reports use.
+//! Fits minimise the sum of absolute *relative* errors: relative, so a 1 KiB copy counts as
+//! much as a 1 GiB one (the yardstick reports use); absolute rather than squared, so one
+//! sample disturbed by something else on the machine cannot drag the whole fit (seen on the
+//! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
 use experiments::{Calibration, Direction, LinkParams, Profile, ProfileDevice, Sample, StagedParams, TransferParams};
 
@@ -30,13 +32,11 @@ fn check(what: &'static str, samples: &[Sample], needed: usize) -> Result<(), Fi
     Ok(())
 }
 
-/// Fits `time = latency + bytes / bandwidth` by weighted least squares (weights 1/time^2).
-/// A negative latency, which noise can produce, is clamped to zero and the slope refitted.
-pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
-    check("a pinned link", samples, 2)?;
+/// Weighted least squares for `time = latency + slope * bytes`, errors relative to time.
+fn weighted_line(samples: &[Sample], weights: &[f64]) -> (f64, f64) {
     let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for s in samples {
-        let w = 1.0 / (s.time_us * s.time_us);
+    for (s, weight) in samples.iter().zip(weights) {
+        let w = weight / (s.time_us * s.time_us);
         let x = s.bytes as f64;
         sw += w;
         sx += w * x;
@@ -44,12 +44,28 @@ pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
         sxx += w * x * x;
         sxy += w * x * s.time_us;
     }
-    let det = sw * sxx - sx * sx;
-    let mut slope = (sw * sxy - sx * sy) / det;
-    let mut latency = (sy - slope * sx) / sw;
+    let slope = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);
+    let latency = (sy - slope * sx) / sw;
     if latency < 0.0 {
-        latency = 0.0;
-        slope = sxy / sxx;
+        // Noise can make the best line cross below zero; latency is physical, so pin it.
+        (0.0, sxy / sxx)
+    } else {
+        (latency, slope)
+    }
+}
+
+/// Fits `time = latency + bytes / bandwidth` minimising the sum of absolute relative errors,
+/// by iteratively reweighted least squares.
+pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
+    check("a pinned link", samples, 2)?;
+    let mut weights = vec![1.0; samples.len()];
+    let (mut latency, mut slope) = weighted_line(samples, &weights);
+    for _ in 0..100 {
+        for (w, s) in weights.iter_mut().zip(samples) {
+            let relative = (latency + slope * s.bytes as f64 - s.time_us) / s.time_us;
+            *w = 1.0 / relative.abs().max(1e-6);
+        }
+        (latency, slope) = weighted_line(samples, &weights);
     }
     if !(slope.is_finite() && slope > 0.0) {
         return Err(FitError::BadSamples { what: "a pinned link", reason: "time does not grow with size".into() });
@@ -57,11 +73,25 @@ pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
     Ok(LinkParams { latency_us: latency, gb_per_s: 1.0 / slope / 1e3 })
 }
 
+/// The `value` that minimises the sum of `weight * |value - x|`: a weighted median.
+fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let half = pairs.iter().map(|p| p.1).sum::<f64>() / 2.0;
+    let mut running = 0.0;
+    for (x, w) in &pairs {
+        running += w;
+        if running >= half {
+            return *x;
+        }
+    }
+    pairs.last().map_or(0.0, |p| p.0)
+}
+
 /// Candidate staging chunk sizes: 64 KiB to 16 MiB.
 const STAGING_CANDIDATES: std::ops::RangeInclusive<u32> = 16..=24;
 
 /// Fits the pageable pipeline given the pinned link: a grid over staging chunk size and
-/// host copy bandwidth, with the latency solved in closed form at each grid point.
+/// host copy bandwidth, with the latency solved exactly (a weighted median) at each grid point.
 pub fn fit_staged(link: &LinkParams, direction: Direction, samples: &[Sample]) -> Result<StagedParams, FitError> {
     check("a pageable pipeline", samples, 3)?;
     let mut best: Option<(f64, StagedParams)> = None;
@@ -71,17 +101,11 @@ pub fn fit_staged(link: &LinkParams, direction: Direction, samples: &[Sample]) -
             let host_gb_per_s = 0.5 * (400.0f64).powf(f64::from(step) / 400.0);
             let shape = StagedParams { latency_us: 0.0, host_gb_per_s, staging_bytes: 1 << chunk_log };
             let pipeline: Vec<f64> = samples.iter().map(|s| pageable_copy_us(link, &shape, direction, s.bytes)).collect();
-            // Weighted least squares for the additive latency: the weighted mean residual.
-            let (num, den) = samples.iter().zip(&pipeline).fold((0.0, 0.0), |(n, d), (s, p)| {
-                let w = 1.0 / (s.time_us * s.time_us);
-                (n + w * (s.time_us - p), d + w)
-            });
-            let latency_us = (num / den).max(0.0);
-            let error: f64 = samples
-                .iter()
-                .zip(&pipeline)
-                .map(|(s, p)| ((p + latency_us - s.time_us) / s.time_us).powi(2))
-                .sum();
+            // sum |p + L - t| / t is minimised by the 1/t-weighted median of t - p; the
+            // objective is convex in L, so clamping at zero keeps the constrained optimum.
+            let residuals = samples.iter().zip(&pipeline).map(|(s, p)| (s.time_us - p, 1.0 / s.time_us)).collect();
+            let latency_us = weighted_median(residuals).max(0.0);
+            let error: f64 = samples.iter().zip(&pipeline).map(|(s, p)| ((p + latency_us - s.time_us) / s.time_us).abs()).sum();
             if best.as_ref().is_none_or(|(e, _)| error < *e) {
                 best = Some((error, StagedParams { latency_us, ..shape }));
             }
@@ -143,6 +167,25 @@ mod tests {
             .collect();
         let fitted = fit_link(&samples).unwrap();
         assert!((fitted.latency_us - 3.0).abs() < 1e-6 && (fitted.gb_per_s - 52.0).abs() < 1e-6, "{fitted:?}");
+    }
+
+    #[test]
+    fn one_disturbed_sample_does_not_move_the_link() {
+        let truth = LinkParams { latency_us: 2.0, gb_per_s: 55.0 };
+        let mut samples: Vec<Sample> = (10..=28)
+            .step_by(2)
+            .map(|k| Sample { bytes: 3 << k, time_us: pinned_copy_us(&truth, 3 << k) })
+            .collect();
+        samples[3].time_us *= 3.0;
+        samples[7].time_us *= 1.25;
+        let fitted = fit_link(&samples).unwrap();
+        assert!((fitted.gb_per_s - 55.0).abs() < 0.05 && (fitted.latency_us - 2.0).abs() < 0.01, "{fitted:?}");
+    }
+
+    #[test]
+    fn weighted_median_minimises_weighted_distance() {
+        assert_eq!(weighted_median(vec![(1.0, 1.0), (2.0, 1.0), (10.0, 1.0)]), 2.0);
+        assert_eq!(weighted_median(vec![(1.0, 5.0), (2.0, 1.0), (10.0, 1.0)]), 1.0);
     }
 
     #[test]
