@@ -139,7 +139,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration) -> Result<Profile, Fit
         },
         transfer: TransferParams {
             source: format!(
-                "memlab calibrate on {} ({}): medians of event-timed copies at calibration_bytes, fitted by weighted least squares (pinned) and a grid search (pageable staging)",
+                "memlab calibrate on {} ({}): medians of event-timed copies at calibration_bytes, fitted by least absolute relative error (pinned: iteratively reweighted least squares; pageable: grid over staging size and host bandwidth)",
                 d.name, calibration.date
             ),
             calibration_bytes,
