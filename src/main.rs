@@ -15,7 +15,11 @@ use sim::SimBackend;
 use crate::progress::Progress;
 
 #[derive(Parser)]
-#[command(name = "memlab", version, about = "A GPU memory testbed: one experiment definition, simulated and measured")]
+#[command(
+    name = "memlab",
+    version,
+    about = "A GPU memory testbed: one experiment definition, simulated and measured"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -72,7 +76,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::List => list(),
-        Command::Run { targets, backend, profile, out, seed } => run(&targets, backend, &profile, &out, seed),
+        Command::Run {
+            targets,
+            backend,
+            profile,
+            out,
+            seed,
+        } => run(&targets, backend, &profile, &out, seed),
         Command::Report { dir } => report(&dir),
         Command::Calibrate { out, name, seed } => calibrate(&out, &name, seed),
     };
@@ -91,11 +101,20 @@ fn list() -> Result<()> {
     for suite in &catalog.suites {
         println!("  {} - {}", suite.name, suite.description);
         for e in &suite.experiments {
-            println!("    {:<16} {:<9} {:>4} points  {}", e.name, e.family.name(), e.points.len(), e.description);
+            println!(
+                "    {:<16} {:<9} {:>4} points  {}",
+                e.name,
+                e.family.name(),
+                e.points.len(),
+                e.description
+            );
         }
     }
     println!("families: {}", Family::ALL.map(|f| f.name()).join(", "));
-    println!("profiles: {} (default {DEFAULT_PROFILE}; or a path to a profile .toml)", Profile::builtin_names().join(", "));
+    println!(
+        "profiles: {} (default {DEFAULT_PROFILE}; or a path to a profile .toml)",
+        Profile::builtin_names().join(", ")
+    );
     println!("backends: sim, hw, both");
     Ok(())
 }
@@ -150,7 +169,13 @@ fn run(targets: &[String], choice: BackendChoice, profile: &str, out: &Path, see
     Ok(())
 }
 
-fn run_one<B: Backend>(backend: &mut B, experiment: &Experiment, seed: u64, out: &Path, progress: &Progress) -> Result<()> {
+fn run_one<B: Backend>(
+    backend: &mut B,
+    experiment: &Experiment,
+    seed: u64,
+    out: &Path,
+    progress: &Progress,
+) -> Result<()> {
     let record = backend
         .run(experiment, seed, &|| progress.tick())
         .with_context(|| format!("experiment '{}' ({})", experiment.name, backend.kind().name()))?;
@@ -160,10 +185,18 @@ fn run_one<B: Backend>(backend: &mut B, experiment: &Experiment, seed: u64, out:
 
 fn report(dir: &Path) -> Result<()> {
     if !dir.is_dir() {
-        bail!("{}: not a folder (give the --out folder of a `memlab run`)", dir.display());
+        bail!(
+            "{}: not a folder (give the --out folder of a `memlab run`)",
+            dir.display()
+        );
     }
     let rendered = reports::render_report(dir)?;
-    println!("report: {} and {} ({} plots)", rendered.markdown.display(), rendered.html.display(), rendered.plots.len());
+    println!(
+        "report: {} and {} ({} plots)",
+        rendered.markdown.display(),
+        rendered.html.display(),
+        rendered.plots.len()
+    );
     Ok(())
 }
 
@@ -191,6 +224,10 @@ fn calibrate(out: &Path, name: &str, seed: u64) -> Result<()> {
         experiments::format_bytes(t.d2h_pageable.staging_bytes),
         t.d2h_pageable.latency_us
     );
-    println!("  kernel launch {:.2} us; samples in {}", t.kernel_launch_us, samples.display());
+    println!(
+        "  kernel launch {:.2} us; samples in {}",
+        t.kernel_launch_us,
+        samples.display()
+    );
     Ok(())
 }

@@ -20,7 +20,11 @@ impl Progress {
         if let Ok(style) = ProgressStyle::with_template(&template) {
             bar.set_style(style);
         }
-        Progress { bar, started: Instant::now(), shown: AtomicBool::new(false) }
+        Progress {
+            bar,
+            started: Instant::now(),
+            shown: AtomicBool::new(false),
+        }
     }
 
     pub(crate) fn message(&self, text: &str) {

@@ -13,10 +13,5 @@ pub trait Backend {
     fn device(&self) -> DeviceInfo;
 
     /// Runs every point of `experiment`; calls `progress` once per finished point.
-    fn run(
-        &mut self,
-        experiment: &Experiment,
-        seed: u64,
-        progress: &(dyn Fn() + Sync),
-    ) -> Result<Record, Self::Error>;
+    fn run(&mut self, experiment: &Experiment, seed: u64, progress: &(dyn Fn() + Sync)) -> Result<Record, Self::Error>;
 }

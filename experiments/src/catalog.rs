@@ -59,7 +59,11 @@ impl Catalog {
                     .chain(self.suites.iter().map(|s| s.name.clone()))
                     .chain(self.experiments().map(|e| e.name.clone()))
                     .collect();
-                return Err(Error::Unknown { kind: "suite or experiment", name: name.clone(), valid });
+                return Err(Error::Unknown {
+                    kind: "suite or experiment",
+                    name: name.clone(),
+                    valid,
+                });
             }
             for exp in found {
                 if !chosen.iter().any(|c| c.name == exp.name) {
@@ -89,6 +93,9 @@ mod tests {
         assert_eq!(catalog.select(&["transfers".into()]).unwrap().len(), all);
         assert_eq!(catalog.select(&["h2d_pinned".into()]).unwrap().len(), 1);
         let err = catalog.select(&["nope".into()]).unwrap_err().to_string();
-        assert!(err.contains("'nope'") && err.contains("transfers") && err.contains("h2d_pinned"), "{err}");
+        assert!(
+            err.contains("'nope'") && err.contains("transfers") && err.contains("h2d_pinned"),
+            "{err}"
+        );
     }
 }

@@ -59,15 +59,43 @@ impl Family {
         use ParamKind::*;
         match self {
             Family::Transfer => &[
-                ParamSpec { name: "direction", kind: Choice(DIRECTIONS), default: None },
-                ParamSpec { name: "host", kind: Choice(HOST_MEMORY), default: Some("pinned") },
-                ParamSpec { name: "bytes", kind: Size, default: None },
+                ParamSpec {
+                    name: "direction",
+                    kind: Choice(DIRECTIONS),
+                    default: None,
+                },
+                ParamSpec {
+                    name: "host",
+                    kind: Choice(HOST_MEMORY),
+                    default: Some("pinned"),
+                },
+                ParamSpec {
+                    name: "bytes",
+                    kind: Size,
+                    default: None,
+                },
             ],
             Family::Overlap => &[
-                ParamSpec { name: "bytes", kind: Size, default: None },
-                ParamSpec { name: "chunks", kind: Count { min: 1, max: 4096 }, default: None },
-                ParamSpec { name: "streams", kind: Count { min: 1, max: 64 }, default: None },
-                ParamSpec { name: "kernel_us", kind: NonNegative, default: None },
+                ParamSpec {
+                    name: "bytes",
+                    kind: Size,
+                    default: None,
+                },
+                ParamSpec {
+                    name: "chunks",
+                    kind: Count { min: 1, max: 4096 },
+                    default: None,
+                },
+                ParamSpec {
+                    name: "streams",
+                    kind: Count { min: 1, max: 64 },
+                    default: None,
+                },
+                ParamSpec {
+                    name: "kernel_us",
+                    kind: NonNegative,
+                    default: None,
+                },
             ],
         }
     }

@@ -15,11 +15,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let file_name = path
         .file_name()
         .ok_or_else(|| Error::Invalid(format!("{}: not a file path", path.display())))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = path.with_file_name(format!(".{}.tmp{}", file_name.to_string_lossy(), std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;

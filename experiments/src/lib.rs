@@ -18,7 +18,9 @@ pub use backend::Backend;
 pub use calibration::{calibration_sizes, Calibration, Sample};
 pub use catalog::Catalog;
 pub use error::{Error, Result};
-pub use family::{overlap_metrics, transfer_metrics, Direction, Family, HostMemory, OverlapPoint, TransferPoint, Workload};
+pub use family::{
+    overlap_metrics, transfer_metrics, Direction, Family, HostMemory, OverlapPoint, TransferPoint, Workload,
+};
 pub use files::write_atomically;
 pub use params::{Metrics, ParamValue, Params};
 pub use profile::{LinkParams, Profile, ProfileDevice, StagedParams, TransferParams, DEFAULT_PROFILE};

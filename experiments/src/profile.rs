@@ -85,9 +85,10 @@ struct BuiltinProfile {
     text: &'static str,
 }
 
-const BUILTIN_PROFILES: &[BuiltinProfile] = &[
-    BuiltinProfile { name: "h100", text: include_str!("../profiles/h100.toml") },
-];
+const BUILTIN_PROFILES: &[BuiltinProfile] = &[BuiltinProfile {
+    name: "h100",
+    text: include_str!("../profiles/h100.toml"),
+}];
 
 /// The profile `memlab run` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "h100";
@@ -135,8 +136,14 @@ impl Profile {
             ("transfer.d2h_pinned.gb_per_s", t.d2h_pinned.gb_per_s),
             ("transfer.h2d_pageable.host_gb_per_s", t.h2d_pageable.host_gb_per_s),
             ("transfer.d2h_pageable.host_gb_per_s", t.d2h_pageable.host_gb_per_s),
-            ("transfer.h2d_pageable.staging_bytes", t.h2d_pageable.staging_bytes as f64),
-            ("transfer.d2h_pageable.staging_bytes", t.d2h_pageable.staging_bytes as f64),
+            (
+                "transfer.h2d_pageable.staging_bytes",
+                t.h2d_pageable.staging_bytes as f64,
+            ),
+            (
+                "transfer.d2h_pageable.staging_bytes",
+                t.d2h_pageable.staging_bytes as f64,
+            ),
         ];
         let non_negative = [
             ("transfer.kernel_launch_us", t.kernel_launch_us),
@@ -156,7 +163,9 @@ impl Profile {
             }
         }
         if self.device.copy_engines == 0 {
-            return Err(Error::Invalid(format!("{origin}: device.copy_engines = 0: must be at least 1")));
+            return Err(Error::Invalid(format!(
+                "{origin}: device.copy_engines = 0: must be at least 1"
+            )));
         }
         Ok(())
     }

@@ -118,8 +118,16 @@ impl Record {
 
     /// One row per point: the parameters, then the metrics, then backend and device.
     pub fn to_csv(&self) -> Vec<u8> {
-        let param_names: Vec<&String> = self.points.first().map(|p| p.params.keys().collect()).unwrap_or_default();
-        let metric_names: Vec<&String> = self.points.first().map(|p| p.metrics.keys().collect()).unwrap_or_default();
+        let param_names: Vec<&String> = self
+            .points
+            .first()
+            .map(|p| p.params.keys().collect())
+            .unwrap_or_default();
+        let metric_names: Vec<&String> = self
+            .points
+            .first()
+            .map(|p| p.metrics.keys().collect())
+            .unwrap_or_default();
         let mut writer = csv::Writer::from_writer(Vec::new());
         let header: Vec<&str> = ["experiment", "backend", "device"]
             .into_iter()
@@ -133,8 +141,16 @@ impl Record {
                 self.backend.name().to_string(),
                 self.device.name.clone(),
             ];
-            row.extend(param_names.iter().map(|k| point.params.get(*k).map(|v| v.to_string()).unwrap_or_default()));
-            row.extend(metric_names.iter().map(|k| point.metrics.get(*k).map(|v| v.to_string()).unwrap_or_default()));
+            row.extend(
+                param_names
+                    .iter()
+                    .map(|k| point.params.get(*k).map(|v| v.to_string()).unwrap_or_default()),
+            );
+            row.extend(
+                metric_names
+                    .iter()
+                    .map(|k| point.metrics.get(*k).map(|v| v.to_string()).unwrap_or_default()),
+            );
             writer.write_record(&row).expect("writing to memory");
         }
         writer.into_inner().expect("writing to memory")

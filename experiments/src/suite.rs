@@ -93,10 +93,12 @@ impl Suite {
         let mut experiments = Vec::with_capacity(file.experiments.len());
         for raw in file.experiments {
             if experiments.iter().any(|e: &Experiment| e.name == *raw.name.get_ref()) {
-                return Err(at(origin, text, raw.name.span().start, format!(
-                    "experiment '{}' is defined twice",
-                    raw.name.get_ref()
-                )));
+                return Err(at(
+                    origin,
+                    text,
+                    raw.name.span().start,
+                    format!("experiment '{}' is defined twice", raw.name.get_ref()),
+                ));
             }
             experiments.push(parse_experiment(origin, text, &file.name, raw)?);
         }
@@ -129,41 +131,59 @@ fn parse_experiment(origin: &str, text: &str, suite: &str, raw: ExperimentFile) 
     let name = raw.name.get_ref().clone();
     let family = Family::from_name(raw.family.get_ref()).ok_or_else(|| {
         let valid: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
-        at(origin, text, raw.family.span().start, format!(
-            "experiment '{name}': unknown family '{}'; valid families: {}",
-            raw.family.get_ref(),
-            valid.join(", ")
-        ))
+        at(
+            origin,
+            text,
+            raw.family.span().start,
+            format!(
+                "experiment '{name}': unknown family '{}'; valid families: {}",
+                raw.family.get_ref(),
+                valid.join(", ")
+            ),
+        )
     })?;
     let specs = family.params();
     for (key, value) in &raw.sweep {
         if !specs.iter().any(|s| s.name == key) {
             let valid: Vec<&str> = specs.iter().map(|s| s.name).collect();
-            return Err(at(origin, text, value.span().start, format!(
-                "experiment '{name}': family '{}' takes no parameter '{key}'; it takes: {}",
-                family.name(),
-                valid.join(", ")
-            )));
+            return Err(at(
+                origin,
+                text,
+                value.span().start,
+                format!(
+                    "experiment '{name}': family '{}' takes no parameter '{key}'; it takes: {}",
+                    family.name(),
+                    valid.join(", ")
+                ),
+            ));
         }
     }
     let mut axes: Vec<(&'static str, Vec<ParamValue>)> = Vec::with_capacity(specs.len());
     for spec in specs {
         let values = match raw.sweep.get(spec.name) {
             Some(value) => expand(spec, value.get_ref()).map_err(|(shown, reason)| {
-                at(origin, text, value.span().start, format!(
-                    "experiment '{name}': {} = {shown}: {reason}",
-                    spec.name
-                ))
+                at(
+                    origin,
+                    text,
+                    value.span().start,
+                    format!("experiment '{name}': {} = {shown}: {reason}", spec.name),
+                )
             })?,
             None => match spec.default {
-                Some(default) => vec![check(spec, &toml::Value::String(default.into()))
-                    .expect("built-in defaults are valid")],
+                Some(default) => {
+                    vec![check(spec, &toml::Value::String(default.into())).expect("built-in defaults are valid")]
+                }
                 None => {
-                    return Err(at(origin, text, raw.name.span().start, format!(
-                        "experiment '{name}': missing parameter '{}' (family '{}')",
-                        spec.name,
-                        family.name()
-                    )))
+                    return Err(at(
+                        origin,
+                        text,
+                        raw.name.span().start,
+                        format!(
+                            "experiment '{name}': missing parameter '{}' (family '{}')",
+                            spec.name,
+                            family.name()
+                        ),
+                    ))
                 }
             },
         };
@@ -171,9 +191,12 @@ fn parse_experiment(origin: &str, text: &str, suite: &str, raw: ExperimentFile) 
     }
     let total = axes.iter().map(|(_, v)| v.len()).product::<usize>();
     if total > MAX_POINTS {
-        return Err(at(origin, text, raw.name.span().start, format!(
-            "experiment '{name}': the sweep has {total} points, more than the {MAX_POINTS} allowed"
-        )));
+        return Err(at(
+            origin,
+            text,
+            raw.name.span().start,
+            format!("experiment '{name}': the sweep has {total} points, more than the {MAX_POINTS} allowed"),
+        ));
     }
     let points = cartesian(&axes)
         .into_iter()
@@ -196,12 +219,15 @@ type Rejection = (String, String);
 
 fn expand(spec: &ParamSpec, value: &toml::Value) -> std::result::Result<Vec<ParamValue>, Rejection> {
     match value {
-        toml::Value::Array(items) if items.is_empty() => Err((value.to_string(), "an empty list sweeps nothing".into())),
+        toml::Value::Array(items) if items.is_empty() => {
+            Err((value.to_string(), "an empty list sweeps nothing".into()))
+        }
         toml::Value::Array(items) => items.iter().map(|item| check(spec, item)).collect(),
         toml::Value::Table(table) => {
-            let range = table.get("log2").filter(|_| table.len() == 1).ok_or_else(|| {
-                (value.to_string(), "a table must be { log2 = [from, to] }".to_string())
-            })?;
+            let range = table
+                .get("log2")
+                .filter(|_| table.len() == 1)
+                .ok_or_else(|| (value.to_string(), "a table must be { log2 = [from, to] }".to_string()))?;
             let bounds = match range {
                 toml::Value::Array(b) if b.len() == 2 => b,
                 _ => return Err((value.to_string(), "log2 takes [from, to]".into())),
@@ -218,7 +244,9 @@ fn expand(spec: &ParamSpec, value: &toml::Value) -> std::result::Result<Vec<Para
             let mut v = from;
             while v <= to {
                 values.push(ParamValue::Int(v));
-                v = v.checked_mul(2).ok_or_else(|| (value.to_string(), "range overflows".to_string()))?;
+                v = v
+                    .checked_mul(2)
+                    .ok_or_else(|| (value.to_string(), "range overflows".to_string()))?;
             }
             Ok(values)
         }

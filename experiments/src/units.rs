@@ -23,9 +23,7 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     if number.is_empty() {
         return Err(format!("'{text}' is not a byte size (no number)"));
     }
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a byte size"))?;
+    let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a byte size"))?;
     let bytes = value * multiplier as f64;
     if !bytes.is_finite() || bytes >= u64::MAX as f64 || bytes.fract() != 0.0 {
         return Err(format!("'{text}' is not a whole number of bytes"));

@@ -1,4 +1,6 @@
-use experiments::{overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord, Record, Workload};
+use experiments::{
+    overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord, Record, Workload,
+};
 
 use crate::cuda::Gpu;
 use crate::error::{HwError, Result};
@@ -17,7 +19,11 @@ impl HwBackend {
     pub fn open() -> Result<HwBackend> {
         let gpu = Gpu::open()?;
         let device = gpu.info()?;
-        Ok(HwBackend { gpu, device, spin: None })
+        Ok(HwBackend {
+            gpu,
+            device,
+            spin: None,
+        })
     }
 
     fn measure(&mut self, workload: &Workload, seed: u64) -> Result<experiments::Metrics> {
@@ -57,7 +63,10 @@ impl Backend for HwBackend {
         for point in &experiment.points {
             let metrics = self.measure(&point.workload, seed)?;
             progress();
-            points.push(PointRecord { params: point.params.clone(), metrics });
+            points.push(PointRecord {
+                params: point.params.clone(),
+                metrics,
+            });
         }
         Ok(Record {
             experiment: experiment.name.clone(),

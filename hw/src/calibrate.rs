@@ -28,7 +28,15 @@ pub fn measure_calibration(seed: u64, progress: &dyn Fn()) -> Result<Calibration
     let h2d_pageable = measure(Direction::HostToDevice, HostMemory::Pageable)?;
     let d2h_pageable = measure(Direction::DeviceToHost, HostMemory::Pageable)?;
     let kernel_launch_us = Spin::load(&gpu)?.launch_overhead_us(&gpu, 200)?;
-    Ok(Calibration { device, date: today(), h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable, kernel_launch_us })
+    Ok(Calibration {
+        device,
+        date: today(),
+        h2d_pinned,
+        d2h_pinned,
+        h2d_pageable,
+        d2h_pageable,
+        kernel_launch_us,
+    })
 }
 
 /// How many sizes [`measure_calibration`] measures, for a progress bar.

@@ -19,6 +19,12 @@ use experiments::DeviceInfo;
 
 use crate::error::{HwError, Result};
 
+/// Whether the CUDA driver library can be loaded on this machine (no CUDA call is made).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda; no CUDA function is called.
+    unsafe { sys::is_culib_present() }
+}
+
 /// An opened GPU: a CUDA context bound to this thread.
 pub(crate) struct Gpu {
     ctx: Arc<CudaContext>,
@@ -27,8 +33,7 @@ pub(crate) struct Gpu {
 impl Gpu {
     /// Opens device 0, after checking that the driver library exists (cudarc panics otherwise).
     pub(crate) fn open() -> Result<Gpu> {
-        // SAFETY: only tries to dlopen libcuda; no CUDA function is called.
-        if !unsafe { sys::is_culib_present() } {
+        if !driver_present() {
             return Err(HwError::NoDriver);
         }
         let count = CudaContext::device_count().map_err(|e| HwError::NoDevice(e.to_string()))?;
@@ -40,13 +45,18 @@ impl Gpu {
     }
 
     pub(crate) fn attribute(&self, attribute: CUdevice_attribute) -> Result<i32> {
-        self.ctx.attribute(attribute).map_err(HwError::cuda("cuDeviceGetAttribute"))
+        self.ctx
+            .attribute(attribute)
+            .map_err(HwError::cuda("cuDeviceGetAttribute"))
     }
 
     /// What records say about this device.
     pub(crate) fn info(&self) -> Result<DeviceInfo> {
         use CUdevice_attribute::*;
-        let (major, minor) = self.ctx.compute_capability().map_err(HwError::cuda("cuDeviceGetAttribute"))?;
+        let (major, minor) = self
+            .ctx
+            .compute_capability()
+            .map_err(HwError::cuda("cuDeviceGetAttribute"))?;
         let mut driver = 0i32;
         // SAFETY: cuDriverGetVersion writes one int through a valid pointer.
         unsafe { sys::cuDriverGetVersion(&mut driver) }
@@ -79,7 +89,10 @@ impl Gpu {
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(HwError::NoNvrtc);
         }
-        let opts = CompileOptions { name: Some(file.to_string()), ..Default::default() };
+        let opts = CompileOptions {
+            name: Some(file.to_string()),
+            ..Default::default()
+        };
         let ptx = compile_ptx_with_opts(source, opts).map_err(|e| HwError::Compile {
             file,
             log: match e {
@@ -103,17 +116,22 @@ impl Gpu {
         let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }.map_err(HwError::cuda("cuMemHostAlloc"))? as *mut u8;
         // SAFETY: the allocation is at least `bytes` long; zeroing initialises every byte.
         unsafe { std::ptr::write_bytes(ptr, 0, bytes) };
-        Ok(HostBuffer { ptr, bytes, pinned: true })
+        Ok(HostBuffer {
+            ptr,
+            bytes,
+            pinned: true,
+        })
     }
 
     pub(crate) fn stream(&self) -> Result<Stream> {
-        let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
-            .map_err(HwError::cuda("cuStreamCreate"))?;
+        let raw =
+            result::stream::create(result::stream::StreamKind::NonBlocking).map_err(HwError::cuda("cuStreamCreate"))?;
         Ok(Stream { raw })
     }
 
     pub(crate) fn event(&self) -> Result<Event> {
-        let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(HwError::cuda("cuEventCreate"))?;
+        let raw =
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(HwError::cuda("cuEventCreate"))?;
         Ok(Event { raw })
     }
 
@@ -145,7 +163,9 @@ impl Gpu {
 
 fn check_fits(what: &str, bytes: usize, capacity: usize) -> Result<()> {
     if bytes > capacity {
-        return Err(HwError::Unsupported(format!("{what} of {bytes} bytes into a {capacity}-byte device buffer")));
+        return Err(HwError::Unsupported(format!(
+            "{what} of {bytes} bytes into a {capacity}-byte device buffer"
+        )));
     }
     Ok(())
 }
@@ -171,7 +191,12 @@ impl<'buf> Queue<'buf> {
         // 'buf, which outlives the synchronize at the end of Gpu::enqueue, and CPU access to a
         // HostBuffer needs &mut, which cannot coexist with this borrow.
         unsafe {
-            sys::cuMemcpyHtoDAsync_v2(dst.ptr + offset as u64, src.ptr.add(range.start) as *const c_void, range.len(), stream.raw)
+            sys::cuMemcpyHtoDAsync_v2(
+                dst.ptr + offset as u64,
+                src.ptr.add(range.start) as *const c_void,
+                range.len(),
+                stream.raw,
+            )
         }
         .result()
         .map_err(HwError::cuda("cuMemcpyHtoDAsync"))
@@ -192,10 +217,15 @@ impl<'buf> Queue<'buf> {
         // writes dst while it is only shared-borrowed, and no CPU code can read it until the
         // borrow ends after synchronization.
         unsafe {
-            sys::cuMemcpyDtoHAsync_v2(dst.ptr.add(range.start) as *mut c_void, src.ptr + offset as u64, range.len(), stream.raw)
+            sys::cuMemcpyDtoHAsync_v2(
+                dst.ptr.add(range.start) as *mut c_void,
+                src.ptr + offset as u64,
+                range.len(),
+                stream.raw,
+            )
         }
-            .result()
-            .map_err(HwError::cuda("cuMemcpyDtoHAsync"))
+        .result()
+        .map_err(HwError::cuda("cuMemcpyDtoHAsync"))
     }
 
     pub(crate) fn record(&self, event: &'buf Event, stream: &Stream) -> Result<()> {
@@ -211,7 +241,13 @@ impl<'buf> Queue<'buf> {
     }
 
     /// Launches `kernel` with a single `u64` argument.
-    pub(crate) fn launch_u64(&self, stream: &Stream, kernel: &Kernel, config: LaunchConfig, mut arg: u64) -> Result<()> {
+    pub(crate) fn launch_u64(
+        &self,
+        stream: &Stream,
+        kernel: &Kernel,
+        config: LaunchConfig,
+        mut arg: u64,
+    ) -> Result<()> {
         let mut params = [&mut arg as *mut u64 as *mut c_void];
         // SAFETY: the kernel takes exactly one 64-bit argument (see Module::kernel's callers and
         // kernels/*.cu); cuLaunchKernel copies the argument before returning; shared memory was
@@ -246,7 +282,10 @@ pub(crate) struct Module {
 impl Module {
     /// Looks up a kernel and allows it `max_shared_bytes` of dynamic shared memory.
     pub(crate) fn kernel(&self, name: &str, max_shared_bytes: i32) -> Result<Kernel> {
-        let function = self.module.load_function(name).map_err(HwError::cuda("cuModuleGetFunction"))?;
+        let function = self
+            .module
+            .load_function(name)
+            .map_err(HwError::cuda("cuModuleGetFunction"))?;
         // SAFETY: the function handle is valid while the module (kept by CudaFunction) lives.
         unsafe {
             result::function::set_function_attribute(
@@ -291,7 +330,11 @@ impl HostBuffer {
     /// Ordinary heap memory, zeroed and touched (every page resident before anything is timed).
     pub(crate) fn pageable(bytes: usize) -> HostBuffer {
         let boxed: Box<[u8]> = vec![1u8; bytes.max(1)].into_boxed_slice();
-        HostBuffer { ptr: Box::into_raw(boxed) as *mut u8, bytes, pinned: false }
+        HostBuffer {
+            ptr: Box::into_raw(boxed) as *mut u8,
+            bytes,
+            pinned: false,
+        }
     }
 
     pub(crate) fn contents(&mut self) -> &[u8] {

@@ -14,4 +14,5 @@ mod transfer;
 
 pub use backend::HwBackend;
 pub use calibrate::{calibration_steps, measure_calibration};
+pub use cuda::driver_present;
 pub use error::{HwError, Result};

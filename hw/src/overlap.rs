@@ -32,7 +32,14 @@ impl Spin {
         let module = gpu.compile("spin.cu", SPIN_SOURCE)?;
         let kernel = module.kernel("spin", shared_bytes)?;
         let blocks = gpu.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-        Ok(Spin { kernel, config: LaunchConfig { blocks, threads: 128, shared_bytes: shared_bytes as u32 } })
+        Ok(Spin {
+            kernel,
+            config: LaunchConfig {
+                blocks,
+                threads: 128,
+                shared_bytes: shared_bytes as u32,
+            },
+        })
     }
 
     /// Median time per kernel of `count` back-to-back zero-length spins: the launch overhead

@@ -22,7 +22,11 @@ impl Timing {
     /// Every figure divided by `n` (a batch of `n` operations per sample).
     pub(crate) fn per(self, n: usize) -> Timing {
         let n = n as f64;
-        Timing { median: self.median / n, min: self.min / n, max: self.max / n }
+        Timing {
+            median: self.median / n,
+            min: self.min / n,
+            max: self.max / n,
+        }
     }
 }
 
@@ -49,7 +53,11 @@ pub(crate) fn median_us<'buf>(
         }
     }
     let median = median(&mut times);
-    Ok(Timing { median, min: times[0], max: times[times.len() - 1] })
+    Ok(Timing {
+        median,
+        min: times[0],
+        max: times[times.len() - 1],
+    })
 }
 
 /// The median of a non-empty list (mean of the two middle values for even lengths); sorts it.

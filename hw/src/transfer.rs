@@ -21,7 +21,12 @@ const ARENA_BYTES: u64 = 1 << 30;
 
 /// Median, fastest and slowest time of one copy, after checking that the bytes arrived intact.
 pub(crate) fn measure_copy(gpu: &Gpu, point: &TransferPoint, seed: u64) -> Result<Timing> {
-    let too_large = || HwError::Unsupported(format!("a {} B copy does not fit this machine's address space", point.bytes));
+    let too_large = || {
+        HwError::Unsupported(format!(
+            "a {} B copy does not fit this machine's address space",
+            point.bytes
+        ))
+    };
     let bytes = usize::try_from(point.bytes).map_err(|_| too_large())?;
     let slots = usize::try_from((ARENA_BYTES / point.bytes).max(1)).map_err(|_| too_large())?;
     let arena = bytes.checked_mul(slots).ok_or_else(too_large)?;
@@ -40,7 +45,10 @@ pub(crate) fn measure_copy(gpu: &Gpu, point: &TransferPoint, seed: u64) -> Resul
         host.contents_mut().fill(0xA5);
     }
     let batch = (BATCH_BYTES / point.bytes).clamp(1, MAX_BATCH) as usize;
-    let repeats = Repeats { warmup: 3, samples: if point.bytes >= 256 << 20 { 7 } else { 15 } };
+    let repeats = Repeats {
+        warmup: 3,
+        samples: if point.bytes >= 256 << 20 { 7 } else { 15 },
+    };
     let stream = gpu.stream()?;
     let (start, end) = (gpu.event()?, gpu.event()?);
     let copies = Cell::new(0usize);

@@ -80,7 +80,9 @@ impl Analysis {
             .filter(|entry| entry.path().is_dir())
             .filter_map(|entry| entry.file_name().into_string().ok())
             .filter(|name| {
-                [BackendKind::Sim, BackendKind::Hw].iter().any(|b| Record::json_path(dir, name, *b).exists())
+                [BackendKind::Sim, BackendKind::Hw]
+                    .iter()
+                    .any(|b| Record::json_path(dir, name, *b).exists())
             })
             .collect();
         if names.is_empty() {
@@ -129,11 +131,21 @@ pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
                 Some(i) => i,
                 None => {
                     let calibration = matches!(p.params.get("bytes"), Some(ParamValue::Int(b)) if calibration_bytes.contains(&(*b as u64)));
-                    points.push(ComparedPoint { params: p.params.clone(), predicted: None, measured: None, relative_error: None, calibration });
+                    points.push(ComparedPoint {
+                        params: p.params.clone(),
+                        predicted: None,
+                        measured: None,
+                        relative_error: None,
+                        calibration,
+                    });
                     points.len() - 1
                 }
             };
-            let slot = if is_sim { &mut points[index].predicted } else { &mut points[index].measured };
+            let slot = if is_sim {
+                &mut points[index].predicted
+            } else {
+                &mut points[index].measured
+            };
             *slot = Some(p.metrics.clone());
         }
     }
@@ -169,11 +181,18 @@ fn stats(points: &[&ComparedPoint]) -> Option<ErrorStats> {
     }
     errors.sort_by(|a, b| a.0.total_cmp(&b.0));
     let n = errors.len();
-    let median = if n % 2 == 1 { errors[n / 2].0 } else { (errors[n / 2 - 1].0 + errors[n / 2].0) / 2.0 };
+    let median = if n % 2 == 1 {
+        errors[n / 2].0
+    } else {
+        (errors[n / 2 - 1].0 + errors[n / 2].0) / 2.0
+    };
     let (worst, worst_point) = errors[n - 1];
     Some(ErrorStats {
         validation_points: n,
-        calibration_points: points.iter().filter(|p| p.calibration && p.relative_error.is_some()).count(),
+        calibration_points: points
+            .iter()
+            .filter(|p| p.calibration && p.relative_error.is_some())
+            .count(),
         median_abs_error: median,
         worst_abs_error: worst,
         worst_point: worst_point.clone(),

@@ -67,7 +67,13 @@ impl Scale {
 
 /// Three significant digits, no trailing zeros.
 fn trim(value: f64) -> String {
-    let digits = if value.abs() >= 100.0 { 0 } else if value.abs() >= 10.0 { 1 } else { 2 };
+    let digits = if value.abs() >= 100.0 {
+        0
+    } else if value.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
     let text = format!("{value:.digits$}");
     if text.contains('.') {
         text.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -104,11 +110,17 @@ pub(crate) trait Chart {
 pub(crate) fn render_both(dir: &Path, stem: &str, chart: &impl Chart) -> Result<Vec<PathBuf>> {
     let png = dir.join(format!("{stem}.png"));
     if !register_font() {
-        return Err(ReportError::Plot { path: png, message: "the embedded font assets/DejaVuSans.ttf did not load".into() });
+        return Err(ReportError::Plot {
+            path: png,
+            message: "the embedded font assets/DejaVuSans.ttf did not load".into(),
+        });
     }
     std::fs::create_dir_all(dir).map_err(|e| experiments::Error::io(dir, e))?;
     let svg = dir.join(format!("{stem}.svg"));
-    let fail = |path: &Path, message: String| ReportError::Plot { path: path.to_path_buf(), message };
+    let fail = |path: &Path, message: String| ReportError::Plot {
+        path: path.to_path_buf(),
+        message,
+    };
     // Draw into a temporary, then rename, so an old plot is never left half-overwritten.
     let png_tmp = dir.join(format!(".{stem}.tmp.png"));
     {

@@ -4,8 +4,15 @@
 pub(crate) enum Block {
     Heading(u8, String),
     Paragraph(String),
-    Table { header: Vec<String>, rows: Vec<Vec<String>> },
-    Image { alt: String, png: String, svg: String },
+    Table {
+        header: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
+    Image {
+        alt: String,
+        png: String,
+        svg: String,
+    },
 }
 
 pub(crate) fn to_markdown(blocks: &[Block]) -> String {
@@ -16,10 +23,16 @@ pub(crate) fn to_markdown(blocks: &[Block]) -> String {
             Block::Paragraph(text) => out.push_str(&format!("{text}\n\n")),
             Block::Table { header, rows } => {
                 let cell = |s: &String| s.replace('|', "\\|");
-                out.push_str(&format!("| {} |\n", header.iter().map(cell).collect::<Vec<_>>().join(" | ")));
+                out.push_str(&format!(
+                    "| {} |\n",
+                    header.iter().map(cell).collect::<Vec<_>>().join(" | ")
+                ));
                 out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
                 for row in rows {
-                    out.push_str(&format!("| {} |\n", row.iter().map(cell).collect::<Vec<_>>().join(" | ")));
+                    out.push_str(&format!(
+                        "| {} |\n",
+                        row.iter().map(cell).collect::<Vec<_>>().join(" | ")
+                    ));
                 }
                 out.push('\n');
             }
@@ -30,7 +43,10 @@ pub(crate) fn to_markdown(blocks: &[Block]) -> String {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// Inline `code` spans are the only Markdown the paragraphs use.
@@ -38,7 +54,13 @@ fn inline(text: &str) -> String {
     escape(text)
         .split('`')
         .enumerate()
-        .map(|(i, part)| if i % 2 == 1 { format!("<code>{part}</code>") } else { part.to_string() })
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                format!("<code>{part}</code>")
+            } else {
+                part.to_string()
+            }
+        })
         .collect()
 }
 
@@ -69,7 +91,11 @@ th{{background:#f0f0f0}}img{{max-width:100%}}code{{background:#f4f4f4}}</style><
                 }
                 out.push_str("</table>\n");
             }
-            Block::Image { alt, svg, .. } => out.push_str(&format!("<p><img src=\"{}\" alt=\"{}\"></p>\n", escape(svg), escape(alt))),
+            Block::Image { alt, svg, .. } => out.push_str(&format!(
+                "<p><img src=\"{}\" alt=\"{}\"></p>\n",
+                escape(svg),
+                escape(alt)
+            )),
         }
     }
     out.push_str("</body></html>\n");

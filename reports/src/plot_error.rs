@@ -22,8 +22,16 @@ impl<'a> ErrorChart<'a> {
             .iter()
             .filter(|e| e.family == family && e.points.iter().any(|p| p.relative_error.is_some()))
             .collect();
-        let x_scale = if family == Family::Transfer { Scale::Bytes } else { Scale::Linear };
-        (!experiments.is_empty()).then_some(ErrorChart { family, experiments, x_scale })
+        let x_scale = if family == Family::Transfer {
+            Scale::Bytes
+        } else {
+            Scale::Linear
+        };
+        (!experiments.is_empty()).then_some(ErrorChart {
+            family,
+            experiments,
+            x_scale,
+        })
     }
 
     fn points(&self, e: &ExperimentAnalysis) -> Vec<(f64, f64, bool)> {
@@ -48,7 +56,10 @@ impl Chart for ErrorChart<'_> {
         let x_range = Scale::Linear.range(all.iter().map(|p| p.0), false);
         let limit = all.iter().map(|p| p.1.abs()).fold(12.0f64, f64::max) * 1.1;
         let mut chart = ChartBuilder::on(root)
-            .caption(format!("model error, {} experiments", self.family.name()), (FONT_FAMILY, 22))
+            .caption(
+                format!("model error, {} experiments", self.family.name()),
+                (FONT_FAMILY, 22),
+            )
             .margin(14)
             .x_label_area_size(48)
             .y_label_area_size(64)
@@ -66,7 +77,10 @@ impl Chart for ErrorChart<'_> {
             .map_err(e)?;
         for bound in [-10.0, 10.0] {
             chart
-                .draw_series(LineSeries::new(vec![(x_range.start, bound), (x_range.end, bound)], BLACK.mix(0.4).stroke_width(1)))
+                .draw_series(LineSeries::new(
+                    vec![(x_range.start, bound), (x_range.end, bound)],
+                    BLACK.mix(0.4).stroke_width(1),
+                ))
                 .map_err(e)?;
         }
         for (i, experiment) in self.experiments.iter().enumerate() {
@@ -74,7 +88,11 @@ impl Chart for ErrorChart<'_> {
             let points = self.points(experiment);
             chart
                 .draw_series(points.iter().map(|(x, y, calibration)| {
-                    let style = if *calibration { color.stroke_width(2) } else { color.filled() };
+                    let style = if *calibration {
+                        color.stroke_width(2)
+                    } else {
+                        color.filled()
+                    };
                     Circle::new((*x, *y), 4, style)
                 }))
                 .map_err(e)?

@@ -41,7 +41,9 @@ impl<'a> SweepChart<'a> {
         let x_name = experiment.x_param.as_str();
         let mut series: Vec<(Params, Series)> = Vec::new();
         for point in &experiment.points {
-            let Some(x) = point.params.get(x_name).and_then(|v| v.as_f64()) else { continue };
+            let Some(x) = point.params.get(x_name).and_then(|v| v.as_f64()) else {
+                continue;
+            };
             let mut rest = point.params.clone();
             rest.remove(x_name);
             let index = series.iter().position(|(p, _)| *p == rest).unwrap_or_else(|| {
@@ -50,8 +52,19 @@ impl<'a> SweepChart<'a> {
                     .filter(|(k, v)| experiment.points.iter().any(|q| q.params.get(*k) != Some(*v)))
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
-                let label = if varying.is_empty() { experiment.experiment.clone() } else { varying.join(", ") };
-                series.push((rest, Series { label, predicted: Vec::new(), measured: Vec::new() }));
+                let label = if varying.is_empty() {
+                    experiment.experiment.clone()
+                } else {
+                    varying.join(", ")
+                };
+                series.push((
+                    rest,
+                    Series {
+                        label,
+                        predicted: Vec::new(),
+                        measured: Vec::new(),
+                    },
+                ));
                 series.len() - 1
             });
             let s = &mut series[index].1;
@@ -62,7 +75,12 @@ impl<'a> SweepChart<'a> {
                 s.measured.push((x, *y));
             }
         }
-        SweepChart { experiment, x_scale, y_scale, series: series.into_iter().map(|(_, s)| s).collect() }
+        SweepChart {
+            experiment,
+            x_scale,
+            y_scale,
+            series: series.into_iter().map(|(_, s)| s).collect(),
+        }
     }
 }
 
@@ -76,7 +94,12 @@ impl Chart for SweepChart<'_> {
         let all = || self.series.iter().flat_map(|s| s.predicted.iter().chain(&s.measured));
         let x_range = self.x_scale.range(all().map(|p| p.0), false);
         let y_range = self.y_scale.range(all().map(|p| p.1), self.y_scale == Scale::Linear);
-        let device = self.experiment.measured_device.as_ref().map(|d| format!(" on {}", d.name)).unwrap_or_default();
+        let device = self
+            .experiment
+            .measured_device
+            .as_ref()
+            .map(|d| format!(" on {}", d.name))
+            .unwrap_or_default();
         let mut chart = ChartBuilder::on(root)
             .caption(format!("{}{device}", self.experiment.experiment), (FONT_FAMILY, 22))
             .margin(14)
@@ -97,7 +120,9 @@ impl Chart for SweepChart<'_> {
             .map_err(e)?;
         for (i, s) in self.series.iter().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
-            let to_axis = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> { pts.iter().map(|(x, y)| (xs.to_axis(*x), ys.to_axis(*y))).collect() };
+            let to_axis = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
+                pts.iter().map(|(x, y)| (xs.to_axis(*x), ys.to_axis(*y))).collect()
+            };
             if !s.predicted.is_empty() {
                 chart
                     .draw_series(LineSeries::new(to_axis(&s.predicted), color.stroke_width(2)))
@@ -107,7 +132,11 @@ impl Chart for SweepChart<'_> {
             }
             if !s.measured.is_empty() {
                 chart
-                    .draw_series(to_axis(&s.measured).into_iter().map(|p| Circle::new(p, 4, color.filled())))
+                    .draw_series(
+                        to_axis(&s.measured)
+                            .into_iter()
+                            .map(|p| Circle::new(p, 4, color.filled())),
+                    )
                     .map_err(e)?
                     .label(format!("{} (hw)", s.label))
                     .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));

@@ -51,7 +51,11 @@ pub fn render(dir: &Path, analysis: &Analysis) -> Result<Rendered> {
         plots.extend(render_both(&plot_dir, &stem, &SweepChart::new(experiment))?);
         blocks.push(Block::Heading(2, experiment.experiment.clone()));
         blocks.push(Block::Paragraph(describe(experiment)));
-        blocks.push(Block::Image { alt: stem.clone(), png: format!("plots/{stem}.png"), svg: format!("plots/{stem}.svg") });
+        blocks.push(Block::Image {
+            alt: stem.clone(),
+            png: format!("plots/{stem}.png"),
+            svg: format!("plots/{stem}.svg"),
+        });
         blocks.push(points_table(experiment));
     }
     let markdown = dir.join("report.md");
@@ -66,7 +70,11 @@ fn percent(x: f64) -> String {
 }
 
 fn show_params(params: &Params) -> String {
-    params.iter().map(|(k, v)| format!("{k}={}", show_value(k, v))).collect::<Vec<_>>().join(", ")
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", show_value(k, v)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn show_value(name: &str, value: &ParamValue) -> String {
@@ -109,11 +117,19 @@ fn overview(analysis: &Analysis) -> Vec<Block> {
         p.dedup();
         p
     };
-    let measured: Vec<&DeviceInfo> = analysis.experiments.iter().filter_map(|e| e.measured_device.as_ref()).collect();
+    let measured: Vec<&DeviceInfo> = analysis
+        .experiments
+        .iter()
+        .filter_map(|e| e.measured_device.as_ref())
+        .collect();
     blocks.push(Block::Paragraph(format!(
         "{} experiments. Predictions from profile `{}`.",
         analysis.experiments.len(),
-        if profiles.is_empty() { "none".to_string() } else { profiles.join("`, `") }
+        if profiles.is_empty() {
+            "none".to_string()
+        } else {
+            profiles.join("`, `")
+        }
     )));
     match measured.first() {
         Some(device) => blocks.push(Block::Paragraph(device_line(device))),
@@ -126,21 +142,27 @@ fn overview(analysis: &Analysis) -> Vec<Block> {
         .iter()
         .map(|(family, s)| stats_row(format!("all {} experiments", family.name()), s))
         .collect();
-    rows.extend(
-        analysis
-            .experiments
-            .iter()
-            .filter_map(|e| e.stats.as_ref().map(|s| stats_row(format!("{} ({})", e.experiment, e.metric), s))),
-    );
+    rows.extend(analysis.experiments.iter().filter_map(|e| {
+        e.stats
+            .as_ref()
+            .map(|s| stats_row(format!("{} ({})", e.experiment, e.metric), s))
+    }));
     if !rows.is_empty() {
         blocks.push(Block::Heading(2, "Model error".into()));
         blocks.push(Block::Paragraph(
             "Relative error of the family's primary metric, (predicted - measured) / measured. Validation points are those the profile was not fitted on; calibration points are listed in each table and excluded here.".into(),
         ));
         blocks.push(Block::Table {
-            header: ["experiments", "validation points", "calibration points", "median |error|", "worst |error|", "worst at"]
-                .map(String::from)
-                .to_vec(),
+            header: [
+                "experiments",
+                "validation points",
+                "calibration points",
+                "median |error|",
+                "worst |error|",
+                "worst at",
+            ]
+            .map(String::from)
+            .to_vec(),
             rows,
         });
     }
@@ -148,7 +170,12 @@ fn overview(analysis: &Analysis) -> Vec<Block> {
 }
 
 fn describe(e: &ExperimentAnalysis) -> String {
-    let mut text = format!("Family `{}`, suite `{}`, compared on `{}`.", e.family.name(), e.suite, e.metric);
+    let mut text = format!(
+        "Family `{}`, suite `{}`, compared on `{}`.",
+        e.family.name(),
+        e.suite,
+        e.metric
+    );
     if let Some(s) = &e.stats {
         text.push_str(&format!(
             " Median |error| {} over {} validation points, worst {} at {}.",
@@ -162,22 +189,43 @@ fn describe(e: &ExperimentAnalysis) -> String {
 }
 
 fn points_table(e: &ExperimentAnalysis) -> Block {
-    let param_names: Vec<String> = e.points.first().map(|p| p.params.keys().cloned().collect()).unwrap_or_default();
+    let param_names: Vec<String> = e
+        .points
+        .first()
+        .map(|p| p.params.keys().cloned().collect())
+        .unwrap_or_default();
     let varying: Vec<String> = param_names
         .into_iter()
         .filter(|k| e.points.iter().any(|p| p.params.get(k) != e.points[0].params.get(k)))
         .collect();
     let mut header = varying.clone();
-    header.extend([format!("predicted {}", e.metric), format!("measured {}", e.metric), "error".into(), "use".into()]);
-    let value = |m: &Option<experiments::Metrics>| m.as_ref().and_then(|m| m.get(&e.metric)).map(|v| format!("{v:.4}")).unwrap_or_else(|| "-".into());
+    header.extend([
+        format!("predicted {}", e.metric),
+        format!("measured {}", e.metric),
+        "error".into(),
+        "use".into(),
+    ]);
+    let value = |m: &Option<experiments::Metrics>| {
+        m.as_ref()
+            .and_then(|m| m.get(&e.metric))
+            .map(|v| format!("{v:.4}"))
+            .unwrap_or_else(|| "-".into())
+    };
     let rows = e
         .points
         .iter()
         .map(|p| {
-            let mut row: Vec<String> = varying.iter().map(|k| p.params.get(k).map(|v| show_value(k, v)).unwrap_or_default()).collect();
+            let mut row: Vec<String> = varying
+                .iter()
+                .map(|k| p.params.get(k).map(|v| show_value(k, v)).unwrap_or_default())
+                .collect();
             row.push(value(&p.predicted));
             row.push(value(&p.measured));
-            row.push(p.relative_error.map(|x| format!("{:+.1}%", x * 100.0)).unwrap_or_else(|| "-".into()));
+            row.push(
+                p.relative_error
+                    .map(|x| format!("{:+.1}%", x * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+            );
             row.push(if p.calibration { "calibration" } else { "validation" }.into());
             row
         })

@@ -1,6 +1,9 @@
 use rayon::prelude::*;
 
-use experiments::{overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord, Profile, Record, Workload};
+use experiments::{
+    overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord, Profile, Record,
+    Workload,
+};
 
 use crate::overlap::{overlapped_us, serial_us};
 use crate::pcie::copy_us;
@@ -58,7 +61,10 @@ impl Backend for SimBackend {
             .map(|point| {
                 let metrics = self.predict(&point.workload);
                 progress();
-                PointRecord { params: point.params.clone(), metrics }
+                PointRecord {
+                    params: point.params.clone(),
+                    metrics,
+                }
             })
             .collect();
         Ok(Record {

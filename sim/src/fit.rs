@@ -24,10 +24,19 @@ pub enum FitError {
 
 fn check(what: &'static str, samples: &[Sample], needed: usize) -> Result<(), FitError> {
     if samples.len() < needed {
-        return Err(FitError::BadSamples { what, reason: format!("{} samples, need {needed}", samples.len()) });
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!("{} samples, need {needed}", samples.len()),
+        });
     }
-    if let Some(bad) = samples.iter().find(|s| !(s.time_us.is_finite() && s.time_us > 0.0) || s.bytes == 0) {
-        return Err(FitError::BadSamples { what, reason: format!("sample {bad:?} is not a positive size and time") });
+    if let Some(bad) = samples
+        .iter()
+        .find(|s| !(s.time_us.is_finite() && s.time_us > 0.0) || s.bytes == 0)
+    {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!("sample {bad:?} is not a positive size and time"),
+        });
     }
     Ok(())
 }
@@ -68,9 +77,15 @@ pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
         (latency, slope) = weighted_line(samples, &weights);
     }
     if !(slope.is_finite() && slope > 0.0) {
-        return Err(FitError::BadSamples { what: "a pinned link", reason: "time does not grow with size".into() });
+        return Err(FitError::BadSamples {
+            what: "a pinned link",
+            reason: "time does not grow with size".into(),
+        });
     }
-    Ok(LinkParams { latency_us: latency, gb_per_s: 1.0 / slope / 1e3 })
+    Ok(LinkParams {
+        latency_us: latency,
+        gb_per_s: 1.0 / slope / 1e3,
+    })
 }
 
 /// The `value` that minimises the sum of `weight * |value - x|`: a weighted median.
@@ -99,13 +114,28 @@ pub fn fit_staged(link: &LinkParams, direction: Direction, samples: &[Sample]) -
         for step in 0..=400 {
             // Host bandwidth from 0.5 to 200 GB/s, log-spaced.
             let host_gb_per_s = 0.5 * (400.0f64).powf(f64::from(step) / 400.0);
-            let shape = StagedParams { latency_us: 0.0, host_gb_per_s, staging_bytes: 1 << chunk_log };
-            let pipeline: Vec<f64> = samples.iter().map(|s| pageable_copy_us(link, &shape, direction, s.bytes)).collect();
+            let shape = StagedParams {
+                latency_us: 0.0,
+                host_gb_per_s,
+                staging_bytes: 1 << chunk_log,
+            };
+            let pipeline: Vec<f64> = samples
+                .iter()
+                .map(|s| pageable_copy_us(link, &shape, direction, s.bytes))
+                .collect();
             // sum |p + L - t| / t is minimised by the 1/t-weighted median of t - p; the
             // objective is convex in L, so clamping at zero keeps the constrained optimum.
-            let residuals = samples.iter().zip(&pipeline).map(|(s, p)| (s.time_us - p, 1.0 / s.time_us)).collect();
+            let residuals = samples
+                .iter()
+                .zip(&pipeline)
+                .map(|(s, p)| (s.time_us - p, 1.0 / s.time_us))
+                .collect();
             let latency_us = weighted_median(residuals).max(0.0);
-            let error: f64 = samples.iter().zip(&pipeline).map(|(s, p)| ((p + latency_us - s.time_us) / s.time_us).abs()).sum();
+            let error: f64 = samples
+                .iter()
+                .zip(&pipeline)
+                .map(|(s, p)| ((p + latency_us - s.time_us) / s.time_us).abs())
+                .sum();
             if best.as_ref().is_none_or(|(e, _)| error < *e) {
                 best = Some((error, StagedParams { latency_us, ..shape }));
             }
@@ -120,10 +150,15 @@ pub fn fit_profile(name: &str, calibration: &Calibration) -> Result<Profile, Fit
     let d2h_pinned = fit_link(&calibration.d2h_pinned)?;
     let h2d_pageable = fit_staged(&h2d_pinned, Direction::HostToDevice, &calibration.h2d_pageable)?;
     let d2h_pageable = fit_staged(&d2h_pinned, Direction::DeviceToHost, &calibration.d2h_pageable)?;
-    let mut calibration_bytes: Vec<u64> = [&calibration.h2d_pinned, &calibration.d2h_pinned, &calibration.h2d_pageable, &calibration.d2h_pageable]
-        .iter()
-        .flat_map(|samples| samples.iter().map(|s| s.bytes))
-        .collect();
+    let mut calibration_bytes: Vec<u64> = [
+        &calibration.h2d_pinned,
+        &calibration.d2h_pinned,
+        &calibration.h2d_pageable,
+        &calibration.d2h_pageable,
+    ]
+    .iter()
+    .flat_map(|samples| samples.iter().map(|s| s.bytes))
+    .collect();
     calibration_bytes.sort_unstable();
     calibration_bytes.dedup();
     let d = &calibration.device;
@@ -160,26 +195,44 @@ mod tests {
 
     #[test]
     fn recovers_a_known_link() {
-        let truth = LinkParams { latency_us: 3.0, gb_per_s: 52.0 };
+        let truth = LinkParams {
+            latency_us: 3.0,
+            gb_per_s: 52.0,
+        };
         let samples: Vec<Sample> = (10..30)
             .step_by(3)
-            .map(|k| Sample { bytes: 3 << k, time_us: pinned_copy_us(&truth, 3 << k) })
+            .map(|k| Sample {
+                bytes: 3 << k,
+                time_us: pinned_copy_us(&truth, 3 << k),
+            })
             .collect();
         let fitted = fit_link(&samples).unwrap();
-        assert!((fitted.latency_us - 3.0).abs() < 1e-6 && (fitted.gb_per_s - 52.0).abs() < 1e-6, "{fitted:?}");
+        assert!(
+            (fitted.latency_us - 3.0).abs() < 1e-6 && (fitted.gb_per_s - 52.0).abs() < 1e-6,
+            "{fitted:?}"
+        );
     }
 
     #[test]
     fn one_disturbed_sample_does_not_move_the_link() {
-        let truth = LinkParams { latency_us: 2.0, gb_per_s: 55.0 };
+        let truth = LinkParams {
+            latency_us: 2.0,
+            gb_per_s: 55.0,
+        };
         let mut samples: Vec<Sample> = (10..=28)
             .step_by(2)
-            .map(|k| Sample { bytes: 3 << k, time_us: pinned_copy_us(&truth, 3 << k) })
+            .map(|k| Sample {
+                bytes: 3 << k,
+                time_us: pinned_copy_us(&truth, 3 << k),
+            })
             .collect();
         samples[3].time_us *= 3.0;
         samples[7].time_us *= 1.25;
         let fitted = fit_link(&samples).unwrap();
-        assert!((fitted.gb_per_s - 55.0).abs() < 0.05 && (fitted.latency_us - 2.0).abs() < 0.01, "{fitted:?}");
+        assert!(
+            (fitted.gb_per_s - 55.0).abs() < 0.05 && (fitted.latency_us - 2.0).abs() < 0.01,
+            "{fitted:?}"
+        );
     }
 
     #[test]
@@ -190,23 +243,43 @@ mod tests {
 
     #[test]
     fn recovers_a_known_pipeline() {
-        let link = LinkParams { latency_us: 2.0, gb_per_s: 52.0 };
-        let truth = StagedParams { latency_us: 8.0, host_gb_per_s: 20.0, staging_bytes: 1 << 20 };
+        let link = LinkParams {
+            latency_us: 2.0,
+            gb_per_s: 52.0,
+        };
+        let truth = StagedParams {
+            latency_us: 8.0,
+            host_gb_per_s: 20.0,
+            staging_bytes: 1 << 20,
+        };
         let samples: Vec<Sample> = (10..30)
             .step_by(3)
-            .map(|k| Sample { bytes: 3 << k, time_us: pageable_copy_us(&link, &truth, Direction::HostToDevice, 3 << k) })
+            .map(|k| Sample {
+                bytes: 3 << k,
+                time_us: pageable_copy_us(&link, &truth, Direction::HostToDevice, 3 << k),
+            })
             .collect();
         let fitted = fit_staged(&link, Direction::HostToDevice, &samples).unwrap();
         for s in &samples {
             let p = pageable_copy_us(&link, &fitted, Direction::HostToDevice, s.bytes);
-            assert!(((p - s.time_us) / s.time_us).abs() < 0.02, "{fitted:?} at {} B", s.bytes);
+            assert!(
+                ((p - s.time_us) / s.time_us).abs() < 0.02,
+                "{fitted:?} at {} B",
+                s.bytes
+            );
         }
     }
 
     #[test]
     fn refuses_too_few_or_bad_samples() {
         assert!(fit_link(&[Sample { bytes: 1, time_us: 1.0 }]).is_err());
-        let bad = [Sample { bytes: 1, time_us: 1.0 }, Sample { bytes: 2, time_us: f64::NAN }];
+        let bad = [
+            Sample { bytes: 1, time_us: 1.0 },
+            Sample {
+                bytes: 2,
+                time_us: f64::NAN,
+            },
+        ];
         assert!(fit_link(&bad).unwrap_err().to_string().contains("not a positive"));
     }
 }

@@ -39,13 +39,23 @@ mod tests {
     use proptest::prelude::*;
 
     fn params() -> TransferParams {
-        let staged = StagedParams { latency_us: 5.0, host_gb_per_s: 20.0, staging_bytes: 1 << 20 };
+        let staged = StagedParams {
+            latency_us: 5.0,
+            host_gb_per_s: 20.0,
+            staging_bytes: 1 << 20,
+        };
         TransferParams {
             source: "test".into(),
             calibration_bytes: vec![],
             kernel_launch_us: 2.0,
-            h2d_pinned: LinkParams { latency_us: 2.0, gb_per_s: 50.0 },
-            d2h_pinned: LinkParams { latency_us: 2.0, gb_per_s: 50.0 },
+            h2d_pinned: LinkParams {
+                latency_us: 2.0,
+                gb_per_s: 50.0,
+            },
+            d2h_pinned: LinkParams {
+                latency_us: 2.0,
+                gb_per_s: 50.0,
+            },
             h2d_pageable: staged,
             d2h_pageable: staged,
         }
@@ -55,7 +65,12 @@ mod tests {
     fn balanced_pipeline_approaches_two_fold() {
         let p = params();
         let copy_us = (256u64 << 20) as f64 / 50e3;
-        let point = OverlapPoint { bytes: 256 << 20, chunks: 64, streams: 4, kernel_us: copy_us };
+        let point = OverlapPoint {
+            bytes: 256 << 20,
+            chunks: 64,
+            streams: 4,
+            kernel_us: copy_us,
+        };
         let speedup = serial_us(&p, &point) / overlapped_us(&p, &point);
         assert!(speedup > 1.8 && speedup < 2.0, "{speedup}");
     }

@@ -36,7 +36,13 @@ fn pipeline_us(bytes: u64, chunk: u64, first_gb_per_s: f64, second_gb_per_s: f64
         (false, 0) => a,
         (false, _) => 2.0 * a + (i - 1) as f64 * b,
     };
-    let second_end = |i: u64| if a >= b { (i + 1) as f64 * a + b } else { a + (i + 1) as f64 * b };
+    let second_end = |i: u64| {
+        if a >= b {
+            (i + 1) as f64 * a + b
+        } else {
+            a + (i + 1) as f64 * b
+        }
+    };
     let before = |i: u64, back: u64, end: &dyn Fn(u64) -> f64| if i >= back { end(i - back) } else { 0.0 };
     if bytes == 0 {
         return 0.0;
@@ -77,10 +83,17 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const LINK: LinkParams = LinkParams { latency_us: 2.0, gb_per_s: 50.0 };
+    const LINK: LinkParams = LinkParams {
+        latency_us: 2.0,
+        gb_per_s: 50.0,
+    };
 
     fn staged(host: f64, chunk: u64) -> StagedParams {
-        StagedParams { latency_us: 4.0, host_gb_per_s: host, staging_bytes: chunk }
+        StagedParams {
+            latency_us: 4.0,
+            host_gb_per_s: host,
+            staging_bytes: chunk,
+        }
     }
 
     #[test]
@@ -103,7 +116,7 @@ mod tests {
     /// The recurrence itself, chunk by chunk: the reference the closed form must match.
     fn pipeline_by_steps(bytes: u64, chunk: u64, first: f64, second: f64) -> f64 {
         let mut sizes = vec![chunk; (bytes / chunk) as usize];
-        if bytes % chunk > 0 {
+        if !bytes.is_multiple_of(chunk) {
             sizes.push(bytes % chunk);
         }
         let (mut first_ends, mut second_ends) = (Vec::<f64>::new(), Vec::<f64>::new());

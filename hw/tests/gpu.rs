@@ -1,0 +1,74 @@
+//! Tests that need an NVIDIA GPU. They are ignored by default, so a machine without one
+//! reports them as ignored rather than passing them silently. On a GPU machine:
+//! `cargo test -p hw -- --ignored` (or run the compiled test binary with `--ignored`).
+
+use experiments::{Backend, Suite};
+use hw::HwBackend;
+
+const SUITE: &str = r#"
+name = "gpu-tests"
+[[experiment]]
+name = "up"
+family = "transfer"
+[experiment.sweep]
+direction = ["h2d", "d2h"]
+host = ["pinned", "pageable"]
+bytes = ["4 KiB", "64 MiB"]
+
+[[experiment]]
+name = "overlap"
+family = "overlap"
+[experiment.sweep]
+bytes = "64 MiB"
+chunks = 16
+streams = [1, 2]
+kernel_us = 1500
+"#;
+
+fn metric(record: &experiments::Record, index: usize, name: &str) -> f64 {
+    record.points[index].metrics[name]
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
+fn transfers_move_real_data_at_pcie_speeds() {
+    let suite = Suite::parse("gpu-tests", SUITE).unwrap();
+    let mut gpu = HwBackend::open().expect("a GPU");
+    assert!(gpu.device().memory_bytes > 1 << 30);
+    let record = gpu
+        .run(&suite.experiments[0], 1, &|| {})
+        .expect("measures (and checks the data)");
+    // Order: direction, host, bytes. Pinned 64 MiB copies must beat PCIe Gen3 x16 (~13 GB/s).
+    for (index, label) in [(1, "pinned h2d"), (5, "pinned d2h")] {
+        let gbps = metric(&record, index, "gb_per_s");
+        assert!(gbps > 13.0, "{label} 64 MiB: {gbps} GB/s");
+    }
+    for point in &record.points {
+        let m = &point.metrics;
+        assert!(m["time_us_min"] <= m["time_us"] && m["time_us"] <= m["time_us_max"]);
+        assert!(m["time_us"] > 0.5, "a copy cannot take under half a microsecond: {m:?}");
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
+fn two_streams_overlap_copies_with_kernels() {
+    let suite = Suite::parse("gpu-tests", SUITE).unwrap();
+    let mut gpu = HwBackend::open().expect("a GPU");
+    let record = gpu.run(&suite.experiments[1], 1, &|| {}).expect("measures");
+    let (one, two) = (metric(&record, 0, "speedup"), metric(&record, 1, "speedup"));
+    assert!(one < 1.05, "one stream cannot overlap: {one}");
+    assert!(two > 1.2, "two streams must overlap copy and compute: {two}");
+    // The kernel really spins for its time: the serial schedule takes at least copy + kernel.
+    assert!(metric(&record, 0, "serial_time_us") > 1500.0);
+}
+
+#[test]
+fn without_a_driver_open_is_an_error_not_a_panic() {
+    if hw::driver_present() {
+        eprintln!("skipped: a CUDA driver is present here; the ignored GPU tests cover this machine");
+        return;
+    }
+    let err = HwBackend::open().err().expect("no GPU here").to_string();
+    assert!(err.contains("needs an NVIDIA GPU") && !err.contains('\n'), "{err}");
+}

@@ -1,0 +1,231 @@
+//! End-to-end tests of the `memlab` binary, as a user runs it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn memlab(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memlab"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("memlab runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A failure the way users should see it: non-zero exit, one line on stderr, no panic.
+fn assert_clean_failure(output: &Output, must_contain: &[&str]) -> String {
+    let err = stderr(output);
+    assert!(!output.status.success(), "should fail: {err}");
+    assert_eq!(output.status.code(), Some(1), "exit code: {err}");
+    assert!(!err.contains("panicked"), "panicked: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    for needle in must_contain {
+        assert!(err.contains(needle), "'{needle}' missing from: {err}");
+    }
+    err
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn default_run_writes_records_report_and_plots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memlab(&["run"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = tmp.path().join("memlab-out");
+    for file in [
+        "report.md",
+        "report.html",
+        "analysis.json",
+        "h2d_pinned/sim.json",
+        "h2d_pinned/sim.csv",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    let files = files_under(&out);
+    let pngs = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+        .count();
+    let svgs = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "svg"))
+        .count();
+    assert!(pngs >= 5 && pngs == svgs, "{pngs} PNG, {svgs} SVG");
+    let png = std::fs::read(out.join("plots/h2d_pinned.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    let svg = std::fs::read_to_string(out.join("plots/h2d_pinned.svg")).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("1 KiB"),
+        "axis labels are drawn as text"
+    );
+    let csv = std::fs::read_to_string(out.join("h2d_pinned/sim.csv")).unwrap();
+    assert!(
+        csv.starts_with("experiment,backend,device,bytes,direction,host,gb_per_s,time_us"),
+        "{csv}"
+    );
+    assert_eq!(csv.lines().count(), 22, "header + 21 sizes");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("predictions only"), "says there is no measurement");
+}
+
+#[test]
+fn same_seed_gives_byte_identical_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    for out in ["a", "b"] {
+        let output = memlab(&["run", "transfers", "--seed", "7", "--out", out], tmp.path());
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let records: Vec<PathBuf> = files_under(&tmp.path().join("a"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json" || e == "csv"))
+        .collect();
+    assert!(records.len() >= 10);
+    for a in records {
+        let b = tmp.path().join("b").join(a.strip_prefix(tmp.path().join("a")).unwrap());
+        assert_eq!(
+            std::fs::read(&a).unwrap(),
+            std::fs::read(&b).unwrap(),
+            "{} differs",
+            a.display()
+        );
+    }
+}
+
+const SUITE: &str = "name = \"mine\"\n[[experiment]]\nname = \"mine_up\"\nfamily = \"transfer\"\n[experiment.sweep]\ndirection = \"h2d\"\nbytes = SIZES\n";
+
+fn suite_file(dir: &Path, sizes: &str) -> String {
+    let path = dir.join("mine.toml");
+    std::fs::write(&path, SUITE.replace("SIZES", sizes)).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_suite_file_runs_like_a_built_in_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = suite_file(tmp.path(), "[\"4 KiB\", \"3 MiB\"]");
+    let output = memlab(&["run", &file, "--out", "o"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let csv = std::fs::read_to_string(tmp.path().join("o/mine_up/sim.csv")).unwrap();
+    assert!(csv.contains(",4096,") && csv.contains(",3145728,"), "{csv}");
+}
+
+#[test]
+fn malformed_toml_names_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("broken.toml");
+    std::fs::write(&path, "name = \"x\"\n[[experiment]\nname = \"y\"\n").unwrap();
+    let output = memlab(&["run", path.to_str().unwrap()], tmp.path());
+    assert_clean_failure(&output, &["broken.toml:2:"]);
+}
+
+#[test]
+fn zero_and_negative_sizes_are_refused_with_the_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (sizes, shown) in [
+        ("0", "bytes = 0"),
+        ("[4096, -1]", "bytes = -1"),
+        ("\"0 MiB\"", "bytes = \"0 MiB\""),
+    ] {
+        let file = suite_file(tmp.path(), sizes);
+        let output = memlab(&["run", &file], tmp.path());
+        assert_clean_failure(&output, &["mine.toml:7:", shown, "positive"]);
+    }
+}
+
+#[test]
+fn unknown_names_list_the_valid_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memlab(&["run", "h2d_pinnned"], tmp.path());
+    assert_clean_failure(&output, &["'h2d_pinnned'", "transfers", "h2d_pinned", "overlap"]);
+    let output = memlab(&["run", "--profile", "a100"], tmp.path());
+    assert_clean_failure(&output, &["'a100'", "h100"]);
+    let output = memlab(&["report", "nowhere"], tmp.path());
+    assert_clean_failure(&output, &["nowhere"]);
+}
+
+#[test]
+fn hw_without_a_gpu_says_so_in_one_line() {
+    if hw::driver_present() {
+        eprintln!("skipped: this machine has a CUDA driver, so --backend hw would really run");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [
+        &["run", "--backend", "hw"][..],
+        &["run", "--backend", "both"][..],
+        &["calibrate"][..],
+    ] {
+        let output = memlab(args, tmp.path());
+        assert_clean_failure(&output, &["needs an NVIDIA GPU"]);
+    }
+}
+
+#[test]
+fn failures_never_truncate_results_already_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memlab(&["run", "--out", "keep"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let before: Vec<(PathBuf, Vec<u8>)> = files_under(&tmp.path().join("keep"))
+        .into_iter()
+        .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+        .collect();
+    // A bad profile file, a bad suite and (without a GPU) the hw backend all fail into the same folder.
+    std::fs::write(tmp.path().join("bad.toml"), "name = 3").unwrap();
+    let bad_suite = suite_file(tmp.path(), "0");
+    let mut attempts = vec![
+        vec!["run", "--out", "keep", "--profile", "bad.toml"],
+        vec!["run", &bad_suite, "--out", "keep"],
+    ];
+    if !hw::driver_present() {
+        attempts.push(vec!["run", "--out", "keep", "--backend", "both"]);
+    }
+    for args in attempts {
+        let output = memlab(&args, tmp.path());
+        assert!(!output.status.success());
+    }
+    for (path, bytes) in before {
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{} changed", path.display());
+    }
+    let leftovers: Vec<PathBuf> = files_under(&tmp.path().join("keep"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().contains(".tmp")))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[test]
+fn report_redraws_the_committed_h100_reference_without_a_gpu() {
+    let reference = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/reference/h100/run");
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "overlap"] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for backend in ["sim.json", "hw.json"] {
+            std::fs::copy(reference.join(name).join(backend), dir.join(backend)).unwrap();
+        }
+    }
+    let output = memlab(&["report", tmp.path().to_str().unwrap()], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
+    assert!(report.contains("NVIDIA H100"), "names the measured GPU");
+    assert!(
+        report.contains("| all transfer experiments | 84 | 0 |"),
+        "84 validation points, none used by calibration"
+    );
+}
