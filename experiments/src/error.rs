@@ -42,20 +42,20 @@ pub enum Error {
         valid: Vec<String>,
     },
     /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {reason}", path.display())]
     Io {
         /// The file concerned.
         path: PathBuf,
-        /// The operating system's error.
-        source: std::io::Error,
+        /// The operating system's error (shown in the message, so not chained as a source).
+        reason: std::io::Error,
     },
     /// A JSON record that does not parse.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {reason}", path.display())]
     Json {
         /// The file concerned.
         path: PathBuf,
-        /// serde_json's error (it names line and column).
-        source: serde_json::Error,
+        /// serde_json's error (it names line and column; shown in the message, not chained).
+        reason: serde_json::Error,
     },
     /// Anything else that is wrong with a value, already worded for the user.
     #[error("{0}")]
@@ -64,10 +64,10 @@ pub enum Error {
 
 impl Error {
     /// Wraps an I/O error with the path it concerns.
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, reason: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            reason,
         }
     }
 

@@ -110,9 +110,9 @@ impl Record {
     /// Reads a record written by [`Record::save`].
     pub fn load(path: &Path) -> Result<Record> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        serde_json::from_slice(&bytes).map_err(|source| Error::Json {
+        serde_json::from_slice(&bytes).map_err(|reason| Error::Json {
             path: path.to_path_buf(),
-            source,
+            reason,
         })
     }
 

@@ -13,12 +13,12 @@ pub enum HwError {
     #[error("--backend hw needs NVRTC (libnvrtc.so) to compile memlab's kernels, and none could be loaded")]
     NoNvrtc,
     /// A CUDA driver call failed.
-    #[error("{call} failed: {source}")]
+    #[error("{call} failed: {reason}")]
     Cuda {
         /// The driver function.
         call: &'static str,
-        /// The driver's error.
-        source: DriverError,
+        /// The driver's error (shown in the message, so not chained as a source).
+        reason: DriverError,
     },
     /// A kernel source did not compile.
     #[error("kernels/{file}: NVRTC compile failed: {log}")]
@@ -38,7 +38,7 @@ pub enum HwError {
 
 impl HwError {
     pub(crate) fn cuda(call: &'static str) -> impl FnOnce(DriverError) -> HwError {
-        move |source| HwError::Cuda { call, source }
+        move |reason| HwError::Cuda { call, reason }
     }
 }
 

@@ -121,14 +121,26 @@ pub(crate) fn render_both(dir: &Path, stem: &str, chart: &impl Chart) -> Result<
         path: path.to_path_buf(),
         message,
     };
-    // Draw into a temporary, then rename, so an old plot is never left half-overwritten.
-    let png_tmp = dir.join(format!(".{stem}.tmp.png"));
+    // plotters draws into an RGB buffer; the small `png` crate encodes it (plotters' own
+    // encoder pulls in the whole `image` crate, a third of a fresh build's time).
+    let (width, height) = chart.size();
+    let mut pixels = vec![0u8; width as usize * height as usize * 3];
     {
-        let root = BitMapBackend::new(&png_tmp, chart.size()).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
         chart.draw(&root).map_err(|m| fail(&png, m))?;
         root.present().map_err(|e| fail(&png, e.to_string()))?;
     }
-    std::fs::rename(&png_tmp, &png).map_err(|e| experiments::Error::io(&png, e))?;
+    let mut encoded = Vec::new();
+    {
+        let mut encoder = ::png::Encoder::new(&mut encoded, width, height);
+        encoder.set_color(::png::ColorType::Rgb);
+        encoder.set_depth(::png::BitDepth::Eight);
+        let mut writer = encoder.write_header().map_err(|e| fail(&png, e.to_string()))?;
+        writer
+            .write_image_data(&pixels)
+            .map_err(|e| fail(&png, e.to_string()))?;
+    }
+    experiments::write_atomically(&png, &encoded)?;
     let mut svg_text = String::new();
     {
         let root = SVGBackend::with_string(&mut svg_text, chart.size()).into_drawing_area();
