@@ -73,7 +73,17 @@ enum BackendChoice {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) if !err.use_stderr() => err.exit(), // --help, --version
+        Err(err) => {
+            // clap words usage errors over several lines; memlab's errors are one line.
+            let text = err.render().to_string();
+            let words: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+            eprintln!("{}", words.join(" "));
+            return ExitCode::from(2);
+        }
+    };
     let outcome = match cli.command {
         Command::List => list(),
         Command::Run {

@@ -160,6 +160,18 @@ fn unknown_names_list_the_valid_ones() {
 }
 
 #[test]
+fn bad_arguments_get_one_line_and_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memlab(&["run", "--backend", "gpu"], tmp.path());
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("'gpu'") && err.contains("sim, hw, both"), "{err}");
+    let help = memlab(&["run", "--help"], tmp.path());
+    assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("--backend"));
+}
+
+#[test]
 fn hw_without_a_gpu_says_so_in_one_line() {
     if hw::driver_present() {
         eprintln!("skipped: this machine has a CUDA driver, so --backend hw would really run");
