@@ -93,6 +93,30 @@ pub(crate) const PALETTE: [RGBColor; 7] = [
     RGBColor(0, 0, 0),
 ];
 
+/// The coordinate system every memlab chart draws in (axes already transformed by [`Scale`]).
+pub(crate) type Plane = plotters::coord::cartesian::Cartesian2d<
+    plotters::coord::types::RangedCoordf64,
+    plotters::coord::types::RangedCoordf64,
+>;
+
+/// Draws the series legend in memlab's style at `position`.
+pub(crate) fn draw_legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut ChartContext<'a, DB, Plane>,
+    position: SeriesLabelPosition,
+) -> std::result::Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font((FONT_FAMILY, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|err| err.to_string())
+}
+
 /// A plot that can draw itself on any plotters backend.
 pub(crate) trait Chart {
     /// Pixel size of the image.

@@ -7,7 +7,7 @@ use plotters::prelude::*;
 use experiments::Family;
 
 use crate::analysis::ExperimentAnalysis;
-use crate::chart::{Chart, Scale, FONT_FAMILY, PALETTE};
+use crate::chart::{draw_legend, Chart, Scale, FONT_FAMILY, PALETTE};
 
 pub(crate) struct ErrorChart<'a> {
     family: Family,
@@ -99,13 +99,6 @@ impl Chart for ErrorChart<'_> {
                 .label(experiment.experiment.as_str())
                 .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT_FAMILY, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(e)
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
     }
 }

@@ -7,7 +7,7 @@ use plotters::prelude::*;
 use experiments::{Family, Params};
 
 use crate::analysis::ExperimentAnalysis;
-use crate::chart::{Chart, Scale, FONT_FAMILY, PALETTE};
+use crate::chart::{draw_legend, Chart, Scale, FONT_FAMILY, PALETTE};
 
 /// One line of the chart: the points that share every parameter but the x one.
 struct Series {
@@ -142,13 +142,6 @@ impl Chart for SweepChart<'_> {
                     .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT_FAMILY, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(e)
+        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)
     }
 }
