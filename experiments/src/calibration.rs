@@ -30,6 +30,34 @@ pub struct Calibration {
     pub d2h_pageable: Vec<Sample>,
     /// Median time per kernel of a run of back-to-back zero-length kernels, microseconds.
     pub kernel_launch_us: f64,
+    /// The SM limits the driver reports (cuDeviceGetAttribute).
+    pub sm: SmAttributes,
+}
+
+/// SM limits as device attributes; the occupancy rules that are not attributes come from the
+/// compute capability (see `sim::fit_profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmAttributes {
+    /// CU_DEVICE_ATTRIBUTE_WARP_SIZE
+    pub warp_size: u32,
+    /// CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
+    pub max_threads_per_sm: u32,
+    /// CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+    pub max_threads_per_block: u32,
+    /// CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR
+    pub max_blocks_per_sm: u32,
+    /// CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR
+    pub registers_per_sm: u32,
+    /// CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK
+    pub registers_per_block: u32,
+    /// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+    pub shared_bytes_per_sm: u32,
+    /// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK
+    pub shared_bytes_per_block: u32,
+    /// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+    pub shared_bytes_per_block_optin: u32,
+    /// CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK
+    pub reserved_shared_bytes_per_block: u32,
 }
 
 /// The copy sizes calibration measures: 3 x 2^k for k = 10, 12, ..., 28 (3 KiB to 768 MiB).

@@ -3,7 +3,10 @@
 use crate::error::{Error, Result};
 use crate::suite::{Experiment, Suite};
 
-const BUILTIN_SUITES: &[(&str, &str)] = &[("transfers", include_str!("../suites/transfers.toml"))];
+const BUILTIN_SUITES: &[(&str, &str)] = &[
+    ("transfers", include_str!("../suites/transfers.toml")),
+    ("hierarchy", include_str!("../suites/hierarchy.toml")),
+];
 
 /// A set of suites loaded together, whose experiment names are unique.
 #[derive(Debug, Clone)]
@@ -90,7 +93,9 @@ mod tests {
     fn selects_by_suite_and_experiment() {
         let catalog = Catalog::builtin().unwrap();
         let all = catalog.select(&[]).unwrap().len();
-        assert_eq!(catalog.select(&["transfers".into()]).unwrap().len(), all);
+        let suites =
+            catalog.select(&["transfers".into()]).unwrap().len() + catalog.select(&["hierarchy".into()]).unwrap().len();
+        assert_eq!(suites, all);
         assert_eq!(catalog.select(&["h2d_pinned".into()]).unwrap().len(), 1);
         let err = catalog.select(&["nope".into()]).unwrap_err().to_string();
         assert!(

@@ -12,6 +12,8 @@ pub enum Family {
     Transfer,
     /// A pinned upload split into chunks over several streams, each chunk followed by a kernel.
     Overlap,
+    /// How many blocks of a kernel fit on one SM, given its registers, threads and shared memory.
+    Occupancy,
 }
 
 /// How a parameter's values are written and checked.
@@ -19,6 +21,8 @@ pub enum Family {
 pub(crate) enum ParamKind {
     /// A positive byte count; accepts "256 MiB" and `log2` ranges.
     Size,
+    /// A byte count that may be zero, at most `max`.
+    Bytes { max: u64 },
     /// A whole number in `min..=max`.
     Count { min: i64, max: i64 },
     /// A non-negative real number.
@@ -38,15 +42,43 @@ pub(crate) struct ParamSpec {
 const DIRECTIONS: &[&str] = &["h2d", "d2h"];
 const HOST_MEMORY: &[&str] = &["pinned", "pageable"];
 
+const fn spec(name: &'static str, kind: ParamKind, default: Option<&'static str>) -> ParamSpec {
+    ParamSpec { name, kind, default }
+}
+
+const TRANSFER_PARAMS: &[ParamSpec] = &[
+    spec("direction", ParamKind::Choice(DIRECTIONS), None),
+    spec("host", ParamKind::Choice(HOST_MEMORY), Some("pinned")),
+    spec("bytes", ParamKind::Size, None),
+];
+
+const OVERLAP_PARAMS: &[ParamSpec] = &[
+    spec("bytes", ParamKind::Size, None),
+    spec("chunks", ParamKind::Count { min: 1, max: 4096 }, None),
+    spec("streams", ParamKind::Count { min: 1, max: 64 }, None),
+    spec("kernel_us", ParamKind::NonNegative, None),
+];
+
+const OCCUPANCY_PARAMS: &[ParamSpec] = &[
+    // CUDA's per-block thread limit on every architecture since compute capability 2.0.
+    spec("threads", ParamKind::Count { min: 1, max: 1024 }, None),
+    // ptxas accepts --maxrregcount up to 255.
+    spec("registers", ParamKind::Count { min: 1, max: 255 }, None),
+    // Static __shared__ arrays are limited to 48 KiB.
+    spec("static_shared", ParamKind::Bytes { max: 48 << 10 }, Some("0")),
+    spec("dynamic_shared", ParamKind::Bytes { max: 1 << 20 }, Some("0")),
+];
+
 impl Family {
     /// Every family, in the order `memlab list` shows them.
-    pub const ALL: [Family; 2] = [Family::Transfer, Family::Overlap];
+    pub const ALL: [Family; 3] = [Family::Transfer, Family::Overlap, Family::Occupancy];
 
     /// The name used in experiment files.
     pub fn name(self) -> &'static str {
         match self {
             Family::Transfer => "transfer",
             Family::Overlap => "overlap",
+            Family::Occupancy => "occupancy",
         }
     }
 
@@ -56,47 +88,10 @@ impl Family {
     }
 
     pub(crate) fn params(self) -> &'static [ParamSpec] {
-        use ParamKind::*;
         match self {
-            Family::Transfer => &[
-                ParamSpec {
-                    name: "direction",
-                    kind: Choice(DIRECTIONS),
-                    default: None,
-                },
-                ParamSpec {
-                    name: "host",
-                    kind: Choice(HOST_MEMORY),
-                    default: Some("pinned"),
-                },
-                ParamSpec {
-                    name: "bytes",
-                    kind: Size,
-                    default: None,
-                },
-            ],
-            Family::Overlap => &[
-                ParamSpec {
-                    name: "bytes",
-                    kind: Size,
-                    default: None,
-                },
-                ParamSpec {
-                    name: "chunks",
-                    kind: Count { min: 1, max: 4096 },
-                    default: None,
-                },
-                ParamSpec {
-                    name: "streams",
-                    kind: Count { min: 1, max: 64 },
-                    default: None,
-                },
-                ParamSpec {
-                    name: "kernel_us",
-                    kind: NonNegative,
-                    default: None,
-                },
-            ],
+            Family::Transfer => TRANSFER_PARAMS,
+            Family::Overlap => OVERLAP_PARAMS,
+            Family::Occupancy => OCCUPANCY_PARAMS,
         }
     }
 
@@ -105,6 +100,7 @@ impl Family {
         match self {
             Family::Transfer => "bytes",
             Family::Overlap => "streams",
+            Family::Occupancy => "threads",
         }
     }
 
@@ -113,6 +109,7 @@ impl Family {
         match self {
             Family::Transfer => "gb_per_s",
             Family::Overlap => "speedup",
+            Family::Occupancy => "blocks_per_sm",
         }
     }
 
@@ -147,6 +144,12 @@ impl Family {
                 chunks: int("chunks") as u32,
                 streams: int("streams") as u32,
                 kernel_us: float("kernel_us"),
+            }),
+            Family::Occupancy => Workload::Occupancy(OccupancyPoint {
+                threads: int("threads") as u32,
+                registers: int("registers") as u32,
+                static_shared: int("static_shared") as u32,
+                dynamic_shared: int("dynamic_shared") as u32,
             }),
         }
     }
@@ -207,6 +210,20 @@ impl OverlapPoint {
     }
 }
 
+/// One kernel shape for the occupancy calculator. Kernels are assumed to have opted in to the
+/// device's largest dynamic shared memory per block (cuFuncSetAttribute), as memlab's do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OccupancyPoint {
+    /// Threads per block.
+    pub threads: u32,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static `__shared__` bytes per block.
+    pub static_shared: u32,
+    /// Dynamic shared bytes per block, given at launch.
+    pub dynamic_shared: u32,
+}
+
 /// The typed work at one point: what a backend actually runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Workload {
@@ -214,6 +231,8 @@ pub enum Workload {
     Transfer(TransferPoint),
     /// Chunked copy/compute overlap.
     Overlap(OverlapPoint),
+    /// Blocks per SM for one kernel shape.
+    Occupancy(OccupancyPoint),
 }
 
 /// The metrics of a transfer point, from its time: `time_us` and `gb_per_s` (10^9 bytes/s).
@@ -230,5 +249,16 @@ pub fn overlap_metrics(time_us: f64, serial_time_us: f64) -> Metrics {
         ("time_us".to_string(), time_us),
         ("serial_time_us".to_string(), serial_time_us),
         ("speedup".to_string(), serial_time_us / time_us),
+    ])
+}
+
+/// The metrics of an occupancy point: resident `blocks_per_sm`, `warps_per_sm`, and
+/// `occupancy` (resident warps over the SM's maximum).
+pub fn occupancy_metrics(blocks_per_sm: u32, threads: u32, warp_size: u32, max_warps_per_sm: u32) -> Metrics {
+    let warps = blocks_per_sm * threads.div_ceil(warp_size);
+    Metrics::from([
+        ("blocks_per_sm".to_string(), f64::from(blocks_per_sm)),
+        ("warps_per_sm".to_string(), f64::from(warps)),
+        ("occupancy".to_string(), f64::from(warps) / f64::from(max_warps_per_sm)),
     ])
 }

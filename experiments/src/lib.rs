@@ -15,15 +15,16 @@ mod suite;
 mod units;
 
 pub use backend::Backend;
-pub use calibration::{calibration_sizes, Calibration, Sample};
+pub use calibration::{calibration_sizes, Calibration, Sample, SmAttributes};
 pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use family::{
-    overlap_metrics, transfer_metrics, Direction, Family, HostMemory, OverlapPoint, TransferPoint, Workload,
+    occupancy_metrics, overlap_metrics, transfer_metrics, Direction, Family, HostMemory, OccupancyPoint, OverlapPoint,
+    TransferPoint, Workload,
 };
 pub use files::write_atomically;
 pub use params::{Metrics, ParamValue, Params};
-pub use profile::{LinkParams, Profile, ProfileDevice, StagedParams, TransferParams, DEFAULT_PROFILE};
+pub use profile::{LinkParams, Profile, ProfileDevice, SmParams, StagedParams, TransferParams, DEFAULT_PROFILE};
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record};
 pub use suite::{Experiment, Point, Suite};
 pub use units::{format_bytes, parse_bytes};

@@ -18,6 +18,44 @@ pub struct Profile {
     pub device: ProfileDevice,
     /// Host <-> device copies and launch overhead.
     pub transfer: TransferParams,
+    /// The SM's resource limits and allocation rules, for the occupancy calculator.
+    pub sm: SmParams,
+}
+
+/// What one SM has and how it hands it out: the occupancy calculator's inputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmParams {
+    /// Where these numbers came from.
+    pub source: String,
+    /// Threads per warp.
+    pub warp_size: u32,
+    /// Resident threads per SM.
+    pub max_threads_per_sm: u32,
+    /// Threads per block.
+    pub max_threads_per_block: u32,
+    /// Resident blocks per SM.
+    pub max_blocks_per_sm: u32,
+    /// 32-bit registers per SM.
+    pub registers_per_sm: u32,
+    /// 32-bit registers one block may use.
+    pub registers_per_block: u32,
+    /// Registers one thread may use.
+    pub max_registers_per_thread: u32,
+    /// Registers are handed to a warp in multiples of this.
+    pub register_allocation_unit: u32,
+    /// Warp schedulers (each with its own register file slice).
+    pub sub_partitions: u32,
+    /// Shared memory per SM at the largest carveout, bytes.
+    pub shared_bytes_per_sm: u32,
+    /// Shared memory per block without opting in, bytes.
+    pub shared_bytes_per_block: u32,
+    /// Shared memory per block after opting in (cuFuncSetAttribute), bytes.
+    pub shared_bytes_per_block_optin: u32,
+    /// Shared memory the driver reserves for each resident block, bytes.
+    pub reserved_shared_bytes_per_block: u32,
+    /// Shared memory is handed to a block in multiples of this, bytes.
+    pub shared_allocation_unit: u32,
 }
 
 /// The GPU a profile describes, as the driver reported it.
@@ -160,6 +198,25 @@ impl Profile {
         for (name, value) in non_negative {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(Error::Invalid(format!("{origin}: {name} = {value}: must be >= 0")));
+            }
+        }
+        let sm = &self.sm;
+        for (name, value) in [
+            ("sm.warp_size", sm.warp_size),
+            ("sm.max_threads_per_sm", sm.max_threads_per_sm),
+            ("sm.max_threads_per_block", sm.max_threads_per_block),
+            ("sm.max_blocks_per_sm", sm.max_blocks_per_sm),
+            ("sm.registers_per_sm", sm.registers_per_sm),
+            ("sm.registers_per_block", sm.registers_per_block),
+            ("sm.max_registers_per_thread", sm.max_registers_per_thread),
+            ("sm.register_allocation_unit", sm.register_allocation_unit),
+            ("sm.sub_partitions", sm.sub_partitions),
+            ("sm.shared_bytes_per_sm", sm.shared_bytes_per_sm),
+            ("sm.shared_bytes_per_block", sm.shared_bytes_per_block),
+            ("sm.shared_allocation_unit", sm.shared_allocation_unit),
+        ] {
+            if value == 0 {
+                return Err(Error::Invalid(format!("{origin}: {name} = 0: must be positive")));
             }
         }
         if self.device.copy_engines == 0 {

@@ -232,7 +232,10 @@ fn expand(spec: &ParamSpec, value: &toml::Value) -> std::result::Result<Vec<Para
                 toml::Value::Array(b) if b.len() == 2 => b,
                 _ => return Err((value.to_string(), "log2 takes [from, to]".into())),
             };
-            if !matches!(spec.kind, ParamKind::Size | ParamKind::Count { .. }) {
+            if !matches!(
+                spec.kind,
+                ParamKind::Size | ParamKind::Bytes { .. } | ParamKind::Count { .. }
+            ) {
                 return Err((value.to_string(), "log2 ranges are for sizes and counts".into()));
             }
             let from = integer(spec, &bounds[0])?;
@@ -277,6 +280,18 @@ fn check(spec: &ParamSpec, value: &toml::Value) -> std::result::Result<ParamValu
             i64::try_from(bytes)
                 .map(ParamValue::Int)
                 .map_err(|_| (shown, "size too large".into()))
+        }
+        ParamKind::Bytes { max } => {
+            let bytes = match value {
+                toml::Value::Integer(v) if *v >= 0 => *v as u64,
+                toml::Value::Integer(_) => return Err((shown, "a byte count cannot be negative".into())),
+                toml::Value::String(s) => parse_bytes(s).map_err(|reason| (shown.clone(), reason))?,
+                _ => return Err((shown, "expected a byte count such as 0, 4096 or \"12 KiB\"".into())),
+            };
+            if bytes > max {
+                return Err((shown, format!("at most {} here", crate::units::format_bytes(max))));
+            }
+            Ok(ParamValue::Int(bytes as i64))
         }
         ParamKind::Count { min, max } => match value {
             toml::Value::Integer(v) if (min..=max).contains(v) => Ok(ParamValue::Int(*v)),

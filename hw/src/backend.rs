@@ -4,6 +4,7 @@ use experiments::{
 
 use crate::cuda::Gpu;
 use crate::error::{HwError, Result};
+use crate::occupancy::OccupancyProbe;
 use crate::overlap::{measure_overlap, Spin};
 use crate::transfer::measure_copy;
 
@@ -12,6 +13,7 @@ pub struct HwBackend {
     gpu: Gpu,
     device: DeviceInfo,
     spin: Option<Spin>,
+    occupancy: Option<OccupancyProbe>,
 }
 
 impl HwBackend {
@@ -23,6 +25,7 @@ impl HwBackend {
             gpu,
             device,
             spin: None,
+            occupancy: None,
         })
     }
 
@@ -42,6 +45,15 @@ impl HwBackend {
                 let spin = self.spin.as_ref().expect("loaded above");
                 let (serial, overlapped) = measure_overlap(&self.gpu, spin, point, seed)?;
                 overlap_metrics(overlapped, serial)
+            }
+            Workload::Occupancy(point) => {
+                if self.occupancy.is_none() {
+                    self.occupancy = Some(OccupancyProbe::new(&self.gpu)?);
+                }
+                self.occupancy
+                    .as_mut()
+                    .expect("created above")
+                    .measure(&self.gpu, point)?
             }
         })
     }

@@ -4,6 +4,7 @@ use experiments::{calibration_sizes, Calibration, Direction, HostMemory, Sample,
 
 use crate::cuda::Gpu;
 use crate::error::Result;
+use crate::occupancy::sm_attributes;
 use crate::overlap::Spin;
 use crate::transfer::measure_copy;
 
@@ -28,7 +29,9 @@ pub fn measure_calibration(seed: u64, progress: &dyn Fn()) -> Result<Calibration
     let h2d_pageable = measure(Direction::HostToDevice, HostMemory::Pageable)?;
     let d2h_pageable = measure(Direction::DeviceToHost, HostMemory::Pageable)?;
     let kernel_launch_us = Spin::load(&gpu)?.launch_overhead_us(&gpu, 200)?;
+    let sm = sm_attributes(&gpu)?;
     Ok(Calibration {
+        sm,
         device,
         date: today(),
         h2d_pinned,

@@ -85,12 +85,18 @@ impl Gpu {
 
     /// Compiles a kernel source from `kernels/` with NVRTC and loads it.
     pub(crate) fn compile(&self, file: &'static str, source: &str) -> Result<Module> {
+        self.compile_with(file, source, &[])
+    }
+
+    /// Compiles with extra NVRTC options (such as `-DNAME=VALUE`) and loads the result.
+    pub(crate) fn compile_with(&self, file: &'static str, source: &str, options: &[String]) -> Result<Module> {
         // SAFETY: only tries to dlopen libnvrtc; no NVRTC function is called.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(HwError::NoNvrtc);
         }
         let opts = CompileOptions {
             name: Some(file.to_string()),
+            options: options.to_vec(),
             ..Default::default()
         };
         let ptx = compile_ptx_with_opts(source, opts).map_err(|e| HwError::Compile {
@@ -302,6 +308,29 @@ impl Module {
 /// A kernel function ready to launch.
 pub(crate) struct Kernel {
     function: CudaFunction,
+}
+
+impl Kernel {
+    /// One of the compiled function's attributes (registers, static shared bytes, ...).
+    pub(crate) fn attribute(&self, attribute: CUfunction_attribute) -> Result<i32> {
+        // SAFETY: the function handle is valid while the module (kept by CudaFunction) lives.
+        unsafe { result::function::get_function_attribute(self.function.cu_function(), attribute) }
+            .map_err(HwError::cuda("cuFuncGetAttribute"))
+    }
+
+    /// CUDA's own answer: resident blocks per SM at this block size and dynamic shared memory.
+    pub(crate) fn max_active_blocks(&self, threads: u32, dynamic_shared: u32) -> Result<u32> {
+        // SAFETY: as above; the call only reads the function's attributes.
+        unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(
+                self.function.cu_function(),
+                threads as i32,
+                dynamic_shared as usize,
+            )
+        }
+        .map(|blocks| blocks as u32)
+        .map_err(HwError::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+    }
 }
 
 /// Device memory from cuMemAlloc, freed on drop.

@@ -8,6 +8,7 @@ mod backend;
 mod calibrate;
 mod cuda;
 mod error;
+mod occupancy;
 mod overlap;
 mod timing;
 mod transfer;

@@ -152,7 +152,7 @@ pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
     for point in &mut points {
         if let (Some(p), Some(m)) = (&point.predicted, &point.measured) {
             if let (Some(p), Some(m)) = (p.get(metric), m.get(metric)) {
-                point.relative_error = (*m != 0.0).then(|| (p - m) / m);
+                point.relative_error = Some(relative_error(*p, *m));
             }
         }
     }
@@ -167,6 +167,18 @@ pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
         measured_device: hw.as_ref().map(|r| r.device.clone()),
         points,
         stats,
+    }
+}
+
+/// (predicted - measured) / measured. A measured zero is a real answer for counts (no block
+/// fits): predicting it exactly is no error, predicting anything else counts as 100%.
+fn relative_error(predicted: f64, measured: f64) -> f64 {
+    if measured != 0.0 {
+        (predicted - measured) / measured
+    } else if predicted == 0.0 {
+        0.0
+    } else {
+        predicted.signum()
     }
 }
 

@@ -9,6 +9,7 @@ mod analysis;
 mod chart;
 mod document;
 mod error;
+mod plot_agreement;
 mod plot_error;
 mod plot_sweep;
 mod render;

@@ -36,7 +36,7 @@ impl<'a> SweepChart<'a> {
     pub(crate) fn new(experiment: &'a ExperimentAnalysis) -> SweepChart<'a> {
         let (x_scale, y_scale) = match experiment.family {
             Family::Transfer => (Scale::Bytes, Scale::Log),
-            Family::Overlap => (Scale::Linear, Scale::Linear),
+            Family::Overlap | Family::Occupancy => (Scale::Linear, Scale::Linear),
         };
         let x_name = experiment.x_param.as_str();
         let mut series: Vec<(Params, Series)> = Vec::new();

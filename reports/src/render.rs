@@ -8,6 +8,7 @@ use crate::analysis::{Analysis, ErrorStats, ExperimentAnalysis};
 use crate::chart::render_both;
 use crate::document::{to_html, to_markdown, Block};
 use crate::error::Result;
+use crate::plot_agreement::AgreementChart;
 use crate::plot_error::ErrorChart;
 use crate::plot_sweep::SweepChart;
 
@@ -48,7 +49,12 @@ pub fn render(dir: &Path, analysis: &Analysis) -> Result<Rendered> {
     }
     for experiment in &analysis.experiments {
         let stem = experiment.experiment.clone();
-        plots.extend(render_both(&plot_dir, &stem, &SweepChart::new(experiment))?);
+        // Many-parameter sweeps of an exact model read best as predicted against measured.
+        if experiment.family == Family::Occupancy {
+            plots.extend(render_both(&plot_dir, &stem, &AgreementChart::new(experiment))?);
+        } else {
+            plots.extend(render_both(&plot_dir, &stem, &SweepChart::new(experiment))?);
+        }
         blocks.push(Block::Heading(2, experiment.experiment.clone()));
         blocks.push(Block::Paragraph(describe(experiment)));
         blocks.push(Block::Image {

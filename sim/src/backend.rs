@@ -1,10 +1,11 @@
 use rayon::prelude::*;
 
 use experiments::{
-    overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord, Profile, Record,
-    Workload,
+    occupancy_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord,
+    Profile, Record, Workload,
 };
 
+use crate::occupancy::occupancy;
 use crate::overlap::{overlapped_us, serial_us};
 use crate::pcie::copy_us;
 
@@ -31,6 +32,16 @@ impl SimBackend {
         match workload {
             Workload::Transfer(point) => transfer_metrics(copy_us(params, point), point.bytes),
             Workload::Overlap(point) => overlap_metrics(overlapped_us(params, point), serial_us(params, point)),
+            Workload::Occupancy(point) => {
+                let sm = &self.profile.sm;
+                let blocks = occupancy(sm, point).blocks_per_sm;
+                occupancy_metrics(
+                    blocks,
+                    point.threads,
+                    sm.warp_size,
+                    sm.max_threads_per_sm / sm.warp_size,
+                )
+            }
         }
     }
 }

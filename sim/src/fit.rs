@@ -5,7 +5,10 @@
 //! sample disturbed by something else on the machine cannot drag the whole fit (seen on the
 //! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
-use experiments::{Calibration, Direction, LinkParams, Profile, ProfileDevice, Sample, StagedParams, TransferParams};
+use experiments::{
+    Calibration, Direction, LinkParams, Profile, ProfileDevice, Sample, SmAttributes, SmParams, StagedParams,
+    TransferParams,
+};
 
 use crate::pcie::pageable_copy_us;
 
@@ -144,6 +147,42 @@ pub fn fit_staged(link: &LinkParams, direction: Direction, samples: &[Sample]) -
     Ok(best.expect("the grid is not empty").1)
 }
 
+/// The SM's occupancy rules: the driver's attributes plus what CUDA's occupancy calculator
+/// (cuda_occupancy.h) defines per compute capability. Only 8.x and 9.x are known here.
+pub fn sm_params(compute_capability: &str, attributes: &SmAttributes) -> Result<SmParams, FitError> {
+    let major: u32 = compute_capability
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if !(8..=9).contains(&major) {
+        return Err(FitError::BadSamples {
+            what: "the SM's occupancy rules",
+            reason: format!("compute capability {compute_capability} is not one memlab knows (8.x, 9.x)"),
+        });
+    }
+    let a = attributes;
+    Ok(SmParams {
+        source: format!(
+            "compute capability {compute_capability}: limits from cuDeviceGetAttribute at calibration; register allocation unit (256 per warp), 4 sub-partitions, 128 B shared allocation unit and the 255-register ceiling as cuda_occupancy.h defines them for {major}.x"
+        ),
+        warp_size: a.warp_size,
+        max_threads_per_sm: a.max_threads_per_sm,
+        max_threads_per_block: a.max_threads_per_block,
+        max_blocks_per_sm: a.max_blocks_per_sm,
+        registers_per_sm: a.registers_per_sm,
+        registers_per_block: a.registers_per_block,
+        max_registers_per_thread: 255,
+        register_allocation_unit: 256,
+        sub_partitions: 4,
+        shared_bytes_per_sm: a.shared_bytes_per_sm,
+        shared_bytes_per_block: a.shared_bytes_per_block,
+        shared_bytes_per_block_optin: a.shared_bytes_per_block_optin,
+        reserved_shared_bytes_per_block: a.reserved_shared_bytes_per_block,
+        shared_allocation_unit: 128,
+    })
+}
+
 /// Fits a whole profile to a calibration run.
 pub fn fit_profile(name: &str, calibration: &Calibration) -> Result<Profile, FitError> {
     let h2d_pinned = fit_link(&calibration.h2d_pinned)?;
@@ -184,6 +223,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration) -> Result<Profile, Fit
             h2d_pageable,
             d2h_pageable,
         },
+        sm: sm_params(&d.compute_capability, &calibration.sm)?,
     })
 }
 

@@ -3,10 +3,12 @@
 
 mod backend;
 mod fit;
+mod occupancy;
 mod overlap;
 mod pcie;
 
 pub use backend::{SimBackend, SimError};
-pub use fit::{fit_link, fit_profile, fit_staged, FitError};
+pub use fit::{fit_link, fit_profile, fit_staged, sm_params, FitError};
+pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
 pub use pcie::{copy_us, pageable_copy_us, pinned_copy_us};

@@ -1,0 +1,216 @@
+//! The occupancy calculator: how many blocks of a kernel one SM holds at once.
+//!
+//! Four limits, each from one resource, and the smallest wins:
+//! - warp slots: `max_threads_per_sm / warp_size` warps, handed out per whole warp;
+//! - registers: each warp gets `registers x warp_size` rounded up to the allocation unit, from
+//!   the register file of one of the SM's sub-partitions (a warp cannot straddle two);
+//! - shared memory: each block gets its static + dynamic bytes plus the driver's reserved
+//!   bytes, rounded up to the allocation unit;
+//! - the SM's block slots.
+//!
+//! The rules follow CUDA's occupancy calculator (cuda_occupancy.h) for kernels that opted in
+//! to the device's largest dynamic shared memory per block, under the default carveout
+//! preference, which on compute capability 9.x gives every SM its full shared memory.
+
+use std::fmt;
+
+use experiments::{OccupancyPoint, SmParams};
+
+/// Which resource sets the number of resident blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limiter {
+    /// Warp slots (threads per SM).
+    Warps,
+    /// The register file.
+    Registers,
+    /// Shared memory.
+    SharedMemory,
+    /// The SM's block slots.
+    Blocks,
+}
+
+impl fmt::Display for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Limiter::Warps => "warp slots",
+            Limiter::Registers => "registers",
+            Limiter::SharedMemory => "shared memory",
+            Limiter::Blocks => "block slots",
+        })
+    }
+}
+
+/// The calculator's answer, with its working shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Resident blocks per SM (0: the kernel cannot launch with this shape).
+    pub blocks_per_sm: u32,
+    /// The binding resource (the first of equals, in the order warps, registers, shared, blocks).
+    pub limiter: Limiter,
+    /// Blocks allowed by warp slots.
+    pub by_warps: u32,
+    /// Blocks allowed by registers.
+    pub by_registers: u32,
+    /// Blocks allowed by shared memory.
+    pub by_shared: u32,
+    /// Blocks allowed by block slots.
+    pub by_blocks: u32,
+    /// Warps per block.
+    pub warps_per_block: u32,
+    /// Registers one warp is given.
+    pub registers_per_warp: u32,
+    /// Shared memory one block is given, bytes (reserved bytes included).
+    pub shared_per_block: u32,
+    /// Why no block fits, when none does.
+    pub cannot_launch: Option<String>,
+}
+
+fn round_up(value: u32, unit: u32) -> u32 {
+    value.div_ceil(unit) * unit
+}
+
+/// Blocks of `kernel` resident on one SM described by `sm`.
+pub fn occupancy(sm: &SmParams, kernel: &OccupancyPoint) -> Occupancy {
+    let warps_per_block = kernel.threads.div_ceil(sm.warp_size).max(1);
+    let mut cannot_launch = None;
+
+    let by_warps = if kernel.threads > sm.max_threads_per_block {
+        cannot_launch = Some(format!(
+            "{} threads exceed {} per block",
+            kernel.threads, sm.max_threads_per_block
+        ));
+        0
+    } else {
+        (sm.max_threads_per_sm / sm.warp_size) / warps_per_block
+    };
+
+    let registers_per_warp = round_up(kernel.registers * sm.warp_size, sm.register_allocation_unit);
+    let registers_per_block = registers_per_warp * warps_per_block;
+    // The hardware checks a launch as if every sub-partition took a share of the block's warps.
+    let registers_checked = registers_per_warp * round_up(warps_per_block, sm.sub_partitions);
+    let by_registers = if kernel.registers > sm.max_registers_per_thread
+        || registers_per_block > sm.registers_per_block
+        || registers_checked > sm.registers_per_block
+    {
+        cannot_launch.get_or_insert(format!(
+            "{} registers x {} threads need {} registers, over the {} a block may use",
+            kernel.registers, kernel.threads, registers_checked, sm.registers_per_block
+        ));
+        0
+    } else if registers_per_warp == 0 {
+        u32::MAX
+    } else {
+        let warps_per_sub_partition = (sm.registers_per_sm / sm.sub_partitions) / registers_per_warp;
+        warps_per_sub_partition * sm.sub_partitions / warps_per_block
+    };
+
+    let requested = kernel.static_shared + kernel.dynamic_shared + sm.reserved_shared_bytes_per_block;
+    let shared_per_block = round_up(requested, sm.shared_allocation_unit);
+    let shared_limit = sm.shared_bytes_per_block_optin + sm.reserved_shared_bytes_per_block;
+    let by_shared = if shared_per_block > shared_limit {
+        cannot_launch.get_or_insert(format!(
+            "{} B of shared memory per block exceed the {} B a block may have",
+            kernel.static_shared + kernel.dynamic_shared,
+            sm.shared_bytes_per_block_optin
+        ));
+        0
+    } else {
+        sm.shared_bytes_per_sm / shared_per_block
+    };
+
+    let by_blocks = sm.max_blocks_per_sm;
+    let candidates = [
+        (by_warps, Limiter::Warps),
+        (by_registers, Limiter::Registers),
+        (by_shared, Limiter::SharedMemory),
+        (by_blocks, Limiter::Blocks),
+    ];
+    let (blocks_per_sm, limiter) = candidates
+        .into_iter()
+        .fold(candidates[0], |best, c| if c.0 < best.0 { c } else { best });
+    Occupancy {
+        blocks_per_sm,
+        limiter,
+        by_warps,
+        by_registers,
+        by_shared,
+        by_blocks,
+        warps_per_block,
+        registers_per_warp,
+        shared_per_block,
+        cannot_launch,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Compute capability 9.0, as the built-in h100 profile has it.
+    fn hopper() -> SmParams {
+        experiments::Profile::find("h100").unwrap().sm
+    }
+
+    fn kernel(threads: u32, registers: u32, static_shared: u32, dynamic_shared: u32) -> OccupancyPoint {
+        OccupancyPoint {
+            threads,
+            registers,
+            static_shared,
+            dynamic_shared,
+        }
+    }
+
+    #[test]
+    fn textbook_cases_on_hopper() {
+        let sm = hopper();
+        // 256 threads, 32 registers: 8 blocks fill the 64 warp slots.
+        let o = occupancy(&sm, &kernel(256, 32, 0, 0));
+        assert_eq!((o.blocks_per_sm, o.limiter), (8, Limiter::Warps));
+        // 64 registers: 2048 per warp, 8 warps per sub-partition, 32 warps: 4 blocks of 8 warps.
+        let o = occupancy(&sm, &kernel(256, 64, 0, 0));
+        assert_eq!((o.blocks_per_sm, o.limiter), (4, Limiter::Registers));
+        // 32 threads, few registers: the 32 block slots bind.
+        let o = occupancy(&sm, &kernel(32, 16, 0, 0));
+        assert_eq!((o.blocks_per_sm, o.limiter), (32, Limiter::Blocks));
+        // 100 KiB dynamic + 1 KiB reserved per block: two blocks in 228 KiB.
+        let o = occupancy(&sm, &kernel(128, 32, 0, 100 << 10));
+        assert_eq!((o.blocks_per_sm, o.limiter), (2, Limiter::SharedMemory));
+        // 1024 threads x 255 registers cannot launch at all.
+        let o = occupancy(&sm, &kernel(1024, 255, 0, 0));
+        assert_eq!(o.blocks_per_sm, 0);
+        assert!(o.cannot_launch.unwrap().contains("registers"));
+    }
+
+    proptest! {
+        #[test]
+        fn occupancy_never_exceeds_any_limit(threads in 1u32..=1024, registers in 1u32..=255,
+                                             static_shared in 0u32..=(48 << 10), dynamic_shared in 0u32..=(240 << 10)) {
+            let sm = hopper();
+            let o = occupancy(&sm, &kernel(threads, registers, static_shared, dynamic_shared));
+            prop_assert!(o.blocks_per_sm <= sm.max_blocks_per_sm);
+            prop_assert!(o.blocks_per_sm * o.warps_per_block * sm.warp_size <= sm.max_threads_per_sm);
+            prop_assert!(o.blocks_per_sm * o.warps_per_block * o.registers_per_warp <= sm.registers_per_sm);
+            prop_assert!(o.blocks_per_sm * o.shared_per_block <= sm.shared_bytes_per_sm);
+            prop_assert_eq!(o.blocks_per_sm == 0, o.cannot_launch.is_some());
+        }
+
+        #[test]
+        fn more_registers_never_raise_occupancy(threads in 1u32..=1024, registers in 1u32..255,
+                                                dynamic_shared in 0u32..=(100 << 10)) {
+            let sm = hopper();
+            let fewer = occupancy(&sm, &kernel(threads, registers, 0, dynamic_shared)).blocks_per_sm;
+            let more = occupancy(&sm, &kernel(threads, registers + 1, 0, dynamic_shared)).blocks_per_sm;
+            prop_assert!(more <= fewer, "{} registers: {}, {}: {}", registers, fewer, registers + 1, more);
+        }
+
+        #[test]
+        fn more_shared_memory_never_raises_occupancy(threads in 1u32..=1024, registers in 1u32..=255,
+                                                     dynamic_shared in 0u32..=(200 << 10), extra in 1u32..(16 << 10)) {
+            let sm = hopper();
+            let less = occupancy(&sm, &kernel(threads, registers, 0, dynamic_shared)).blocks_per_sm;
+            let more = occupancy(&sm, &kernel(threads, registers, 0, dynamic_shared + extra)).blocks_per_sm;
+            prop_assert!(more <= less);
+        }
+    }
+}
