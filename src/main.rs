@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use experiments::{Backend, Catalog, Experiment, Family, Profile, Suite, DEFAULT_PROFILE};
+use experiments::{Backend, Catalog, Experiment, Family, Profile, Suite, Workload, DEFAULT_PROFILE};
 use hw::HwBackend;
 use sim::SimBackend;
 
@@ -51,6 +51,17 @@ enum Command {
         /// A folder written by `memlab run`.
         dir: PathBuf,
     },
+    /// Show, for one case, what the model decides and why (a teaching view).
+    Explain {
+        /// What to explain: occupancy.
+        #[arg(value_enum)]
+        topic: Topic,
+        /// The case, as name=value pairs (e.g. threads=256 registers=64 dynamic_shared="40 KiB").
+        params: Vec<String>,
+        /// Device profile: a built-in name or a profile .toml file.
+        #[arg(long, default_value = DEFAULT_PROFILE)]
+        profile: String,
+    },
     /// Measure this GPU and write a device profile (needs a GPU).
     Calibrate {
         /// Profile file to write; the raw samples go beside it as <stem>.samples.json.
@@ -63,6 +74,11 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Topic {
+    Occupancy,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -94,6 +110,7 @@ fn main() -> ExitCode {
             seed,
         } => run(&targets, backend, &profile, &out, seed),
         Command::Report { dir } => report(&dir),
+        Command::Explain { topic, params, profile } => explain(topic, &params, &profile),
         Command::Calibrate { out, name, seed } => calibrate(&out, &name, seed),
     };
     match outcome {
@@ -207,6 +224,21 @@ fn report(dir: &Path) -> Result<()> {
         rendered.html.display(),
         rendered.plots.len()
     );
+    Ok(())
+}
+
+fn explain(topic: Topic, params: &[String], profile: &str) -> Result<()> {
+    let profile = Profile::find(profile)?;
+    let text = match topic {
+        Topic::Occupancy => {
+            let point = experiments::point_from_args(Family::Occupancy, params).context("explain occupancy")?;
+            let Workload::Occupancy(kernel) = point.workload else {
+                unreachable!("an occupancy point")
+            };
+            sim::explain_occupancy(&profile.sm, &profile.device.name, &kernel)
+        }
+    };
+    print!("{text}");
     Ok(())
 }
 

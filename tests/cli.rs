@@ -241,3 +241,64 @@ fn report_redraws_the_committed_h100_reference_without_a_gpu() {
         "84 validation points, none used by calibration"
     );
 }
+
+#[test]
+fn occupancy_model_still_matches_cudas_answers_measured_on_the_h100() {
+    let reference =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/reference/h100/occupancy/run/occupancy/hw.json");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("occupancy")).unwrap();
+    std::fs::copy(&reference, tmp.path().join("occupancy/hw.json")).unwrap();
+    // Predict afresh with today's model into the same folder, then compare point by point.
+    let output = memlab(&["run", "occupancy", "--out", tmp.path().to_str().unwrap()], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let analysis: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("analysis.json")).unwrap()).unwrap();
+    let points = analysis["experiments"][0]["points"].as_array().unwrap();
+    assert!(points.len() >= 200, "{} shapes", points.len());
+    let differing: Vec<&serde_json::Value> = points
+        .iter()
+        .filter(|p| p["relative_error"].as_f64() != Some(0.0))
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "{} of {} shapes differ, e.g. {}",
+        differing.len(),
+        points.len(),
+        differing[0]
+    );
+}
+
+#[test]
+fn explain_occupancy_shows_the_limit_and_refuses_bad_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memlab(
+        &[
+            "explain",
+            "occupancy",
+            "threads=128",
+            "registers=32",
+            "dynamic_shared=100 KiB",
+        ],
+        tmp.path(),
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        text.contains("2 blocks per SM") && text.contains("limited by shared memory"),
+        "{text}"
+    );
+    let output = memlab(&["explain", "occupancy", "threads=2048", "registers=32"], tmp.path());
+    assert_clean_failure(&output, &["threads = 2048", "1024"]);
+    let output = memlab(
+        &[
+            "explain",
+            "occupancy",
+            "threads=64",
+            "registers=32",
+            "static_shared=3 parsecs",
+        ],
+        tmp.path(),
+    );
+    assert_clean_failure(&output, &["static_shared", "parsecs"]);
+}

@@ -26,5 +26,5 @@ pub use files::write_atomically;
 pub use params::{Metrics, ParamValue, Params};
 pub use profile::{LinkParams, Profile, ProfileDevice, SmParams, StagedParams, TransferParams, DEFAULT_PROFILE};
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record};
-pub use suite::{Experiment, Point, Suite};
+pub use suite::{point_from_args, Experiment, Point, Suite};
 pub use units::{format_bytes, parse_bytes};

@@ -117,6 +117,52 @@ impl Suite {
     }
 }
 
+/// One point of `family` from `name=value` arguments (as `memlab explain` takes them), checked
+/// exactly as an experiment file's sweep is; missing parameters take the family's defaults.
+pub fn point_from_args(family: Family, args: &[String]) -> Result<Point> {
+    let specs = family.params();
+    let mut given: BTreeMap<&str, toml::Value> = BTreeMap::new();
+    for arg in args {
+        let (name, text) = arg
+            .split_once('=')
+            .ok_or_else(|| Error::Invalid(format!("'{arg}': expected name=value, e.g. threads=256")))?;
+        let spec = specs.iter().find(|s| s.name == name).ok_or_else(|| {
+            let valid: Vec<&str> = specs.iter().map(|s| s.name).collect();
+            Error::Invalid(format!(
+                "{} takes no parameter '{name}'; it takes: {}",
+                family.name(),
+                valid.join(", ")
+            ))
+        })?;
+        let value = text
+            .parse::<i64>()
+            .map(toml::Value::Integer)
+            .or_else(|_| text.parse::<f64>().map(toml::Value::Float))
+            .unwrap_or_else(|_| toml::Value::String(text.to_string()));
+        given.insert(spec.name, value);
+    }
+    let mut params = Params::new();
+    for spec in specs {
+        let value = match (given.get(spec.name), spec.default) {
+            (Some(value), _) => check(spec, value),
+            (None, Some(default)) => check(spec, &toml::Value::String(default.into())),
+            (None, None) => {
+                return Err(Error::Invalid(format!(
+                    "{}: missing parameter {}=...",
+                    family.name(),
+                    spec.name
+                )))
+            }
+        }
+        .map_err(|(shown, reason)| Error::Invalid(format!("{} = {shown}: {reason}", spec.name)))?;
+        params.insert(spec.name.to_string(), value);
+    }
+    Ok(Point {
+        workload: family.workload(&params),
+        params,
+    })
+}
+
 fn at(origin: &str, text: &str, offset: usize, message: String) -> Error {
     let before = &text[..offset.min(text.len())];
     Error::Syntax {
@@ -390,6 +436,21 @@ bytes = { log2 = ["1 KiB", "1 MiB"] }
         assert!(err.contains("teleport") && err.contains("transfer, overlap"), "{err}");
         let err = error_of(&GOOD.replace("direction", "way"));
         assert!(err.contains("'way'") && err.contains("direction"), "{err}");
+    }
+
+    #[test]
+    fn explain_arguments_are_checked_like_files() {
+        let point = point_from_args(Family::Occupancy, &["threads=256".into(), "registers=64".into()]).unwrap();
+        assert!(matches!(point.workload, Workload::Occupancy(p) if p.threads == 256 && p.dynamic_shared == 0));
+        let err = point_from_args(Family::Occupancy, &["threads=2048".into(), "registers=64".into()]).unwrap_err();
+        assert_eq!(err.to_string(), "threads = 2048: must be between 1 and 1024");
+        let err = point_from_args(Family::Occupancy, &["threads=256".into()]).unwrap_err();
+        assert!(err.to_string().contains("registers"), "{err}");
+        let err = point_from_args(Family::Occupancy, &["warps=2".into()]).unwrap_err();
+        assert!(
+            err.to_string().contains("'warps'") && err.to_string().contains("threads"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,12 +2,14 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod explain;
 mod fit;
 mod occupancy;
 mod overlap;
 mod pcie;
 
 pub use backend::{SimBackend, SimError};
+pub use explain::explain_occupancy;
 pub use fit::{fit_link, fit_profile, fit_staged, sm_params, FitError};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};

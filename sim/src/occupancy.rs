@@ -97,11 +97,12 @@ pub fn occupancy(sm: &SmParams, kernel: &OccupancyPoint) -> Occupancy {
             kernel.registers, kernel.threads, registers_checked, sm.registers_per_block
         ));
         0
-    } else if registers_per_warp == 0 {
-        u32::MAX
     } else {
-        let warps_per_sub_partition = (sm.registers_per_sm / sm.sub_partitions) / registers_per_warp;
-        warps_per_sub_partition * sm.sub_partitions / warps_per_block
+        // A kernel that uses no registers is not limited by them.
+        match (sm.registers_per_sm / sm.sub_partitions).checked_div(registers_per_warp) {
+            Some(warps_per_sub_partition) => warps_per_sub_partition * sm.sub_partitions / warps_per_block,
+            None => u32::MAX,
+        }
     };
 
     let requested = kernel.static_shared + kernel.dynamic_shared + sm.reserved_shared_bytes_per_block;
