@@ -67,6 +67,12 @@ enum Command {
         /// Profile file to write; the raw samples go beside it as <stem>.samples.json.
         #[arg(long, default_value = "profile.toml")]
         out: PathBuf,
+        /// Which parts to measure; the others are kept from --into.
+        #[arg(long, value_enum, default_value_t = Part::All)]
+        part: Part,
+        /// An existing profile whose unmeasured parts the new one keeps (also the default --out).
+        #[arg(long)]
+        into: Option<PathBuf>,
         /// The profile's name.
         #[arg(long, default_value = "calibrated")]
         name: String,
@@ -74,6 +80,13 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Part {
+    All,
+    Transfer,
+    Shared,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -111,7 +124,13 @@ fn main() -> ExitCode {
         } => run(&targets, backend, &profile, &out, seed),
         Command::Report { dir } => report(&dir),
         Command::Explain { topic, params, profile } => explain(topic, &params, &profile),
-        Command::Calibrate { out, name, seed } => calibrate(&out, &name, seed),
+        Command::Calibrate {
+            out,
+            part,
+            into,
+            name,
+            seed,
+        } => calibrate(&out, part, into.as_deref(), &name, seed),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -242,17 +261,37 @@ fn explain(topic: Topic, params: &[String], profile: &str) -> Result<()> {
     Ok(())
 }
 
-fn calibrate(out: &Path, name: &str, seed: u64) -> Result<()> {
-    let progress = Progress::new(hw::calibration_steps(), "sizes");
-    let calibration = hw::measure_calibration(seed, &|| progress.tick())?;
+fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64) -> Result<()> {
+    let base = into.map(|p| Profile::find(&p.display().to_string())).transpose()?;
+    let out = match into {
+        Some(into) if out == Path::new("profile.toml") => into,
+        _ => out,
+    };
+    let name = base
+        .as_ref()
+        .map(|b| b.name.as_str())
+        .filter(|_| name == "calibrated")
+        .unwrap_or(name);
+    let parts = hw::Parts {
+        transfer: part != Part::Shared,
+        shared: part != Part::Transfer,
+    };
+    let progress = Progress::new(hw::calibration_steps(parts), "cases");
+    let calibration = hw::measure_calibration(parts, seed, &|| progress.tick())?;
     progress.finish();
     let samples = out.with_extension("samples.json");
     let json = serde_json::to_vec_pretty(&calibration).context("serialising the calibration samples")?;
     experiments::write_atomically(&samples, &json)?;
-    let profile = sim::fit_profile(name, &calibration)?;
+    let profile = sim::fit_profile(name, &calibration, base.as_ref())?;
     experiments::write_atomically(out, profile.to_toml().as_bytes())?;
-    let t = &profile.transfer;
     println!("{}: {}", out.display(), profile.description);
+    if let Some(s) = &profile.shared {
+        println!(
+            "  shared: {:.2} cycles + {:.2} per extra wavefront",
+            s.base_cycles, s.wavefront_cycles
+        );
+    }
+    let t = &profile.transfer;
     println!(
         "  pinned   h2d {:.2} GB/s + {:.2} us, d2h {:.2} GB/s + {:.2} us",
         t.h2d_pinned.gb_per_s, t.h2d_pinned.latency_us, t.d2h_pinned.gb_per_s, t.d2h_pinned.latency_us

@@ -20,7 +20,7 @@ pub struct Calibration {
     pub device: DeviceInfo,
     /// When, as an ISO date (UTC).
     pub date: String,
-    /// Pinned uploads.
+    /// Pinned uploads (every transfer list is empty when transfers were not measured).
     pub h2d_pinned: Vec<Sample>,
     /// Pinned downloads.
     pub d2h_pinned: Vec<Sample>,
@@ -32,6 +32,26 @@ pub struct Calibration {
     pub kernel_launch_us: f64,
     /// The SM limits the driver reports (cuDeviceGetAttribute).
     pub sm: SmAttributes,
+    /// Dependent shared-memory loads at the calibration cases; empty when not measured.
+    #[serde(default)]
+    pub shared: Vec<BankSample>,
+}
+
+/// One measured shared-memory access pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BankSample {
+    /// Bytes each lane loads (4, 8 or 16).
+    pub width: u32,
+    /// Distance between neighbouring lanes, in elements of `width` (0: all lanes the same).
+    pub stride: u32,
+    /// Median cycles per dependent load.
+    pub cycles: f64,
+}
+
+/// The shared-memory cases calibration measures: 4-byte loads at strides 1, 2, 4 and 8
+/// (1 to 8 wavefronts). Every other width, stride and broadcast is left for validation.
+pub fn bank_calibration_cases() -> Vec<(u32, u32)> {
+    vec![(4, 1), (4, 2), (4, 4), (4, 8)]
 }
 
 /// SM limits as device attributes; the occupancy rules that are not attributes come from the

@@ -14,6 +14,8 @@ pub enum Family {
     Overlap,
     /// How many blocks of a kernel fit on one SM, given its registers, threads and shared memory.
     Occupancy,
+    /// One warp's shared-memory load: bank conflicts, broadcast, and what they cost.
+    Banks,
 }
 
 /// How a parameter's values are written and checked.
@@ -23,6 +25,8 @@ pub(crate) enum ParamKind {
     Size,
     /// A byte count that may be zero, at most `max`.
     Bytes { max: u64 },
+    /// One of a few whole numbers.
+    OneOf(&'static [i64]),
     /// A whole number in `min..=max`.
     Count { min: i64, max: i64 },
     /// A non-negative real number.
@@ -69,9 +73,16 @@ const OCCUPANCY_PARAMS: &[ParamSpec] = &[
     spec("dynamic_shared", ParamKind::Bytes { max: 1 << 20 }, Some("0")),
 ];
 
+const BANK_PARAMS: &[ParamSpec] = &[
+    // Shared loads come in 32-, 64- and 128-bit widths.
+    spec("width", ParamKind::OneOf(&[4, 8, 16]), Some("4")),
+    // Lane i loads element i x stride; 0 makes every lane load the same element.
+    spec("stride", ParamKind::Count { min: 0, max: 64 }, None),
+];
+
 impl Family {
     /// Every family, in the order `memlab list` shows them.
-    pub const ALL: [Family; 3] = [Family::Transfer, Family::Overlap, Family::Occupancy];
+    pub const ALL: [Family; 4] = [Family::Transfer, Family::Overlap, Family::Occupancy, Family::Banks];
 
     /// The name used in experiment files.
     pub fn name(self) -> &'static str {
@@ -79,6 +90,7 @@ impl Family {
             Family::Transfer => "transfer",
             Family::Overlap => "overlap",
             Family::Occupancy => "occupancy",
+            Family::Banks => "banks",
         }
     }
 
@@ -92,6 +104,7 @@ impl Family {
             Family::Transfer => TRANSFER_PARAMS,
             Family::Overlap => OVERLAP_PARAMS,
             Family::Occupancy => OCCUPANCY_PARAMS,
+            Family::Banks => BANK_PARAMS,
         }
     }
 
@@ -101,6 +114,7 @@ impl Family {
             Family::Transfer => "bytes",
             Family::Overlap => "streams",
             Family::Occupancy => "threads",
+            Family::Banks => "stride",
         }
     }
 
@@ -110,6 +124,7 @@ impl Family {
             Family::Transfer => "gb_per_s",
             Family::Overlap => "speedup",
             Family::Occupancy => "blocks_per_sm",
+            Family::Banks => "cycles",
         }
     }
 
@@ -150,6 +165,10 @@ impl Family {
                 registers: int("registers") as u32,
                 static_shared: int("static_shared") as u32,
                 dynamic_shared: int("dynamic_shared") as u32,
+            }),
+            Family::Banks => Workload::Banks(BankPoint {
+                width: int("width") as u32,
+                stride: int("stride") as u32,
             }),
         }
     }
@@ -224,6 +243,15 @@ pub struct OccupancyPoint {
     pub dynamic_shared: u32,
 }
 
+/// One warp's shared-memory load: lane `i` loads `width` bytes at element `i x stride`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BankPoint {
+    /// Bytes per lane: 4, 8 or 16.
+    pub width: u32,
+    /// Elements between neighbouring lanes; 0 means every lane loads the same element.
+    pub stride: u32,
+}
+
 /// The typed work at one point: what a backend actually runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Workload {
@@ -233,6 +261,8 @@ pub enum Workload {
     Overlap(OverlapPoint),
     /// Blocks per SM for one kernel shape.
     Occupancy(OccupancyPoint),
+    /// One shared-memory access pattern.
+    Banks(BankPoint),
 }
 
 /// The metrics of a transfer point, from its time: `time_us` and `gb_per_s` (10^9 bytes/s).

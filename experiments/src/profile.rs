@@ -20,6 +20,29 @@ pub struct Profile {
     pub transfer: TransferParams,
     /// The SM's resource limits and allocation rules, for the occupancy calculator.
     pub sm: SmParams,
+    /// Shared memory's banks and what a conflict costs; absent in profiles calibrated before
+    /// memlab measured it (`memlab calibrate --part shared --into FILE` adds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<SharedParams>,
+}
+
+/// Shared memory: `banks` banks of `bank_bytes` each; a warp access that needs `w` wavefronts
+/// (passes over the banks) takes `base_cycles + (w - 1) x wavefront_cycles` in a dependent chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedParams {
+    /// Where these numbers came from.
+    pub source: String,
+    /// Banks (32 on every architecture since compute capability 2.0).
+    pub banks: u32,
+    /// Bytes per bank word.
+    pub bank_bytes: u32,
+    /// Cycles of one dependent 4-byte shared load that needs one wavefront.
+    pub base_cycles: f64,
+    /// Cycles each further wavefront adds.
+    pub wavefront_cycles: f64,
+    /// The (width, stride) cases calibration measured; reports exclude them from validation.
+    pub calibration_cases: Vec<(u32, u32)>,
 }
 
 /// What one SM has and how it hands it out: the occupancy calculator's inputs.
@@ -217,6 +240,17 @@ impl Profile {
         ] {
             if value == 0 {
                 return Err(Error::Invalid(format!("{origin}: {name} = 0: must be positive")));
+            }
+        }
+        if let Some(shared) = &self.shared {
+            if shared.banks == 0
+                || shared.bank_bytes == 0
+                || !(shared.base_cycles > 0.0)
+                || !(shared.wavefront_cycles >= 0.0)
+            {
+                return Err(Error::Invalid(format!(
+                    "{origin}: [shared] needs banks, bank_bytes and base_cycles > 0 and wavefront_cycles >= 0"
+                )));
             }
         }
         if self.device.copy_engines == 0 {

@@ -81,10 +81,10 @@ pub struct Record {
     pub profile: String,
     /// The run's seed.
     pub seed: u64,
-    /// For a prediction: the copy sizes its profile was fitted on. Points at these sizes are
-    /// calibration points, not validation points, and reports say so.
+    /// For a prediction: the points its profile was fitted on, as partial parameter sets (a
+    /// point that has all of one set's values is a calibration point, not a validation point).
     #[serde(default)]
-    pub calibration_bytes: Vec<u64>,
+    pub calibration_points: Vec<Params>,
     /// memlab's version that wrote it.
     pub memlab_version: String,
     /// One entry per sweep point, in sweep order.
@@ -114,6 +114,13 @@ impl Record {
             path: path.to_path_buf(),
             reason,
         })
+    }
+
+    /// Whether `params` is one of the points the prediction's profile was fitted on.
+    pub fn is_calibration_point(&self, params: &Params) -> bool {
+        self.calibration_points
+            .iter()
+            .any(|set| set.iter().all(|(k, v)| params.get(k) == Some(v)))
     }
 
     /// One row per point: the parameters, then the metrics, then backend and device.

@@ -134,18 +134,13 @@ pub fn point_from_args(family: Family, args: &[String]) -> Result<Point> {
                 valid.join(", ")
             ))
         })?;
-        let value = text
-            .parse::<i64>()
-            .map(toml::Value::Integer)
-            .or_else(|_| text.parse::<f64>().map(toml::Value::Float))
-            .unwrap_or_else(|_| toml::Value::String(text.to_string()));
-        given.insert(spec.name, value);
+        given.insert(spec.name, text_value(text));
     }
     let mut params = Params::new();
     for spec in specs {
         let value = match (given.get(spec.name), spec.default) {
             (Some(value), _) => check(spec, value),
-            (None, Some(default)) => check(spec, &toml::Value::String(default.into())),
+            (None, Some(default)) => check(spec, &text_value(default)),
             (None, None) => {
                 return Err(Error::Invalid(format!(
                     "{}: missing parameter {}=...",
@@ -161,6 +156,14 @@ pub fn point_from_args(family: Family, args: &[String]) -> Result<Point> {
         workload: family.workload(&params),
         params,
     })
+}
+
+/// A value written as text (a default, a command-line argument): a number if it reads as one.
+fn text_value(text: &str) -> toml::Value {
+    text.parse::<i64>()
+        .map(toml::Value::Integer)
+        .or_else(|_| text.parse::<f64>().map(toml::Value::Float))
+        .unwrap_or_else(|_| toml::Value::String(text.to_string()))
 }
 
 fn at(origin: &str, text: &str, offset: usize, message: String) -> Error {
@@ -217,7 +220,7 @@ fn parse_experiment(origin: &str, text: &str, suite: &str, raw: ExperimentFile) 
             })?,
             None => match spec.default {
                 Some(default) => {
-                    vec![check(spec, &toml::Value::String(default.into())).expect("built-in defaults are valid")]
+                    vec![check(spec, &text_value(default)).expect("built-in defaults are valid")]
                 }
                 None => {
                     return Err(at(
@@ -339,6 +342,16 @@ fn check(spec: &ParamSpec, value: &toml::Value) -> std::result::Result<ParamValu
             }
             Ok(ParamValue::Int(bytes as i64))
         }
+        ParamKind::OneOf(allowed) => match value {
+            toml::Value::Integer(v) if allowed.contains(v) => Ok(ParamValue::Int(*v)),
+            _ => Err((
+                shown,
+                format!(
+                    "expected one of: {}",
+                    allowed.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        },
         ParamKind::Count { min, max } => match value {
             toml::Value::Integer(v) if (min..=max).contains(v) => Ok(ParamValue::Int(*v)),
             toml::Value::Integer(_) => Err((shown, format!("must be between {min} and {max}"))),

@@ -2,6 +2,7 @@ use experiments::{
     overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord, Record, Workload,
 };
 
+use crate::banks::{bank_metrics, BankProbe};
 use crate::cuda::Gpu;
 use crate::error::{HwError, Result};
 use crate::occupancy::OccupancyProbe;
@@ -14,6 +15,7 @@ pub struct HwBackend {
     device: DeviceInfo,
     spin: Option<Spin>,
     occupancy: Option<OccupancyProbe>,
+    banks: Option<BankProbe>,
 }
 
 impl HwBackend {
@@ -26,6 +28,7 @@ impl HwBackend {
             device,
             spin: None,
             occupancy: None,
+            banks: None,
         })
     }
 
@@ -45,6 +48,12 @@ impl HwBackend {
                 let spin = self.spin.as_ref().expect("loaded above");
                 let (serial, overlapped) = measure_overlap(&self.gpu, spin, point, seed)?;
                 overlap_metrics(overlapped, serial)
+            }
+            Workload::Banks(point) => {
+                if self.banks.is_none() {
+                    self.banks = Some(BankProbe::load(&self.gpu)?);
+                }
+                bank_metrics(self.banks.as_ref().expect("loaded above").measure(&self.gpu, point)?)
             }
             Workload::Occupancy(point) => {
                 if self.occupancy.is_none() {
@@ -88,7 +97,7 @@ impl Backend for HwBackend {
             device: self.device.clone(),
             profile: "measured".to_string(),
             seed,
-            calibration_bytes: Vec::new(),
+            calibration_points: Vec::new(),
             memlab_version: env!("CARGO_PKG_VERSION").to_string(),
             points,
         })

@@ -1,20 +1,34 @@
-//! `memlab calibrate`, measuring half: the transfer samples a profile is fitted on.
+//! `memlab calibrate`, measuring half: the samples a profile is fitted on.
 
-use experiments::{calibration_sizes, Calibration, Direction, HostMemory, Sample, TransferPoint};
+use experiments::{
+    bank_calibration_cases, calibration_sizes, Calibration, Direction, HostMemory, Sample, TransferPoint,
+};
 
+use crate::banks::BankProbe;
 use crate::cuda::Gpu;
 use crate::error::Result;
 use crate::occupancy::sm_attributes;
 use crate::overlap::Spin;
 use crate::transfer::measure_copy;
 
-/// Median copy times at every calibration size (none a power of two), for each kind of copy,
-/// and the launch overhead of the spin kernel.
-/// `progress` is called once per measured size.
-pub fn measure_calibration(seed: u64, progress: &dyn Fn()) -> Result<Calibration> {
+/// Which parts of a profile to measure. The SM's limits are always read (they are attributes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    /// Copies at every calibration size and the spin kernel's launch overhead.
+    pub transfer: bool,
+    /// Dependent shared loads at the bank calibration cases.
+    pub shared: bool,
+}
+
+/// Measures the requested parts; parts not requested come back as empty sample lists.
+/// `progress` is called once per measured case.
+pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Result<Calibration> {
     let gpu = Gpu::open()?;
     let device = gpu.info()?;
     let measure = |direction, host| -> Result<Vec<Sample>> {
+        if !parts.transfer {
+            return Ok(Vec::new());
+        }
         calibration_sizes()
             .into_iter()
             .map(|bytes| {
@@ -28,10 +42,20 @@ pub fn measure_calibration(seed: u64, progress: &dyn Fn()) -> Result<Calibration
     let d2h_pinned = measure(Direction::DeviceToHost, HostMemory::Pinned)?;
     let h2d_pageable = measure(Direction::HostToDevice, HostMemory::Pageable)?;
     let d2h_pageable = measure(Direction::DeviceToHost, HostMemory::Pageable)?;
-    let kernel_launch_us = Spin::load(&gpu)?.launch_overhead_us(&gpu, 200)?;
-    let sm = sm_attributes(&gpu)?;
+    let kernel_launch_us = if parts.transfer {
+        Spin::load(&gpu)?.launch_overhead_us(&gpu, 200)?
+    } else {
+        0.0
+    };
+    let shared = if parts.shared {
+        let samples = BankProbe::load(&gpu)?.calibrate(&gpu, &bank_calibration_cases())?;
+        samples.iter().for_each(|_| progress());
+        samples
+    } else {
+        Vec::new()
+    };
     Ok(Calibration {
-        sm,
+        sm: sm_attributes(&gpu)?,
         device,
         date: today(),
         h2d_pinned,
@@ -39,12 +63,23 @@ pub fn measure_calibration(seed: u64, progress: &dyn Fn()) -> Result<Calibration
         h2d_pageable,
         d2h_pageable,
         kernel_launch_us,
+        shared,
     })
 }
 
-/// How many sizes [`measure_calibration`] measures, for a progress bar.
-pub fn calibration_steps() -> u64 {
-    4 * calibration_sizes().len() as u64
+/// How many cases [`measure_calibration`] measures for these parts, for a progress bar.
+pub fn calibration_steps(parts: Parts) -> u64 {
+    let transfer = if parts.transfer {
+        4 * calibration_sizes().len()
+    } else {
+        0
+    };
+    let shared = if parts.shared {
+        bank_calibration_cases().len()
+    } else {
+        0
+    };
+    (transfer + shared) as u64
 }
 
 /// Today's date (UTC) as YYYY-MM-DD, from the system clock.

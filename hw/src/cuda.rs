@@ -247,17 +247,33 @@ impl<'buf> Queue<'buf> {
     }
 
     /// Launches `kernel` with a single `u64` argument.
-    pub(crate) fn launch_u64(
+    pub(crate) fn launch_u64(&self, stream: &Stream, kernel: &Kernel, config: LaunchConfig, arg: u64) -> Result<()> {
+        self.launch(stream, kernel, config, &[Arg::U64(arg)])
+    }
+
+    /// Launches `kernel` with `args`, which must match its parameter list in kernels/*.cu.
+    pub(crate) fn launch(
         &self,
         stream: &Stream,
         kernel: &Kernel,
         config: LaunchConfig,
-        mut arg: u64,
+        args: &[Arg<'buf>],
     ) -> Result<()> {
-        let mut params = [&mut arg as *mut u64 as *mut c_void];
-        // SAFETY: the kernel takes exactly one 64-bit argument (see Module::kernel's callers and
-        // kernels/*.cu); cuLaunchKernel copies the argument before returning; shared memory was
-        // allowed up to config.shared_bytes when the kernel was loaded.
+        // Each argument's value lives in `values` until cuLaunchKernel has copied it.
+        let mut values: Vec<u64> = args
+            .iter()
+            .map(|arg| match arg {
+                Arg::U64(v) => *v,
+                Arg::I32(v) => *v as u32 as u64,
+                Arg::Device(buffer) => buffer.ptr,
+            })
+            .collect();
+        let mut params: Vec<*mut c_void> = values.iter_mut().map(|v| v as *mut u64 as *mut c_void).collect();
+        // SAFETY: every parameter points at a live u64 holding the argument in its first bytes
+        // (little-endian, so an i32 reads correctly from a u64 slot); the caller matched the
+        // kernel's parameter list; device buffers are borrowed for 'buf, which outlives the
+        // synchronize at the end of Gpu::enqueue; shared memory was allowed up to
+        // config.shared_bytes when the kernel was loaded.
         unsafe {
             result::launch_kernel(
                 kernel.function.cu_function(),
@@ -270,6 +286,16 @@ impl<'buf> Queue<'buf> {
         }
         .map_err(HwError::cuda("cuLaunchKernel"))
     }
+}
+
+/// One kernel argument.
+pub(crate) enum Arg<'buf> {
+    /// An `unsigned long long`.
+    U64(u64),
+    /// An `int`.
+    I32(i32),
+    /// A pointer to device memory.
+    Device(&'buf DeviceBuffer),
 }
 
 /// Grid shape of a 1-D launch.

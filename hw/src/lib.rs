@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod banks;
 mod calibrate;
 mod cuda;
 mod error;
@@ -14,6 +15,6 @@ mod timing;
 mod transfer;
 
 pub use backend::HwBackend;
-pub use calibrate::{calibration_steps, measure_calibration};
+pub use calibrate::{calibration_steps, measure_calibration, Parts};
 pub use cuda::driver_present;
 pub use error::{HwError, Result};

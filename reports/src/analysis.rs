@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use experiments::{write_atomically, BackendKind, DeviceInfo, Family, Metrics, ParamValue, Params, Record};
+use experiments::{write_atomically, BackendKind, DeviceInfo, Family, Metrics, Params, Record};
 
 use crate::error::{ReportError, Result};
 
@@ -123,14 +123,14 @@ pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
     let base = sim.as_ref().or(hw.as_ref()).expect("at least one record");
     let family = base.family;
     let metric = family.primary_metric();
-    let calibration_bytes = sim.as_ref().map(|r| r.calibration_bytes.clone()).unwrap_or_default();
+
     let mut points: Vec<ComparedPoint> = Vec::new();
     for (record, is_sim) in [(&sim, true), (&hw, false)] {
         for p in record.iter().flat_map(|r| r.points.iter()) {
             let index = match points.iter().position(|c| c.params == p.params) {
                 Some(i) => i,
                 None => {
-                    let calibration = matches!(p.params.get("bytes"), Some(ParamValue::Int(b)) if calibration_bytes.contains(&(*b as u64)));
+                    let calibration = sim.as_ref().is_some_and(|r| r.is_calibration_point(&p.params));
                     points.push(ComparedPoint {
                         params: p.params.clone(),
                         predicted: None,
@@ -214,9 +214,9 @@ fn stats(points: &[&ComparedPoint]) -> Option<ErrorStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use experiments::PointRecord;
+    use experiments::{ParamValue, PointRecord};
 
-    fn record(backend: BackendKind, values: &[(i64, f64)], calibration_bytes: Vec<u64>) -> Record {
+    fn record(backend: BackendKind, values: &[(i64, f64)], calibration_bytes: Vec<i64>) -> Record {
         Record {
             experiment: "e".into(),
             suite: "s".into(),
@@ -225,7 +225,10 @@ mod tests {
             device: DeviceInfo::default(),
             profile: "p".into(),
             seed: 0,
-            calibration_bytes,
+            calibration_points: calibration_bytes
+                .into_iter()
+                .map(|b| Params::from([("bytes".to_string(), ParamValue::Int(b))]))
+                .collect(),
             memlab_version: "0".into(),
             points: values
                 .iter()

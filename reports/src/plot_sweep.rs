@@ -28,6 +28,7 @@ fn metric_title(metric: &str) -> &str {
         "gb_per_s" => "bandwidth (GB/s)",
         "speedup" => "speed-up over copy-then-compute",
         "time_us" => "time (us)",
+        "cycles" => "cycles per dependent load",
         other => other,
     }
 }
@@ -36,7 +37,7 @@ impl<'a> SweepChart<'a> {
     pub(crate) fn new(experiment: &'a ExperimentAnalysis) -> SweepChart<'a> {
         let (x_scale, y_scale) = match experiment.family {
             Family::Transfer => (Scale::Bytes, Scale::Log),
-            Family::Overlap | Family::Occupancy => (Scale::Linear, Scale::Linear),
+            Family::Overlap | Family::Occupancy | Family::Banks => (Scale::Linear, Scale::Linear),
         };
         let x_name = experiment.x_param.as_str();
         let mut series: Vec<(Params, Series)> = Vec::new();

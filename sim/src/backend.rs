@@ -1,10 +1,11 @@
 use rayon::prelude::*;
 
 use experiments::{
-    occupancy_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord,
-    Profile, Record, Workload,
+    occupancy_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, Family,
+    ParamValue, Params, PointRecord, Profile, Record, Workload,
 };
 
+use crate::banks::{bank_access, bank_cycles};
 use crate::occupancy::occupancy;
 use crate::overlap::{overlapped_us, serial_us};
 use crate::pcie::copy_us;
@@ -27,11 +28,20 @@ impl SimBackend {
     }
 
     /// Predicts one point.
-    pub fn predict(&self, workload: &Workload) -> experiments::Metrics {
+    pub fn predict(&self, workload: &Workload) -> Result<experiments::Metrics, SimError> {
         let params = &self.profile.transfer;
-        match workload {
+        Ok(match workload {
             Workload::Transfer(point) => transfer_metrics(copy_us(params, point), point.bytes),
             Workload::Overlap(point) => overlap_metrics(overlapped_us(params, point), serial_us(params, point)),
+            Workload::Banks(point) => {
+                let shared = self.shared()?;
+                let access = bank_access(shared, point);
+                experiments::Metrics::from([
+                    ("cycles".to_string(), bank_cycles(shared, point)),
+                    ("wavefronts".to_string(), f64::from(access.wavefronts)),
+                    ("conflict_degree".to_string(), f64::from(access.conflict_degree)),
+                ])
+            }
             Workload::Occupancy(point) => {
                 let sm = &self.profile.sm;
                 let blocks = occupancy(sm, point).blocks_per_sm;
@@ -42,6 +52,44 @@ impl SimBackend {
                     sm.max_threads_per_sm / sm.warp_size,
                 )
             }
+        })
+    }
+}
+
+impl SimBackend {
+    fn shared(&self) -> Result<&experiments::SharedParams, SimError> {
+        self.profile.shared.as_ref().ok_or_else(|| {
+            SimError(format!(
+                "profile '{}' has no [shared] section; add one with memlab calibrate --part shared --into <profile.toml> on a GPU",
+                self.profile.name
+            ))
+        })
+    }
+
+    /// The points of `family` that this profile's parameters were fitted on.
+    fn calibration_points(&self, family: Family) -> Vec<Params> {
+        let int = |v: u64| ParamValue::Int(v as i64);
+        match family {
+            Family::Transfer => self
+                .profile
+                .transfer
+                .calibration_bytes
+                .iter()
+                .map(|b| Params::from([("bytes".to_string(), int(*b))]))
+                .collect(),
+            Family::Banks => self
+                .profile
+                .shared
+                .iter()
+                .flat_map(|s| s.calibration_cases.iter())
+                .map(|(w, s)| {
+                    Params::from([
+                        ("width".to_string(), int(u64::from(*w))),
+                        ("stride".to_string(), int(u64::from(*s))),
+                    ])
+                })
+                .collect(),
+            Family::Overlap | Family::Occupancy => Vec::new(),
         }
     }
 }
@@ -70,14 +118,14 @@ impl Backend for SimBackend {
             .points
             .par_iter()
             .map(|point| {
-                let metrics = self.predict(&point.workload);
+                let metrics = self.predict(&point.workload)?;
                 progress();
-                PointRecord {
+                Ok(PointRecord {
                     params: point.params.clone(),
                     metrics,
-                }
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>, SimError>>()?;
         Ok(Record {
             experiment: experiment.name.clone(),
             suite: experiment.suite.clone(),
@@ -86,7 +134,7 @@ impl Backend for SimBackend {
             device: self.device(),
             profile: self.profile.name.clone(),
             seed,
-            calibration_bytes: self.profile.transfer.calibration_bytes.clone(),
+            calibration_points: self.calibration_points(experiment.family),
             memlab_version: env!("CARGO_PKG_VERSION").to_string(),
             points,
         })

@@ -6,10 +6,11 @@
 //! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
 use experiments::{
-    Calibration, Direction, LinkParams, Profile, ProfileDevice, Sample, SmAttributes, SmParams, StagedParams,
-    TransferParams,
+    BankPoint, BankSample, Calibration, Direction, LinkParams, Profile, ProfileDevice, Sample, SharedParams,
+    SmAttributes, SmParams, StagedParams, TransferParams,
 };
 
+use crate::banks::bank_access;
 use crate::pcie::pageable_copy_us;
 
 /// Why a fit could not be made.
@@ -44,41 +45,46 @@ fn check(what: &'static str, samples: &[Sample], needed: usize) -> Result<(), Fi
     Ok(())
 }
 
-/// Weighted least squares for `time = latency + slope * bytes`, errors relative to time.
-fn weighted_line(samples: &[Sample], weights: &[f64]) -> (f64, f64) {
+/// Weighted least squares for `y = intercept + slope * x`, errors relative to y.
+fn weighted_line(points: &[(f64, f64)], weights: &[f64]) -> (f64, f64) {
     let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for (s, weight) in samples.iter().zip(weights) {
-        let w = weight / (s.time_us * s.time_us);
-        let x = s.bytes as f64;
+    for ((x, y), weight) in points.iter().zip(weights) {
+        let w = weight / (y * y);
         sw += w;
         sx += w * x;
-        sy += w * s.time_us;
+        sy += w * y;
         sxx += w * x * x;
-        sxy += w * x * s.time_us;
+        sxy += w * x * y;
     }
     let slope = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);
-    let latency = (sy - slope * sx) / sw;
-    if latency < 0.0 {
-        // Noise can make the best line cross below zero; latency is physical, so pin it.
+    let intercept = (sy - slope * sx) / sw;
+    if intercept < 0.0 {
+        // Noise can make the best line cross below zero; a fixed cost is physical, so pin it.
         (0.0, sxy / sxx)
     } else {
-        (latency, slope)
+        (intercept, slope)
     }
 }
 
-/// Fits `time = latency + bytes / bandwidth` minimising the sum of absolute relative errors,
-/// by iteratively reweighted least squares.
+/// Fits `y = intercept + slope * x` minimising the sum of absolute relative errors, by
+/// iteratively reweighted least squares. Returns (intercept, slope).
+fn fit_line(points: &[(f64, f64)]) -> (f64, f64) {
+    let mut weights = vec![1.0; points.len()];
+    let (mut intercept, mut slope) = weighted_line(points, &weights);
+    for _ in 0..100 {
+        for (w, (x, y)) in weights.iter_mut().zip(points) {
+            *w = 1.0 / ((intercept + slope * x - y) / y).abs().max(1e-6);
+        }
+        (intercept, slope) = weighted_line(points, &weights);
+    }
+    (intercept, slope)
+}
+
+/// Fits `time = latency + bytes / bandwidth` minimising the sum of absolute relative errors.
 pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
     check("a pinned link", samples, 2)?;
-    let mut weights = vec![1.0; samples.len()];
-    let (mut latency, mut slope) = weighted_line(samples, &weights);
-    for _ in 0..100 {
-        for (w, s) in weights.iter_mut().zip(samples) {
-            let relative = (latency + slope * s.bytes as f64 - s.time_us) / s.time_us;
-            *w = 1.0 / relative.abs().max(1e-6);
-        }
-        (latency, slope) = weighted_line(samples, &weights);
-    }
+    let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.bytes as f64, s.time_us)).collect();
+    let (latency, slope) = fit_line(&points);
     if !(slope.is_finite() && slope > 0.0) {
         return Err(FitError::BadSamples {
             what: "a pinned link",
@@ -88,6 +94,63 @@ pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
     Ok(LinkParams {
         latency_us: latency,
         gb_per_s: 1.0 / slope / 1e3,
+    })
+}
+
+/// Fits shared memory's base and per-wavefront cycles on measured bank patterns.
+pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams, FitError> {
+    let what = "shared-memory bank costs";
+    let shape = SharedParams {
+        source,
+        banks: 32,
+        bank_bytes: 4,
+        base_cycles: 1.0,
+        wavefront_cycles: 0.0,
+        calibration_cases: Vec::new(),
+    };
+    let points: Vec<(f64, f64)> = samples
+        .iter()
+        .map(|s| {
+            (
+                f64::from(
+                    bank_access(
+                        &shape,
+                        &BankPoint {
+                            width: s.width,
+                            stride: s.stride,
+                        },
+                    )
+                    .wavefronts
+                        - 1,
+                ),
+                s.cycles,
+            )
+        })
+        .collect();
+    if points
+        .iter()
+        .map(|p| p.0 as u64)
+        .collect::<std::collections::BTreeSet<u64>>()
+        .len()
+        < 2
+    {
+        return Err(FitError::BadSamples {
+            what,
+            reason: "need patterns with at least two wavefront counts".into(),
+        });
+    }
+    if let Some(bad) = samples.iter().find(|s| !(s.cycles.is_finite() && s.cycles > 0.0)) {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!("{bad:?} is not a positive cycle count"),
+        });
+    }
+    let (base_cycles, wavefront_cycles) = fit_line(&points);
+    Ok(SharedParams {
+        base_cycles,
+        wavefront_cycles: wavefront_cycles.max(0.0),
+        calibration_cases: samples.iter().map(|s| (s.width, s.stride)).collect(),
+        ..shape
     })
 }
 
@@ -183,8 +246,51 @@ pub fn sm_params(compute_capability: &str, attributes: &SmAttributes) -> Result<
     })
 }
 
-/// Fits a whole profile to a calibration run.
-pub fn fit_profile(name: &str, calibration: &Calibration) -> Result<Profile, FitError> {
+/// Fits a profile to a calibration run. Parts the run did not measure (an empty sample list)
+/// are taken from `base`, so one part of an existing profile can be re-measured alone.
+pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>) -> Result<Profile, FitError> {
+    let d = &calibration.device;
+    let missing = |part: &'static str| FitError::BadSamples {
+        what: part,
+        reason: "not measured in this calibration, and no profile given to keep it from (--into)".into(),
+    };
+    let transfer = if calibration.h2d_pinned.is_empty() {
+        base.map(|b| b.transfer.clone())
+            .ok_or_else(|| missing("the transfer part"))?
+    } else {
+        fit_transfer(calibration)?
+    };
+    let shared = if calibration.shared.is_empty() {
+        base.and_then(|b| b.shared.clone())
+    } else {
+        Some(fit_shared(
+            &calibration.shared,
+            format!(
+                "memlab calibrate on {} ({}): median clock64 cycles per dependent shared load over 4-byte strides 1, 2, 4, 8, fitted by least absolute relative error; 32 banks of 4 bytes as the CUDA C++ Programming Guide gives for compute capability 5.0 and later",
+                d.name, calibration.date
+            ),
+        )?)
+    };
+    Ok(Profile {
+        name: name.to_string(),
+        description: format!(
+            "{} (driver {}, PCI {}), measured by memlab calibrate on {}",
+            d.name, d.driver_version, d.pci_bus_id, calibration.date
+        ),
+        device: ProfileDevice {
+            name: d.name.clone(),
+            compute_capability: d.compute_capability.clone(),
+            multiprocessors: d.multiprocessors,
+            memory_bytes: d.memory_bytes,
+            copy_engines: d.copy_engines,
+        },
+        transfer,
+        sm: sm_params(&d.compute_capability, &calibration.sm)?,
+        shared,
+    })
+}
+
+fn fit_transfer(calibration: &Calibration) -> Result<TransferParams, FitError> {
     let h2d_pinned = fit_link(&calibration.h2d_pinned)?;
     let d2h_pinned = fit_link(&calibration.d2h_pinned)?;
     let h2d_pageable = fit_staged(&h2d_pinned, Direction::HostToDevice, &calibration.h2d_pageable)?;
@@ -201,29 +307,17 @@ pub fn fit_profile(name: &str, calibration: &Calibration) -> Result<Profile, Fit
     calibration_bytes.sort_unstable();
     calibration_bytes.dedup();
     let d = &calibration.device;
-    Ok(Profile {
-        name: name.to_string(),
-        description: format!("{} (driver {}, PCI {}), measured by memlab calibrate on {}", d.name, d.driver_version, d.pci_bus_id, calibration.date),
-        device: ProfileDevice {
-            name: d.name.clone(),
-            compute_capability: d.compute_capability.clone(),
-            multiprocessors: d.multiprocessors,
-            memory_bytes: d.memory_bytes,
-            copy_engines: d.copy_engines,
-        },
-        transfer: TransferParams {
-            source: format!(
-                "memlab calibrate on {} ({}): medians of event-timed copies at calibration_bytes, fitted by least absolute relative error (pinned: iteratively reweighted least squares; pageable: grid over staging size and host bandwidth)",
-                d.name, calibration.date
-            ),
-            calibration_bytes,
-            kernel_launch_us: calibration.kernel_launch_us,
-            h2d_pinned,
-            d2h_pinned,
-            h2d_pageable,
-            d2h_pageable,
-        },
-        sm: sm_params(&d.compute_capability, &calibration.sm)?,
+    Ok(TransferParams {
+        source: format!(
+            "memlab calibrate on {} ({}): medians of event-timed copies at calibration_bytes, fitted by least absolute relative error (pinned: iteratively reweighted least squares; pageable: grid over staging size and host bandwidth)",
+            d.name, calibration.date
+        ),
+        calibration_bytes,
+        kernel_launch_us: calibration.kernel_launch_us,
+        h2d_pinned,
+        d2h_pinned,
+        h2d_pageable,
+        d2h_pageable,
     })
 }
 
@@ -272,6 +366,41 @@ mod tests {
         assert!(
             (fitted.gb_per_s - 55.0).abs() < 0.05 && (fitted.latency_us - 2.0).abs() < 0.01,
             "{fitted:?}"
+        );
+    }
+
+    #[test]
+    fn recovers_known_bank_costs_and_names_its_cases() {
+        let truth = |wavefronts: f64| 29.0 + 2.0 * (wavefronts - 1.0);
+        let samples: Vec<BankSample> = [(4, 1, 1.0), (4, 2, 2.0), (4, 4, 4.0), (4, 8, 8.0)]
+            .iter()
+            .map(|&(width, stride, w)| BankSample {
+                width,
+                stride,
+                cycles: truth(w),
+            })
+            .collect();
+        let fitted = fit_shared(&samples, "test".into()).unwrap();
+        assert!(
+            (fitted.base_cycles - 29.0).abs() < 1e-6 && (fitted.wavefront_cycles - 2.0).abs() < 1e-6,
+            "{fitted:?}"
+        );
+        assert_eq!(fitted.calibration_cases, vec![(4, 1), (4, 2), (4, 4), (4, 8)]);
+        let flat = [
+            BankSample {
+                width: 4,
+                stride: 1,
+                cycles: 30.0,
+            },
+            BankSample {
+                width: 4,
+                stride: 3,
+                cycles: 30.0,
+            },
+        ];
+        assert!(
+            fit_shared(&flat, "test".into()).is_err(),
+            "one wavefront count cannot fit a slope"
         );
     }
 

@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod banks;
 mod explain;
 mod fit;
 mod occupancy;
@@ -9,8 +10,9 @@ mod overlap;
 mod pcie;
 
 pub use backend::{SimBackend, SimError};
+pub use banks::{bank_access, bank_cycles, BankAccess};
 pub use explain::explain_occupancy;
-pub use fit::{fit_link, fit_profile, fit_staged, sm_params, FitError};
+pub use fit::{fit_link, fit_profile, fit_shared, fit_staged, sm_params, FitError};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
 pub use pcie::{copy_us, pageable_copy_us, pinned_copy_us};

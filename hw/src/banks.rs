@@ -1,0 +1,92 @@
+//! Shared-memory bank conflicts: cycles per dependent load, from clock64 on the GPU.
+
+use experiments::{BankPoint, BankSample, Metrics};
+
+use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
+use crate::error::{HwError, Result};
+use crate::timing::median;
+
+const SOURCE: &str = include_str!("../../kernels/banks.cu");
+/// Dependent loads per timed round; the kernel times the second of two rounds.
+const ITERATIONS: i32 = 4096;
+/// Launches per point; the first is a warm-up.
+const LAUNCHES: usize = 8;
+
+/// The compiled chase kernels, one per load width.
+pub(crate) struct BankProbe {
+    kernels: [(u32, Kernel); 3],
+}
+
+impl BankProbe {
+    pub(crate) fn load(gpu: &Gpu) -> Result<BankProbe> {
+        let module = gpu.compile("banks.cu", SOURCE)?;
+        Ok(BankProbe {
+            kernels: [
+                (4, module.kernel("chase4", 48 << 10)?),
+                (8, module.kernel("chase8", 48 << 10)?),
+                (16, module.kernel("chase16", 48 << 10)?),
+            ],
+        })
+    }
+
+    /// Median cycles per dependent load of one warp with this pattern.
+    pub(crate) fn measure(&self, gpu: &Gpu, point: &BankPoint) -> Result<f64> {
+        let kernel = &self
+            .kernels
+            .iter()
+            .find(|(w, _)| *w == point.width)
+            .ok_or_else(|| {
+                HwError::Unsupported(format!(
+                    "width = {}: the bank kernels load 4, 8 or 16 bytes",
+                    point.width
+                ))
+            })?
+            .1;
+        let shared_bytes = 32 * point.stride.max(1) * point.width;
+        let cycles = gpu.device_buffer(8)?;
+        let sink = gpu.device_buffer(32 * 4)?;
+        let stream = gpu.stream()?;
+        let config = LaunchConfig {
+            blocks: 1,
+            threads: 32,
+            shared_bytes,
+        };
+        let mut samples = Vec::with_capacity(LAUNCHES);
+        for launch in 0..LAUNCHES {
+            gpu.enqueue(|q| {
+                let args = [
+                    Arg::Device(&cycles),
+                    Arg::Device(&sink),
+                    Arg::I32(point.stride as i32),
+                    Arg::I32(ITERATIONS),
+                ];
+                q.launch(&stream, kernel, config, &args)
+            })?;
+            let mut raw = [0u8; 8];
+            gpu.download_range(&mut raw, &cycles, 0)?;
+            if launch > 0 {
+                samples.push(u64::from_le_bytes(raw) as f64 / f64::from(ITERATIONS));
+            }
+        }
+        Ok(median(&mut samples))
+    }
+
+    /// The calibration patterns, measured.
+    pub(crate) fn calibrate(&self, gpu: &Gpu, cases: &[(u32, u32)]) -> Result<Vec<BankSample>> {
+        cases
+            .iter()
+            .map(|&(width, stride)| {
+                Ok(BankSample {
+                    width,
+                    stride,
+                    cycles: self.measure(gpu, &BankPoint { width, stride })?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The metrics of a measured bank point.
+pub(crate) fn bank_metrics(cycles: f64) -> Metrics {
+    Metrics::from([("cycles".to_string(), cycles)])
+}
