@@ -53,7 +53,7 @@ enum Command {
     },
     /// Show, for one case, what the model decides and why (a teaching view).
     Explain {
-        /// What to explain: occupancy.
+        /// What to explain: occupancy or banks.
         #[arg(value_enum)]
         topic: Topic,
         /// The case, as name=value pairs (e.g. threads=256 registers=64 dynamic_shared="40 KiB").
@@ -92,6 +92,7 @@ enum Part {
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Topic {
     Occupancy,
+    Banks,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -255,6 +256,19 @@ fn explain(topic: Topic, params: &[String], profile: &str) -> Result<()> {
                 unreachable!("an occupancy point")
             };
             sim::explain_occupancy(&profile.sm, &profile.device.name, &kernel)
+        }
+        Topic::Banks => {
+            let point = experiments::point_from_args(Family::Banks, params).context("explain banks")?;
+            let Workload::Banks(access) = point.workload else {
+                unreachable!("a banks point")
+            };
+            let shared = profile.shared.as_ref().with_context(|| {
+                format!(
+                    "profile '{}' has no [shared] section (memlab calibrate --part shared --into FILE)",
+                    profile.name
+                )
+            })?;
+            sim::explain_banks(shared, &profile.device.name, &access)
         }
     };
     print!("{text}");

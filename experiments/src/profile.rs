@@ -243,11 +243,9 @@ impl Profile {
             }
         }
         if let Some(shared) = &self.shared {
-            if shared.banks == 0
-                || shared.bank_bytes == 0
-                || !(shared.base_cycles > 0.0)
-                || !(shared.wavefront_cycles >= 0.0)
-            {
+            // Written so that NaN fails too.
+            let physical = shared.base_cycles > 0.0 && shared.wavefront_cycles >= 0.0;
+            if shared.banks == 0 || shared.bank_bytes == 0 || !physical {
                 return Err(Error::Invalid(format!(
                     "{origin}: [shared] needs banks, bank_bytes and base_cycles > 0 and wavefront_cycles >= 0"
                 )));

@@ -64,10 +64,29 @@ pub fn bank_access(shared: &SharedParams, point: &BankPoint) -> BankAccess {
     }
 }
 
+/// Wavefronts of one warp-wide load, without building the lane map: the model's fast path.
+///
+/// With 32 banks and 32 lanes, lane `l` starts at word `l x stride x k` (`k` words per lane).
+/// For stride >= 1 the lanes' words never overlap, and the starts fall on the multiples of
+/// `g = gcd(stride x k, 32)`, each `g` times; since `k` divides `stride x k`, `k <= g`, so each
+/// bank that is hit holds exactly `g` distinct words. A broadcast (stride 0) is one pass.
+/// Other bank or warp counts fall back to counting.
+pub fn bank_wavefronts(shared: &SharedParams, point: &BankPoint) -> u32 {
+    if shared.banks != WARP || shared.bank_bytes != 4 {
+        return bank_access(shared, point).wavefronts;
+    }
+    if point.stride == 0 {
+        return 1;
+    }
+    let words_per_lane = (point.width / 4).max(1);
+    let span = point.stride * words_per_lane;
+    // gcd with a power of two: the lowest set bit, capped at 32.
+    1 << span.trailing_zeros().min(5)
+}
+
 /// Predicted cycles of one dependent load with this pattern.
 pub fn bank_cycles(shared: &SharedParams, point: &BankPoint) -> f64 {
-    let access = bank_access(shared, point);
-    shared.base_cycles + f64::from(access.wavefronts - 1) * shared.wavefront_cycles
+    shared.base_cycles + f64::from(bank_wavefronts(shared, point) - 1) * shared.wavefront_cycles
 }
 
 #[cfg(test)]
@@ -125,6 +144,12 @@ mod tests {
             let a = access(width, stride);
             prop_assert!((1..=32).contains(&a.conflict_degree));
             prop_assert!(a.wavefronts >= a.min_wavefronts && a.wavefronts <= 32);
+        }
+
+        #[test]
+        fn fast_path_agrees_with_counting(width in prop::sample::select(vec![4u32, 8, 16]), stride in 0u32..=4096) {
+            let point = BankPoint { width, stride };
+            prop_assert_eq!(bank_wavefronts(&shared(), &point), bank_access(&shared(), &point).wavefronts);
         }
 
         #[test]

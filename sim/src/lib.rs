@@ -10,8 +10,8 @@ mod overlap;
 mod pcie;
 
 pub use backend::{SimBackend, SimError};
-pub use banks::{bank_access, bank_cycles, BankAccess};
-pub use explain::explain_occupancy;
+pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};
+pub use explain::{explain_banks, explain_occupancy};
 pub use fit::{fit_link, fit_profile, fit_shared, fit_staged, sm_params, FitError};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
