@@ -87,6 +87,7 @@ enum Part {
     All,
     Transfer,
     Shared,
+    Global,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -287,8 +288,9 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
         .filter(|_| name == "calibrated")
         .unwrap_or(name);
     let parts = hw::Parts {
-        transfer: part != Part::Shared,
-        shared: part != Part::Transfer,
+        transfer: matches!(part, Part::All | Part::Transfer),
+        shared: matches!(part, Part::All | Part::Shared),
+        global: matches!(part, Part::All | Part::Global),
     };
     let progress = Progress::new(hw::calibration_steps(parts), "cases");
     let calibration = hw::measure_calibration(parts, seed, &|| progress.tick())?;
@@ -299,6 +301,12 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
     let profile = sim::fit_profile(name, &calibration, base.as_ref())?;
     experiments::write_atomically(out, profile.to_toml().as_bytes())?;
     println!("{}: {}", out.display(), profile.description);
+    if let Some(g) = &profile.global {
+        println!(
+            "  global: DRAM {:.0} GB/s in {} B fetches, L2 {:.0} GB/s",
+            g.dram_gb_per_s, g.dram_fetch_bytes, g.l2_gb_per_s
+        );
+    }
     if let Some(s) = &profile.shared {
         println!(
             "  shared: {:.2} cycles + {:.2} per extra wavefront",

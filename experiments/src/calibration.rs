@@ -35,6 +35,33 @@ pub struct Calibration {
     /// Dependent shared-memory loads at the calibration cases; empty when not measured.
     #[serde(default)]
     pub shared: Vec<BankSample>,
+    /// Global-memory reads at the calibration cases; empty when not measured.
+    #[serde(default)]
+    pub global: Vec<GlobalSample>,
+    /// L2 capacity, bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
+    #[serde(default)]
+    pub l2_bytes: u64,
+}
+
+/// One measured global read pattern (all lanes active, no offset).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GlobalSample {
+    /// Bytes per lane.
+    pub width: u32,
+    /// Elements between lanes.
+    pub stride: u32,
+    /// Array size, bytes.
+    pub bytes: u64,
+    /// Median kernel time, microseconds.
+    pub time_us: f64,
+}
+
+/// The global-memory cases calibration measures, as (width, stride, bytes): dense 4-byte
+/// reads of 1 GiB (DRAM bandwidth) and of 16 MiB (L2 bandwidth), and 4-byte reads at stride 32
+/// (one element per line, which tells DRAM's fetch size). Every other width, stride, offset
+/// and lane mask is left for validation.
+pub fn global_calibration_cases() -> Vec<(u32, u32, u64)> {
+    vec![(4, 1, 1 << 30), (4, 1, 16 << 20), (4, 32, 1 << 30)]
 }
 
 /// One measured shared-memory access pattern.

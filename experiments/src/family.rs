@@ -16,6 +16,8 @@ pub enum Family {
     Occupancy,
     /// One warp's shared-memory load: bank conflicts, broadcast, and what they cost.
     Banks,
+    /// Global-memory reads with a stride, offset and lane mask: sectors, lines and bandwidth.
+    Coalescing,
 }
 
 /// How a parameter's values are written and checked.
@@ -80,9 +82,27 @@ const BANK_PARAMS: &[ParamSpec] = &[
     spec("stride", ParamKind::Count { min: 0, max: 64 }, None),
 ];
 
+const COALESCING_PARAMS: &[ParamSpec] = &[
+    // Global loads come in 8-, 16-, 32-, 64- and 128-bit widths.
+    spec("width", ParamKind::OneOf(&[1, 2, 4, 8, 16]), Some("4")),
+    // Lane i reads element offset + i x stride; a stride of 0 would be a broadcast, not a sweep.
+    spec("stride", ParamKind::Count { min: 1, max: 64 }, None),
+    spec("offset", ParamKind::Count { min: 0, max: 31 }, Some("0")),
+    // Lanes 0 .. active_lanes - 1 read; the rest of the warp is masked off.
+    spec("active_lanes", ParamKind::Count { min: 1, max: 32 }, Some("32")),
+    // The array every warp of the grid reads through, once.
+    spec("bytes", ParamKind::Size, Some("1 GiB")),
+];
+
 impl Family {
     /// Every family, in the order `memlab list` shows them.
-    pub const ALL: [Family; 4] = [Family::Transfer, Family::Overlap, Family::Occupancy, Family::Banks];
+    pub const ALL: [Family; 5] = [
+        Family::Transfer,
+        Family::Overlap,
+        Family::Occupancy,
+        Family::Banks,
+        Family::Coalescing,
+    ];
 
     /// The name used in experiment files.
     pub fn name(self) -> &'static str {
@@ -91,6 +111,7 @@ impl Family {
             Family::Overlap => "overlap",
             Family::Occupancy => "occupancy",
             Family::Banks => "banks",
+            Family::Coalescing => "coalescing",
         }
     }
 
@@ -105,6 +126,7 @@ impl Family {
             Family::Overlap => OVERLAP_PARAMS,
             Family::Occupancy => OCCUPANCY_PARAMS,
             Family::Banks => BANK_PARAMS,
+            Family::Coalescing => COALESCING_PARAMS,
         }
     }
 
@@ -114,7 +136,7 @@ impl Family {
             Family::Transfer => "bytes",
             Family::Overlap => "streams",
             Family::Occupancy => "threads",
-            Family::Banks => "stride",
+            Family::Banks | Family::Coalescing => "stride",
         }
     }
 
@@ -125,6 +147,7 @@ impl Family {
             Family::Overlap => "speedup",
             Family::Occupancy => "blocks_per_sm",
             Family::Banks => "cycles",
+            Family::Coalescing => "gb_per_s",
         }
     }
 
@@ -169,6 +192,13 @@ impl Family {
             Family::Banks => Workload::Banks(BankPoint {
                 width: int("width") as u32,
                 stride: int("stride") as u32,
+            }),
+            Family::Coalescing => Workload::Coalescing(CoalescingPoint {
+                width: int("width") as u32,
+                stride: int("stride") as u32,
+                offset: int("offset") as u32,
+                active_lanes: int("active_lanes") as u32,
+                bytes: int("bytes") as u64,
             }),
         }
     }
@@ -252,6 +282,36 @@ pub struct BankPoint {
     pub stride: u32,
 }
 
+/// Global reads: lane `i < active_lanes` of every warp reads `width` bytes at element
+/// `warp x 32 x stride + offset + i x stride` of an array of `bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoalescingPoint {
+    /// Bytes per lane: 1, 2, 4, 8 or 16.
+    pub width: u32,
+    /// Elements between neighbouring lanes (>= 1).
+    pub stride: u32,
+    /// Elements every warp's accesses are shifted by (misalignment).
+    pub offset: u32,
+    /// Lanes that read.
+    pub active_lanes: u32,
+    /// The array read, bytes.
+    pub bytes: u64,
+}
+
+impl CoalescingPoint {
+    /// How many times the kernel reads through the array: enough for 1 GiB of requests, so
+    /// that an array small enough to stay in the L2 still takes long enough to time.
+    pub fn passes(&self) -> u32 {
+        ((1u64 << 30) / self.bytes.max(1)).clamp(1, 4096) as u32
+    }
+
+    /// Warps needed to read through the whole array once.
+    pub fn warps(&self) -> u64 {
+        let elements = self.bytes / u64::from(self.width);
+        elements.saturating_sub(u64::from(self.offset)) / (32 * u64::from(self.stride))
+    }
+}
+
 /// The typed work at one point: what a backend actually runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Workload {
@@ -263,6 +323,8 @@ pub enum Workload {
     Occupancy(OccupancyPoint),
     /// One shared-memory access pattern.
     Banks(BankPoint),
+    /// One global-memory read pattern.
+    Coalescing(CoalescingPoint),
 }
 
 /// The metrics of a transfer point, from its time: `time_us` and `gb_per_s` (10^9 bytes/s).
@@ -290,5 +352,16 @@ pub fn occupancy_metrics(blocks_per_sm: u32, threads: u32, warp_size: u32, max_w
         ("blocks_per_sm".to_string(), f64::from(blocks_per_sm)),
         ("warps_per_sm".to_string(), f64::from(warps)),
         ("occupancy".to_string(), f64::from(warps) / f64::from(max_warps_per_sm)),
+    ])
+}
+
+/// The metrics of a coalescing point from its time: `time_us` and `gb_per_s`, the useful
+/// bytes (what active lanes asked for) per second, 10^9 B/s.
+pub fn coalescing_metrics(time_us: f64, point: &CoalescingPoint) -> Metrics {
+    let useful =
+        point.warps() as f64 * f64::from(point.active_lanes) * f64::from(point.width) * f64::from(point.passes());
+    Metrics::from([
+        ("time_us".to_string(), time_us),
+        ("gb_per_s".to_string(), useful / time_us / 1e3),
     ])
 }

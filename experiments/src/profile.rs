@@ -24,6 +24,34 @@ pub struct Profile {
     /// memlab measured it (`memlab calibrate --part shared --into FILE` adds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared: Option<SharedParams>,
+    /// Global memory: sectors, lines, L2 and DRAM; absent until calibrated (`--part global`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global: Option<GlobalParams>,
+}
+
+/// Global memory as the coalescing model sees it: reads are served in `sector_bytes` sectors
+/// of `line_bytes` lines; the L2 holds `l2_bytes`; DRAM is read in `dram_fetch_bytes` pieces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlobalParams {
+    /// Where these numbers came from.
+    pub source: String,
+    /// Sector size, bytes (32 on every architecture since compute capability 5.0).
+    pub sector_bytes: u32,
+    /// Cache line size, bytes (128).
+    pub line_bytes: u32,
+    /// L2 capacity, bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
+    pub l2_bytes: u64,
+    /// Bytes DRAM delivers for each piece the L2 asks for (fitted: 32, 64 or 128).
+    pub dram_fetch_bytes: u32,
+    /// Sustained DRAM read bandwidth, 10^9 B/s.
+    pub dram_gb_per_s: f64,
+    /// Sustained L2 read bandwidth, 10^9 B/s.
+    pub l2_gb_per_s: f64,
+    /// Fixed cost of the read kernel's launch, microseconds.
+    pub launch_us: f64,
+    /// The (width, stride, bytes) cases calibration measured; reports exclude them.
+    pub calibration_cases: Vec<(u32, u32, u64)>,
 }
 
 /// Shared memory: `banks` banks of `bank_bytes` each; a warp access that needs `w` wavefronts

@@ -1,8 +1,10 @@
 use experiments::{
-    overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord, Record, Workload,
+    coalescing_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord,
+    Record, Workload,
 };
 
 use crate::banks::{bank_metrics, BankProbe};
+use crate::coalescing::ReadProbe;
 use crate::cuda::Gpu;
 use crate::error::{HwError, Result};
 use crate::occupancy::OccupancyProbe;
@@ -16,6 +18,7 @@ pub struct HwBackend {
     spin: Option<Spin>,
     occupancy: Option<OccupancyProbe>,
     banks: Option<BankProbe>,
+    reads: Option<ReadProbe>,
 }
 
 impl HwBackend {
@@ -29,6 +32,7 @@ impl HwBackend {
             spin: None,
             occupancy: None,
             banks: None,
+            reads: None,
         })
     }
 
@@ -54,6 +58,13 @@ impl HwBackend {
                     self.banks = Some(BankProbe::load(&self.gpu)?);
                 }
                 bank_metrics(self.banks.as_ref().expect("loaded above").measure(&self.gpu, point)?)
+            }
+            Workload::Coalescing(point) => {
+                if self.reads.is_none() {
+                    self.reads = Some(ReadProbe::load(&self.gpu)?);
+                }
+                let time_us = self.reads.as_mut().expect("loaded above").measure(&self.gpu, point)?;
+                coalescing_metrics(time_us, point)
             }
             Workload::Occupancy(point) => {
                 if self.occupancy.is_none() {

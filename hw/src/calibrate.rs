@@ -1,10 +1,12 @@
 //! `memlab calibrate`, measuring half: the samples a profile is fitted on.
 
 use experiments::{
-    bank_calibration_cases, calibration_sizes, Calibration, Direction, HostMemory, Sample, TransferPoint,
+    bank_calibration_cases, calibration_sizes, global_calibration_cases, Calibration, Direction, HostMemory, Sample,
+    TransferPoint,
 };
 
 use crate::banks::BankProbe;
+use crate::coalescing::{l2_bytes, ReadProbe};
 use crate::cuda::Gpu;
 use crate::error::Result;
 use crate::occupancy::sm_attributes;
@@ -18,6 +20,8 @@ pub struct Parts {
     pub transfer: bool,
     /// Dependent shared loads at the bank calibration cases.
     pub shared: bool,
+    /// Global reads at the global calibration cases.
+    pub global: bool,
 }
 
 /// Measures the requested parts; parts not requested come back as empty sample lists.
@@ -54,7 +58,16 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     } else {
         Vec::new()
     };
+    let global = if parts.global {
+        let samples = ReadProbe::load(&gpu)?.calibrate(&gpu, &global_calibration_cases())?;
+        samples.iter().for_each(|_| progress());
+        samples
+    } else {
+        Vec::new()
+    };
     Ok(Calibration {
+        global,
+        l2_bytes: l2_bytes(&gpu)?,
         sm: sm_attributes(&gpu)?,
         device,
         date: today(),

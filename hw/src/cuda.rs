@@ -152,6 +152,12 @@ impl Gpu {
         Ok(value)
     }
 
+    /// Sets every byte of `dst` to `byte` (synchronous).
+    pub(crate) fn fill(&self, dst: &DeviceBuffer, byte: u8) -> Result<()> {
+        // SAFETY: dst is a live allocation of dst.bytes bytes; the call is synchronous.
+        unsafe { result::memset_d8_sync(dst.ptr, byte, dst.bytes) }.map_err(HwError::cuda("cuMemsetD8"))
+    }
+
     /// Synchronous upload of a whole host slice into the start of `dst`.
     pub(crate) fn upload(&self, dst: &DeviceBuffer, src: &[u8]) -> Result<()> {
         check_fits("upload", src.len(), dst.bytes)?;

@@ -7,6 +7,7 @@
 mod backend;
 mod banks;
 mod calibrate;
+mod coalescing;
 mod cuda;
 mod error;
 mod occupancy;

@@ -37,6 +37,7 @@ impl<'a> SweepChart<'a> {
     pub(crate) fn new(experiment: &'a ExperimentAnalysis) -> SweepChart<'a> {
         let (x_scale, y_scale) = match experiment.family {
             Family::Transfer => (Scale::Bytes, Scale::Log),
+            Family::Coalescing => (Scale::Linear, Scale::Log),
             Family::Overlap | Family::Occupancy | Family::Banks => (Scale::Linear, Scale::Linear),
         };
         let x_name = experiment.x_param.as_str();

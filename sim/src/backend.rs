@@ -1,11 +1,12 @@
 use rayon::prelude::*;
 
 use experiments::{
-    occupancy_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, Family,
-    ParamValue, Params, PointRecord, Profile, Record, Workload,
+    coalescing_metrics, occupancy_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo,
+    Experiment, Family, ParamValue, Params, PointRecord, Profile, Record, Workload,
 };
 
 use crate::banks::{bank_access, bank_cycles};
+use crate::coalescing::{read_time_us, warp_footprint};
 use crate::occupancy::occupancy;
 use crate::overlap::{overlapped_us, serial_us};
 use crate::pcie::copy_us;
@@ -42,6 +43,15 @@ impl SimBackend {
                     ("conflict_degree".to_string(), f64::from(access.conflict_degree)),
                 ])
             }
+            Workload::Coalescing(point) => {
+                let global = self.global()?;
+                let footprint = warp_footprint(global, point);
+                let mut metrics = coalescing_metrics(read_time_us(global, point), point);
+                metrics.insert("sectors_per_warp".into(), f64::from(footprint.sectors));
+                metrics.insert("lines_per_warp".into(), f64::from(footprint.lines));
+                metrics.insert("efficiency".into(), footprint.efficiency);
+                metrics
+            }
             Workload::Occupancy(point) => {
                 let sm = &self.profile.sm;
                 let blocks = occupancy(sm, point).blocks_per_sm;
@@ -61,6 +71,15 @@ impl SimBackend {
         self.profile.shared.as_ref().ok_or_else(|| {
             SimError(format!(
                 "profile '{}' has no [shared] section; add one with memlab calibrate --part shared --into <profile.toml> on a GPU",
+                self.profile.name
+            ))
+        })
+    }
+
+    fn global(&self) -> Result<&experiments::GlobalParams, SimError> {
+        self.profile.global.as_ref().ok_or_else(|| {
+            SimError(format!(
+                "profile '{}' has no [global] section; add one with memlab calibrate --part global --into <profile.toml> on a GPU",
                 self.profile.name
             ))
         })
@@ -86,6 +105,21 @@ impl SimBackend {
                     Params::from([
                         ("width".to_string(), int(u64::from(*w))),
                         ("stride".to_string(), int(u64::from(*s))),
+                    ])
+                })
+                .collect(),
+            Family::Coalescing => self
+                .profile
+                .global
+                .iter()
+                .flat_map(|g| g.calibration_cases.iter())
+                .map(|(w, s, b)| {
+                    Params::from([
+                        ("width".to_string(), int(u64::from(*w))),
+                        ("stride".to_string(), int(u64::from(*s))),
+                        ("bytes".to_string(), int(*b)),
+                        ("offset".to_string(), int(0)),
+                        ("active_lanes".to_string(), int(32)),
                     ])
                 })
                 .collect(),

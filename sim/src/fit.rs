@@ -6,11 +6,12 @@
 //! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
 use experiments::{
-    BankPoint, BankSample, Calibration, Direction, LinkParams, Profile, ProfileDevice, Sample, SharedParams,
-    SmAttributes, SmParams, StagedParams, TransferParams,
+    BankPoint, BankSample, Calibration, CoalescingPoint, Direction, GlobalParams, GlobalSample, LinkParams, Profile,
+    ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, StagedParams, TransferParams,
 };
 
 use crate::banks::bank_access;
+use crate::coalescing::{pass_traffic, read_time_us};
 use crate::pcie::pageable_copy_us;
 
 /// Why a fit could not be made.
@@ -154,6 +155,74 @@ pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams
     })
 }
 
+/// Fits global memory: DRAM and L2 bandwidth from dense reads, and DRAM's fetch size (32, 64
+/// or 128 bytes) as the one that best predicts the sparse read.
+pub fn fit_global(
+    samples: &[GlobalSample],
+    l2_bytes: u64,
+    launch_us: f64,
+    source: String,
+) -> Result<GlobalParams, FitError> {
+    let what = "global-memory bandwidth";
+    if let Some(bad) = samples
+        .iter()
+        .find(|s| !(s.time_us.is_finite() && s.time_us > launch_us))
+    {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!("{bad:?} is not longer than the launch cost ({launch_us} us)"),
+        });
+    }
+    let as_point = |s: &GlobalSample| CoalescingPoint {
+        width: s.width,
+        stride: s.stride,
+        offset: 0,
+        active_lanes: 32,
+        bytes: s.bytes,
+    };
+    let shape = |fetch: u32| GlobalParams {
+        source: source.clone(),
+        sector_bytes: 32,
+        line_bytes: 128,
+        l2_bytes,
+        dram_fetch_bytes: fetch,
+        dram_gb_per_s: 1.0,
+        l2_gb_per_s: 1.0,
+        launch_us,
+        calibration_cases: samples.iter().map(|s| (s.width, s.stride, s.bytes)).collect(),
+    };
+    // Bandwidth that makes `sample` take its measured time, under `params`' traffic.
+    let bandwidth = |params: &GlobalParams, sample: &GlobalSample| {
+        let point = as_point(sample);
+        let (bytes, _) = pass_traffic(params, &point);
+        f64::from(point.passes()) * bytes / (sample.time_us - launch_us) / 1e3
+    };
+    let dense = |from_l2: bool| {
+        samples
+            .iter()
+            .find(|s| s.stride == 1 && (s.bytes <= l2_bytes / 2) == from_l2)
+            .ok_or_else(|| FitError::BadSamples {
+                what,
+                reason: format!("no dense read {} the L2", if from_l2 { "inside" } else { "beyond" }),
+            })
+    };
+    let (dram_sample, l2_sample) = (dense(false)?, dense(true)?);
+    let mut best: Option<(f64, GlobalParams)> = None;
+    for fetch in [32, 64, 128] {
+        let mut params = shape(fetch);
+        params.dram_gb_per_s = bandwidth(&params, dram_sample);
+        params.l2_gb_per_s = bandwidth(&params, l2_sample);
+        let error: f64 = samples
+            .iter()
+            .map(|s| ((read_time_us(&params, &as_point(s)) - s.time_us) / s.time_us).abs())
+            .sum();
+        if best.as_ref().is_none_or(|(e, _)| error < *e) {
+            best = Some((error, params));
+        }
+    }
+    Ok(best.expect("three candidates").1)
+}
+
 /// The `value` that minimises the sum of `weight * |value - x|`: a weighted median.
 fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
     pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -271,6 +340,19 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             ),
         )?)
     };
+    let global = if calibration.global.is_empty() {
+        base.and_then(|b| b.global.clone())
+    } else {
+        Some(fit_global(
+            &calibration.global,
+            calibration.l2_bytes,
+            transfer.kernel_launch_us,
+            format!(
+                "memlab calibrate on {} ({}): median event-timed reads at calibration_cases (dense 1 GiB: DRAM bandwidth; dense 16 MiB: L2 bandwidth; 4-byte stride 32: DRAM fetch size); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines as the CUDA C++ Best Practices Guide describes; L2 size from cuDeviceGetAttribute",
+                d.name, calibration.date
+            ),
+        )?)
+    };
     Ok(Profile {
         name: name.to_string(),
         description: format!(
@@ -287,6 +369,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         transfer,
         sm: sm_params(&d.compute_capability, &calibration.sm)?,
         shared,
+        global,
     })
 }
 

@@ -3,6 +3,7 @@
 
 mod backend;
 mod banks;
+mod coalescing;
 mod explain;
 mod fit;
 mod occupancy;
@@ -11,8 +12,9 @@ mod pcie;
 
 pub use backend::{SimBackend, SimError};
 pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};
+pub use coalescing::{pass_traffic, read_time_us, warp_footprint, WarpFootprint};
 pub use explain::{explain_banks, explain_occupancy};
-pub use fit::{fit_link, fit_profile, fit_shared, fit_staged, sm_params, FitError};
+pub use fit::{fit_global, fit_link, fit_profile, fit_shared, fit_staged, sm_params, FitError};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
 pub use pcie::{copy_us, pageable_copy_us, pinned_copy_us};

@@ -1,0 +1,112 @@
+//! Global-memory reads with a stride, offset and lane mask, timed with events.
+
+use cudarc::driver::sys::CUdevice_attribute;
+
+use experiments::{CoalescingPoint, GlobalSample};
+
+use crate::cuda::{Arg, DeviceBuffer, Gpu, Kernel, LaunchConfig};
+use crate::error::{HwError, Result};
+use crate::timing::{median_us, Repeats};
+
+const SOURCE: &str = include_str!("../../kernels/coalescing.cu");
+
+/// The read kernels, one per width, and the array they read (kept between points).
+pub(crate) struct ReadProbe {
+    kernels: Vec<(u32, Kernel)>,
+    config: LaunchConfig,
+    array: Option<DeviceBuffer>,
+    array_bytes: u64,
+    sink: DeviceBuffer,
+}
+
+impl ReadProbe {
+    pub(crate) fn load(gpu: &Gpu) -> Result<ReadProbe> {
+        let module = gpu.compile("coalescing.cu", SOURCE)?;
+        let kernels = [(1, "read1"), (2, "read2"), (4, "read4"), (8, "read8"), (16, "read16")]
+            .into_iter()
+            .map(|(width, name)| Ok((width, module.kernel(name, 0)?)))
+            .collect::<Result<_>>()?;
+        // Eight blocks of 256 threads per SM: 64 warps, every warp slot of a Hopper SM.
+        let sms = gpu.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let config = LaunchConfig {
+            blocks: sms * 8,
+            threads: 256,
+            shared_bytes: 0,
+        };
+        Ok(ReadProbe {
+            kernels,
+            config,
+            array: None,
+            array_bytes: 0,
+            sink: gpu.device_buffer(4)?,
+        })
+    }
+
+    /// Median time of the read kernel over this pattern, microseconds.
+    pub(crate) fn measure(&mut self, gpu: &Gpu, point: &CoalescingPoint) -> Result<f64> {
+        if self.array_bytes < point.bytes {
+            let bytes =
+                usize::try_from(point.bytes).map_err(|_| HwError::Unsupported(format!("{} B array", point.bytes)))?;
+            self.array = None;
+            let array = gpu.device_buffer(bytes)?;
+            // Never read zeros: a fixed non-zero byte everywhere.
+            gpu.fill(&array, 0xA5)?;
+            self.array = Some(array);
+            self.array_bytes = point.bytes;
+        }
+        let array = self.array.as_ref().expect("allocated above");
+        let kernel = &self
+            .kernels
+            .iter()
+            .find(|(w, _)| *w == point.width)
+            .ok_or_else(|| {
+                HwError::Unsupported(format!(
+                    "width = {}: the read kernels load 1, 2, 4, 8 or 16 bytes",
+                    point.width
+                ))
+            })?
+            .1;
+        let stream = gpu.stream()?;
+        let (start, end) = (gpu.event()?, gpu.event()?);
+        let args = [
+            Arg::Device(array),
+            Arg::U64(point.warps()),
+            Arg::I32(point.stride as i32),
+            Arg::I32(point.offset as i32),
+            Arg::I32(point.active_lanes as i32),
+            Arg::I32(point.passes() as i32),
+            Arg::Device(&self.sink),
+        ];
+        let timing = median_us(gpu, &stream, Repeats { warmup: 2, samples: 9 }, &start, &end, |q| {
+            q.launch(&stream, kernel, self.config, &args)
+        })?;
+        Ok(timing.median)
+    }
+
+    /// The calibration reads, measured.
+    pub(crate) fn calibrate(&mut self, gpu: &Gpu, cases: &[(u32, u32, u64)]) -> Result<Vec<GlobalSample>> {
+        cases
+            .iter()
+            .map(|&(width, stride, bytes)| {
+                let point = CoalescingPoint {
+                    width,
+                    stride,
+                    offset: 0,
+                    active_lanes: 32,
+                    bytes,
+                };
+                Ok(GlobalSample {
+                    width,
+                    stride,
+                    bytes,
+                    time_us: self.measure(gpu, &point)?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The L2's size, bytes.
+pub(crate) fn l2_bytes(gpu: &Gpu) -> Result<u64> {
+    Ok(gpu.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64)
+}
