@@ -88,6 +88,7 @@ enum Part {
     Transfer,
     Shared,
     Global,
+    Latency,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -291,6 +292,7 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
         transfer: matches!(part, Part::All | Part::Transfer),
         shared: matches!(part, Part::All | Part::Shared),
         global: matches!(part, Part::All | Part::Global),
+        latency: matches!(part, Part::All | Part::Latency),
     };
     let progress = Progress::new(hw::calibration_steps(parts), "cases");
     let calibration = hw::measure_calibration(parts, seed, &|| progress.tick())?;
@@ -301,6 +303,12 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
     let profile = sim::fit_profile(name, &calibration, base.as_ref())?;
     experiments::write_atomically(out, profile.to_toml().as_bytes())?;
     println!("{}: {}", out.display(), profile.description);
+    if let Some(l) = &profile.latency {
+        println!(
+            "  latency: L1 {:.0}, L2 {:.0}, DRAM {:.0} cycles per dependent load",
+            l.l1_cycles, l.l2_cycles, l.dram_cycles
+        );
+    }
     if let Some(g) = &profile.global {
         println!(
             "  global: DRAM {:.0} GB/s in {} B fetches, L2 {:.0} GB/s",

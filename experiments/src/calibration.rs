@@ -41,6 +41,25 @@ pub struct Calibration {
     /// L2 capacity, bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
     #[serde(default)]
     pub l2_bytes: u64,
+    /// Pointer chases at the latency calibration footprints; empty when not measured.
+    #[serde(default)]
+    pub latency: Vec<LatencySample>,
+}
+
+/// One measured pointer-chase footprint.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencySample {
+    /// Footprint, bytes.
+    pub bytes: u64,
+    /// Median cycles per dependent load.
+    pub cycles: f64,
+}
+
+/// The footprints calibration chases: 12 KiB (well inside the L1), 6 MiB (inside the L2, far
+/// beyond the L1) and 768 MiB (far beyond the L2). None is a power of two, so none is a point
+/// of the latency ladder, which the model predicts between and around them.
+pub fn latency_calibration_bytes() -> Vec<u64> {
+    vec![12 << 10, 6 << 20, 768 << 20]
 }
 
 /// One measured global read pattern (all lanes active, no offset).

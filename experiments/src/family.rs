@@ -18,6 +18,8 @@ pub enum Family {
     Banks,
     /// Global-memory reads with a stride, offset and lane mask: sectors, lines and bandwidth.
     Coalescing,
+    /// One thread chasing pointers through a footprint: the L1, L2 and DRAM latency ladder.
+    Latency,
 }
 
 /// How a parameter's values are written and checked.
@@ -82,6 +84,11 @@ const BANK_PARAMS: &[ParamSpec] = &[
     spec("stride", ParamKind::Count { min: 0, max: 64 }, None),
 ];
 
+const LATENCY_PARAMS: &[ParamSpec] = &[
+    // The chase visits one node per 128-byte line of this many bytes, in a random cycle.
+    spec("bytes", ParamKind::Size, None),
+];
+
 const COALESCING_PARAMS: &[ParamSpec] = &[
     // Global loads come in 8-, 16-, 32-, 64- and 128-bit widths.
     spec("width", ParamKind::OneOf(&[1, 2, 4, 8, 16]), Some("4")),
@@ -112,6 +119,7 @@ impl Family {
             Family::Occupancy => "occupancy",
             Family::Banks => "banks",
             Family::Coalescing => "coalescing",
+            Family::Latency => "latency",
         }
     }
 
@@ -127,6 +135,7 @@ impl Family {
             Family::Occupancy => OCCUPANCY_PARAMS,
             Family::Banks => BANK_PARAMS,
             Family::Coalescing => COALESCING_PARAMS,
+            Family::Latency => LATENCY_PARAMS,
         }
     }
 
@@ -137,6 +146,7 @@ impl Family {
             Family::Overlap => "streams",
             Family::Occupancy => "threads",
             Family::Banks | Family::Coalescing => "stride",
+            Family::Latency => "bytes",
         }
     }
 
@@ -148,6 +158,7 @@ impl Family {
             Family::Occupancy => "blocks_per_sm",
             Family::Banks => "cycles",
             Family::Coalescing => "gb_per_s",
+            Family::Latency => "cycles",
         }
     }
 
@@ -198,6 +209,9 @@ impl Family {
                 stride: int("stride") as u32,
                 offset: int("offset") as u32,
                 active_lanes: int("active_lanes") as u32,
+                bytes: int("bytes") as u64,
+            }),
+            Family::Latency => Workload::Latency(LatencyPoint {
                 bytes: int("bytes") as u64,
             }),
         }
@@ -312,6 +326,23 @@ impl CoalescingPoint {
     }
 }
 
+/// A pointer chase through `bytes`: one node per 128-byte line, visited in a random cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencyPoint {
+    /// Footprint, bytes.
+    pub bytes: u64,
+}
+
+impl LatencyPoint {
+    /// Bytes between nodes: one cache line, so no two nodes share a line.
+    pub const NODE_BYTES: u64 = 128;
+
+    /// Nodes in the cycle (at least 2).
+    pub fn nodes(&self) -> u64 {
+        (self.bytes / Self::NODE_BYTES).max(2)
+    }
+}
+
 /// The typed work at one point: what a backend actually runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Workload {
@@ -325,6 +356,8 @@ pub enum Workload {
     Banks(BankPoint),
     /// One global-memory read pattern.
     Coalescing(CoalescingPoint),
+    /// One pointer-chase footprint.
+    Latency(LatencyPoint),
 }
 
 /// The metrics of a transfer point, from its time: `time_us` and `gb_per_s` (10^9 bytes/s).

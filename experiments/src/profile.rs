@@ -27,6 +27,30 @@ pub struct Profile {
     /// Global memory: sectors, lines, L2 and DRAM; absent until calibrated (`--part global`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global: Option<GlobalParams>,
+    /// Load-to-use latency of each level; absent until calibrated (`--part latency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyParams>,
+}
+
+/// The latency ladder: cycles of one dependent load served by each level, and the capacities
+/// that decide which level serves a random chase through a footprint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyParams {
+    /// Where these numbers came from.
+    pub source: String,
+    /// L1 data cache capacity a kernel without shared memory gets, bytes.
+    pub l1_bytes: u64,
+    /// L2 capacity, bytes.
+    pub l2_bytes: u64,
+    /// Cycles of a load that hits the L1.
+    pub l1_cycles: f64,
+    /// Cycles of a load that misses the L1 and hits the L2 (near and far halves averaged).
+    pub l2_cycles: f64,
+    /// Cycles of a load served by DRAM.
+    pub dram_cycles: f64,
+    /// The footprints calibration measured; reports exclude them.
+    pub calibration_bytes: Vec<u64>,
 }
 
 /// Global memory as the coalescing model sees it: reads are served in `sector_bytes` sectors

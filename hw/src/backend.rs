@@ -7,6 +7,7 @@ use crate::banks::{bank_metrics, BankProbe};
 use crate::coalescing::ReadProbe;
 use crate::cuda::Gpu;
 use crate::error::{HwError, Result};
+use crate::latency::ChaseProbe;
 use crate::occupancy::OccupancyProbe;
 use crate::overlap::{measure_overlap, Spin};
 use crate::transfer::measure_copy;
@@ -19,6 +20,7 @@ pub struct HwBackend {
     occupancy: Option<OccupancyProbe>,
     banks: Option<BankProbe>,
     reads: Option<ReadProbe>,
+    chase: Option<ChaseProbe>,
 }
 
 impl HwBackend {
@@ -33,6 +35,7 @@ impl HwBackend {
             occupancy: None,
             banks: None,
             reads: None,
+            chase: None,
         })
     }
 
@@ -65,6 +68,17 @@ impl HwBackend {
                 }
                 let time_us = self.reads.as_mut().expect("loaded above").measure(&self.gpu, point)?;
                 coalescing_metrics(time_us, point)
+            }
+            Workload::Latency(point) => {
+                if self.chase.is_none() {
+                    self.chase = Some(ChaseProbe::load(&self.gpu)?);
+                }
+                let cycles = self
+                    .chase
+                    .as_ref()
+                    .expect("loaded above")
+                    .measure(&self.gpu, point, seed)?;
+                experiments::Metrics::from([("cycles".to_string(), cycles)])
             }
             Workload::Occupancy(point) => {
                 if self.occupancy.is_none() {

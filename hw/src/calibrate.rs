@@ -1,14 +1,15 @@
 //! `memlab calibrate`, measuring half: the samples a profile is fitted on.
 
 use experiments::{
-    bank_calibration_cases, calibration_sizes, global_calibration_cases, Calibration, Direction, HostMemory, Sample,
-    TransferPoint,
+    bank_calibration_cases, calibration_sizes, global_calibration_cases, latency_calibration_bytes, Calibration,
+    Direction, HostMemory, Sample, TransferPoint,
 };
 
 use crate::banks::BankProbe;
 use crate::coalescing::{l2_bytes, ReadProbe};
 use crate::cuda::Gpu;
 use crate::error::Result;
+use crate::latency::ChaseProbe;
 use crate::occupancy::sm_attributes;
 use crate::overlap::Spin;
 use crate::transfer::measure_copy;
@@ -22,6 +23,8 @@ pub struct Parts {
     pub shared: bool,
     /// Global reads at the global calibration cases.
     pub global: bool,
+    /// Pointer chases at the latency calibration footprints.
+    pub latency: bool,
 }
 
 /// Measures the requested parts; parts not requested come back as empty sample lists.
@@ -65,7 +68,15 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     } else {
         Vec::new()
     };
+    let latency = if parts.latency {
+        let samples = ChaseProbe::load(&gpu)?.calibrate(&gpu, &latency_calibration_bytes(), seed)?;
+        samples.iter().for_each(|_| progress());
+        samples
+    } else {
+        Vec::new()
+    };
     Ok(Calibration {
+        latency,
         global,
         l2_bytes: l2_bytes(&gpu)?,
         sm: sm_attributes(&gpu)?,

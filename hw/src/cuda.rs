@@ -350,6 +350,19 @@ impl Kernel {
             .map_err(HwError::cuda("cuFuncGetAttribute"))
     }
 
+    /// Asks for the largest L1 (smallest shared-memory carveout) when this kernel runs.
+    pub(crate) fn prefer_l1(&self) -> Result<()> {
+        // SAFETY: the function handle is valid while the module (kept by CudaFunction) lives.
+        unsafe {
+            result::function::set_function_attribute(
+                self.function.cu_function(),
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                0,
+            )
+        }
+        .map_err(HwError::cuda("cuFuncSetAttribute"))
+    }
+
     /// CUDA's own answer: resident blocks per SM at this block size and dynamic shared memory.
     pub(crate) fn max_active_blocks(&self, threads: u32, dynamic_shared: u32) -> Result<u32> {
         // SAFETY: as above; the call only reads the function's attributes.

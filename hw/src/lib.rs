@@ -10,6 +10,7 @@ mod calibrate;
 mod coalescing;
 mod cuda;
 mod error;
+mod latency;
 mod occupancy;
 mod overlap;
 mod timing;

@@ -37,6 +37,7 @@ impl<'a> SweepChart<'a> {
     pub(crate) fn new(experiment: &'a ExperimentAnalysis) -> SweepChart<'a> {
         let (x_scale, y_scale) = match experiment.family {
             Family::Transfer => (Scale::Bytes, Scale::Log),
+            Family::Latency => (Scale::Bytes, Scale::Linear),
             Family::Coalescing => (Scale::Linear, Scale::Log),
             Family::Overlap | Family::Occupancy | Family::Banks => (Scale::Linear, Scale::Linear),
         };

@@ -7,6 +7,7 @@ use experiments::{
 
 use crate::banks::{bank_access, bank_cycles};
 use crate::coalescing::{read_time_us, warp_footprint};
+use crate::latency::chase_cycles;
 use crate::occupancy::occupancy;
 use crate::overlap::{overlapped_us, serial_us};
 use crate::pcie::copy_us;
@@ -51,6 +52,15 @@ impl SimBackend {
                 metrics.insert("lines_per_warp".into(), f64::from(footprint.lines));
                 metrics.insert("efficiency".into(), footprint.efficiency);
                 metrics
+            }
+            Workload::Latency(point) => {
+                let params = self.profile.latency.as_ref().ok_or_else(|| {
+                    SimError(format!(
+                        "profile '{}' has no [latency] section; add one with memlab calibrate --part latency --into <profile.toml> on a GPU",
+                        self.profile.name
+                    ))
+                })?;
+                experiments::Metrics::from([("cycles".to_string(), chase_cycles(params, point))])
             }
             Workload::Occupancy(point) => {
                 let sm = &self.profile.sm;
@@ -122,6 +132,13 @@ impl SimBackend {
                         ("active_lanes".to_string(), int(32)),
                     ])
                 })
+                .collect(),
+            Family::Latency => self
+                .profile
+                .latency
+                .iter()
+                .flat_map(|l| l.calibration_bytes.iter())
+                .map(|b| Params::from([("bytes".to_string(), int(*b))]))
                 .collect(),
             Family::Overlap | Family::Occupancy => Vec::new(),
         }

@@ -6,12 +6,14 @@
 //! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
 use experiments::{
-    BankPoint, BankSample, Calibration, CoalescingPoint, Direction, GlobalParams, GlobalSample, LinkParams, Profile,
-    ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, StagedParams, TransferParams,
+    BankPoint, BankSample, Calibration, CoalescingPoint, Direction, GlobalParams, GlobalSample, LatencyParams,
+    LatencySample, LinkParams, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, StagedParams,
+    TransferParams,
 };
 
 use crate::banks::bank_access;
 use crate::coalescing::{pass_traffic, read_time_us};
+use crate::latency::level_shares;
 use crate::pcie::pageable_copy_us;
 
 /// Why a fit could not be made.
@@ -223,6 +225,55 @@ pub fn fit_global(
     Ok(best.expect("three candidates").1)
 }
 
+/// Fits the latency ladder: each calibration footprint, smallest first, fixes the latency of
+/// the level that serves most of it, given the levels already fixed.
+pub fn fit_latency(
+    samples: &[LatencySample],
+    l1_bytes: u64,
+    l2_bytes: u64,
+    source: String,
+) -> Result<LatencyParams, FitError> {
+    let what = "the latency ladder";
+    let mut sorted = samples.to_vec();
+    sorted.sort_by_key(|s| s.bytes);
+    if sorted.len() != 3 || sorted.iter().any(|s| !(s.cycles.is_finite() && s.cycles > 0.0)) {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!("need three positive samples (L1, L2, DRAM footprints), got {sorted:?}"),
+        });
+    }
+    let mut params = LatencyParams {
+        source,
+        l1_bytes,
+        l2_bytes,
+        l1_cycles: 0.0,
+        l2_cycles: 0.0,
+        dram_cycles: 0.0,
+        calibration_bytes: sorted.iter().map(|s| s.bytes).collect(),
+    };
+    for (level, sample) in sorted.iter().enumerate() {
+        let shares = level_shares(&params, sample.bytes);
+        if shares[level] < 0.5 {
+            return Err(FitError::BadSamples {
+                what,
+                reason: format!(
+                    "the {} B footprint is not served mostly by level {level} (share {:.2})",
+                    sample.bytes, shares[level]
+                ),
+            });
+        }
+        let known = [params.l1_cycles, params.l2_cycles, params.dram_cycles];
+        let others: f64 = (0..level).map(|l| shares[l] * known[l]).sum();
+        let cycles = (sample.cycles - others) / shares[level];
+        match level {
+            0 => params.l1_cycles = cycles,
+            1 => params.l2_cycles = cycles,
+            _ => params.dram_cycles = cycles,
+        }
+    }
+    Ok(params)
+}
+
 /// The `value` that minimises the sum of `weight * |value - x|`: a weighted median.
 fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
     pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -353,6 +404,23 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             ),
         )?)
     };
+    let latency = if calibration.latency.is_empty() {
+        base.and_then(|b| b.latency.clone())
+    } else {
+        // The L1 a kernel without shared memory gets: the SM's unified L1/shared array (256 KiB
+        // on compute capability 8.0 and 9.0, per NVIDIA's A100 and H100 whitepapers) less the
+        // smallest shared-memory carveout that holds the driver's reserved bytes (8 KiB).
+        let l1_bytes = (256 << 10) - (8 << 10);
+        Some(fit_latency(
+            &calibration.latency,
+            l1_bytes,
+            calibration.l2_bytes,
+            format!(
+                "memlab calibrate on {} ({}): median clock64 cycles per load of a one-thread random pointer chase at calibration_bytes; L1 248 KiB (256 KiB unified L1/shared per SM, H100 whitepaper, less an 8 KiB carveout); L2 size from cuDeviceGetAttribute",
+                d.name, calibration.date
+            ),
+        )?)
+    };
     Ok(Profile {
         name: name.to_string(),
         description: format!(
@@ -370,6 +438,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         sm: sm_params(&d.compute_capability, &calibration.sm)?,
         shared,
         global,
+        latency,
     })
 }
 
@@ -485,6 +554,34 @@ mod tests {
             fit_shared(&flat, "test".into()).is_err(),
             "one wavefront count cannot fit a slope"
         );
+    }
+
+    #[test]
+    fn recovers_a_known_latency_ladder() {
+        let truth = LatencyParams {
+            source: "t".into(),
+            l1_bytes: 248 << 10,
+            l2_bytes: 50 << 20,
+            l1_cycles: 38.0,
+            l2_cycles: 270.0,
+            dram_cycles: 650.0,
+            calibration_bytes: vec![],
+        };
+        let samples: Vec<LatencySample> = experiments::latency_calibration_bytes()
+            .into_iter()
+            .map(|bytes| LatencySample {
+                bytes,
+                cycles: crate::latency::chase_cycles(&truth, &experiments::LatencyPoint { bytes }),
+            })
+            .collect();
+        let fitted = fit_latency(&samples, truth.l1_bytes, truth.l2_bytes, "t".into()).unwrap();
+        for (got, want) in [
+            (fitted.l1_cycles, 38.0),
+            (fitted.l2_cycles, 270.0),
+            (fitted.dram_cycles, 650.0),
+        ] {
+            assert!((got - want).abs() < 1e-9, "{fitted:?}");
+        }
     }
 
     #[test]

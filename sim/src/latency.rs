@@ -1,0 +1,66 @@
+//! The latency ladder: one thread chasing a random cycle of pointers through a footprint.
+//!
+//! With random access, a cache that holds `C` of a footprint's `F` bytes serves about `C / F`
+//! of the loads (every line is equally likely to be the one kept). So a chase through `F`
+//! takes, per load, the L1 latency for the share the L1 holds, the L2 latency for the further
+//! share the L2 holds, and DRAM latency for the rest.
+
+use experiments::{LatencyParams, LatencyPoint};
+
+/// Shares of loads served by the L1, the L2 and DRAM for a random chase through `bytes`.
+pub fn level_shares(params: &LatencyParams, bytes: u64) -> [f64; 3] {
+    let footprint = bytes.max(1) as f64;
+    let l1 = (params.l1_bytes as f64 / footprint).min(1.0);
+    let l2 = (params.l2_bytes as f64 / footprint).min(1.0).max(l1) - l1;
+    [l1, l2, 1.0 - l1 - l2]
+}
+
+/// Predicted cycles per dependent load.
+pub fn chase_cycles(params: &LatencyParams, point: &LatencyPoint) -> f64 {
+    let [l1, l2, dram] = level_shares(params, point.bytes);
+    l1 * params.l1_cycles + l2 * params.l2_cycles + dram * params.dram_cycles
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn params() -> LatencyParams {
+        LatencyParams {
+            source: "test".into(),
+            l1_bytes: 256 << 10,
+            l2_bytes: 50 << 20,
+            l1_cycles: 35.0,
+            l2_cycles: 260.0,
+            dram_cycles: 600.0,
+            calibration_bytes: vec![],
+        }
+    }
+
+    #[test]
+    fn plateaus() {
+        let p = params();
+        assert_eq!(chase_cycles(&p, &LatencyPoint { bytes: 16 << 10 }), 35.0);
+        let in_l2 = chase_cycles(&p, &LatencyPoint { bytes: 16 << 20 });
+        assert!((in_l2 - (35.0 / 64.0 + 260.0 * 63.0 / 64.0)).abs() < 1e-9);
+        let huge = chase_cycles(&p, &LatencyPoint { bytes: 1 << 40 });
+        assert!((huge - 600.0).abs() < 1.0);
+    }
+
+    proptest! {
+        #[test]
+        fn latency_never_falls_as_the_footprint_grows(bytes in 1u64..(1 << 34), extra in 1u64..(1 << 30)) {
+            let p = params();
+            let smaller = chase_cycles(&p, &LatencyPoint { bytes });
+            let larger = chase_cycles(&p, &LatencyPoint { bytes: bytes + extra });
+            prop_assert!(larger >= smaller - 1e-9, "{} B: {}, {} B: {}", bytes, smaller, bytes + extra, larger);
+        }
+
+        #[test]
+        fn shares_sum_to_one(bytes in 1u64..(1 << 40)) {
+            let s = level_shares(&params(), bytes);
+            prop_assert!((s.iter().sum::<f64>() - 1.0).abs() < 1e-12 && s.iter().all(|x| *x >= 0.0));
+        }
+    }
+}
