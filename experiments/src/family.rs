@@ -103,12 +103,13 @@ const COALESCING_PARAMS: &[ParamSpec] = &[
 
 impl Family {
     /// Every family, in the order `memlab list` shows them.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 6] = [
         Family::Transfer,
         Family::Overlap,
         Family::Occupancy,
         Family::Banks,
         Family::Coalescing,
+        Family::Latency,
     ];
 
     /// The name used in experiment files.
