@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use experiments::{BankPoint, Profile};
+use experiments::{BankPoint, CoalescingPoint, Profile};
 
 /// 1024 bank patterns cycling through every width and stride 0..64 the suite uses.
 fn bank_points() -> Vec<BankPoint> {
@@ -39,5 +39,37 @@ fn banks(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(models, banks);
+/// 1024 read patterns over every width, strides 1..64, offsets and lane masks.
+fn coalescing_points() -> Vec<CoalescingPoint> {
+    (0..1024u32)
+        .map(|i| CoalescingPoint {
+            width: [1, 2, 4, 8, 16][(i % 5) as usize],
+            stride: 1 + (i * 7) % 64,
+            offset: i % 3,
+            active_lanes: 32 - (i % 4) * 8,
+            bytes: 1 << 30,
+        })
+        .collect()
+}
+
+fn coalescing(c: &mut Criterion) {
+    let global = Profile::find("h100")
+        .expect("built-in profile")
+        .global
+        .expect("h100 has [global]");
+    let points = coalescing_points();
+    let mut group = c.benchmark_group("coalescing");
+    group.throughput(Throughput::Elements(points.len() as u64));
+    group.bench_function("sectors per warp access", |b| {
+        b.iter(|| {
+            points
+                .iter()
+                .map(|p| sim::warp_footprint(&global, black_box(p)).sectors)
+                .sum::<u32>()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(models, banks, coalescing);
 criterion_main!(models);

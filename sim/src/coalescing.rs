@@ -45,10 +45,23 @@ fn distinct_pieces(point: &CoalescingPoint, first: u64, count: u64, unit: u64) -
     pieces
 }
 
+/// Distinct `unit`-byte pieces one warp touches, in closed form: lane addresses rise by
+/// `d = stride x width`, so with `d >= unit` every lane has a piece of its own, and otherwise
+/// the lanes cover every piece from the first lane's to the last's.
+fn pieces_in_warp(point: &CoalescingPoint, unit: u64) -> u64 {
+    let step = u64::from(point.stride) * u64::from(point.width);
+    if step >= unit {
+        return u64::from(point.active_lanes);
+    }
+    let first = lane_address(point, 0, 0) / unit;
+    let last = lane_address(point, 0, point.active_lanes - 1) / unit;
+    last - first + 1
+}
+
 /// Sectors, lines and efficiency of one warp's read (warp 0; every warp is the same shape).
 pub fn warp_footprint(global: &GlobalParams, point: &CoalescingPoint) -> WarpFootprint {
-    let sectors = distinct_pieces(point, 0, 1, u64::from(global.sector_bytes)) as u32;
-    let lines = distinct_pieces(point, 0, 1, u64::from(global.line_bytes)) as u32;
+    let sectors = pieces_in_warp(point, u64::from(global.sector_bytes)) as u32;
+    let lines = pieces_in_warp(point, u64::from(global.line_bytes)) as u32;
     let useful_bytes = point.active_lanes * point.width;
     WarpFootprint {
         sectors,
@@ -161,6 +174,13 @@ mod tests {
             let f = warp_footprint(&global(32), &point(width, stride, offset, active));
             prop_assert!(f.efficiency > 0.0 && f.efficiency <= 1.0, "{f:?}");
             prop_assert!(f.lines <= f.sectors && f.sectors <= active);
+        }
+
+        #[test]
+        fn closed_form_matches_counting_lane_by_lane(width in prop::sample::select(vec![1u32, 2, 4, 8, 16]), stride in 1u32..=64,
+                                                     offset in 0u32..32, active in 1u32..=32, unit in prop::sample::select(vec![32u64, 64, 128])) {
+            let p = point(width, stride, offset, active);
+            prop_assert_eq!(pieces_in_warp(&p, unit), distinct_pieces(&p, 0, 1, unit));
         }
 
         #[test]
