@@ -2,8 +2,8 @@
 
 use experiments::{BankPoint, BankSample, Metrics};
 
-use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
-use crate::error::{HwError, Result};
+use crate::cuda::{kernel_for_width, Arg, Gpu, Kernel, LaunchConfig};
+use crate::error::Result;
 use crate::timing::median;
 
 const SOURCE: &str = include_str!("../../kernels/banks.cu");
@@ -14,14 +14,14 @@ const LAUNCHES: usize = 8;
 
 /// The compiled chase kernels, one per load width.
 pub(crate) struct BankProbe {
-    kernels: [(u32, Kernel); 3],
+    kernels: Vec<(u32, Kernel)>,
 }
 
 impl BankProbe {
     pub(crate) fn load(gpu: &Gpu) -> Result<BankProbe> {
         let module = gpu.compile("banks.cu", SOURCE)?;
         Ok(BankProbe {
-            kernels: [
+            kernels: vec![
                 (4, module.kernel("chase4", 48 << 10)?),
                 (8, module.kernel("chase8", 48 << 10)?),
                 (16, module.kernel("chase16", 48 << 10)?),
@@ -31,17 +31,7 @@ impl BankProbe {
 
     /// Median cycles per dependent load of one warp with this pattern.
     pub(crate) fn measure(&self, gpu: &Gpu, point: &BankPoint) -> Result<f64> {
-        let kernel = &self
-            .kernels
-            .iter()
-            .find(|(w, _)| *w == point.width)
-            .ok_or_else(|| {
-                HwError::Unsupported(format!(
-                    "width = {}: the bank kernels load 4, 8 or 16 bytes",
-                    point.width
-                ))
-            })?
-            .1;
+        let kernel = kernel_for_width(&self.kernels, point.width, "banks.cu")?;
         let shared_bytes = 32 * point.stride.max(1) * point.width;
         let cycles = gpu.device_buffer(8)?;
         let sink = gpu.device_buffer(32 * 4)?;

@@ -54,27 +54,15 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     } else {
         0.0
     };
-    let shared = if parts.shared {
-        let samples = BankProbe::load(&gpu)?.calibrate(&gpu, &bank_calibration_cases())?;
-        samples.iter().for_each(|_| progress());
-        samples
-    } else {
-        Vec::new()
-    };
-    let global = if parts.global {
-        let samples = ReadProbe::load(&gpu)?.calibrate(&gpu, &global_calibration_cases())?;
-        samples.iter().for_each(|_| progress());
-        samples
-    } else {
-        Vec::new()
-    };
-    let latency = if parts.latency {
-        let samples = ChaseProbe::load(&gpu)?.calibrate(&gpu, &latency_calibration_bytes(), seed)?;
-        samples.iter().for_each(|_| progress());
-        samples
-    } else {
-        Vec::new()
-    };
+    let shared = measured_part(parts.shared, progress, || {
+        BankProbe::load(&gpu)?.calibrate(&gpu, &bank_calibration_cases())
+    })?;
+    let global = measured_part(parts.global, progress, || {
+        ReadProbe::load(&gpu)?.calibrate(&gpu, &global_calibration_cases())
+    })?;
+    let latency = measured_part(parts.latency, progress, || {
+        ChaseProbe::load(&gpu)?.calibrate(&gpu, &latency_calibration_bytes(), seed)
+    })?;
     Ok(Calibration {
         latency,
         global,
@@ -89,6 +77,13 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
         kernel_launch_us,
         shared,
     })
+}
+
+/// The samples of one part when it was asked for, else none; each sample ticks `progress`.
+fn measured_part<T>(asked: bool, progress: &dyn Fn(), measure: impl FnOnce() -> Result<Vec<T>>) -> Result<Vec<T>> {
+    let samples = if asked { measure()? } else { Vec::new() };
+    samples.iter().for_each(|_| progress());
+    Ok(samples)
 }
 
 /// How many cases [`measure_calibration`] measures for these parts, for a progress bar.

@@ -4,7 +4,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 
 use experiments::{CoalescingPoint, GlobalSample};
 
-use crate::cuda::{Arg, DeviceBuffer, Gpu, Kernel, LaunchConfig};
+use crate::cuda::{kernel_for_width, Arg, DeviceBuffer, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
 use crate::timing::{median_us, Repeats};
 
@@ -55,17 +55,7 @@ impl ReadProbe {
             self.array_bytes = point.bytes;
         }
         let array = self.array.as_ref().expect("allocated above");
-        let kernel = &self
-            .kernels
-            .iter()
-            .find(|(w, _)| *w == point.width)
-            .ok_or_else(|| {
-                HwError::Unsupported(format!(
-                    "width = {}: the read kernels load 1, 2, 4, 8 or 16 bytes",
-                    point.width
-                ))
-            })?
-            .1;
+        let kernel = kernel_for_width(&self.kernels, point.width, "coalescing.cu")?;
         let stream = gpu.stream()?;
         let (start, end) = (gpu.event()?, gpu.event()?);
         let args = [

@@ -342,6 +342,18 @@ pub(crate) struct Kernel {
     function: CudaFunction,
 }
 
+/// The kernel of a family compiled once per load width (`(width, kernel)` pairs).
+pub(crate) fn kernel_for_width<'k>(kernels: &'k [(u32, Kernel)], width: u32, file: &str) -> Result<&'k Kernel> {
+    kernels
+        .iter()
+        .find(|(w, _)| *w == width)
+        .map(|(_, k)| k)
+        .ok_or_else(|| {
+            let widths: Vec<String> = kernels.iter().map(|(w, _)| w.to_string()).collect();
+            HwError::Unsupported(format!("width = {width}: {file} loads {} bytes", widths.join(", ")))
+        })
+}
+
 impl Kernel {
     /// One of the compiled function's attributes (registers, static shared bytes, ...).
     pub(crate) fn attribute(&self, attribute: CUfunction_attribute) -> Result<i32> {
