@@ -198,10 +198,16 @@ struct BuiltinProfile {
     text: &'static str,
 }
 
-const BUILTIN_PROFILES: &[BuiltinProfile] = &[BuiltinProfile {
-    name: "h100",
-    text: include_str!("../profiles/h100.toml"),
-}];
+const BUILTIN_PROFILES: &[BuiltinProfile] = &[
+    BuiltinProfile {
+        name: "h100",
+        text: include_str!("../profiles/h100.toml"),
+    },
+    BuiltinProfile {
+        name: "h200",
+        text: include_str!("../profiles/h200.toml"),
+    },
+];
 
 /// The profile `memlab run` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "h100";
@@ -323,6 +329,20 @@ mod tests {
             assert_eq!(profile.name, name);
             let again = Profile::parse("again", &profile.to_toml()).unwrap();
             assert_eq!(again, profile);
+        }
+    }
+
+    #[test]
+    fn every_profile_file_is_built_in_and_fully_measured() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let profile = Profile::find(&stem).unwrap_or_else(|e| panic!("{} is not built in: {e}", path.display()));
+            assert!(
+                profile.shared.is_some() && profile.global.is_some() && profile.latency.is_some(),
+                "{stem}: a part is missing"
+            );
         }
     }
 
