@@ -89,6 +89,7 @@ enum Part {
     Shared,
     Global,
     Latency,
+    Constant,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -293,6 +294,7 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
         shared: matches!(part, Part::All | Part::Shared),
         global: matches!(part, Part::All | Part::Global),
         latency: matches!(part, Part::All | Part::Latency),
+        constant: matches!(part, Part::All | Part::Constant),
     };
     let progress = Progress::new(hw::calibration_steps(parts), "cases");
     let calibration = hw::measure_calibration(parts, seed, &|| progress.tick())?;
@@ -303,6 +305,12 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
     let profile = sim::fit_profile(name, &calibration, base.as_ref())?;
     experiments::write_atomically(out, profile.to_toml().as_bytes())?;
     println!("{}: {}", out.display(), profile.description);
+    if let Some(c) = &profile.constant {
+        println!(
+            "  constant: warm {:.1} + {:.1} per extra word, cold {:.1} + {:.1}",
+            c.warm_cycles, c.warm_per_extra, c.cold_cycles, c.cold_per_extra
+        );
+    }
     if let Some(l) = &profile.latency {
         println!(
             "  latency: L1 {:.0}, L2 {:.0}, DRAM {:.0} cycles per dependent load",

@@ -44,6 +44,26 @@ pub struct Calibration {
     /// Pointer chases at the latency calibration footprints; empty when not measured.
     #[serde(default)]
     pub latency: Vec<LatencySample>,
+    /// Constant-memory reads at the constant calibration cases; empty when not measured.
+    #[serde(default)]
+    pub constant: Vec<ConstantSample>,
+}
+
+/// One measured constant-memory pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ConstantSample {
+    /// Distinct words per warp access.
+    pub distinct: u32,
+    /// Whether every access missed the constant cache.
+    pub cold: bool,
+    /// Median cycles per dependent access.
+    pub cycles: f64,
+}
+
+/// The constant cases calibration measures: 1 and 2 distinct words, warm and cold. 3 to 32
+/// distinct words, in both states, are left for validation.
+pub fn constant_calibration_cases() -> Vec<(u32, bool)> {
+    vec![(1, false), (2, false), (1, true), (2, true)]
 }
 
 /// One measured pointer-chase footprint.

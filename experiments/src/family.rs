@@ -20,6 +20,8 @@ pub enum Family {
     Coalescing,
     /// One thread chasing pointers through a footprint: the L1, L2 and DRAM latency ladder.
     Latency,
+    /// A warp reading 1..32 distinct constant-memory addresses, from a warm or cold cache.
+    Constant,
 }
 
 /// How a parameter's values are written and checked.
@@ -84,6 +86,15 @@ const BANK_PARAMS: &[ParamSpec] = &[
     spec("stride", ParamKind::Count { min: 0, max: 64 }, None),
 ];
 
+const CACHE_STATES: &[&str] = &["warm", "cold"];
+
+const CONSTANT_PARAMS: &[ParamSpec] = &[
+    // How many different words one warp access names (1 = every lane the same: a broadcast).
+    spec("distinct", ParamKind::Count { min: 1, max: 32 }, None),
+    // warm: the same words every access; cold: every access misses the SM's constant cache.
+    spec("cache", ParamKind::Choice(CACHE_STATES), Some("warm")),
+];
+
 const LATENCY_PARAMS: &[ParamSpec] = &[
     // The chase visits one node per 128-byte line of this many bytes, in a random cycle.
     spec("bytes", ParamKind::Size, None),
@@ -103,13 +114,14 @@ const COALESCING_PARAMS: &[ParamSpec] = &[
 
 impl Family {
     /// Every family, in the order `memlab list` shows them.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::Transfer,
         Family::Overlap,
         Family::Occupancy,
         Family::Banks,
         Family::Coalescing,
         Family::Latency,
+        Family::Constant,
     ];
 
     /// The name used in experiment files.
@@ -121,6 +133,7 @@ impl Family {
             Family::Banks => "banks",
             Family::Coalescing => "coalescing",
             Family::Latency => "latency",
+            Family::Constant => "constant",
         }
     }
 
@@ -137,6 +150,7 @@ impl Family {
             Family::Banks => BANK_PARAMS,
             Family::Coalescing => COALESCING_PARAMS,
             Family::Latency => LATENCY_PARAMS,
+            Family::Constant => CONSTANT_PARAMS,
         }
     }
 
@@ -148,6 +162,7 @@ impl Family {
             Family::Occupancy => "threads",
             Family::Banks | Family::Coalescing => "stride",
             Family::Latency => "bytes",
+            Family::Constant => "distinct",
         }
     }
 
@@ -159,7 +174,7 @@ impl Family {
             Family::Occupancy => "blocks_per_sm",
             Family::Banks => "cycles",
             Family::Coalescing => "gb_per_s",
-            Family::Latency => "cycles",
+            Family::Latency | Family::Constant => "cycles",
         }
     }
 
@@ -214,6 +229,10 @@ impl Family {
             }),
             Family::Latency => Workload::Latency(LatencyPoint {
                 bytes: int("bytes") as u64,
+            }),
+            Family::Constant => Workload::Constant(ConstantPoint {
+                distinct: int("distinct") as u32,
+                cold: text("cache") == "cold",
             }),
         }
     }
@@ -344,6 +363,15 @@ impl LatencyPoint {
     }
 }
 
+/// One warp's constant-memory read: `distinct` different words, from a warm or cold cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConstantPoint {
+    /// Different words the warp's lanes name.
+    pub distinct: u32,
+    /// Whether every access misses the SM's constant cache.
+    pub cold: bool,
+}
+
 /// The typed work at one point: what a backend actually runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Workload {
@@ -359,6 +387,8 @@ pub enum Workload {
     Coalescing(CoalescingPoint),
     /// One pointer-chase footprint.
     Latency(LatencyPoint),
+    /// One constant-memory read pattern.
+    Constant(ConstantPoint),
 }
 
 /// The metrics of a transfer point, from its time: `time_us` and `gb_per_s` (10^9 bytes/s).

@@ -30,6 +30,28 @@ pub struct Profile {
     /// Load-to-use latency of each level; absent until calibrated (`--part latency`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyParams>,
+    /// Constant-memory serialization; absent until calibrated (`--part constant`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constant: Option<ConstantParams>,
+}
+
+/// Constant memory serves one address per pass: a warp access naming `n` words takes
+/// `first + (n - 1) x per_extra` cycles in a dependent chain, warm or cold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConstantParams {
+    /// Where these numbers came from.
+    pub source: String,
+    /// Cycles of a broadcast (one word) from a warm constant cache.
+    pub warm_cycles: f64,
+    /// Cycles each further distinct word adds, warm.
+    pub warm_per_extra: f64,
+    /// Cycles of a broadcast that misses the constant cache.
+    pub cold_cycles: f64,
+    /// Cycles each further distinct word adds, cold.
+    pub cold_per_extra: f64,
+    /// The (distinct, cold) cases calibration measured; reports exclude them.
+    pub calibration_cases: Vec<(u32, bool)>,
 }
 
 /// The latency ladder: cycles of one dependent load served by each level, and the capacities

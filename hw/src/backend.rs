@@ -5,6 +5,7 @@ use experiments::{
 
 use crate::banks::{bank_metrics, BankProbe};
 use crate::coalescing::ReadProbe;
+use crate::constant::ConstantProbe;
 use crate::cuda::Gpu;
 use crate::error::{HwError, Result};
 use crate::latency::ChaseProbe;
@@ -21,6 +22,7 @@ pub struct HwBackend {
     banks: Option<BankProbe>,
     reads: Option<ReadProbe>,
     chase: Option<ChaseProbe>,
+    constant: Option<ConstantProbe>,
 }
 
 impl HwBackend {
@@ -36,6 +38,7 @@ impl HwBackend {
             banks: None,
             reads: None,
             chase: None,
+            constant: None,
         })
     }
 
@@ -68,6 +71,17 @@ impl HwBackend {
                 }
                 let time_us = self.reads.as_mut().expect("loaded above").measure(&self.gpu, point)?;
                 coalescing_metrics(time_us, point)
+            }
+            Workload::Constant(point) => {
+                if self.constant.is_none() {
+                    self.constant = Some(ConstantProbe::load(&self.gpu)?);
+                }
+                let cycles = self
+                    .constant
+                    .as_ref()
+                    .expect("loaded above")
+                    .measure(&self.gpu, point)?;
+                experiments::Metrics::from([("cycles".to_string(), cycles)])
             }
             Workload::Latency(point) => {
                 if self.chase.is_none() {

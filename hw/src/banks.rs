@@ -4,7 +4,7 @@ use experiments::{BankPoint, BankSample, Metrics};
 
 use crate::cuda::{kernel_for_width, Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
-use crate::timing::median;
+use crate::timing::median_clock64;
 
 const SOURCE: &str = include_str!("../../kernels/banks.cu");
 /// Dependent loads per timed round; the kernel times the second of two rounds.
@@ -35,30 +35,18 @@ impl BankProbe {
         let shared_bytes = 32 * point.stride.max(1) * point.width;
         let cycles = gpu.device_buffer(8)?;
         let sink = gpu.device_buffer(32 * 4)?;
-        let stream = gpu.stream()?;
         let config = LaunchConfig {
             blocks: 1,
             threads: 32,
             shared_bytes,
         };
-        let mut samples = Vec::with_capacity(LAUNCHES);
-        for launch in 0..LAUNCHES {
-            gpu.enqueue(|q| {
-                let args = [
-                    Arg::Device(&cycles),
-                    Arg::Device(&sink),
-                    Arg::I32(point.stride as i32),
-                    Arg::I32(ITERATIONS),
-                ];
-                q.launch(&stream, kernel, config, &args)
-            })?;
-            let mut raw = [0u8; 8];
-            gpu.download_range(&mut raw, &cycles, 0)?;
-            if launch > 0 {
-                samples.push(u64::from_le_bytes(raw) as f64 / f64::from(ITERATIONS));
-            }
-        }
-        Ok(median(&mut samples))
+        let args = [
+            Arg::Device(&cycles),
+            Arg::Device(&sink),
+            Arg::I32(point.stride as i32),
+            Arg::I32(ITERATIONS),
+        ];
+        median_clock64(gpu, kernel, config, &args, &cycles, ITERATIONS as u64, LAUNCHES)
     }
 
     /// The calibration patterns, measured.

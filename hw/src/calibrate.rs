@@ -1,12 +1,13 @@
 //! `memlab calibrate`, measuring half: the samples a profile is fitted on.
 
 use experiments::{
-    bank_calibration_cases, calibration_sizes, global_calibration_cases, latency_calibration_bytes, Calibration,
-    Direction, HostMemory, Sample, TransferPoint,
+    bank_calibration_cases, calibration_sizes, constant_calibration_cases, global_calibration_cases,
+    latency_calibration_bytes, Calibration, Direction, HostMemory, Sample, TransferPoint,
 };
 
 use crate::banks::BankProbe;
 use crate::coalescing::{l2_bytes, ReadProbe};
+use crate::constant::ConstantProbe;
 use crate::cuda::Gpu;
 use crate::error::Result;
 use crate::latency::ChaseProbe;
@@ -25,6 +26,8 @@ pub struct Parts {
     pub global: bool,
     /// Pointer chases at the latency calibration footprints.
     pub latency: bool,
+    /// Constant-memory reads at the constant calibration cases.
+    pub constant: bool,
 }
 
 /// Measures the requested parts; parts not requested come back as empty sample lists.
@@ -63,7 +66,11 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     let latency = measured_part(parts.latency, progress, || {
         ChaseProbe::load(&gpu)?.calibrate(&gpu, &latency_calibration_bytes(), seed)
     })?;
+    let constant = measured_part(parts.constant, progress, || {
+        ConstantProbe::load(&gpu)?.calibrate(&gpu, &constant_calibration_cases())
+    })?;
     Ok(Calibration {
+        constant,
         latency,
         global,
         l2_bytes: l2_bytes(&gpu)?,

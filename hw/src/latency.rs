@@ -4,7 +4,7 @@ use experiments::{LatencyPoint, LatencySample};
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
-use crate::timing::median;
+use crate::timing::median_clock64;
 
 const SOURCE: &str = include_str!("../../kernels/latency.cu");
 /// Timed loads per launch.
@@ -43,32 +43,20 @@ impl ChaseProbe {
         drop(host);
         let cycles = gpu.device_buffer(8)?;
         let sink = gpu.device_buffer(4)?;
-        let stream = gpu.stream()?;
         let config = LaunchConfig {
             blocks: 1,
             threads: 1,
             shared_bytes: 0,
         };
         let warm = nodes.min(MAX_WARM_STEPS);
-        let mut samples = Vec::with_capacity(LAUNCHES);
-        for launch in 0..LAUNCHES {
-            gpu.enqueue(|q| {
-                let args = [
-                    Arg::Device(&next),
-                    Arg::U64(warm),
-                    Arg::U64(STEPS),
-                    Arg::Device(&cycles),
-                    Arg::Device(&sink),
-                ];
-                q.launch(&stream, &self.kernel, config, &args)
-            })?;
-            let mut raw = [0u8; 8];
-            gpu.download_range(&mut raw, &cycles, 0)?;
-            if launch > 0 {
-                samples.push(u64::from_le_bytes(raw) as f64 / STEPS as f64);
-            }
-        }
-        Ok(median(&mut samples))
+        let args = [
+            Arg::Device(&next),
+            Arg::U64(warm),
+            Arg::U64(STEPS),
+            Arg::Device(&cycles),
+            Arg::Device(&sink),
+        ];
+        median_clock64(gpu, &self.kernel, config, &args, &cycles, STEPS, LAUNCHES)
     }
 
     pub(crate) fn calibrate(&self, gpu: &Gpu, footprints: &[u64], seed: u64) -> Result<Vec<LatencySample>> {

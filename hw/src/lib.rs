@@ -8,6 +8,7 @@ mod backend;
 mod banks;
 mod calibrate;
 mod coalescing;
+mod constant;
 mod cuda;
 mod error;
 mod latency;

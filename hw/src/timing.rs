@@ -1,6 +1,6 @@
 //! Event timing with warm-up and medians.
 
-use crate::cuda::{Event, Gpu, Queue, Stream};
+use crate::cuda::{Arg, DeviceBuffer, Event, Gpu, Kernel, LaunchConfig, Queue, Stream};
 use crate::error::Result;
 
 /// How many timed samples to take, after how many untimed ones.
@@ -58,6 +58,30 @@ pub(crate) fn median_us<'buf>(
         min: times[0],
         max: times[times.len() - 1],
     })
+}
+
+/// Launches a kernel that times itself with clock64 and writes the cycle count to `cycles`,
+/// `launches` times (the first a warm-up); returns the median cycles divided by `per`.
+pub(crate) fn median_clock64(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    config: LaunchConfig,
+    args: &[Arg<'_>],
+    cycles: &DeviceBuffer,
+    per: u64,
+    launches: usize,
+) -> Result<f64> {
+    let stream = gpu.stream()?;
+    let mut samples = Vec::with_capacity(launches);
+    for launch in 0..launches {
+        gpu.enqueue(|q| q.launch(&stream, kernel, config, args))?;
+        let mut raw = [0u8; 8];
+        gpu.download_range(&mut raw, cycles, 0)?;
+        if launch > 0 {
+            samples.push(u64::from_le_bytes(raw) as f64 / per as f64);
+        }
+    }
+    Ok(median(&mut samples))
 }
 
 /// The median of a non-empty list (mean of the two middle values for even lengths); sorts it.

@@ -39,7 +39,7 @@ impl<'a> SweepChart<'a> {
             Family::Transfer => (Scale::Bytes, Scale::Log),
             Family::Latency => (Scale::Bytes, Scale::Linear),
             Family::Coalescing => (Scale::Linear, Scale::Log),
-            Family::Overlap | Family::Occupancy | Family::Banks => (Scale::Linear, Scale::Linear),
+            Family::Overlap | Family::Occupancy | Family::Banks | Family::Constant => (Scale::Linear, Scale::Linear),
         };
         let x_name = experiment.x_param.as_str();
         let mut series: Vec<(Params, Series)> = Vec::new();

@@ -7,6 +7,7 @@ use experiments::{
 
 use crate::banks::{bank_access, bank_cycles};
 use crate::coalescing::{read_time_us, warp_footprint};
+use crate::constant::constant_cycles;
 use crate::latency::chase_cycles;
 use crate::occupancy::occupancy;
 use crate::overlap::{overlapped_us, serial_us};
@@ -52,6 +53,15 @@ impl SimBackend {
                 metrics.insert("lines_per_warp".into(), f64::from(footprint.lines));
                 metrics.insert("efficiency".into(), footprint.efficiency);
                 metrics
+            }
+            Workload::Constant(point) => {
+                let params = self.profile.constant.as_ref().ok_or_else(|| {
+                    SimError(format!(
+                        "profile '{}' has no [constant] section; add one with memlab calibrate --part constant --into <profile.toml> on a GPU",
+                        self.profile.name
+                    ))
+                })?;
+                experiments::Metrics::from([("cycles".to_string(), constant_cycles(params, point))])
             }
             Workload::Latency(point) => {
                 let params = self.profile.latency.as_ref().ok_or_else(|| {
@@ -139,6 +149,21 @@ impl SimBackend {
                 .iter()
                 .flat_map(|l| l.calibration_bytes.iter())
                 .map(|b| Params::from([("bytes".to_string(), int(*b))]))
+                .collect(),
+            Family::Constant => self
+                .profile
+                .constant
+                .iter()
+                .flat_map(|c| c.calibration_cases.iter())
+                .map(|(distinct, cold)| {
+                    Params::from([
+                        ("distinct".to_string(), int(u64::from(*distinct))),
+                        (
+                            "cache".to_string(),
+                            ParamValue::Text(if *cold { "cold" } else { "warm" }.to_string()),
+                        ),
+                    ])
+                })
                 .collect(),
             Family::Overlap | Family::Occupancy => Vec::new(),
         }

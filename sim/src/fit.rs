@@ -6,9 +6,9 @@
 //! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
 use experiments::{
-    BankPoint, BankSample, Calibration, CoalescingPoint, Direction, GlobalParams, GlobalSample, LatencyParams,
-    LatencySample, LinkParams, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, StagedParams,
-    TransferParams,
+    BankPoint, BankSample, Calibration, CoalescingPoint, ConstantParams, ConstantSample, Direction, GlobalParams,
+    GlobalSample, LatencyParams, LatencySample, LinkParams, Profile, ProfileDevice, Sample, SharedParams, SmAttributes,
+    SmParams, StagedParams, TransferParams,
 };
 
 use crate::banks::bank_access;
@@ -274,6 +274,44 @@ pub fn fit_latency(
     Ok(params)
 }
 
+/// Fits constant memory: for each cache state, the line through its 1- and 2-word samples.
+pub fn fit_constant(samples: &[ConstantSample], source: String) -> Result<ConstantParams, FitError> {
+    let what = "constant-memory serialization";
+    let line = |cold: bool| -> Result<(f64, f64), FitError> {
+        let at = |distinct: u32| {
+            samples
+                .iter()
+                .find(|s| s.cold == cold && s.distinct == distinct)
+                .map(|s| s.cycles)
+                .ok_or_else(|| FitError::BadSamples {
+                    what,
+                    reason: format!(
+                        "no {} sample with {distinct} distinct words",
+                        if cold { "cold" } else { "warm" }
+                    ),
+                })
+        };
+        let (one, two) = (at(1)?, at(2)?);
+        if !(one > 0.0 && two >= one) {
+            return Err(FitError::BadSamples {
+                what,
+                reason: format!("{one} and {two} cycles do not grow with addresses"),
+            });
+        }
+        Ok((one, two - one))
+    };
+    let (warm_cycles, warm_per_extra) = line(false)?;
+    let (cold_cycles, cold_per_extra) = line(true)?;
+    Ok(ConstantParams {
+        source,
+        warm_cycles,
+        warm_per_extra,
+        cold_cycles,
+        cold_per_extra,
+        calibration_cases: samples.iter().map(|s| (s.distinct, s.cold)).collect(),
+    })
+}
+
 /// The `value` that minimises the sum of `weight * |value - x|`: a weighted median.
 fn weighted_median(mut pairs: Vec<(f64, f64)>) -> f64 {
     pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -421,6 +459,17 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             ),
         )?)
     };
+    let constant = if calibration.constant.is_empty() {
+        base.and_then(|b| b.constant.clone())
+    } else {
+        Some(fit_constant(
+            &calibration.constant,
+            format!(
+                "memlab calibrate on {} ({}): median clock64 cycles per dependent constant load of one warp at calibration_cases (1 and 2 distinct words, warm and cold), a line through each pair",
+                d.name, calibration.date
+            ),
+        )?)
+    };
     Ok(Profile {
         name: name.to_string(),
         description: format!(
@@ -439,6 +488,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         shared,
         global,
         latency,
+        constant,
     })
 }
 

@@ -4,6 +4,7 @@
 mod backend;
 mod banks;
 mod coalescing;
+mod constant;
 mod explain;
 mod fit;
 mod latency;
@@ -14,8 +15,11 @@ mod pcie;
 pub use backend::{SimBackend, SimError};
 pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};
 pub use coalescing::{pass_traffic, read_time_us, warp_footprint, WarpFootprint};
+pub use constant::constant_cycles;
 pub use explain::{explain_banks, explain_occupancy};
-pub use fit::{fit_global, fit_latency, fit_link, fit_profile, fit_shared, fit_staged, sm_params, FitError};
+pub use fit::{
+    fit_constant, fit_global, fit_latency, fit_link, fit_profile, fit_shared, fit_staged, sm_params, FitError,
+};
 pub use latency::{chase_cycles, level_shares};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
