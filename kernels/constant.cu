@@ -4,14 +4,16 @@
 // a warp reads sit in different 128-byte lines), so a warp access names `distinct` addresses.
 // Every word is zero, so each load's result only feeds the next load's address: a dependent
 // chain. Warm: the same addresses every time, after a warm-up. Cold: each access moves on by
-// 2 KiB through the whole table, more than the SM's constant cache keeps, so every access misses it.
+// 4 KiB (the span of a warp's 32 lines) through the whole table, so no access finds a line
+// the previous one loaded, and every access misses the SM's constant cache. (A 2 KiB step
+// overlapped the previous access for more than 16 distinct words; H100 run of 2026-11-22.)
 #define TABLE_WORDS 16384
 __constant__ unsigned int table[TABLE_WORDS];
 
 extern "C" __global__ void constant_chase(unsigned long long *cycles, unsigned int *sink, int distinct, int cold,
                                           int iterations) {
     const unsigned int lane_word = (threadIdx.x % distinct) * 32u;
-    const unsigned int step = cold ? 512u : 0u;  // words: 2 KiB
+    const unsigned int step = cold ? 1024u : 0u;  // words: 4 KiB
     unsigned int carry = 0, offset = 0;
     unsigned long long start = 0;
     for (int round = 0; round < 2; ++round) {  // the first round warms up, the second is timed
