@@ -429,3 +429,8 @@ pub fn coalescing_metrics(time_us: f64, point: &CoalescingPoint) -> Metrics {
         ("gb_per_s".to_string(), useful / time_us / 1e3),
     ])
 }
+
+/// The metrics of a point measured in clock cycles per access: `cycles`.
+pub fn cycles_metrics(cycles: f64) -> Metrics {
+    Metrics::from([("cycles".to_string(), cycles)])
+}

@@ -23,8 +23,9 @@ pub use calibration::{
 pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use family::{
-    coalescing_metrics, occupancy_metrics, overlap_metrics, transfer_metrics, BankPoint, CoalescingPoint,
-    ConstantPoint, Direction, Family, HostMemory, LatencyPoint, OccupancyPoint, OverlapPoint, TransferPoint, Workload,
+    coalescing_metrics, cycles_metrics, occupancy_metrics, overlap_metrics, transfer_metrics, BankPoint,
+    CoalescingPoint, ConstantPoint, Direction, Family, HostMemory, LatencyPoint, OccupancyPoint, OverlapPoint,
+    TransferPoint, Workload,
 };
 pub use files::write_atomically;
 pub use params::{Metrics, ParamValue, Params};

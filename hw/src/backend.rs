@@ -1,9 +1,9 @@
 use experiments::{
-    coalescing_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, PointRecord,
-    Record, Workload,
+    coalescing_metrics, cycles_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo,
+    Experiment, PointRecord, Record, Workload,
 };
 
-use crate::banks::{bank_metrics, BankProbe};
+use crate::banks::BankProbe;
 use crate::coalescing::ReadProbe;
 use crate::constant::ConstantProbe;
 use crate::cuda::Gpu;
@@ -43,68 +43,46 @@ impl HwBackend {
     }
 
     fn measure(&mut self, workload: &Workload, seed: u64) -> Result<experiments::Metrics> {
+        let gpu = &self.gpu;
         Ok(match workload {
             Workload::Transfer(point) => {
-                let timing = measure_copy(&self.gpu, point, seed)?;
+                let timing = measure_copy(gpu, point, seed)?;
                 let mut metrics = transfer_metrics(timing.median, point.bytes);
                 metrics.insert("time_us_min".into(), timing.min);
                 metrics.insert("time_us_max".into(), timing.max);
                 metrics
             }
             Workload::Overlap(point) => {
-                if self.spin.is_none() {
-                    self.spin = Some(Spin::load(&self.gpu)?);
-                }
-                let spin = self.spin.as_ref().expect("loaded above");
-                let (serial, overlapped) = measure_overlap(&self.gpu, spin, point, seed)?;
+                let spin = loaded(&mut self.spin, || Spin::load(gpu))?;
+                let (serial, overlapped) = measure_overlap(gpu, spin, point, seed)?;
                 overlap_metrics(overlapped, serial)
             }
             Workload::Banks(point) => {
-                if self.banks.is_none() {
-                    self.banks = Some(BankProbe::load(&self.gpu)?);
-                }
-                bank_metrics(self.banks.as_ref().expect("loaded above").measure(&self.gpu, point)?)
+                cycles_metrics(loaded(&mut self.banks, || BankProbe::load(gpu))?.measure(gpu, point)?)
             }
-            Workload::Coalescing(point) => {
-                if self.reads.is_none() {
-                    self.reads = Some(ReadProbe::load(&self.gpu)?);
-                }
-                let time_us = self.reads.as_mut().expect("loaded above").measure(&self.gpu, point)?;
-                coalescing_metrics(time_us, point)
-            }
+            Workload::Coalescing(point) => coalescing_metrics(
+                loaded(&mut self.reads, || ReadProbe::load(gpu))?.measure(gpu, point)?,
+                point,
+            ),
             Workload::Constant(point) => {
-                if self.constant.is_none() {
-                    self.constant = Some(ConstantProbe::load(&self.gpu)?);
-                }
-                let cycles = self
-                    .constant
-                    .as_ref()
-                    .expect("loaded above")
-                    .measure(&self.gpu, point)?;
-                experiments::Metrics::from([("cycles".to_string(), cycles)])
+                cycles_metrics(loaded(&mut self.constant, || ConstantProbe::load(gpu))?.measure(gpu, point)?)
             }
             Workload::Latency(point) => {
-                if self.chase.is_none() {
-                    self.chase = Some(ChaseProbe::load(&self.gpu)?);
-                }
-                let cycles = self
-                    .chase
-                    .as_ref()
-                    .expect("loaded above")
-                    .measure(&self.gpu, point, seed)?;
-                experiments::Metrics::from([("cycles".to_string(), cycles)])
+                cycles_metrics(loaded(&mut self.chase, || ChaseProbe::load(gpu))?.measure(gpu, point, seed)?)
             }
             Workload::Occupancy(point) => {
-                if self.occupancy.is_none() {
-                    self.occupancy = Some(OccupancyProbe::new(&self.gpu)?);
-                }
-                self.occupancy
-                    .as_mut()
-                    .expect("created above")
-                    .measure(&self.gpu, point)?
+                loaded(&mut self.occupancy, || OccupancyProbe::new(gpu))?.measure(gpu, point)?
             }
         })
     }
+}
+
+/// The probe in `slot`, loaded (compiling its kernels) the first time a point needs it.
+fn loaded<T>(slot: &mut Option<T>, load: impl FnOnce() -> Result<T>) -> Result<&mut T> {
+    if slot.is_none() {
+        *slot = Some(load()?);
+    }
+    Ok(slot.as_mut().expect("filled above"))
 }
 
 impl Backend for HwBackend {

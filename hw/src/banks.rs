@@ -1,6 +1,6 @@
 //! Shared-memory bank conflicts: cycles per dependent load, from clock64 on the GPU.
 
-use experiments::{BankPoint, BankSample, Metrics};
+use experiments::{BankPoint, BankSample};
 
 use crate::cuda::{kernel_for_width, Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
@@ -62,9 +62,4 @@ impl BankProbe {
             })
             .collect()
     }
-}
-
-/// The metrics of a measured bank point.
-pub(crate) fn bank_metrics(cycles: f64) -> Metrics {
-    Metrics::from([("cycles".to_string(), cycles)])
 }

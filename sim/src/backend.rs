@@ -1,8 +1,8 @@
 use rayon::prelude::*;
 
 use experiments::{
-    coalescing_metrics, occupancy_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo,
-    Experiment, Family, ParamValue, Params, PointRecord, Profile, Record, Workload,
+    coalescing_metrics, cycles_metrics, occupancy_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind,
+    DeviceInfo, Experiment, Family, ParamValue, Params, PointRecord, Profile, Record, Workload,
 };
 
 use crate::banks::{bank_access, bank_cycles};
@@ -37,16 +37,15 @@ impl SimBackend {
             Workload::Transfer(point) => transfer_metrics(copy_us(params, point), point.bytes),
             Workload::Overlap(point) => overlap_metrics(overlapped_us(params, point), serial_us(params, point)),
             Workload::Banks(point) => {
-                let shared = self.shared()?;
+                let shared = self.section(&self.profile.shared, "shared")?;
                 let access = bank_access(shared, point);
-                experiments::Metrics::from([
-                    ("cycles".to_string(), bank_cycles(shared, point)),
-                    ("wavefronts".to_string(), f64::from(access.wavefronts)),
-                    ("conflict_degree".to_string(), f64::from(access.conflict_degree)),
-                ])
+                let mut metrics = cycles_metrics(bank_cycles(shared, point));
+                metrics.insert("wavefronts".to_string(), f64::from(access.wavefronts));
+                metrics.insert("conflict_degree".to_string(), f64::from(access.conflict_degree));
+                metrics
             }
             Workload::Coalescing(point) => {
-                let global = self.global()?;
+                let global = self.section(&self.profile.global, "global")?;
                 let footprint = warp_footprint(global, point);
                 let mut metrics = coalescing_metrics(read_time_us(global, point), point);
                 metrics.insert("sectors_per_warp".into(), f64::from(footprint.sectors));
@@ -54,23 +53,12 @@ impl SimBackend {
                 metrics.insert("efficiency".into(), footprint.efficiency);
                 metrics
             }
-            Workload::Constant(point) => {
-                let params = self.profile.constant.as_ref().ok_or_else(|| {
-                    SimError(format!(
-                        "profile '{}' has no [constant] section; add one with memlab calibrate --part constant --into <profile.toml> on a GPU",
-                        self.profile.name
-                    ))
-                })?;
-                experiments::Metrics::from([("cycles".to_string(), constant_cycles(params, point))])
-            }
+            Workload::Constant(point) => cycles_metrics(constant_cycles(
+                self.section(&self.profile.constant, "constant")?,
+                point,
+            )),
             Workload::Latency(point) => {
-                let params = self.profile.latency.as_ref().ok_or_else(|| {
-                    SimError(format!(
-                        "profile '{}' has no [latency] section; add one with memlab calibrate --part latency --into <profile.toml> on a GPU",
-                        self.profile.name
-                    ))
-                })?;
-                experiments::Metrics::from([("cycles".to_string(), chase_cycles(params, point))])
+                cycles_metrics(chase_cycles(self.section(&self.profile.latency, "latency")?, point))
             }
             Workload::Occupancy(point) => {
                 let sm = &self.profile.sm;
@@ -87,19 +75,11 @@ impl SimBackend {
 }
 
 impl SimBackend {
-    fn shared(&self) -> Result<&experiments::SharedParams, SimError> {
-        self.profile.shared.as_ref().ok_or_else(|| {
+    /// A profile section a family needs; profiles calibrated before the family existed lack it.
+    fn section<'a, T>(&self, section: &'a Option<T>, name: &str) -> Result<&'a T, SimError> {
+        section.as_ref().ok_or_else(|| {
             SimError(format!(
-                "profile '{}' has no [shared] section; add one with memlab calibrate --part shared --into <profile.toml> on a GPU",
-                self.profile.name
-            ))
-        })
-    }
-
-    fn global(&self) -> Result<&experiments::GlobalParams, SimError> {
-        self.profile.global.as_ref().ok_or_else(|| {
-            SimError(format!(
-                "profile '{}' has no [global] section; add one with memlab calibrate --part global --into <profile.toml> on a GPU",
+                "profile '{}' has no [{name}] section; add one with memlab calibrate --part {name} --into <profile.toml> on a GPU",
                 self.profile.name
             ))
         })
