@@ -1,5 +1,6 @@
 //! memlab's shared vocabulary: experiment files and their sweeps, the [`Backend`] trait,
-//! result records, device profiles. Depends on no other memlab crate.
+//! result records, device profiles,
+//! allocation traces and allocator policy names. Depends on no other memlab crate.
 #![deny(missing_docs)]
 
 mod backend;
@@ -9,9 +10,12 @@ mod error;
 mod family;
 mod files;
 mod params;
+mod policy;
 mod profile;
 mod record;
+mod replay_record;
 mod suite;
+mod trace;
 mod units;
 
 pub use backend::Backend;
@@ -29,10 +33,13 @@ pub use family::{
 };
 pub use files::write_atomically;
 pub use params::{Metrics, ParamValue, Params};
+pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
     ConstantParams, GlobalParams, LatencyParams, LinkParams, Profile, ProfileDevice, SharedParams, SmParams,
     StagedParams, TransferParams, DEFAULT_PROFILE,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record};
+pub use replay_record::{PolicyResult, ReplayRecord, TimelinePoint};
 pub use suite::{point_from_args, Experiment, Point, Suite};
+pub use trace::{SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings, SYNTHETIC_TRACES};
 pub use units::{format_bytes, parse_bytes};

@@ -1,6 +1,7 @@
 //! memlab's models: predicts experiments from a device profile, with no GPU.
 #![deny(missing_docs)]
 
+mod alloc;
 mod backend;
 mod banks;
 mod coalescing;
@@ -12,6 +13,10 @@ mod occupancy;
 mod overlap;
 mod pcie;
 
+pub use alloc::{
+    build_policy, min_capacity, replay, AllocError, Block, DeviceMemory, FreeSpace, Metered, Policy, ReplayHooks,
+    ReplayOptions, SimDevice,
+};
 pub use backend::{SimBackend, SimError};
 pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};
 pub use coalescing::{pass_traffic, read_time_us, warp_footprint, WarpFootprint};

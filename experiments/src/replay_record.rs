@@ -1,0 +1,111 @@
+//! What replaying a trace through allocator policies produced: one JSON file per replay.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::files::write_atomically;
+use crate::record::{BackendKind, DeviceInfo};
+use crate::trace::TraceWarnings;
+
+/// Allocated and reserved bytes after one trace event.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    /// Index of the event in the trace.
+    pub event: usize,
+    /// Bytes handed out (block sizes, after the policy's rounding).
+    pub allocated: u64,
+    /// Bytes the policy holds from the device.
+    pub reserved: u64,
+}
+
+/// One policy's figures for one trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyResult {
+    /// The policy, with any parameters given.
+    pub policy: String,
+    /// Simulated bookkeeping or real device memory.
+    pub backend: BackendKind,
+    /// Highest device memory held.
+    pub peak_reserved_bytes: u64,
+    /// Highest sum of live block sizes (after the policy's rounding).
+    pub peak_allocated_bytes: u64,
+    /// Highest sum of live request sizes.
+    pub peak_requested_bytes: u64,
+    /// At the peak of allocated bytes: 1 - largest free block / total free bytes held (0 when nothing is free).
+    pub fragmentation_at_peak: f64,
+    /// At the peak of allocated bytes: block sizes minus request sizes.
+    pub rounding_waste_bytes: u64,
+    /// Device allocations (cuMemAlloc calls or mapped chunks) made.
+    pub device_allocations: u64,
+    /// Device memory returned.
+    pub device_frees: u64,
+    /// Requests the policy could not satisfy (their frees are skipped).
+    pub failed_allocs: u64,
+    /// The first failure's message, with its event index.
+    pub first_failure: Option<String>,
+    /// The smallest device capacity (2 MiB steps) at which the trace replays with no failure; sim only.
+    pub min_capacity_bytes: Option<u64>,
+    /// Host time of one allocate call, nanoseconds: median and 99th percentile.
+    pub alloc_ns_p50: f64,
+    /// See `alloc_ns_p50`.
+    pub alloc_ns_p99: f64,
+    /// Host time of one free call, nanoseconds.
+    pub free_ns_p50: f64,
+    /// See `free_ns_p50`.
+    pub free_ns_p99: f64,
+    /// Host time of an allocation plus its free, nanoseconds.
+    pub alloc_free_ns_p50: f64,
+    /// See `alloc_free_ns_p50`.
+    pub alloc_free_ns_p99: f64,
+    /// Policy-specific counts (hits, misses, returns, splits ...).
+    pub counters: BTreeMap<String, u64>,
+    /// Device allocation sizes, in order (for comparing with the recording allocator's).
+    pub segment_sizes: Vec<u64>,
+    /// How many of the trace's recorded segment sizes this replay also allocated (as a multiset).
+    pub segments_matched: Option<usize>,
+    /// On a GPU: what the device-side check of every block found.
+    pub device_check: Option<String>,
+    /// Allocated and reserved bytes over the trace (thinned to at most a few thousand points).
+    pub timeline: Vec<TimelinePoint>,
+}
+
+/// A trace replayed through one or more policies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayRecord {
+    /// The trace's name.
+    pub trace: String,
+    /// Events replayed.
+    pub events: usize,
+    /// Allocation requests among them.
+    pub allocations: usize,
+    /// Segment sizes the recording allocator made, when the trace has them.
+    pub recorded_segments: usize,
+    /// Import warnings.
+    pub warnings: TraceWarnings,
+    /// Device capacity the replay was limited to, if any.
+    pub capacity_bytes: Option<u64>,
+    /// The device (a GPU for hw, empty for sim).
+    pub device: DeviceInfo,
+    /// One entry per policy.
+    pub results: Vec<PolicyResult>,
+}
+
+impl ReplayRecord {
+    /// Writes the record as JSON (through a temporary file).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_vec_pretty(self).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+        write_atomically(path, &text)
+    }
+
+    /// Reads a record written by [`ReplayRecord::save`].
+    pub fn load(path: &Path) -> Result<ReplayRecord> {
+        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        serde_json::from_slice(&text).map_err(|e| Error::Json {
+            path: path.into(),
+            reason: e,
+        })
+    }
+}

@@ -1,0 +1,267 @@
+//! Allocation traces: what a program asked its allocator for, in order, and their importers.
+//!
+//! A trace is a list of `alloc` and `free` events naming allocations by id. Importers pair
+//! frees with allocations by address; anything that does not pair (a free of an address that
+//! is not live, an allocation over a live address) is skipped and counted as a warning that
+//! names the event's index, because real recordings begin mid-run and may miss events.
+
+mod pickle;
+mod rmm;
+mod snapshot;
+mod synthetic;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::files::write_atomically;
+
+pub use synthetic::{SyntheticInfo, SYNTHETIC_TRACES};
+
+/// One allocator request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum TraceEvent {
+    /// A request for `size` bytes on `stream`; later frees name it by `id`.
+    Alloc {
+        /// Unique among the trace's live allocations.
+        id: u64,
+        /// Bytes asked for.
+        size: u64,
+        /// The stream it is used on (PyTorch pools blocks per stream).
+        #[serde(default)]
+        stream: u64,
+    },
+    /// The allocation `id` is returned.
+    Free {
+        /// The id its `Alloc` had.
+        id: u64,
+    },
+}
+
+/// What kind of file a trace came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceSource {
+    /// `torch.cuda.memory._snapshot()`, pickled.
+    PytorchSnapshot,
+    /// RMM's `logging_resource_adaptor` CSV.
+    RmmLog,
+    /// memlab's own JSON.
+    Memlab,
+    /// One of memlab's seeded generators.
+    Synthetic,
+}
+
+/// Events that could not be paired, skipped and counted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceWarnings {
+    /// How many events were skipped or adjusted.
+    pub count: usize,
+    /// The first few, each naming its event index.
+    pub examples: Vec<String>,
+}
+
+impl TraceWarnings {
+    const EXAMPLES: usize = 5;
+
+    fn push(&mut self, message: String) {
+        self.count += 1;
+        if self.examples.len() < Self::EXAMPLES {
+            self.examples.push(message);
+        }
+    }
+}
+
+/// An allocation trace, ready to replay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trace {
+    /// Where it came from: a file name or a generator with its parameters.
+    pub name: String,
+    /// The kind of input.
+    pub source: TraceSource,
+    /// The requests, in order.
+    pub events: Vec<TraceEvent>,
+    /// Device allocations the recording allocator itself made (PyTorch's `segment_alloc`), in
+    /// order, so a model of that allocator can be checked against them. Empty when unknown.
+    #[serde(default)]
+    pub segment_sizes: Vec<u64>,
+    /// Events skipped while importing.
+    #[serde(default)]
+    pub warnings: TraceWarnings,
+}
+
+/// The on-disk shape of memlab's own trace JSON.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TraceFile {
+    memlab_trace: u32,
+    name: String,
+    events: Vec<TraceEvent>,
+    #[serde(default)]
+    segment_sizes: Vec<u64>,
+}
+
+const TRACE_FILE_VERSION: u32 = 1;
+
+impl Trace {
+    /// Reads a PyTorch snapshot pickle, an RMM log CSV or a memlab trace JSON, telling them
+    /// apart by content.
+    pub fn load(path: &Path) -> Result<Trace> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let name = path.display().to_string();
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+        match first {
+            Some(0x80) => snapshot::import(&name, &bytes),
+            Some(b'{') => Self::from_json(&name, &bytes),
+            Some(_) if bytes.starts_with(b"Thread") => rmm::import(&name, &bytes),
+            _ => Err(Error::Invalid(format!(
+                "{name}: not a PyTorch snapshot pickle, an RMM log CSV (header 'Thread,Time,Action,Pointer,Size,Stream') or a memlab trace JSON"
+            ))),
+        }
+    }
+
+    /// A seeded synthetic trace, named `synthetic:GENERATOR[:key=value...]`.
+    pub fn synthetic(spec: &str, seed: u64) -> Result<Trace> {
+        synthetic::generate(spec, seed)
+    }
+
+    /// Whether a TRACE argument names a generator rather than a file.
+    pub fn is_synthetic(spec: &str) -> bool {
+        spec.starts_with("synthetic:")
+    }
+
+    fn from_json(name: &str, bytes: &[u8]) -> Result<Trace> {
+        let file: TraceFile = serde_json::from_slice(bytes).map_err(|e| Error::Json {
+            path: name.into(),
+            reason: e,
+        })?;
+        if file.memlab_trace != TRACE_FILE_VERSION {
+            return Err(Error::Invalid(format!(
+                "{name}: memlab_trace = {}: this memlab reads version {TRACE_FILE_VERSION}",
+                file.memlab_trace
+            )));
+        }
+        let mut pairing = Pairing::default();
+        for (index, event) in file.events.iter().enumerate() {
+            match *event {
+                TraceEvent::Alloc { id, size, stream } => pairing.alloc(index, id, size, stream),
+                TraceEvent::Free { id } => pairing.free(index, id, None),
+            }
+        }
+        Ok(pairing.finish(file.name, TraceSource::Memlab, file.segment_sizes))
+    }
+
+    /// Writes the trace as memlab trace JSON (through a temporary file).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let file = TraceFile {
+            memlab_trace: TRACE_FILE_VERSION,
+            name: self.name.clone(),
+            events: self.events.clone(),
+            segment_sizes: self.segment_sizes.clone(),
+        };
+        let text = serde_json::to_vec(&file).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+        write_atomically(path, &text)
+    }
+
+    /// How many allocation requests the trace makes.
+    pub fn allocations(&self) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, TraceEvent::Alloc { .. }))
+            .count()
+    }
+}
+
+/// Turns address-keyed alloc/free records into id-keyed events, counting what does not pair.
+#[derive(Default)]
+struct Pairing {
+    live: HashMap<u64, (u64, u64)>,
+    next_id: u64,
+    events: Vec<TraceEvent>,
+    warnings: TraceWarnings,
+}
+
+impl Pairing {
+    /// An allocation of `size` bytes at `key` (an address, or a trace's own id).
+    fn alloc(&mut self, index: usize, key: u64, size: u64, stream: u64) {
+        if let Some((id, _)) = self.live.remove(&key) {
+            self.warnings.push(format!(
+                "event {index}: allocation at {key:#x}, which is still live; the earlier block is taken as freed"
+            ));
+            self.events.push(TraceEvent::Free { id });
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.live.insert(key, (id, size));
+        self.events.push(TraceEvent::Alloc { id, size, stream });
+    }
+
+    /// A free of `key`; `size` is checked when the format records it.
+    fn free(&mut self, index: usize, key: u64, size: Option<u64>) {
+        match self.live.remove(&key) {
+            Some((id, live_size)) => {
+                if let Some(size) = size.filter(|&s| s != live_size) {
+                    self.warnings.push(format!(
+                        "event {index}: free of {key:#x} says {size} bytes, its allocation asked for {live_size}"
+                    ));
+                }
+                self.events.push(TraceEvent::Free { id });
+            }
+            None => self.warnings.push(format!(
+                "event {index}: free of {key:#x}, which is not live (a double free, or allocated before the trace began); skipped"
+            )),
+        }
+    }
+
+    fn finish(self, name: String, source: TraceSource, segment_sizes: Vec<u64>) -> Trace {
+        Trace {
+            name,
+            source,
+            events: self.events,
+            segment_sizes,
+            warnings: self.warnings,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trips_and_counts_bad_frees() {
+        let text = br#"{"memlab_trace": 1, "name": "t", "events": [
+            {"op": "alloc", "id": 7, "size": 100},
+            {"op": "free", "id": 7},
+            {"op": "free", "id": 7},
+            {"op": "free", "id": 9}]}"#;
+        let trace = Trace::from_json("t.json", text).unwrap();
+        assert_eq!(trace.events.len(), 2);
+        assert_eq!(trace.warnings.count, 2);
+        assert!(
+            trace.warnings.examples[0].starts_with("event 2:"),
+            "{:?}",
+            trace.warnings
+        );
+        let dir = std::env::temp_dir().join(format!("memlab-trace-{}", std::process::id()));
+        let path = dir.join("t.json");
+        trace.save(&path).unwrap();
+        let again = Trace::load(&path).unwrap();
+        assert_eq!(again.events, trace.events);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn wrong_schema_is_one_line() {
+        let err = Trace::from_json(
+            "t.json",
+            br#"{"memlab_trace": 1, "name": "t", "events": [{"op": "grow"}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("t.json:") && !err.contains('\n'), "{err}");
+    }
+}

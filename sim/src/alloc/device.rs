@@ -1,0 +1,146 @@
+//! Simulated device memory, and the meter every replay puts between a policy and its device.
+
+use super::DeviceMemory;
+
+/// Device memory that exists only as numbers: addresses are handed out from a counter, so
+/// separate allocations are never adjacent (as with a real allocator, nothing may assume so).
+#[derive(Debug, Clone)]
+pub struct SimDevice {
+    next_addr: u64,
+    total: u64,
+}
+
+impl SimDevice {
+    /// Alignment of every simulated allocation and reservation (the VMM granularity).
+    pub const GRANULE: u64 = 2 << 20;
+
+    /// A device with `total` bytes (used only to size virtual reservations; limits are the meter's).
+    pub fn new(total: u64) -> SimDevice {
+        SimDevice {
+            next_addr: 1 << 40,
+            total,
+        }
+    }
+
+    fn carve(&mut self, bytes: u64) -> u64 {
+        let addr = self.next_addr;
+        // A gap of one granule keeps separate allocations from ever touching.
+        self.next_addr += super::round_up(bytes.max(1), Self::GRANULE) + Self::GRANULE;
+        addr
+    }
+}
+
+impl DeviceMemory for SimDevice {
+    fn allocate(&mut self, bytes: u64) -> Option<u64> {
+        Some(self.carve(bytes))
+    }
+    fn free(&mut self, _addr: u64, _bytes: u64) {}
+    fn reserve(&mut self, bytes: u64) -> Option<u64> {
+        Some(self.carve(bytes))
+    }
+    fn release(&mut self, _addr: u64, _bytes: u64) {}
+    fn map(&mut self, _addr: u64, _bytes: u64) -> bool {
+        true
+    }
+    fn unmap(&mut self, _addr: u64, _bytes: u64) {}
+    fn total_bytes(&self) -> u64 {
+        self.total
+    }
+}
+
+/// Counts what a policy takes from a device and enforces a capacity, so the figures of every
+/// policy are measured the same way and no policy reports its own.
+pub struct Metered<'d> {
+    device: &'d mut dyn DeviceMemory,
+    capacity: u64,
+    /// Bytes of device memory held now (allocations plus mapped ranges).
+    pub reserved: u64,
+    /// The most ever held.
+    pub peak_reserved: u64,
+    /// Allocation and map calls that succeeded.
+    pub allocations: u64,
+    /// Free and unmap calls.
+    pub frees: u64,
+    /// Sizes of successful allocations and maps, in order.
+    pub sizes: Vec<u64>,
+}
+
+impl<'d> Metered<'d> {
+    /// Meters `device`, refusing anything that would hold more than `capacity` bytes.
+    pub fn new(device: &'d mut dyn DeviceMemory, capacity: Option<u64>) -> Metered<'d> {
+        Metered {
+            device,
+            capacity: capacity.unwrap_or(u64::MAX),
+            reserved: 0,
+            peak_reserved: 0,
+            allocations: 0,
+            frees: 0,
+            sizes: Vec::new(),
+        }
+    }
+
+    fn admit(&self, bytes: u64) -> bool {
+        self.reserved
+            .checked_add(bytes)
+            .is_some_and(|total| total <= self.capacity)
+    }
+
+    fn took(&mut self, bytes: u64) {
+        self.reserved += bytes;
+        self.peak_reserved = self.peak_reserved.max(self.reserved);
+        self.allocations += 1;
+        self.sizes.push(bytes);
+    }
+
+    fn gave_back(&mut self, bytes: u64) {
+        self.reserved -= bytes;
+        self.frees += 1;
+    }
+}
+
+impl DeviceMemory for Metered<'_> {
+    fn allocate(&mut self, bytes: u64) -> Option<u64> {
+        if !self.admit(bytes) {
+            return None;
+        }
+        let addr = self.device.allocate(bytes)?;
+        self.took(bytes);
+        Some(addr)
+    }
+    fn free(&mut self, addr: u64, bytes: u64) {
+        self.device.free(addr, bytes);
+        self.gave_back(bytes);
+    }
+    fn allocate_stream_ordered(&mut self, bytes: u64) -> Option<u64> {
+        if !self.admit(bytes) {
+            return None;
+        }
+        let addr = self.device.allocate_stream_ordered(bytes)?;
+        self.took(bytes);
+        Some(addr)
+    }
+    fn free_stream_ordered(&mut self, addr: u64, bytes: u64) {
+        self.device.free_stream_ordered(addr, bytes);
+        self.gave_back(bytes);
+    }
+    fn reserve(&mut self, bytes: u64) -> Option<u64> {
+        self.device.reserve(bytes)
+    }
+    fn release(&mut self, addr: u64, bytes: u64) {
+        self.device.release(addr, bytes)
+    }
+    fn map(&mut self, addr: u64, bytes: u64) -> bool {
+        if !self.admit(bytes) || !self.device.map(addr, bytes) {
+            return false;
+        }
+        self.took(bytes);
+        true
+    }
+    fn unmap(&mut self, addr: u64, bytes: u64) {
+        self.device.unmap(addr, bytes);
+        self.gave_back(bytes);
+    }
+    fn total_bytes(&self) -> u64 {
+        self.device.total_bytes()
+    }
+}

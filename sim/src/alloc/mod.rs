@@ -1,0 +1,191 @@
+//! Allocator policies: pure bookkeeping over address ranges that a [`DeviceMemory`] hands out.
+//!
+//! The same policy code runs over simulated memory ([`SimDevice`]) and, in `hw`, over real
+//! device memory; a policy never knows which. Every policy is picked by name from
+//! [`experiments::POLICIES`], its parameters given as data.
+
+mod best_fit;
+mod binning;
+mod buddy;
+mod caching;
+mod device;
+mod replay;
+mod simple;
+
+use experiments::PolicySpec;
+
+pub use device::{Metered, SimDevice};
+pub use replay::{min_capacity, replay, ReplayHooks, ReplayOptions};
+
+/// Where a policy gets memory from: physical allocations (cuMemAlloc), and virtual ranges
+/// backed on demand (cuMemAddressReserve + cuMemCreate/cuMemMap/cuMemSetAccess).
+pub trait DeviceMemory {
+    /// Allocates `bytes` of device memory; `None` when the device cannot.
+    fn allocate(&mut self, bytes: u64) -> Option<u64>;
+    /// Returns an allocation made by [`DeviceMemory::allocate`].
+    fn free(&mut self, addr: u64, bytes: u64);
+    /// Allocates through the stream-ordered pool (cuMemAllocAsync); plain allocate where there is none.
+    fn allocate_stream_ordered(&mut self, bytes: u64) -> Option<u64> {
+        self.allocate(bytes)
+    }
+    /// Returns an allocation made by [`DeviceMemory::allocate_stream_ordered`].
+    fn free_stream_ordered(&mut self, addr: u64, bytes: u64) {
+        self.free(addr, bytes)
+    }
+    /// Reserves `bytes` of virtual address space with no memory behind it.
+    fn reserve(&mut self, bytes: u64) -> Option<u64>;
+    /// Releases a reservation (which must be fully unmapped).
+    fn release(&mut self, addr: u64, bytes: u64);
+    /// Backs `[addr, addr + bytes)` of a reservation with memory; false when the device cannot.
+    fn map(&mut self, addr: u64, bytes: u64) -> bool;
+    /// Unmaps and frees the memory behind `[addr, addr + bytes)`.
+    fn unmap(&mut self, addr: u64, bytes: u64);
+    /// The device's memory size, bytes (sizes virtual reservations).
+    fn total_bytes(&self) -> u64;
+}
+
+/// A block a policy handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// Its first byte.
+    pub addr: u64,
+    /// Its size, after the policy's rounding (at least the request).
+    pub size: u64,
+}
+
+/// Free memory a policy holds from the device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FreeSpace {
+    /// Bytes held and not handed out, that the policy could hand out.
+    pub total: u64,
+    /// The largest request the policy could satisfy from them.
+    pub largest: u64,
+}
+
+impl FreeSpace {
+    /// 1 - largest / total: 0 when all free memory is one block (or none is free).
+    pub fn fragmentation(&self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            1.0 - self.largest as f64 / self.total as f64
+        }
+    }
+}
+
+/// A request a policy could not satisfy, worded for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AllocError(pub String);
+
+/// An allocator policy.
+pub trait Policy {
+    /// Hands out a block of at least `size` bytes for `stream`.
+    fn allocate(&mut self, device: &mut dyn DeviceMemory, size: u64, stream: u64) -> Result<Block, AllocError>;
+    /// Takes back a block this policy handed out.
+    fn free(&mut self, device: &mut dyn DeviceMemory, block: Block);
+    /// The free memory it holds.
+    fn free_space(&self) -> FreeSpace;
+    /// The alignment every block it hands out has.
+    fn alignment(&self) -> u64;
+    /// Returns every cached byte it can to the device (PyTorch's empty_cache).
+    fn release_cached(&mut self, device: &mut dyn DeviceMemory);
+    /// Policy-specific counts (hits, misses, splits ...).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}
+
+/// Builds the policy a spec names, reading its parameters.
+pub fn build_policy(spec: &PolicySpec) -> Result<Box<dyn Policy>, experiments::Error> {
+    let power_of_two = |key: &str| -> Result<u64, experiments::Error> {
+        let value = spec.bytes(key)?;
+        if value.is_power_of_two() {
+            Ok(value)
+        } else {
+            Err(experiments::Error::Invalid(format!(
+                "policy {}: {key} = {}: must be a power of two",
+                spec.name,
+                spec.param(key)
+            )))
+        }
+    };
+    let positive = |key: &str| -> Result<u64, experiments::Error> {
+        match spec.bytes(key)? {
+            0 => Err(experiments::Error::Invalid(format!(
+                "policy {}: {key} = 0: must be positive",
+                spec.name
+            ))),
+            value => Ok(value),
+        }
+    };
+    Ok(match spec.name.as_str() {
+        "cuda-malloc" => Box::new(simple::CudaMalloc::new(power_of_two("round")?, false)),
+        "cuda-malloc-async" => Box::new(simple::CudaMalloc::new(power_of_two("round")?, true)),
+        "bump" => Box::new(simple::Bump::new(
+            positive("arena")?,
+            power_of_two("alignment")?,
+            spec.bytes("reset_when_empty")? != 0,
+        )),
+        "buckets" => Box::new(simple::Buckets::new(power_of_two("min")?)),
+        "best-fit" => Box::new(best_fit::BestFit::new(positive("grow_by")?, power_of_two("alignment")?)),
+        "buddy" => {
+            let (arena, min_block) = (power_of_two("arena")?, power_of_two("min_block")?);
+            if min_block > arena {
+                return Err(experiments::Error::Invalid(format!(
+                    "policy buddy: min_block = {} is larger than arena = {}",
+                    spec.param("min_block"),
+                    spec.param("arena")
+                )));
+            }
+            Box::new(buddy::Buddy::new(arena, min_block))
+        }
+        "binning" => {
+            let (min_bin, max_bin) = (power_of_two("min_bin")?, power_of_two("max_bin")?);
+            if min_bin > max_bin {
+                return Err(experiments::Error::Invalid(format!(
+                    "policy binning: min_bin = {} is larger than max_bin = {}",
+                    spec.param("min_bin"),
+                    spec.param("max_bin")
+                )));
+            }
+            let large = PolicySpec::parse(spec.param("large"))?;
+            if large.name == "binning" {
+                return Err(experiments::Error::Invalid(
+                    "policy binning: large = binning would never end".into(),
+                ));
+            }
+            Box::new(binning::Binning::new(
+                min_bin,
+                max_bin,
+                positive("chunk")?,
+                build_policy(&large)?,
+            ))
+        }
+        "caching" => {
+            let max_split = match spec.param("max_split_size") {
+                "none" => u64::MAX,
+                _ => positive("max_split_size")?,
+            };
+            Box::new(caching::Caching::new(caching::Mode::Segments { max_split }))
+        }
+        "expandable" => Box::new(caching::Caching::new(caching::Mode::Expandable {
+            small_page: positive("small_page")?,
+            large_page: positive("large_page")?,
+        })),
+        other => {
+            return Err(experiments::Error::Unknown {
+                kind: "policy",
+                name: other.to_string(),
+                valid: experiments::POLICIES.iter().map(|p| p.name.to_string()).collect(),
+            })
+        }
+    })
+}
+
+fn round_up(value: u64, multiple: u64) -> u64 {
+    value.div_ceil(multiple) * multiple
+}
+
+#[cfg(test)]
+mod tests;

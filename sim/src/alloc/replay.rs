@@ -1,0 +1,257 @@
+//! Replaying a trace through a policy, and the figures that come out.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use experiments::{BackendKind, PolicyResult, PolicySpec, TimelinePoint, Trace, TraceEvent};
+
+use super::{build_policy, Block, DeviceMemory, Metered, SimDevice};
+
+/// How a replay runs.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayOptions {
+    /// Refuse device memory beyond this many bytes.
+    pub capacity: Option<u64>,
+    /// Thin the allocated/reserved timeline to at most this many points (0: none).
+    pub timeline_points: usize,
+    /// Time every allocate and free call on the host clock.
+    pub time_ops: bool,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            capacity: None,
+            timeline_points: 2000,
+            time_ops: true,
+        }
+    }
+}
+
+/// What a backend does around each operation; none of it is timed. `hw` writes every block
+/// handed out with a kernel and checks it when it comes back.
+pub trait ReplayHooks {
+    /// Called right after a block is handed out.
+    fn allocated(&mut self, id: u64, block: Block) -> Result<(), String>;
+    /// Called right before a block is freed.
+    fn freeing(&mut self, id: u64, block: Block) -> Result<(), String>;
+    /// Called at the end: what the backend's own checks found.
+    fn finish(&mut self) -> Result<Option<String>, String>;
+}
+
+/// No hooks: pure simulation.
+impl ReplayHooks for () {
+    fn allocated(&mut self, _id: u64, _block: Block) -> Result<(), String> {
+        Ok(())
+    }
+    fn freeing(&mut self, _id: u64, _block: Block) -> Result<(), String> {
+        Ok(())
+    }
+    fn finish(&mut self) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+}
+
+/// Thins a per-event series to about `points` points, keeping each stretch's highest values.
+struct Timeline {
+    stride: usize,
+    current: Option<TimelinePoint>,
+    points: Vec<TimelinePoint>,
+}
+
+impl Timeline {
+    fn new(events: usize, points: usize) -> Timeline {
+        Timeline {
+            stride: if points == 0 {
+                usize::MAX
+            } else {
+                events.div_ceil(points).max(1)
+            },
+            current: None,
+            points: Vec::new(),
+        }
+    }
+
+    fn record(&mut self, event: usize, allocated: u64, reserved: u64) {
+        if self.stride == usize::MAX {
+            return;
+        }
+        match &mut self.current {
+            Some(p) if p.event / self.stride == event / self.stride => {
+                p.allocated = p.allocated.max(allocated);
+                p.reserved = p.reserved.max(reserved);
+            }
+            _ => {
+                self.points.extend(self.current.take());
+                self.current = Some(TimelinePoint {
+                    event,
+                    allocated,
+                    reserved,
+                });
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<TimelinePoint> {
+        self.points.extend(self.current.take());
+        self.points
+    }
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn p50_p99(mut samples: Vec<f64>) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    (percentile(&samples, 0.5), percentile(&samples, 0.99))
+}
+
+/// How many of `recorded` (as a multiset) also appear in `made`.
+fn multiset_overlap(recorded: &[u64], made: &[u64]) -> usize {
+    let mut counts: HashMap<u64, usize> = HashMap::new();
+    for &size in made {
+        *counts.entry(size).or_default() += 1;
+    }
+    recorded
+        .iter()
+        .filter(|size| match counts.get_mut(size) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        })
+        .count()
+}
+
+/// Replays `trace` through the policy `spec` names, over `device`.
+pub fn replay(
+    trace: &Trace,
+    spec: &PolicySpec,
+    device: &mut dyn DeviceMemory,
+    options: ReplayOptions,
+    hooks: &mut dyn ReplayHooks,
+    backend: BackendKind,
+) -> Result<PolicyResult, experiments::Error> {
+    let mut policy = build_policy(spec)?;
+    let mut meter = Metered::new(device, options.capacity);
+    let mut live: HashMap<u64, (Block, u64, f64)> = HashMap::new();
+    let (mut allocated, mut requested) = (0u64, 0u64);
+    let (mut peak_allocated, mut peak_requested) = (0u64, 0u64);
+    let (mut fragmentation, mut waste) = (0.0, 0u64);
+    let (mut failed, mut first_failure) = (0u64, None);
+    let (mut alloc_ns, mut free_ns, mut pair_ns) = (Vec::new(), Vec::new(), Vec::new());
+    let mut timeline = Timeline::new(trace.events.len(), options.timeline_points);
+    let hook_error =
+        |index: usize, e: String| experiments::Error::Invalid(format!("{}: event {index}: {e}", spec.label()));
+
+    for (index, event) in trace.events.iter().enumerate() {
+        match *event {
+            TraceEvent::Alloc { id, size, stream } => {
+                let start = options.time_ops.then(Instant::now);
+                let result = policy.allocate(&mut meter, size, stream);
+                let ns = start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
+                match result {
+                    Ok(block) => {
+                        hooks.allocated(id, block).map_err(|e| hook_error(index, e))?;
+                        alloc_ns.push(ns);
+                        live.insert(id, (block, size, ns));
+                        allocated += block.size;
+                        requested += size;
+                        peak_requested = peak_requested.max(requested);
+                        if allocated > peak_allocated {
+                            peak_allocated = allocated;
+                            fragmentation = policy.free_space().fragmentation();
+                            waste = allocated - requested;
+                        }
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        first_failure.get_or_insert_with(|| format!("event {index}: {e}"));
+                    }
+                }
+            }
+            TraceEvent::Free { id } => {
+                // A free whose allocation failed has nothing to return.
+                if let Some((block, size, alloc_time)) = live.remove(&id) {
+                    hooks.freeing(id, block).map_err(|e| hook_error(index, e))?;
+                    let start = options.time_ops.then(Instant::now);
+                    policy.free(&mut meter, block);
+                    let ns = start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
+                    free_ns.push(ns);
+                    pair_ns.push(alloc_time + ns);
+                    allocated -= block.size;
+                    requested -= size;
+                }
+            }
+        }
+        timeline.record(index, allocated, meter.reserved);
+    }
+    let device_check = hooks.finish().map_err(|e| hook_error(trace.events.len(), e))?;
+    let (alloc_ns_p50, alloc_ns_p99) = p50_p99(alloc_ns);
+    let (free_ns_p50, free_ns_p99) = p50_p99(free_ns);
+    let (alloc_free_ns_p50, alloc_free_ns_p99) = p50_p99(pair_ns);
+    let counters: BTreeMap<String, u64> = policy.counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let segments_matched =
+        (!trace.segment_sizes.is_empty()).then(|| multiset_overlap(&trace.segment_sizes, &meter.sizes));
+    Ok(PolicyResult {
+        policy: spec.label(),
+        backend,
+        peak_reserved_bytes: meter.peak_reserved,
+        peak_allocated_bytes: peak_allocated,
+        peak_requested_bytes: peak_requested,
+        fragmentation_at_peak: fragmentation,
+        rounding_waste_bytes: waste,
+        device_allocations: meter.allocations,
+        device_frees: meter.frees,
+        failed_allocs: failed,
+        first_failure,
+        min_capacity_bytes: None,
+        alloc_ns_p50,
+        alloc_ns_p99,
+        free_ns_p50,
+        free_ns_p99,
+        alloc_free_ns_p50,
+        alloc_free_ns_p99,
+        counters,
+        segment_sizes: meter.sizes,
+        segments_matched,
+        device_check,
+        timeline: timeline.finish(),
+    })
+}
+
+/// The smallest capacity, in 2 MiB steps, at which the trace replays in simulation with no
+/// failed request (found by bisection below the unlimited run's peak); `None` when even
+/// unlimited memory fails (a request the policy can never satisfy).
+pub fn min_capacity(trace: &Trace, spec: &PolicySpec, device_bytes: u64) -> Result<Option<u64>, experiments::Error> {
+    const STEP: u64 = SimDevice::GRANULE;
+    let quiet = |capacity| ReplayOptions {
+        capacity,
+        timeline_points: 0,
+        time_ops: false,
+    };
+    let run = |capacity: Option<u64>| -> Result<PolicyResult, experiments::Error> {
+        let mut device = SimDevice::new(device_bytes);
+        replay(trace, spec, &mut device, quiet(capacity), &mut (), BackendKind::Sim)
+    };
+    let unlimited = run(None)?;
+    if unlimited.failed_allocs > 0 {
+        return Ok(None);
+    }
+    let (mut fails, mut fits) = (0u64, unlimited.peak_reserved_bytes.div_ceil(STEP));
+    while fits - fails > 1 {
+        let mid = fails + (fits - fails) / 2;
+        if run(Some(mid * STEP))?.failed_allocs == 0 {
+            fits = mid;
+        } else {
+            fails = mid;
+        }
+    }
+    Ok(Some(fits * STEP))
+}
