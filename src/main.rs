@@ -8,7 +8,10 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use experiments::{Backend, Catalog, Experiment, Family, Profile, Suite, Workload, DEFAULT_PROFILE};
+use experiments::{
+    format_bytes, Backend, BackendKind, Catalog, DeviceInfo, Experiment, Family, PolicySpec, Profile, ReplayRecord,
+    Suite, Trace, Workload, DEFAULT_PROFILE,
+};
 use hw::HwBackend;
 use sim::SimBackend;
 
@@ -62,6 +65,33 @@ enum Command {
         #[arg(long, default_value = DEFAULT_PROFILE)]
         profile: String,
     },
+    /// Replay an allocation trace through allocator policies and report memory and speed.
+    Replay {
+        /// A PyTorch memory snapshot (.pickle), an RMM log (.csv), a memlab trace (.json), or
+        /// synthetic:GENERATOR[:key=value...] (see `memlab list`).
+        trace: String,
+        /// Policies, comma-separated, each NAME[:key=value...]; `all` runs every policy.
+        #[arg(long, default_value = "all")]
+        policy: String,
+        /// Refuse device memory beyond this many bytes (e.g. "2 GiB").
+        #[arg(long)]
+        capacity: Option<String>,
+        /// Simulated bookkeeping, or the same policies over this GPU's memory.
+        #[arg(long, value_enum, default_value_t = ReplayBackend::Sim)]
+        backend: ReplayBackend,
+        /// Print one JSON object with every policy's figures (timelines left out) on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Output folder for replay-<backend>.json, replay.md, replay.html and plots.
+        #[arg(long, default_value = "memlab-out/replay")]
+        out: PathBuf,
+        /// Seed for synthetic traces.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Also write the trace as memlab trace JSON to this file.
+        #[arg(long)]
+        save_trace: Option<PathBuf>,
+    },
     /// Measure this GPU and write a device profile (needs a GPU).
     Calibrate {
         /// Profile file to write; the raw samples go beside it as <stem>.samples.json.
@@ -99,6 +129,12 @@ enum Topic {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ReplayBackend {
+    Sim,
+    Hw,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendChoice {
     Sim,
     Hw,
@@ -128,6 +164,25 @@ fn main() -> ExitCode {
         } => run(&targets, backend, &profile, &out, seed),
         Command::Report { dir } => report(&dir),
         Command::Explain { topic, params, profile } => explain(topic, &params, &profile),
+        Command::Replay {
+            trace,
+            policy,
+            capacity,
+            backend,
+            json,
+            out,
+            seed,
+            save_trace,
+        } => replay(&ReplayArgs {
+            trace: &trace,
+            policy: &policy,
+            capacity: capacity.as_deref(),
+            backend,
+            json,
+            out: &out,
+            seed,
+            save_trace: save_trace.as_deref(),
+        }),
         Command::Calibrate {
             out,
             part,
@@ -166,6 +221,144 @@ fn list() -> Result<()> {
         Profile::builtin_names().join(", ")
     );
     println!("backends: sim, hw, both");
+    println!("allocator policies (memlab replay --policy NAME[:key=value...]):");
+    for policy in experiments::POLICIES {
+        println!("  {:<18} {}", policy.name, policy.summary);
+        for (key, default, meaning) in policy.params {
+            println!("    {key} = {default}: {meaning}");
+        }
+    }
+    println!("synthetic traces (memlab replay synthetic:NAME[:key=value...] --seed N):");
+    for generator in experiments::SYNTHETIC_TRACES {
+        let params: Vec<String> = generator.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("  {:<18} {} ({})", generator.name, generator.summary, params.join(", "));
+    }
+    Ok(())
+}
+
+struct ReplayArgs<'a> {
+    trace: &'a str,
+    policy: &'a str,
+    capacity: Option<&'a str>,
+    backend: ReplayBackend,
+    json: bool,
+    out: &'a Path,
+    seed: u64,
+    save_trace: Option<&'a Path>,
+}
+
+fn replay(args: &ReplayArgs) -> Result<()> {
+    let specs = if args.policy == "all" {
+        experiments::POLICIES
+            .iter()
+            .map(|p| PolicySpec::parse(p.name))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        PolicySpec::parse_list(args.policy)?
+    };
+    if specs.is_empty() {
+        bail!("--policy names no policy");
+    }
+    for spec in &specs {
+        sim::build_policy(spec)?;
+    }
+    let capacity = args
+        .capacity
+        .map(|text| experiments::parse_bytes(text).map_err(|e| anyhow::anyhow!("--capacity: {e}")))
+        .transpose()?;
+    if capacity == Some(0) {
+        bail!("--capacity 0: must be positive");
+    }
+    let trace = if Trace::is_synthetic(args.trace) {
+        Trace::synthetic(args.trace, args.seed)?
+    } else {
+        Trace::load(Path::new(args.trace))?
+    };
+    if let Some(path) = args.save_trace {
+        trace.save(path)?;
+    }
+    if trace.warnings.count > 0 && !args.json {
+        eprintln!(
+            "warning: {} events of {} skipped; first: {}",
+            trace.warnings.count,
+            trace.name,
+            trace.warnings.examples.first().map_or("", String::as_str)
+        );
+    }
+    let progress = Progress::new(specs.len() as u64, "policies");
+    let record = match args.backend {
+        ReplayBackend::Sim => {
+            // The built-in profile's device sizes the address range expandable segments reserve.
+            let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
+            let mut results = Vec::new();
+            for spec in &specs {
+                progress.message(&spec.label());
+                let mut device = sim::SimDevice::new(device_bytes);
+                let options = sim::ReplayOptions {
+                    capacity,
+                    ..sim::ReplayOptions::default()
+                };
+                let mut result = sim::replay(&trace, spec, &mut device, options, &mut (), BackendKind::Sim)?;
+                result.min_capacity_bytes = sim::min_capacity(&trace, spec, device_bytes)?;
+                results.push(result);
+                progress.tick();
+            }
+            ReplayRecord {
+                trace: trace.name.clone(),
+                events: trace.events.len(),
+                allocations: trace.allocations(),
+                recorded_segments: trace.segment_sizes.len(),
+                warnings: trace.warnings.clone(),
+                capacity_bytes: capacity,
+                device: DeviceInfo::default(),
+                results,
+            }
+        }
+        ReplayBackend::Hw => hw::replay_on_gpu(&trace, &specs, capacity, &|label| {
+            progress.message(label);
+            progress.tick();
+        })?,
+    };
+    progress.finish();
+    let backend = match args.backend {
+        ReplayBackend::Sim => "sim",
+        ReplayBackend::Hw => "hw",
+    };
+    record.save(&args.out.join(format!("replay-{backend}.json")))?;
+    let rendered = reports::render_replay(args.out)?;
+    if args.json {
+        let mut value = serde_json::to_value(&record).context("serialising the replay")?;
+        if let Some(results) = value.get_mut("results").and_then(|r| r.as_array_mut()) {
+            for result in results {
+                if let Some(object) = result.as_object_mut() {
+                    object.remove("timeline");
+                    object.remove("segment_sizes");
+                }
+            }
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).context("serialising the replay")?
+        );
+        return Ok(());
+    }
+    println!(
+        "{:<22} {:>14} {:>14} {:>8} {:>8} {:>14} {:>12}",
+        "policy", "peak reserved", "peak alloc'd", "frag", "failed", "min capacity", "a+f p50 ns"
+    );
+    for r in &record.results {
+        println!(
+            "{:<22} {:>14} {:>14} {:>7.1}% {:>8} {:>14} {:>12.0}",
+            r.policy,
+            format_bytes(r.peak_reserved_bytes),
+            format_bytes(r.peak_allocated_bytes),
+            r.fragmentation_at_peak * 100.0,
+            r.failed_allocs,
+            r.min_capacity_bytes.map_or("-".to_string(), format_bytes),
+            r.alloc_free_ns_p50
+        );
+    }
+    println!("replay: {}", rendered.markdown.display());
     Ok(())
 }
 

@@ -302,3 +302,111 @@ fn explain_occupancy_shows_the_limit_and_refuses_bad_values() {
     );
     assert_clean_failure(&output, &["static_shared", "parsecs"]);
 }
+
+fn trace_file(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/traces")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A figure PyTorch reported when it recorded the trace.
+fn pytorch_figure(file: &str, key: &str) -> f64 {
+    let text = std::fs::read_to_string(trace_file(file)).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json[key].as_f64().unwrap()
+}
+
+#[test]
+fn replay_json_reproduces_pytorchs_figures_for_resnet18() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = trace_file("resnet18_default.pickle");
+    let output = memlab(
+        &["replay", &trace, "--policy", "caching,expandable", "--json"],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("stdout is one JSON object");
+    assert_eq!(json["events"], 21674);
+    let results = json["results"].as_array().unwrap();
+    let figure = |policy: &str, key: &str| {
+        results.iter().find(|r| r["policy"] == policy).unwrap()[key]
+            .as_f64()
+            .unwrap()
+    };
+    let close = |value: f64, target: f64, tolerance: f64| (value - target).abs() <= tolerance * target;
+    let reserved = pytorch_figure("resnet18_default.json", "max_reserved_bytes");
+    let expandable_reserved = pytorch_figure("resnet18_expandable.json", "max_reserved_bytes");
+    let allocated = pytorch_figure("resnet18_default.json", "max_allocated_bytes");
+    assert!(close(figure("caching", "peak_reserved_bytes"), reserved, 0.05));
+    assert!(close(
+        figure("expandable", "peak_reserved_bytes"),
+        expandable_reserved,
+        0.05
+    ));
+    assert!(close(figure("caching", "peak_allocated_bytes"), allocated, 0.01));
+    assert_eq!(
+        figure("caching", "segments_matched"),
+        json["recorded_segments"].as_f64().unwrap()
+    );
+    assert!(tmp.path().join("memlab-out/replay/replay.md").is_file());
+    assert!(tmp
+        .path()
+        .join("memlab-out/replay/plots/replay_peaks_sim.png")
+        .is_file());
+}
+
+#[test]
+fn bad_traces_fail_in_one_line_or_warn_with_the_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(trace_file("resnet18_default.pickle")).unwrap();
+    let truncated = tmp.path().join("truncated.pickle");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let output = memlab(&["replay", truncated.to_str().unwrap()], tmp.path());
+    assert_clean_failure(&output, &["truncated.pickle", "truncated pickle"]);
+
+    let wrong = tmp.path().join("wrong.json");
+    std::fs::write(
+        &wrong,
+        r#"{"memlab_trace": 1, "name": "x", "events": [{"op": "alloc", "size": 5}]}"#,
+    )
+    .unwrap();
+    assert_clean_failure(
+        &memlab(&["replay", wrong.to_str().unwrap()], tmp.path()),
+        &["wrong.json", "id"],
+    );
+
+    let log = tmp.path().join("log.csv");
+    std::fs::write(
+        &log,
+        "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x1000,512,0x0\n1,10:00:00.000002,free,0x1000,512,0x0\n1,10:00:00.000003,free,0x1000,512,0x0\n1,10:00:00.000004,free,0x9000,64,0x0\n",
+    )
+    .unwrap();
+    let output = memlab(&["replay", log.to_str().unwrap(), "--policy", "caching"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("2 events") && err.contains("event 2: free of 0x1000"),
+        "{err}"
+    );
+
+    let output = memlab(&["replay", log.to_str().unwrap(), "--policy", "slab"], tmp.path());
+    assert_clean_failure(&output, &["unknown policy 'slab'", "caching"]);
+    let output = memlab(
+        &["replay", log.to_str().unwrap(), "--policy", "buddy:arena=3MiB"],
+        tmp.path(),
+    );
+    assert_clean_failure(&output, &["arena = 3MiB", "power of two"]);
+}
+
+#[test]
+fn replay_without_a_gpu_says_so() {
+    if hw::driver_present() {
+        eprintln!("skipped: this machine has a CUDA driver");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memlab(&["replay", "synthetic:growing-vector", "--backend", "hw"], tmp.path());
+    assert_clean_failure(&output, &["needs an NVIDIA GPU"]);
+}

@@ -480,3 +480,312 @@ impl Drop for Event {
         let _ = unsafe { result::event::destroy(self.raw) };
     }
 }
+
+/// Device memory handed to allocator policies as bare addresses: cuMemAlloc/cuMemFree, the
+/// stream-ordered pool (cuMemAllocAsync/cuMemFreeAsync), and VMM ranges (cuMemAddressReserve,
+/// then cuMemCreate + cuMemMap + cuMemSetAccess per granule). It records everything it hands
+/// out, launches kernels only on memory it holds, and frees whatever is left when dropped.
+pub(crate) struct PolicyMemory<'g> {
+    gpu: &'g Gpu,
+    stream: Stream,
+    granularity: u64,
+    total: u64,
+    /// Live allocations: address -> (bytes, from the stream-ordered pool).
+    allocations: std::collections::BTreeMap<u64, (u64, bool)>,
+    reservations: std::collections::BTreeMap<u64, u64>,
+    /// One physical handle per mapped granule, by address.
+    handles: std::collections::BTreeMap<u64, sys::CUmemGenericAllocationHandle>,
+    mismatches: DeviceBuffer,
+    fault: Option<HwError>,
+}
+
+fn device_location() -> sys::CUmemLocation {
+    // SAFETY: CUmemLocation is plain data; all-zero is a valid value, then set to device 0.
+    let mut location: sys::CUmemLocation = unsafe { std::mem::zeroed() };
+    location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    location.id = 0;
+    location
+}
+
+fn pinned_device_prop() -> sys::CUmemAllocationProp {
+    // SAFETY: CUmemAllocationProp is plain data; all-zero is valid (no handle types, no flags).
+    let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location = device_location();
+    prop
+}
+
+impl<'g> PolicyMemory<'g> {
+    pub(crate) fn new(gpu: &'g Gpu, total: u64) -> Result<PolicyMemory<'g>> {
+        let prop = pinned_device_prop();
+        let mut granularity = 0usize;
+        // SAFETY: writes one usize through a valid pointer; prop is a valid, initialised struct.
+        unsafe {
+            sys::cuMemGetAllocationGranularity(
+                &mut granularity,
+                &prop,
+                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            )
+        }
+        .result()
+        .map_err(HwError::cuda("cuMemGetAllocationGranularity"))?;
+        let mismatches = gpu.device_buffer(8)?;
+        gpu.fill(&mismatches, 0)?;
+        Ok(PolicyMemory {
+            gpu,
+            stream: gpu.stream()?,
+            granularity: granularity as u64,
+            total,
+            allocations: Default::default(),
+            reservations: Default::default(),
+            handles: Default::default(),
+            mismatches,
+            fault: None,
+        })
+    }
+
+    /// A CUDA error other than running out of memory, if one happened since the last call.
+    pub(crate) fn take_fault(&mut self) -> Option<HwError> {
+        self.fault.take()
+    }
+
+    /// Out of memory is an answer a policy handles; any other error is a fault to report.
+    fn refused(&mut self, call: &'static str, error: result::DriverError) {
+        if error.0 != sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && self.fault.is_none() {
+            self.fault = Some(HwError::Cuda { call, reason: error });
+        }
+    }
+
+    /// Whether `[addr, addr + bytes)` lies in memory this object holds.
+    fn holds(&self, addr: u64, bytes: u64) -> bool {
+        if let Some((&start, &(len, _))) = self.allocations.range(..=addr).next_back() {
+            if addr + bytes <= start + len {
+                return true;
+            }
+        }
+        let g = self.granularity;
+        let first = addr / g * g;
+        (first..addr + bytes)
+            .step_by(g as usize)
+            .all(|granule| self.handles.contains_key(&granule))
+    }
+
+    fn pattern_launch(&self, kernel: &Kernel, addr: u64, bytes: u64, tag: u32, check: bool) -> Result<()> {
+        if !self.holds(addr, bytes) || !addr.is_multiple_of(4) || !bytes.is_multiple_of(4) {
+            return Err(HwError::DataMismatch(format!(
+                "a policy handed out [{addr:#x}, +{bytes}) which is not 4-byte aligned memory it holds"
+            )));
+        }
+        let words = bytes / 4;
+        let config = LaunchConfig {
+            blocks: words.div_ceil(256).clamp(1, 2048) as u32,
+            threads: 256,
+            shared_bytes: 0,
+        };
+        // The block's address is checked above to lie in memory held until this object drops,
+        // and enqueue synchronizes before returning, so no kernel outlives it.
+        self.gpu.enqueue(|queue| {
+            let mut args = vec![Arg::U64(addr), Arg::U64(words), Arg::I32(tag as i32)];
+            if check {
+                args.push(Arg::Device(&self.mismatches));
+            }
+            queue.launch(&self.stream, kernel, config, &args)
+        })
+    }
+
+    /// Writes the pattern of `tag` over a block (synchronously).
+    pub(crate) fn stamp(&self, kernel: &Kernel, addr: u64, bytes: u64, tag: u32) -> Result<()> {
+        self.pattern_launch(kernel, addr, bytes, tag, false)
+    }
+
+    /// Counts the block's words that no longer hold the pattern of `tag` (synchronously).
+    pub(crate) fn verify(&self, kernel: &Kernel, addr: u64, bytes: u64, tag: u32) -> Result<()> {
+        self.pattern_launch(kernel, addr, bytes, tag, true)
+    }
+
+    /// Damaged words found by every `verify` so far.
+    pub(crate) fn mismatches(&self) -> Result<u64> {
+        let mut bytes = [0u8; 8];
+        self.gpu.download_range(&mut bytes, &self.mismatches, 0)?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    fn unmap_granule(&mut self, granule: u64) {
+        if let Some(handle) = self.handles.remove(&granule) {
+            // SAFETY: the granule was mapped with this handle by `map` and is unmapped once;
+            // enqueue synchronized every kernel that used it.
+            let unmapped = unsafe { sys::cuMemUnmap(granule, self.granularity as usize) }.result();
+            // SAFETY: the handle came from cuMemCreate and is released once, after its unmap.
+            let released = unsafe { sys::cuMemRelease(handle) }.result();
+            if let Err(e) = unmapped {
+                self.refused("cuMemUnmap", e);
+            }
+            if let Err(e) = released {
+                self.refused("cuMemRelease", e);
+            }
+        }
+    }
+}
+
+impl sim::DeviceMemory for PolicyMemory<'_> {
+    fn allocate(&mut self, bytes: u64) -> Option<u64> {
+        // SAFETY: allocates device memory in the current context; freed by `free` or on drop.
+        match unsafe { result::malloc_sync(bytes as usize) } {
+            Ok(addr) => {
+                self.allocations.insert(addr, (bytes, false));
+                Some(addr)
+            }
+            Err(e) => {
+                self.refused("cuMemAlloc", e);
+                None
+            }
+        }
+    }
+
+    fn free(&mut self, addr: u64, _bytes: u64) {
+        if self.allocations.remove(&addr).is_some() {
+            // SAFETY: addr came from cuMemAlloc and leaves `allocations`, so it is freed once.
+            if let Err(e) = unsafe { result::free_sync(addr) } {
+                self.refused("cuMemFree", e);
+            }
+        }
+    }
+
+    fn allocate_stream_ordered(&mut self, bytes: u64) -> Option<u64> {
+        // SAFETY: the stream is alive; the memory is used only by kernels on this stream (and
+        // synchronously), and freed by `free_stream_ordered` or on drop.
+        match unsafe { result::malloc_async(self.stream.raw, bytes as usize) } {
+            Ok(addr) => {
+                self.allocations.insert(addr, (bytes, true));
+                Some(addr)
+            }
+            Err(e) => {
+                self.refused("cuMemAllocAsync", e);
+                None
+            }
+        }
+    }
+
+    fn free_stream_ordered(&mut self, addr: u64, _bytes: u64) {
+        if self.allocations.remove(&addr).is_some() {
+            // SAFETY: addr came from cuMemAllocAsync on this stream and is freed once.
+            if let Err(e) = unsafe { result::free_async(addr, self.stream.raw) } {
+                self.refused("cuMemFreeAsync", e);
+            }
+        }
+    }
+
+    fn reserve(&mut self, bytes: u64) -> Option<u64> {
+        let bytes = bytes.div_ceil(self.granularity) * self.granularity;
+        let mut addr: sys::CUdeviceptr = 0;
+        // SAFETY: writes one address through a valid pointer; reserves address space only.
+        match unsafe { sys::cuMemAddressReserve(&mut addr, bytes as usize, 0, 0, 0) }.result() {
+            Ok(()) => {
+                self.reservations.insert(addr, bytes);
+                Some(addr)
+            }
+            Err(e) => {
+                self.refused("cuMemAddressReserve", e);
+                None
+            }
+        }
+    }
+
+    fn release(&mut self, addr: u64, _bytes: u64) {
+        if let Some(bytes) = self.reservations.remove(&addr) {
+            let mapped: Vec<u64> = self.handles.range(addr..addr + bytes).map(|(&g, _)| g).collect();
+            for granule in mapped {
+                self.unmap_granule(granule);
+            }
+            // SAFETY: the range came from cuMemAddressReserve, is now unmapped, and is freed once.
+            if let Err(e) = unsafe { sys::cuMemAddressFree(addr, bytes as usize) }.result() {
+                self.refused("cuMemAddressFree", e);
+            }
+        }
+    }
+
+    fn map(&mut self, addr: u64, bytes: u64) -> bool {
+        let g = self.granularity;
+        let inside = self
+            .reservations
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(&start, &len)| addr + bytes <= start + len);
+        if !inside || !addr.is_multiple_of(g) || !bytes.is_multiple_of(g) {
+            self.fault.get_or_insert(HwError::Unsupported(format!(
+                "map of [{addr:#x}, +{bytes}): not whole granules of a reservation"
+            )));
+            return false;
+        }
+        let prop = pinned_device_prop();
+        let mut done = Vec::new();
+        for granule in (addr..addr + bytes).step_by(g as usize) {
+            let mut handle: sys::CUmemGenericAllocationHandle = 0;
+            // SAFETY: writes one handle through a valid pointer; prop is initialised.
+            if let Err(e) = unsafe { sys::cuMemCreate(&mut handle, g as usize, &prop, 0) }.result() {
+                self.refused("cuMemCreate", e);
+                break;
+            }
+            // SAFETY: the granule lies in a reservation of ours (checked) and is not mapped yet.
+            if let Err(e) = unsafe { sys::cuMemMap(granule, g as usize, 0, handle, 0) }.result() {
+                // SAFETY: the handle was just created and never mapped.
+                let _ = unsafe { sys::cuMemRelease(handle) };
+                self.refused("cuMemMap", e);
+                break;
+            }
+            self.handles.insert(granule, handle);
+            done.push(granule);
+        }
+        let access = sys::CUmemAccessDesc {
+            location: device_location(),
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        let complete = done.len() as u64 * g == bytes;
+        // SAFETY: the whole range is mapped (checked by `complete`); one descriptor is passed.
+        let accessible = complete
+            && unsafe { sys::cuMemSetAccess(addr, bytes as usize, &access, 1) }
+                .result()
+                .map_err(|e| self.refused("cuMemSetAccess", e))
+                .is_ok();
+        if !accessible {
+            for granule in done {
+                self.unmap_granule(granule);
+            }
+        }
+        accessible
+    }
+
+    fn unmap(&mut self, addr: u64, bytes: u64) {
+        let granules: Vec<u64> = self.handles.range(addr..addr + bytes).map(|(&g, _)| g).collect();
+        for granule in granules {
+            self.unmap_granule(granule);
+        }
+    }
+
+    fn total_bytes(&self) -> u64 {
+        self.total
+    }
+}
+
+impl Drop for PolicyMemory<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the stream is alive; waiting for it makes every stream-ordered free complete.
+        let _ = unsafe { result::stream::synchronize(self.stream.raw) };
+        for (addr, (_, stream_ordered)) in std::mem::take(&mut self.allocations) {
+            // SAFETY: each address is freed once, by the call that matches its allocation.
+            let _ = unsafe {
+                if stream_ordered {
+                    result::free_async(addr, self.stream.raw)
+                } else {
+                    result::free_sync(addr)
+                }
+            };
+        }
+        let reservations: Vec<(u64, u64)> = self.reservations.iter().map(|(&a, &b)| (a, b)).collect();
+        for (addr, bytes) in reservations {
+            sim::DeviceMemory::release(self, addr, bytes);
+        }
+        // SAFETY: as above; the pool's frees complete before the stream is destroyed.
+        let _ = unsafe { result::stream::synchronize(self.stream.raw) };
+    }
+}

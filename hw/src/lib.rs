@@ -14,6 +14,7 @@ mod error;
 mod latency;
 mod occupancy;
 mod overlap;
+mod replay;
 mod timing;
 mod transfer;
 
@@ -21,3 +22,4 @@ pub use backend::HwBackend;
 pub use calibrate::{calibration_steps, measure_calibration, Parts};
 pub use cuda::driver_present;
 pub use error::{HwError, Result};
+pub use replay::{replay_on_gpu, replay_policies_on_gpu};

@@ -72,3 +72,86 @@ fn without_a_driver_open_is_an_error_not_a_panic() {
     let err = HwBackend::open().err().expect("no GPU here").to_string();
     assert!(err.contains("needs an NVIDIA GPU") && !err.contains('\n'), "{err}");
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
+fn policies_replay_over_device_memory_without_overlap() {
+    use experiments::{PolicySpec, Trace};
+    let trace = Trace::synthetic("synthetic:training-loop:steps=4", 7).unwrap();
+    let specs = PolicySpec::parse_list("caching,expandable,best-fit,buddy,cuda-malloc-async").unwrap();
+    let record = hw::replay_on_gpu(&trace, &specs, None, &|_| {}).expect("replays with every block checked");
+    for (spec, result) in specs.iter().zip(&record.results) {
+        let check = result.device_check.as_deref().unwrap_or_default();
+        assert!(check.contains("no overlap"), "{}: {check}", spec.label());
+        assert_eq!(result.failed_allocs, 0, "{}", spec.label());
+        assert_eq!(result.counters["held_after_release"], 0, "{}", spec.label());
+        // The same bookkeeping in simulation needs the same memory, give or take the order
+        // in which real addresses break ties between equal free blocks.
+        let mut device = sim::SimDevice::new(record.device.memory_bytes);
+        let sim = sim::replay(
+            &trace,
+            spec,
+            &mut device,
+            sim::ReplayOptions::default(),
+            &mut (),
+            experiments::BackendKind::Sim,
+        )
+        .unwrap();
+        let ratio = result.peak_reserved_bytes as f64 / sim.peak_reserved_bytes as f64;
+        assert!(
+            (0.95..=1.05).contains(&ratio),
+            "{}: hw {} vs sim {}",
+            spec.label(),
+            result.peak_reserved_bytes,
+            sim.peak_reserved_bytes
+        );
+    }
+}
+
+/// A deliberately wrong policy: every block starts at the same address.
+struct OneAddress {
+    base: Option<u64>,
+}
+
+impl sim::Policy for OneAddress {
+    fn allocate(
+        &mut self,
+        device: &mut dyn sim::DeviceMemory,
+        size: u64,
+        _stream: u64,
+    ) -> Result<sim::Block, sim::AllocError> {
+        let base = *self
+            .base
+            .get_or_insert_with(|| device.allocate(64 << 20).expect("64 MiB"));
+        Ok(sim::Block {
+            addr: base,
+            size: size.div_ceil(256) * 256,
+        })
+    }
+    fn free(&mut self, _device: &mut dyn sim::DeviceMemory, _block: sim::Block) {}
+    fn free_space(&self) -> sim::FreeSpace {
+        sim::FreeSpace::default()
+    }
+    fn alignment(&self) -> u64 {
+        256
+    }
+    fn release_cached(&mut self, device: &mut dyn sim::DeviceMemory) {
+        if let Some(base) = self.base.take() {
+            device.free(base, 64 << 20);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
+fn a_policy_that_overlaps_blocks_is_caught_on_the_device() {
+    use experiments::Trace;
+    // Many blocks live at once, all handed out at one address: the device check must see it.
+    let trace = Trace::synthetic("synthetic:log-uniform:count=200:max=1MiB", 3).unwrap();
+    let policies: Vec<(String, Box<dyn sim::Policy>)> =
+        vec![("one-address".into(), Box::new(OneAddress { base: None }))];
+    let err = hw::replay_policies_on_gpu(&trace, policies, None, &|_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("overlapping"), "{err}");
+}

@@ -82,8 +82,8 @@ fn trim(value: f64) -> String {
     }
 }
 
-/// Colours for series, in order (colour-blind friendly: Okabe-Ito).
-pub(crate) const PALETTE: [RGBColor; 7] = [
+/// Colours for series, in order (colour-blind friendly: Okabe-Ito, then grey and wine).
+pub(crate) const PALETTE: [RGBColor; 9] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -91,6 +91,8 @@ pub(crate) const PALETTE: [RGBColor; 7] = [
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
     RGBColor(0, 0, 0),
+    RGBColor(153, 153, 153),
+    RGBColor(136, 34, 85),
 ];
 
 /// The coordinate system every memlab chart draws in (axes already transformed by [`Scale`]).

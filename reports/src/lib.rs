@@ -11,9 +11,13 @@ mod document;
 mod error;
 mod plot_agreement;
 mod plot_error;
+mod plot_peaks;
 mod plot_sweep;
+mod plot_timeline;
 mod render;
+mod replay_render;
 
 pub use analysis::{join, Analysis, ComparedPoint, ErrorStats, ExperimentAnalysis};
 pub use error::{ReportError, Result};
 pub use render::{render, render_report, Rendered};
+pub use replay_render::render_replay;

@@ -14,8 +14,8 @@ mod overlap;
 mod pcie;
 
 pub use alloc::{
-    build_policy, min_capacity, replay, AllocError, Block, DeviceMemory, FreeSpace, Metered, Policy, ReplayHooks,
-    ReplayOptions, SimDevice,
+    build_policy, min_capacity, replay, replay_policy, AllocError, Block, DeviceMemory, FreeSpace, Metered, Policy,
+    ReplayHooks, ReplayOptions, SimDevice,
 };
 pub use backend::{SimBackend, SimError};
 pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};

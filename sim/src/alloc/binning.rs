@@ -13,7 +13,7 @@ pub(super) struct Binning {
     free_lists: HashMap<u64, Vec<u64>>,
     /// Which bin each handed-out small block came from.
     small: HashMap<u64, u64>,
-    chunks: u64,
+    chunks: Vec<(u64, u64)>,
     cached: u64,
     large: Box<dyn Policy>,
 }
@@ -26,7 +26,7 @@ impl Binning {
             chunk,
             free_lists: HashMap::new(),
             small: HashMap::new(),
-            chunks: 0,
+            chunks: Vec::new(),
             cached: 0,
             large,
         }
@@ -49,7 +49,7 @@ impl Policy for Binning {
                     format_bytes(bin)
                 ))
             })?;
-            self.chunks += 1;
+            self.chunks.push((base, chunk));
             // Highest address first, so blocks are handed out in address order.
             list.extend((0..chunk / bin).rev().map(|i| base + i * bin));
             self.cached += chunk / bin * bin;
@@ -90,12 +90,19 @@ impl Policy for Binning {
     }
 
     fn release_cached(&mut self, device: &mut dyn DeviceMemory) {
-        // Chunks are shared by many blocks; only the upstream policy can give memory back.
+        // A chunk is shared by many blocks of its bin: chunks go back only when no small block is live.
+        if self.small.is_empty() {
+            for (base, bytes) in self.chunks.drain(..) {
+                device.free(base, bytes);
+            }
+            self.free_lists.clear();
+            self.cached = 0;
+        }
         self.large.release_cached(device);
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let mut counters = vec![("chunks", self.chunks)];
+        let mut counters = vec![("chunks", self.chunks.len() as u64)];
         counters.extend(self.large.counters());
         counters
     }

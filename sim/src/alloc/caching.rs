@@ -451,6 +451,7 @@ impl Policy for Caching {
                         .flatten()
                 })
                 .or_else(|| {
+                    self.flushes += 1;
                     self.release_cached(device);
                     self.alloc_block(device, pool, stream, size)
                 }),
@@ -515,7 +516,6 @@ impl Policy for Caching {
     }
 
     fn release_cached(&mut self, device: &mut dyn DeviceMemory) {
-        self.flushes += 1;
         let free: Vec<usize> = self
             .free_sets
             .iter()
@@ -534,7 +534,7 @@ impl Policy for Caching {
         vec![
             ("splits", self.splits),
             ("merges", self.merges),
-            ("cache_flushes", self.flushes),
+            ("oom_cache_flushes", self.flushes),
         ]
     }
 }

@@ -15,7 +15,7 @@ mod simple;
 use experiments::PolicySpec;
 
 pub use device::{Metered, SimDevice};
-pub use replay::{min_capacity, replay, ReplayHooks, ReplayOptions};
+pub use replay::{min_capacity, replay, replay_policy, ReplayHooks, ReplayOptions};
 
 /// Where a policy gets memory from: physical allocations (cuMemAlloc), and virtual ranges
 /// backed on demand (cuMemAddressReserve + cuMemCreate/cuMemMap/cuMemSetAccess).

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use experiments::{BackendKind, PolicyResult, PolicySpec, TimelinePoint, Trace, TraceEvent};
 
-use super::{build_policy, Block, DeviceMemory, Metered, SimDevice};
+use super::{build_policy, Block, DeviceMemory, Metered, Policy, SimDevice};
 
 /// How a replay runs.
 #[derive(Debug, Clone, Copy)]
@@ -138,7 +138,27 @@ pub fn replay(
     hooks: &mut dyn ReplayHooks,
     backend: BackendKind,
 ) -> Result<PolicyResult, experiments::Error> {
-    let mut policy = build_policy(spec)?;
+    replay_policy(
+        trace,
+        &spec.label(),
+        build_policy(spec)?,
+        device,
+        options,
+        hooks,
+        backend,
+    )
+}
+
+/// Replays `trace` through any policy (one of memlab's or your own), reported as `label`.
+pub fn replay_policy(
+    trace: &Trace,
+    label: &str,
+    mut policy: Box<dyn Policy>,
+    device: &mut dyn DeviceMemory,
+    options: ReplayOptions,
+    hooks: &mut dyn ReplayHooks,
+    backend: BackendKind,
+) -> Result<PolicyResult, experiments::Error> {
     let mut meter = Metered::new(device, options.capacity);
     let mut live: HashMap<u64, (Block, u64, f64)> = HashMap::new();
     let (mut allocated, mut requested) = (0u64, 0u64);
@@ -147,8 +167,7 @@ pub fn replay(
     let (mut failed, mut first_failure) = (0u64, None);
     let (mut alloc_ns, mut free_ns, mut pair_ns) = (Vec::new(), Vec::new(), Vec::new());
     let mut timeline = Timeline::new(trace.events.len(), options.timeline_points);
-    let hook_error =
-        |index: usize, e: String| experiments::Error::Invalid(format!("{}: event {index}: {e}", spec.label()));
+    let hook_error = |index: usize, e: String| experiments::Error::Invalid(format!("{label}: event {index}: {e}"));
 
     for (index, event) in trace.events.iter().enumerate() {
         match *event {
@@ -192,15 +211,27 @@ pub fn replay(
         }
         timeline.record(index, allocated, meter.reserved);
     }
-    let device_check = hooks.finish().map_err(|e| hook_error(trace.events.len(), e))?;
+    // Blocks the trace never frees are returned (untimed, and after every figure above), then
+    // the cache: whatever the policy still holds afterwards is memory it cannot give back.
+    let end = trace.events.len();
+    let mut leftovers: Vec<(u64, Block)> = live.drain().map(|(id, (block, _, _))| (id, block)).collect();
+    leftovers.sort_by_key(|(id, _)| *id);
+    for (id, block) in leftovers {
+        hooks.freeing(id, block).map_err(|e| hook_error(end, e))?;
+        policy.free(&mut meter, block);
+    }
+    policy.release_cached(&mut meter);
+    let held_after_release = meter.reserved;
+    let device_check = hooks.finish().map_err(|e| hook_error(end, e))?;
     let (alloc_ns_p50, alloc_ns_p99) = p50_p99(alloc_ns);
     let (free_ns_p50, free_ns_p99) = p50_p99(free_ns);
     let (alloc_free_ns_p50, alloc_free_ns_p99) = p50_p99(pair_ns);
-    let counters: BTreeMap<String, u64> = policy.counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let mut counters: BTreeMap<String, u64> = policy.counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    counters.insert("held_after_release".into(), held_after_release);
     let segments_matched =
         (!trace.segment_sizes.is_empty()).then(|| multiset_overlap(&trace.segment_sizes, &meter.sizes));
     Ok(PolicyResult {
-        policy: spec.label(),
+        policy: label.to_string(),
         backend,
         peak_reserved_bytes: meter.peak_reserved,
         peak_allocated_bytes: peak_allocated,

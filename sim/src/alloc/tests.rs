@@ -117,9 +117,7 @@ fn run(spec: &PolicySpec, ops: &[Op], capacity: Option<u64>) -> Result<(), TestC
         &name
     );
     policy.release_cached(&mut meter);
-    if spec.name != "binning" {
-        prop_assert_eq!(meter.reserved, 0, "{}: memory kept after release", &name);
-    }
+    prop_assert_eq!(meter.reserved, 0, "{}: memory kept after release", &name);
     Ok(())
 }
 
