@@ -161,6 +161,7 @@ pub(crate) fn render_both(dir: &Path, stem: &str, chart: &impl Chart) -> Result<
         let mut encoder = ::png::Encoder::new(&mut encoded, width, height);
         encoder.set_color(::png::ColorType::Rgb);
         encoder.set_depth(::png::BitDepth::Eight);
+        encoder.set_compression(::png::Compression::Best);
         let mut writer = encoder.write_header().map_err(|e| fail(&png, e.to_string()))?;
         writer
             .write_image_data(&pixels)
