@@ -3,7 +3,9 @@
 // Warp w of the grid-stride loop reads, in lane i < active, element
 // w x 32 x stride + offset + i x stride; the grid reads through the array `passes` times.
 // Values are folded into a word that is written only if it hits an impossible value, so the
-// loads cannot be removed and nothing but the reads moves memory.
+// loads cannot be removed and nothing but the reads moves memory. Loads are cached in the L2
+// only (ld.global.cg): each SM re-reads the same addresses every pass, and an L1 hit would
+// hide the L2 that the small-array experiments measure.
 
 __device__ __forceinline__ unsigned int fold(unsigned char v) { return v; }
 __device__ __forceinline__ unsigned int fold(unsigned short v) { return v; }
@@ -24,7 +26,7 @@ __device__ void read(const T *__restrict__ data, unsigned long long warps, int s
         for (int pass = 0; pass < passes; ++pass) {
 #pragma unroll 8
             for (unsigned long long w = first; w < warps; w += step) {
-                acc ^= fold(data[w * warp_span + lane_offset]);
+                acc ^= fold(__ldcg(&data[w * warp_span + lane_offset]));
             }
         }
     }

@@ -35,6 +35,9 @@ pub struct Calibration {
     /// Dependent shared-memory loads at the calibration cases; empty when not measured.
     #[serde(default)]
     pub shared: Vec<BankSample>,
+    /// Registers per thread of the global read kernel (its occupancy); 0 when not measured.
+    #[serde(default)]
+    pub read_kernel_registers: u32,
     /// Global-memory reads at the calibration cases; empty when not measured.
     #[serde(default)]
     pub global: Vec<GlobalSample>,
@@ -60,10 +63,22 @@ pub struct ConstantSample {
     pub cycles: f64,
 }
 
-/// The constant cases calibration measures: 1 and 2 distinct words, warm and cold. 3 to 32
-/// distinct words, in both states, are left for validation.
+/// The constant cases calibration measures: 1 and 2 distinct words, warm and cold (the two
+/// lines), and warm chains of 14, 15, 17, 18, 19 and 24 distinct lines (where the cache runs
+/// out). The suites' counts (powers of two, 3, 5, 7, 12, 20, 31) are left for validation.
 pub fn constant_calibration_cases() -> Vec<(u32, bool)> {
-    vec![(1, false), (2, false), (1, true), (2, true)]
+    vec![
+        (1, false),
+        (2, false),
+        (1, true),
+        (2, true),
+        (14, false),
+        (15, false),
+        (17, false),
+        (18, false),
+        (19, false),
+        (24, false),
+    ]
 }
 
 /// One measured pointer-chase footprint.
@@ -95,12 +110,26 @@ pub struct GlobalSample {
     pub time_us: f64,
 }
 
-/// The global-memory cases calibration measures, as (width, stride, bytes): dense 4-byte
-/// reads of 1 GiB (DRAM bandwidth) and of 16 MiB (L2 bandwidth), and 4-byte reads at stride 32
-/// (one element per line, which tells DRAM's fetch size). Every other width, stride, offset
-/// and lane mask is left for validation.
+/// The global-memory cases calibration measures, as (width, stride, bytes): dense 16-byte
+/// reads of 1 GiB and of 16 MiB (DRAM and L2 bandwidth), dense 1-byte reads of both (one small
+/// load in flight per warp: latency bound), dense 4-byte reads of 1 GiB (where the two bounds
+/// meet), 4- and 16-byte reads at stride 32 (one element per line and per four lines: DRAM's
+/// fetch size and the cost of opening pages), 4-byte reads at stride 32 of 16 MiB (one sector
+/// in each of 32 lines per request: the L2's line-request rate), and 16-byte reads at stride
+/// 32 of 16 MiB (too few warps to fill the GPU: the latency of a 32-line load). Every other
+/// point is left for validation.
 pub fn global_calibration_cases() -> Vec<(u32, u32, u64)> {
-    vec![(4, 1, 1 << 30), (4, 1, 16 << 20), (4, 32, 1 << 30)]
+    vec![
+        (16, 1, 1 << 30),
+        (16, 1, 16 << 20),
+        (1, 1, 1 << 30),
+        (1, 1, 16 << 20),
+        (4, 1, 1 << 30),
+        (4, 32, 1 << 30),
+        (16, 32, 1 << 30),
+        (4, 32, 16 << 20),
+        (16, 32, 16 << 20),
+    ]
 }
 
 /// One measured shared-memory access pattern.

@@ -110,7 +110,16 @@ const COALESCING_PARAMS: &[ParamSpec] = &[
     spec("active_lanes", ParamKind::Count { min: 1, max: 32 }, Some("32")),
     // The array every warp of the grid reads through, once.
     spec("bytes", ParamKind::Size, Some("1 GiB")),
+    // Shared memory each block of the read kernel asks for, only to limit how many blocks an
+    // SM holds (occupancy); the kernel does not use it.
+    spec("dynamic_shared", ParamKind::Bytes { max: 227 << 10 }, Some("0")),
 ];
+
+/// The read kernel's launch: this many blocks per SM of [`READ_KERNEL_THREADS`] threads, in a
+/// grid-stride loop, so with nothing else limiting occupancy every SM holds 64 warps.
+pub const READ_KERNEL_BLOCKS_PER_SM: u32 = 8;
+/// Threads per block of the read kernel.
+pub const READ_KERNEL_THREADS: u32 = 256;
 
 impl Family {
     /// Every family, in the order `memlab list` shows them.
@@ -226,6 +235,7 @@ impl Family {
                 offset: int("offset") as u32,
                 active_lanes: int("active_lanes") as u32,
                 bytes: int("bytes") as u64,
+                dynamic_shared: int("dynamic_shared") as u32,
             }),
             Family::Latency => Workload::Latency(LatencyPoint {
                 bytes: int("bytes") as u64,
@@ -330,6 +340,8 @@ pub struct CoalescingPoint {
     pub active_lanes: u32,
     /// The array read, bytes.
     pub bytes: u64,
+    /// Dynamic shared memory per block (limits resident blocks; unused by the kernel).
+    pub dynamic_shared: u32,
 }
 
 impl CoalescingPoint {

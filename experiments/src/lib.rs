@@ -29,7 +29,7 @@ pub use error::{Error, Result};
 pub use family::{
     coalescing_metrics, cycles_metrics, occupancy_metrics, overlap_metrics, transfer_metrics, BankPoint,
     CoalescingPoint, ConstantPoint, Direction, Family, HostMemory, LatencyPoint, OccupancyPoint, OverlapPoint,
-    TransferPoint, Workload,
+    TransferPoint, Workload, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 pub use files::write_atomically;
 pub use params::{Metrics, ParamValue, Params};

@@ -50,6 +50,9 @@ pub struct ConstantParams {
     pub cold_cycles: f64,
     /// Cycles each further distinct word adds, cold.
     pub cold_per_extra: f64,
+    /// Distinct 128-byte lines the SM's constant cache keeps: a warm access naming more, in a
+    /// repeating chain, misses on every line (as cold).
+    pub capacity_lines: u32,
     /// The (distinct, cold) cases calibration measured; reports exclude them.
     pub calibration_cases: Vec<(u32, bool)>,
 }
@@ -90,10 +93,28 @@ pub struct GlobalParams {
     pub l2_bytes: u64,
     /// Bytes DRAM delivers for each piece the L2 asks for (fitted: 32, 64 or 128).
     pub dram_fetch_bytes: u32,
-    /// Sustained DRAM read bandwidth, 10^9 B/s.
+    /// Sustained DRAM read bandwidth for the bytes fetched, 10^9 B/s.
     pub dram_gb_per_s: f64,
+    /// DRAM page (row) size, bytes: a read opens every page it touches.
+    pub dram_page_bytes: u32,
+    /// Rate at which DRAM opens the pages a read touches, in page bytes per second (10^9):
+    /// the cost sparse reads pay beyond the bytes they fetch.
+    pub dram_page_gb_per_s: f64,
     /// Sustained L2 read bandwidth, 10^9 B/s.
     pub l2_gb_per_s: f64,
+    /// 128-byte line requests the L2 answers per second, 10^9: what bounds reads that touch
+    /// one sector in each of many lines.
+    pub l2_lines_g_per_s: f64,
+    /// Time one warp waits for a load served by DRAM, nanoseconds, when few are in flight.
+    pub dram_latency_ns: f64,
+    /// The same for a load served by the L2.
+    pub l2_latency_ns: f64,
+    /// What each further 128-byte line one warp's load touches adds to its latency, nanoseconds.
+    pub line_latency_ns: f64,
+    /// How the latency bound and the bandwidth bound combine: time = (lat^p + bw^p)^(1/p).
+    pub overlap_exponent: f64,
+    /// Registers per thread of the read kernel (cuFuncGetAttribute), for its occupancy.
+    pub read_kernel_registers: u32,
     /// Fixed cost of the read kernel's launch, microseconds.
     pub launch_us: f64,
     /// The (width, stride, bytes) cases calibration measured; reports exclude them.
@@ -328,6 +349,27 @@ impl Profile {
             if shared.banks == 0 || shared.bank_bytes == 0 || !physical {
                 return Err(Error::Invalid(format!(
                     "{origin}: [shared] needs banks, bank_bytes and base_cycles > 0 and wavefront_cycles >= 0"
+                )));
+            }
+        }
+        if let Some(global) = &self.global {
+            for (name, value) in [
+                ("global.dram_gb_per_s", global.dram_gb_per_s),
+                ("global.dram_page_gb_per_s", global.dram_page_gb_per_s),
+                ("global.l2_gb_per_s", global.l2_gb_per_s),
+                ("global.l2_lines_g_per_s", global.l2_lines_g_per_s),
+                ("global.dram_latency_ns", global.dram_latency_ns),
+                ("global.l2_latency_ns", global.l2_latency_ns),
+                ("global.line_latency_ns", global.line_latency_ns),
+            ] {
+                if !(value.is_finite() && value > 0.0) {
+                    return Err(Error::Invalid(format!("{origin}: {name} = {value}: must be positive")));
+                }
+            }
+            if global.overlap_exponent.is_nan() || global.overlap_exponent < 1.0 {
+                return Err(Error::Invalid(format!(
+                    "{origin}: global.overlap_exponent = {}: must be at least 1",
+                    global.overlap_exponent
                 )));
             }
         }

@@ -96,7 +96,7 @@ pub struct ReplayRecord {
 impl ReplayRecord {
     /// Writes the record as JSON (through a temporary file).
     pub fn save(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_vec_pretty(self).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+        let text = serde_json::to_vec(self).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
         write_atomically(path, &text)
     }
 

@@ -60,8 +60,11 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     let shared = measured_part(parts.shared, progress, || {
         BankProbe::load(&gpu)?.calibrate(&gpu, &bank_calibration_cases())
     })?;
+    let mut read_kernel_registers = 0;
     let global = measured_part(parts.global, progress, || {
-        ReadProbe::load(&gpu)?.calibrate(&gpu, &global_calibration_cases())
+        let mut probe = ReadProbe::load(&gpu)?;
+        read_kernel_registers = probe.registers()?;
+        probe.calibrate(&gpu, &global_calibration_cases())
     })?;
     let latency = measured_part(parts.latency, progress, || {
         ChaseProbe::load(&gpu)?.calibrate(&gpu, &latency_calibration_bytes(), seed)
@@ -70,6 +73,7 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
         ConstantProbe::load(&gpu)?.calibrate(&gpu, &constant_calibration_cases())
     })?;
     Ok(Calibration {
+        read_kernel_registers,
         constant,
         latency,
         global,

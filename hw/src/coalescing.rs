@@ -1,8 +1,8 @@
 //! Global-memory reads with a stride, offset and lane mask, timed with events.
 
-use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 
-use experiments::{CoalescingPoint, GlobalSample};
+use experiments::{CoalescingPoint, GlobalSample, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS};
 
 use crate::cuda::{kernel_for_width, Arg, DeviceBuffer, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
@@ -22,15 +22,17 @@ pub(crate) struct ReadProbe {
 impl ReadProbe {
     pub(crate) fn load(gpu: &Gpu) -> Result<ReadProbe> {
         let module = gpu.compile("coalescing.cu", SOURCE)?;
+        // Points may ask for shared memory only to limit occupancy: allow up to the opt-in limit.
+        let max_shared = gpu.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         let kernels = [(1, "read1"), (2, "read2"), (4, "read4"), (8, "read8"), (16, "read16")]
             .into_iter()
-            .map(|(width, name)| Ok((width, module.kernel(name, 0)?)))
+            .map(|(width, name)| Ok((width, module.kernel(name, max_shared)?)))
             .collect::<Result<_>>()?;
         // Eight blocks of 256 threads per SM: 64 warps, every warp slot of a Hopper SM.
         let sms = gpu.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let config = LaunchConfig {
-            blocks: sms * 8,
-            threads: 256,
+            blocks: sms * READ_KERNEL_BLOCKS_PER_SM,
+            threads: READ_KERNEL_THREADS,
             shared_bytes: 0,
         };
         Ok(ReadProbe {
@@ -67,10 +69,23 @@ impl ReadProbe {
             Arg::I32(point.passes() as i32),
             Arg::Device(&self.sink),
         ];
+        let config = LaunchConfig {
+            shared_bytes: point.dynamic_shared,
+            ..self.config
+        };
         let timing = median_us(gpu, &stream, Repeats { warmup: 2, samples: 9 }, &start, &end, |q| {
-            q.launch(&stream, kernel, self.config, &args)
+            q.launch(&stream, kernel, config, &args)
         })?;
         Ok(timing.median)
+    }
+
+    /// The most registers per thread any width of the read kernel uses (its occupancy).
+    pub(crate) fn registers(&self) -> Result<u32> {
+        let mut most = 0;
+        for (_, kernel) in &self.kernels {
+            most = most.max(kernel.attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32);
+        }
+        Ok(most)
     }
 
     /// The calibration reads, measured.
@@ -84,6 +99,7 @@ impl ReadProbe {
                     offset: 0,
                     active_lanes: 32,
                     bytes,
+                    dynamic_shared: 0,
                 };
                 Ok(GlobalSample {
                     width,

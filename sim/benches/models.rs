@@ -48,6 +48,7 @@ fn coalescing_points() -> Vec<CoalescingPoint> {
             offset: i % 3,
             active_lanes: 32 - (i % 4) * 8,
             bytes: 1 << 30,
+            dynamic_shared: 0,
         })
         .collect()
 }

@@ -6,7 +6,7 @@ use experiments::{
 };
 
 use crate::banks::{bank_access, bank_cycles};
-use crate::coalescing::{read_time_us, warp_footprint};
+use crate::coalescing::{read_time, warp_footprint};
 use crate::constant::constant_cycles;
 use crate::latency::chase_cycles;
 use crate::occupancy::occupancy;
@@ -47,7 +47,18 @@ impl SimBackend {
             Workload::Coalescing(point) => {
                 let global = self.section(&self.profile.global, "global")?;
                 let footprint = warp_footprint(global, point);
-                let mut metrics = coalescing_metrics(read_time_us(global, point), point);
+                let time = read_time(global, &self.profile.sm, self.profile.device.multiprocessors, point).ok_or_else(
+                    || {
+                        SimError(format!(
+                            "dynamic_shared = {}: the read kernel's block does not fit an SM of profile '{}'",
+                            point.dynamic_shared, self.profile.name
+                        ))
+                    },
+                )?;
+                let mut metrics = coalescing_metrics(time.total_us, point);
+                metrics.insert("blocks_per_sm".into(), f64::from(time.blocks_per_sm));
+                metrics.insert("latency_bound_us".into(), time.latency_us);
+                metrics.insert("bandwidth_bound_us".into(), time.bandwidth_us);
                 metrics.insert("sectors_per_warp".into(), f64::from(footprint.sectors));
                 metrics.insert("lines_per_warp".into(), f64::from(footprint.lines));
                 metrics.insert("efficiency".into(), footprint.efficiency);
@@ -120,6 +131,7 @@ impl SimBackend {
                         ("bytes".to_string(), int(*b)),
                         ("offset".to_string(), int(0)),
                         ("active_lanes".to_string(), int(32)),
+                        ("dynamic_shared".to_string(), int(0)),
                     ])
                 })
                 .collect(),

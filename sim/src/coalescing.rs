@@ -5,9 +5,14 @@
 //! i x stride`. Elements are naturally aligned (widths divide 32), so a lane touches one
 //! sector. Sectors and lines per warp are what the load/store unit requests; what the kernel
 //! costs is what memory delivers: DRAM traffic in `dram_fetch_bytes` pieces when the array
-//! is larger than half the L2, else L2 traffic in sectors.
+//! is larger than half the L2, else L2 traffic in sectors. The kernel's time is bounded by
+//! that traffic over bandwidth and by the latency of each warp's loads (see [`ReadTime`]).
 
-use experiments::{CoalescingPoint, GlobalParams};
+use experiments::{
+    CoalescingPoint, GlobalParams, OccupancyPoint, SmParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+};
+
+use crate::occupancy::occupancy;
 
 /// What one warp's read touches.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,29 +80,109 @@ pub fn warp_footprint(global: &GlobalParams, point: &CoalescingPoint) -> WarpFoo
 /// their edges, so one warp alone would over-count dense patterns).
 const SAMPLE_WARPS: u64 = 64;
 
-/// Bytes memory delivers for one pass over the array, and whether they come from the L2.
-pub fn pass_traffic(global: &GlobalParams, point: &CoalescingPoint) -> (f64, bool) {
-    let from_l2 = point.bytes <= global.l2_bytes / 2;
-    let unit = u64::from(if from_l2 {
-        global.sector_bytes
-    } else {
-        global.dram_fetch_bytes
-    });
+/// Distinct `unit`-byte pieces over the whole array, estimated from the first warps.
+fn pieces_per_pass(point: &CoalescingPoint, unit: u64) -> f64 {
     let warps = point.warps();
     let sample = SAMPLE_WARPS.min(warps.max(1));
-    let per_warp = distinct_pieces(point, 0, sample, unit) as f64 / sample as f64;
-    (per_warp * warps as f64 * unit as f64, from_l2)
+    distinct_pieces(point, 0, sample, unit) as f64 / sample as f64 * warps as f64
 }
 
-/// Predicted kernel time, microseconds.
-pub fn read_time_us(global: &GlobalParams, point: &CoalescingPoint) -> f64 {
-    let (bytes, from_l2) = pass_traffic(global, point);
-    let gb_per_s = if from_l2 {
-        global.l2_gb_per_s
+/// What one pass over the array asks of memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassTraffic {
+    /// Bytes DRAM delivers, in `dram_fetch_bytes` pieces (if the pass is served by DRAM).
+    pub dram_bytes: f64,
+    /// Bytes the L2 delivers, in sectors.
+    pub l2_bytes: f64,
+    /// 128-byte line requests the L2 answers.
+    pub lines: f64,
+    /// Whether what the pass touches fits in half the L2, so that after the warm-up runs every
+    /// pass is served by the L2.
+    pub from_l2: bool,
+}
+
+/// What one pass over the array asks of memory.
+pub fn pass_traffic(global: &GlobalParams, point: &CoalescingPoint) -> PassTraffic {
+    let dram_bytes = pieces_per_pass(point, u64::from(global.dram_fetch_bytes)) * f64::from(global.dram_fetch_bytes);
+    let l2_bytes = pieces_per_pass(point, u64::from(global.sector_bytes)) * f64::from(global.sector_bytes);
+    PassTraffic {
+        dram_bytes,
+        l2_bytes,
+        lines: pieces_per_pass(point, u64::from(global.line_bytes)),
+        from_l2: dram_bytes <= (global.l2_bytes / 2) as f64,
+    }
+}
+
+/// The two limits on a read kernel's time and how they combine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadTime {
+    /// Time if only the latency of each warp's loads counted: every resident warp has one
+    /// load in flight (the kernel's loads wait on the loop), so the kernel takes the number
+    /// of loads each warp makes times the latency of one (Little's law), microseconds. A load
+    /// waits for its first line, plus a little for each further line it touches.
+    pub latency_us: f64,
+    /// Time if only throughput counted: bytes fetched over the bandwidth of the level serving
+    /// them (plus, from DRAM, every page the read opens over the page-open rate), or the line
+    /// requests over the rate the L2 answers them, whichever is longer.
+    pub bandwidth_us: f64,
+    /// Resident blocks per SM of the read kernel (occupancy).
+    pub blocks_per_sm: u32,
+    /// The prediction: launch + (latency^p + bandwidth^p)^(1/p), microseconds.
+    pub total_us: f64,
+}
+
+/// Predicted time of the read kernel over `point`, on a GPU with `multiprocessors` SMs.
+/// `None` when the kernel cannot launch (its shared memory does not fit an SM).
+pub fn read_time(
+    global: &GlobalParams,
+    sm: &SmParams,
+    multiprocessors: u32,
+    point: &CoalescingPoint,
+) -> Option<ReadTime> {
+    let traffic = pass_traffic(global, point);
+    let passes = f64::from(point.passes());
+    let memory_us = if traffic.from_l2 {
+        traffic.l2_bytes / (global.l2_gb_per_s * 1e3)
     } else {
-        global.dram_gb_per_s
+        let page = u64::from(global.dram_page_bytes);
+        let opened = pieces_per_pass(point, page) * page as f64;
+        traffic.dram_bytes / (global.dram_gb_per_s * 1e3) + opened / (global.dram_page_gb_per_s * 1e3)
     };
-    global.launch_us + f64::from(point.passes()) * bytes / (gb_per_s * 1e3)
+    // Every line request passes through the L2, which answers a limited number per second.
+    let request_us = traffic.lines / (global.l2_lines_g_per_s * 1e3);
+    let bandwidth_us = passes * memory_us.max(request_us);
+    let kernel = OccupancyPoint {
+        threads: READ_KERNEL_THREADS,
+        registers: global.read_kernel_registers,
+        static_shared: 0,
+        dynamic_shared: point.dynamic_shared,
+    };
+    let blocks_per_sm = occupancy(sm, &kernel).blocks_per_sm.min(READ_KERNEL_BLOCKS_PER_SM);
+    if blocks_per_sm == 0 {
+        return None;
+    }
+    // The grid is READ_KERNEL_BLOCKS_PER_SM blocks per SM; fewer resident means waves.
+    let waves = READ_KERNEL_BLOCKS_PER_SM.div_ceil(blocks_per_sm);
+    let grid_warps =
+        u64::from(multiprocessors * READ_KERNEL_BLOCKS_PER_SM * READ_KERNEL_THREADS.div_ceil(sm.warp_size));
+    let loads_per_warp = point.warps().div_ceil(grid_warps.max(1)) as f64 * passes * f64::from(waves);
+    let first_line_ns = if traffic.from_l2 {
+        global.l2_latency_ns
+    } else {
+        global.dram_latency_ns
+    };
+    // The SM sends a request's lines one after another, so a load touching many lines waits longer.
+    let lines_per_load = pieces_in_warp(point, u64::from(global.line_bytes)) as f64;
+    let latency_ns = first_line_ns + (lines_per_load - 1.0) * global.line_latency_ns;
+    let latency_us = loads_per_warp * latency_ns / 1e3;
+    let p = global.overlap_exponent;
+    let total_us = global.launch_us + (latency_us.powf(p) + bandwidth_us.powf(p)).powf(1.0 / p);
+    Some(ReadTime {
+        latency_us,
+        bandwidth_us,
+        blocks_per_sm,
+        total_us,
+    })
 }
 
 #[cfg(test)]
@@ -113,7 +198,15 @@ mod tests {
             l2_bytes: 50 << 20,
             dram_fetch_bytes: fetch,
             dram_gb_per_s: 3000.0,
+            dram_page_bytes: 1024,
+            dram_page_gb_per_s: 30000.0,
             l2_gb_per_s: 8000.0,
+            l2_lines_g_per_s: 100.0,
+            dram_latency_ns: 400.0,
+            l2_latency_ns: 150.0,
+            line_latency_ns: 4.0,
+            overlap_exponent: 2.5,
+            read_kernel_registers: 16,
             launch_us: 4.0,
             calibration_cases: vec![],
         }
@@ -126,6 +219,7 @@ mod tests {
             offset,
             active_lanes,
             bytes: 1 << 30,
+            dynamic_shared: 0,
         }
     }
 
@@ -157,14 +251,16 @@ mod tests {
     #[test]
     fn dram_fetch_size_sets_sparse_traffic() {
         let sparse = point(4, 32, 0, 32);
-        let (t32, _) = pass_traffic(&global(32), &sparse);
-        let (t128, _) = pass_traffic(&global(128), &sparse);
+        let t32 = pass_traffic(&global(32), &sparse).dram_bytes;
+        let t128 = pass_traffic(&global(128), &sparse).dram_bytes;
         assert!(
             (t128 / t32 - 4.0).abs() < 1e-9,
             "one element per line: 4x the traffic at 128 B"
         );
         let dense = point(4, 1, 0, 32);
-        assert!((pass_traffic(&global(32), &dense).0 - pass_traffic(&global(128), &dense).0).abs() < 1.0);
+        assert!(
+            (pass_traffic(&global(32), &dense).dram_bytes - pass_traffic(&global(128), &dense).dram_bytes).abs() < 1.0
+        );
     }
 
     proptest! {
@@ -189,10 +285,10 @@ mod tests {
             // The same warps reading the same useful bytes, spread wider: memory delivers no less.
             let g = global(fetch);
             let bytes = |s: u32| (u64::from(s) << 26) * u64::from(width);
-            let narrow = CoalescingPoint { width, stride, offset: 0, active_lanes: 32, bytes: bytes(stride) };
+            let narrow = CoalescingPoint { width, stride, offset: 0, active_lanes: 32, bytes: bytes(stride), dynamic_shared: 0 };
             let wide = CoalescingPoint { stride: stride + 1, bytes: bytes(stride + 1), ..narrow };
             prop_assert_eq!(narrow.warps(), wide.warps());
-            prop_assert!(pass_traffic(&g, &wide).0 >= pass_traffic(&g, &narrow).0 * 0.999);
+            prop_assert!(pass_traffic(&g, &wide).dram_bytes >= pass_traffic(&g, &narrow).dram_bytes * 0.999);
         }
     }
 }

@@ -3,9 +3,11 @@
 
 use experiments::{ConstantParams, ConstantPoint};
 
-/// Predicted cycles of one dependent constant access.
+/// Predicted cycles of one dependent constant access. A warm chain naming more lines than
+/// the cache keeps evicts each line before it comes round again, so it costs what a cold one does.
 pub fn constant_cycles(params: &ConstantParams, point: &ConstantPoint) -> f64 {
-    let (first, per_extra) = if point.cold {
+    let misses = point.cold || point.distinct > params.capacity_lines;
+    let (first, per_extra) = if misses {
         (params.cold_cycles, params.cold_per_extra)
     } else {
         (params.warm_cycles, params.warm_per_extra)
@@ -25,6 +27,7 @@ mod tests {
             warm_per_extra: 4.0,
             cold_cycles: 60.0,
             cold_per_extra: 30.0,
+            capacity_lines: 16,
             calibration_cases: vec![],
         }
     }
@@ -36,6 +39,13 @@ mod tests {
             let fewer = constant_cycles(&p, &ConstantPoint { distinct, cold });
             let more = constant_cycles(&p, &ConstantPoint { distinct: distinct + 1, cold });
             prop_assert!(more > fewer);
+        }
+
+        #[test]
+        fn past_the_capacity_warm_costs_what_cold_does(distinct in 17u32..=32) {
+            let p = params();
+            let cold = constant_cycles(&p, &ConstantPoint { distinct, cold: true });
+            prop_assert_eq!(constant_cycles(&p, &ConstantPoint { distinct, cold: false }), cold);
         }
 
         #[test]

@@ -8,11 +8,11 @@
 use experiments::{
     BankPoint, BankSample, Calibration, CoalescingPoint, ConstantParams, ConstantSample, Direction, GlobalParams,
     GlobalSample, LatencyParams, LatencySample, LinkParams, Profile, ProfileDevice, Sample, SharedParams, SmAttributes,
-    SmParams, StagedParams, TransferParams,
+    SmParams, StagedParams, TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 
 use crate::banks::bank_access;
-use crate::coalescing::{pass_traffic, read_time_us};
+use crate::coalescing::read_time;
 use crate::latency::level_shares;
 use crate::pcie::pageable_copy_us;
 
@@ -157,15 +157,38 @@ pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams
     })
 }
 
-/// Fits global memory: DRAM and L2 bandwidth from dense reads, and DRAM's fetch size (32, 64
-/// or 128 bytes) as the one that best predicts the sparse read.
-pub fn fit_global(
-    samples: &[GlobalSample],
-    l2_bytes: u64,
-    launch_us: f64,
-    source: String,
-) -> Result<GlobalParams, FitError> {
-    let what = "global-memory bandwidth";
+/// Minimises `error` over positive parameters by coordinate descent in log space: each
+/// parameter in turn is scaled up and down by a step that halves when nothing improves.
+fn minimise_positive(start: &[f64], error: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+    let mut x = start.to_vec();
+    let mut best = error(&x);
+    let mut step = 0.5f64;
+    while step > 1e-5 {
+        let mut improved = false;
+        for i in 0..x.len() {
+            for factor in [1.0 + step, 1.0 / (1.0 + step)] {
+                let mut trial = x.clone();
+                trial[i] *= factor;
+                let e = error(&trial);
+                if e < best {
+                    (best, x, improved) = (e, trial, true);
+                }
+            }
+        }
+        if !improved {
+            step /= 2.0;
+        }
+    }
+    x
+}
+
+/// Fits the read kernel's model to the global calibration cases: DRAM and L2 bandwidth, the
+/// DRAM page-open rate, the L2's line-request rate, the latency of one warp's load from each
+/// level and per extra line, how the two bounds combine, and DRAM's fetch size (32, 64 or 128 bytes, whichever predicts best). Every
+/// continuous parameter is fitted jointly by least absolute relative error.
+pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: String) -> Result<GlobalParams, FitError> {
+    let what = "global-memory reads";
+    let launch_us = machine.launch_us;
     if let Some(bad) = samples
         .iter()
         .find(|s| !(s.time_us.is_finite() && s.time_us > launch_us))
@@ -175,55 +198,127 @@ pub fn fit_global(
             reason: format!("{bad:?} is not longer than the launch cost ({launch_us} us)"),
         });
     }
+    if samples.len() < 9 || machine.read_kernel_registers == 0 {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!(
+                "need the nine calibration cases and the read kernel's registers, got {} cases and {} registers",
+                samples.len(),
+                machine.read_kernel_registers
+            ),
+        });
+    }
     let as_point = |s: &GlobalSample| CoalescingPoint {
         width: s.width,
         stride: s.stride,
         offset: 0,
         active_lanes: 32,
         bytes: s.bytes,
+        dynamic_shared: 0,
     };
-    let shape = |fetch: u32| GlobalParams {
+    let with = |fetch: u32, x: &[f64]| GlobalParams {
         source: source.clone(),
         sector_bytes: 32,
         line_bytes: 128,
-        l2_bytes,
+        l2_bytes: machine.l2_bytes,
         dram_fetch_bytes: fetch,
-        dram_gb_per_s: 1.0,
-        l2_gb_per_s: 1.0,
+        dram_gb_per_s: x[0],
+        dram_page_bytes: DRAM_PAGE_BYTES,
+        dram_page_gb_per_s: x[1],
+        l2_gb_per_s: x[2],
+        l2_lines_g_per_s: x[6],
+        dram_latency_ns: x[3],
+        l2_latency_ns: x[4],
+        line_latency_ns: x[7],
+        overlap_exponent: 1.0 + x[5],
+        read_kernel_registers: machine.read_kernel_registers,
         launch_us,
         calibration_cases: samples.iter().map(|s| (s.width, s.stride, s.bytes)).collect(),
     };
-    // Bandwidth that makes `sample` take its measured time, under `params`' traffic.
-    let bandwidth = |params: &GlobalParams, sample: &GlobalSample| {
-        let point = as_point(sample);
-        let (bytes, _) = pass_traffic(params, &point);
-        f64::from(point.passes()) * bytes / (sample.time_us - launch_us) / 1e3
-    };
-    let dense = |from_l2: bool| {
+    let error = |params: &GlobalParams| -> f64 {
         samples
             .iter()
-            .find(|s| s.stride == 1 && (s.bytes <= l2_bytes / 2) == from_l2)
-            .ok_or_else(|| FitError::BadSamples {
-                what,
-                reason: format!("no dense read {} the L2", if from_l2 { "inside" } else { "beyond" }),
-            })
+            .map(
+                |s| match read_time(params, &machine.sm, machine.multiprocessors, &as_point(s)) {
+                    Some(t) => ((t.total_us - s.time_us) / s.time_us).abs(),
+                    None => f64::INFINITY,
+                },
+            )
+            .sum()
     };
-    let (dram_sample, l2_sample) = (dense(false)?, dense(true)?);
+    // Start from what each kind of case says alone (bandwidth from bytes over time, latency
+    // from time over loads per warp, with the other bound ignored), at a few exponents; then
+    // fit everything together from each start and keep the best.
+    let time_of = |width: u32, stride: u32, bytes: u64| {
+        samples
+            .iter()
+            .find(|s| (s.width, s.stride, s.bytes) == (width, stride, bytes))
+            .map_or(f64::NAN, |s| s.time_us - launch_us)
+    };
+    let grid_warps = f64::from(machine.multiprocessors * READ_KERNEL_BLOCKS_PER_SM * (READ_KERNEL_THREADS / 32));
+    let loads = |width: u32, bytes: u64| {
+        let point = CoalescingPoint {
+            width,
+            ..as_point(&GlobalSample {
+                width,
+                stride: 1,
+                bytes,
+                time_us: 0.0,
+            })
+        };
+        (point.warps() as f64 / grid_warps).ceil() * f64::from(point.passes())
+    };
+    let guess = |value: f64, fallback: f64| {
+        if value.is_finite() && value > 0.0 {
+            value
+        } else {
+            fallback
+        }
+    };
+    let gib = (1u64 << 30) as f64;
+    let base = [
+        guess(gib / time_of(16, 1, 1 << 30) / 1e3, 3000.0),
+        30000.0,
+        guess(gib / time_of(16, 1, 16 << 20) / 1e3, 8000.0),
+        guess(time_of(1, 1, 1 << 30) / loads(1, 1 << 30) * 1e3, 400.0),
+        guess(time_of(1, 1, 16 << 20) / loads(1, 16 << 20) * 1e3, 150.0),
+        1.0,
+        guess((gib / 128.0) / time_of(4, 32, 16 << 20) / 1e3, 100.0),
+        5.0,
+    ];
     let mut best: Option<(f64, GlobalParams)> = None;
     for fetch in [32, 64, 128] {
-        let mut params = shape(fetch);
-        params.dram_gb_per_s = bandwidth(&params, dram_sample);
-        params.l2_gb_per_s = bandwidth(&params, l2_sample);
-        let error: f64 = samples
-            .iter()
-            .map(|s| ((read_time_us(&params, &as_point(s)) - s.time_us) / s.time_us).abs())
-            .sum();
-        if best.as_ref().is_none_or(|(e, _)| error < *e) {
-            best = Some((error, params));
+        for exponent in [0.5, 1.5, 3.0] {
+            let mut start = base;
+            start[5] = exponent;
+            let x = minimise_positive(&start, |x| error(&with(fetch, x)));
+            let params = with(fetch, &x);
+            let e = error(&params);
+            if best.as_ref().is_none_or(|(b, _)| e < *b) {
+                best = Some((e, params));
+            }
         }
     }
-    Ok(best.expect("three candidates").1)
+    Ok(best.expect("nine starts").1)
 }
+
+/// What the global fit needs to know about the machine besides the samples.
+#[derive(Debug, Clone)]
+pub struct GlobalMachine {
+    /// L2 capacity, bytes.
+    pub l2_bytes: u64,
+    /// Fixed cost of a kernel launch, microseconds.
+    pub launch_us: f64,
+    /// The SM's limits, for the read kernel's occupancy.
+    pub sm: SmParams,
+    /// SMs on the device.
+    pub multiprocessors: u32,
+    /// Registers per thread of the read kernel.
+    pub read_kernel_registers: u32,
+}
+
+/// HBM3's page (row) size per pseudo-channel: 1 KiB (JEDEC JESD238, HBM3 DRAM standard).
+const DRAM_PAGE_BYTES: u32 = 1024;
 
 /// Fits the latency ladder: each calibration footprint, smallest first, fixes the latency of
 /// the level that serves most of it, given the levels already fixed.
@@ -302,12 +397,27 @@ pub fn fit_constant(samples: &[ConstantSample], source: String) -> Result<Consta
     };
     let (warm_cycles, warm_per_extra) = line(false)?;
     let (cold_cycles, cold_per_extra) = line(true)?;
+    // The capacity: one less than the fewest warm lines that cost more like a cold chain than
+    // a warm one (or, if every warm case hit, the most lines calibration tried).
+    let mut warm_cases: Vec<&ConstantSample> = samples.iter().filter(|s| !s.cold).collect();
+    warm_cases.sort_by_key(|s| s.distinct);
+    let missed = warm_cases.iter().find(|s| {
+        let extra = f64::from(s.distinct - 1);
+        let as_warm = warm_cycles + extra * warm_per_extra;
+        let as_cold = cold_cycles + extra * cold_per_extra;
+        (s.cycles - as_cold).abs() < (s.cycles - as_warm).abs()
+    });
+    let capacity_lines = match missed {
+        Some(s) => s.distinct - 1,
+        None => warm_cases.last().map_or(1, |s| s.distinct),
+    };
     Ok(ConstantParams {
         source,
         warm_cycles,
         warm_per_extra,
         cold_cycles,
         cold_per_extra,
+        capacity_lines,
         calibration_cases: samples.iter().map(|s| (s.distinct, s.cold)).collect(),
     })
 }
@@ -432,12 +542,18 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
     let global = if calibration.global.is_empty() {
         base.and_then(|b| b.global.clone())
     } else {
+        let machine = GlobalMachine {
+            l2_bytes: calibration.l2_bytes,
+            launch_us: transfer.kernel_launch_us,
+            sm: sm_params(&d.compute_capability, &calibration.sm)?,
+            multiprocessors: d.multiprocessors,
+            read_kernel_registers: calibration.read_kernel_registers,
+        };
         Some(fit_global(
             &calibration.global,
-            calibration.l2_bytes,
-            transfer.kernel_launch_us,
+            &machine,
             format!(
-                "memlab calibrate on {} ({}): median event-timed reads at calibration_cases (dense 1 GiB: DRAM bandwidth; dense 16 MiB: L2 bandwidth; 4-byte stride 32: DRAM fetch size); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines as the CUDA C++ Best Practices Guide describes; L2 size from cuDeviceGetAttribute",
+                "memlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), 16-byte reads at stride 32 of 16 MiB (latency per extra line); 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
                 d.name, calibration.date
             ),
         )?)
@@ -465,7 +581,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         Some(fit_constant(
             &calibration.constant,
             format!(
-                "memlab calibrate on {} ({}): median clock64 cycles per dependent constant load of one warp at calibration_cases (1 and 2 distinct words, warm and cold), a line through each pair",
+                "memlab calibrate on {} ({}): median clock64 cycles per dependent constant load of one warp at calibration_cases (1 and 2 distinct words, warm and cold), a line through each pair; capacity_lines = one less than the fewest warm lines (14, 15, 17, 18, 19, 24 tried) that cost more like a cold chain",
                 d.name, calibration.date
             ),
         )?)
@@ -680,5 +796,94 @@ mod tests {
             },
         ];
         assert!(fit_link(&bad).unwrap_err().to_string().contains("not a positive"));
+    }
+}
+
+#[cfg(test)]
+mod global_tests {
+    use super::*;
+    use crate::coalescing::read_time;
+    use experiments::global_calibration_cases;
+
+    fn h100_sm() -> SmParams {
+        sm_params(
+            "9.0",
+            &SmAttributes {
+                warp_size: 32,
+                max_threads_per_sm: 2048,
+                max_threads_per_block: 1024,
+                max_blocks_per_sm: 32,
+                registers_per_sm: 65536,
+                registers_per_block: 65536,
+                shared_bytes_per_sm: 233472,
+                shared_bytes_per_block: 49152,
+                shared_bytes_per_block_optin: 232448,
+                reserved_shared_bytes_per_block: 1024,
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn recovers_a_known_read_model_from_the_calibration_cases() {
+        let machine = GlobalMachine {
+            l2_bytes: 50 << 20,
+            launch_us: 4.0,
+            sm: h100_sm(),
+            multiprocessors: 132,
+            read_kernel_registers: 16,
+        };
+        let truth = GlobalParams {
+            source: "truth".into(),
+            sector_bytes: 32,
+            line_bytes: 128,
+            l2_bytes: machine.l2_bytes,
+            dram_fetch_bytes: 64,
+            dram_gb_per_s: 3200.0,
+            dram_page_bytes: 1024,
+            dram_page_gb_per_s: 30000.0,
+            l2_gb_per_s: 9000.0,
+            l2_lines_g_per_s: 90.0,
+            dram_latency_ns: 380.0,
+            l2_latency_ns: 160.0,
+            line_latency_ns: 4.0,
+            overlap_exponent: 2.5,
+            read_kernel_registers: 16,
+            launch_us: 4.0,
+            calibration_cases: vec![],
+        };
+        let samples: Vec<GlobalSample> = global_calibration_cases()
+            .into_iter()
+            .map(|(width, stride, bytes)| {
+                let point = CoalescingPoint {
+                    width,
+                    stride,
+                    offset: 0,
+                    active_lanes: 32,
+                    bytes,
+                    dynamic_shared: 0,
+                };
+                GlobalSample {
+                    width,
+                    stride,
+                    bytes,
+                    time_us: read_time(&truth, &machine.sm, 132, &point).unwrap().total_us,
+                }
+            })
+            .collect();
+        let fitted = fit_global(&samples, &machine, "fit".into()).unwrap();
+        assert_eq!(fitted.dram_fetch_bytes, 64, "{fitted:?}");
+        for (name, got, want) in [
+            ("dram", fitted.dram_gb_per_s, 3200.0),
+            ("l2", fitted.l2_gb_per_s, 9000.0),
+            ("dram latency", fitted.dram_latency_ns, 380.0),
+            ("l2 latency", fitted.l2_latency_ns, 160.0),
+            ("exponent", fitted.overlap_exponent, 2.5),
+            ("pages", fitted.dram_page_gb_per_s, 30000.0),
+            ("lines", fitted.l2_lines_g_per_s, 90.0),
+            ("line latency", fitted.line_latency_ns, 4.0),
+        ] {
+            assert!((got / want - 1.0).abs() < 0.03, "{name}: {got} vs {want}; {fitted:?}");
+        }
     }
 }

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Re-measures the global-memory and constant parts of a built-in profile on this GPU and runs
+# the global-memory and constant experiments on both backends with the fresh profile.
+# Usage: scripts/gpu-hierarchy.sh MEMLAB_BINARY OUT_DIR PROFILE   (PROFILE: h100, h200)
+set -uo pipefail
+bin=${1:?memlab binary}
+out=${2:?output folder}
+base=${3:?built-in profile to start from}
+mkdir -p "$out"
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  nvidia-smi
+  nvidia-smi -q | grep -E -A3 "Product Name|Driver Version|CUDA Version|Bus Id|Clocks$|Max Clocks"
+} > "$out/machine.txt" 2>&1
+status=0
+# Each part writes its own profile and samples file; the second starts from the first.
+"$bin" calibrate --part global --into "$base" --out "$out/global-$base.toml" --name "$base" 2>&1 | tee "$out/calibrate-global.log" || status=1
+"$bin" calibrate --part constant --into "$out/global-$base.toml" --out "$out/profile-$base.toml" 2>&1 | tee "$out/calibrate-constant.log" || status=1
+"$bin" run coalescing coalescing_mask coalescing_l2 coalescing_fresh coalescing_l2_fresh coalescing_holdout coalescing_l2_holdout \
+  occupancy_bandwidth constant constant_odd \
+  --backend both --profile "$out/profile-$base.toml" --out "$out/run" 2>&1 | tee "$out/run.log" || status=1
+exit $status
