@@ -56,10 +56,11 @@ enum Command {
     },
     /// Show, for one case, what the model decides and why (a teaching view).
     Explain {
-        /// What to explain: occupancy or banks.
+        /// What to explain: occupancy, banks, coalescing or constant.
         #[arg(value_enum)]
         topic: Topic,
-        /// The case, as name=value pairs (e.g. threads=256 registers=64 dynamic_shared="40 KiB").
+        /// The case, as name=value pairs (e.g. threads=256 registers=64 dynamic_shared="40 KiB";
+        /// width=4 stride=2; distinct=5 cache=cold).
         params: Vec<String>,
         /// Device profile: a built-in name or a profile .toml file.
         #[arg(long, default_value = DEFAULT_PROFILE)]
@@ -126,6 +127,8 @@ enum Part {
 enum Topic {
     Occupancy,
     Banks,
+    Coalescing,
+    Constant,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -466,9 +469,41 @@ fn explain(topic: Topic, params: &[String], profile: &str) -> Result<()> {
             })?;
             sim::explain_banks(shared, &profile.device.name, &access)
         }
+        Topic::Coalescing => {
+            let point = experiments::point_from_args(Family::Coalescing, params).context("explain coalescing")?;
+            let Workload::Coalescing(read) = point.workload else {
+                unreachable!("a coalescing point")
+            };
+            let global = section(&profile, profile.global.as_ref(), "global")?;
+            sim::explain_coalescing(
+                global,
+                &profile.sm,
+                profile.device.multiprocessors,
+                &profile.device.name,
+                &read,
+            )
+        }
+        Topic::Constant => {
+            let point = experiments::point_from_args(Family::Constant, params).context("explain constant")?;
+            let Workload::Constant(read) = point.workload else {
+                unreachable!("a constant point")
+            };
+            let constant = section(&profile, profile.constant.as_ref(), "constant")?;
+            sim::explain_constant(constant, &profile.device.name, &read)
+        }
     };
     print!("{text}");
     Ok(())
+}
+
+/// A profile section the explanation needs, or an error saying how to measure it.
+fn section<'p, T>(profile: &Profile, part: Option<&'p T>, name: &str) -> Result<&'p T> {
+    part.with_context(|| {
+        format!(
+            "profile '{}' has no [{name}] section (memlab calibrate --part {name} --into FILE)",
+            profile.name
+        )
+    })
 }
 
 fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64) -> Result<()> {

@@ -410,3 +410,26 @@ fn replay_without_a_gpu_says_so() {
     let output = memlab(&["replay", "synthetic:growing-vector", "--backend", "hw"], tmp.path());
     assert_clean_failure(&output, &["needs an NVIDIA GPU"]);
 }
+
+#[test]
+fn explain_coalescing_and_constant_show_the_working() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memlab(&["explain", "coalescing", "width=16", "stride=1"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("16 sector(s) in 4 line(s)") && text.contains("100% efficiency"),
+        "{text}"
+    );
+    let output = memlab(&["explain", "constant", "distinct=4", "cache=cold"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("4 pass(es)"));
+    assert_clean_failure(
+        &memlab(&["explain", "coalescing", "width=3", "stride=1"], tmp.path()),
+        &["width = 3"],
+    );
+    assert_clean_failure(
+        &memlab(&["explain", "coalescing", "width=4", "stride=0"], tmp.path()),
+        &["stride = 0"],
+    );
+}

@@ -351,6 +351,11 @@ impl CoalescingPoint {
         ((1u64 << 30) / self.bytes.max(1)).clamp(1, 4096) as u32
     }
 
+    /// Bytes one warp's active lanes ask for.
+    pub fn useful_bytes_per_warp(&self) -> u32 {
+        self.active_lanes * self.width
+    }
+
     /// Warps needed to read through the whole array once.
     pub fn warps(&self) -> u64 {
         let elements = self.bytes / u64::from(self.width);

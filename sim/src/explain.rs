@@ -2,9 +2,14 @@
 
 use std::fmt::Write;
 
-use experiments::{format_bytes, BankPoint, OccupancyPoint, SharedParams, SmParams};
+use experiments::{
+    format_bytes, BankPoint, CoalescingPoint, ConstantParams, ConstantPoint, GlobalParams, OccupancyPoint,
+    SharedParams, SmParams,
+};
 
 use crate::banks::{bank_access, bank_cycles};
+use crate::coalescing::{pass_traffic, read_time, warp_footprint};
+use crate::constant::constant_cycles;
 use crate::occupancy::{occupancy, Limiter};
 
 /// The occupancy calculator's working for one kernel shape, as terminal text.
@@ -189,6 +194,167 @@ pub fn explain_banks(shared: &SharedParams, device: &str, point: &BankPoint) -> 
     out
 }
 
+/// Which sector and line each lane of one warp's global load touches, what fraction of the
+/// fetched bytes is used, and what bounds the read kernel's time.
+pub fn explain_coalescing(
+    global: &GlobalParams,
+    sm: &SmParams,
+    multiprocessors: u32,
+    device: &str,
+    point: &CoalescingPoint,
+) -> String {
+    let mut out = String::new();
+    let element = |lane: u32| u64::from(point.offset) + u64::from(lane) * u64::from(point.stride);
+    let address = |lane: u32| element(lane) * u64::from(point.width);
+    let (sector, line) = (u64::from(global.sector_bytes), u64::from(global.line_bytes));
+    let first_sector = address(0) / sector;
+    let first_line = address(0) / line;
+    let _ = writeln!(
+        out,
+        "{}-byte loads, lane i reads element {} + i x {}, {} of 32 lanes active, {} array, on {device}\n",
+        point.width,
+        point.offset,
+        point.stride,
+        point.active_lanes,
+        format_bytes(point.bytes)
+    );
+    let _ = writeln!(out, "  lane -> sector (line), counted from the first lane's");
+    let lanes: Vec<u32> = (0..point.active_lanes).collect();
+    for row in lanes.chunks(8) {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|&lane| {
+                format!(
+                    "{:>2}->{:<3}({})",
+                    lane,
+                    address(lane) / sector - first_sector,
+                    address(lane) / line - first_line
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join(" "));
+    }
+    let f = warp_footprint(global, point);
+    let _ = writeln!(
+        out,
+        "\n{} sector(s) in {} line(s): {} of {} bytes fetched are used, {:.0}% efficiency.",
+        f.sectors,
+        f.lines,
+        f.useful_bytes,
+        f.sectors * global.sector_bytes,
+        100.0 * f.efficiency
+    );
+    if let Some(t) = read_time(global, sm, multiprocessors, point) {
+        let traffic = pass_traffic(global, point);
+        let level = if traffic.from_l2 {
+            format!(
+                "the L2 ({} per pass at {:.0} GB/s)",
+                format_bytes(traffic.l2_bytes as u64),
+                global.l2_gb_per_s
+            )
+        } else {
+            format!(
+                "DRAM ({} per pass in {} B pieces at {:.0} GB/s, plus opening pages)",
+                format_bytes(traffic.dram_bytes as u64),
+                global.dram_fetch_bytes,
+                global.dram_gb_per_s
+            )
+        };
+        let bound = if t.latency_us > t.bandwidth_us {
+            "latency"
+        } else {
+            "throughput"
+        };
+        let useful = point.warps() as f64 * f64::from(point.useful_bytes_per_warp()) * f64::from(point.passes());
+        let _ = writeln!(
+            out,
+            "Reading the array {} time(s) with {} resident blocks per SM: latency bound {:.1} us, throughput bound {:.1} us, served by {level}; predicted {:.1} us, {:.0} GB/s of useful bytes ({bound} bound).",
+            point.passes(),
+            t.blocks_per_sm,
+            t.latency_us,
+            t.bandwidth_us,
+            t.total_us,
+            useful / t.total_us / 1e3
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "The read kernel cannot launch: its block's shared memory does not fit an SM."
+        );
+    }
+    let step = u64::from(point.stride) * u64::from(point.width);
+    let why = if f.efficiency >= 0.999 {
+        "Why: neighbouring lanes read neighbouring bytes, so every byte of every sector fetched is used.".to_string()
+    } else if step >= sector {
+        format!(
+            "Why: lanes are {step} bytes apart, so each needs a sector of its own and uses {} of its {sector} bytes; reading neighbouring elements (stride 1) would use them all.",
+            point.width
+        )
+    } else if point.offset > 0 && point.stride == 1 {
+        "Why: the misalignment makes the warp's bytes straddle one more sector than they fill.".to_string()
+    } else {
+        format!(
+            "Why: lanes are {step} bytes apart, so part of every sector fetched is skipped; stride 1 would use every byte."
+        )
+    };
+    let _ = writeln!(out, "{why}");
+    out
+}
+
+/// Which word each lane of one warp reads from constant memory, and what that costs.
+pub fn explain_constant(params: &ConstantParams, device: &str, point: &ConstantPoint) -> String {
+    let mut out = String::new();
+    let state = if point.cold {
+        "cold (every access misses)"
+    } else {
+        "warm"
+    };
+    let _ = writeln!(
+        out,
+        "One warp reading {} distinct word(s) of __constant__ memory, each in its own 128-byte line, cache {state}, on {device}\n",
+        point.distinct
+    );
+    let _ = writeln!(out, "  lane -> word");
+    let lanes: Vec<u32> = (0..32).collect();
+    for row in lanes.chunks(8) {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|&lane| format!("{:>2}->{:<2}", lane, lane % point.distinct.max(1)))
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join("  "));
+    }
+    let spills = !point.cold && point.distinct > params.capacity_lines;
+    let (first, extra) = if point.cold || spills {
+        (params.cold_cycles, params.cold_per_extra)
+    } else {
+        (params.warm_cycles, params.warm_per_extra)
+    };
+    let _ = writeln!(
+        out,
+        "\n{} address(es): served one after another, {} pass(es); about {:.0} cycles per dependent access ({:.0} + {} x {:.0}).",
+        point.distinct,
+        point.distinct,
+        constant_cycles(params, point),
+        first,
+        point.distinct.saturating_sub(1),
+        extra
+    );
+    if spills {
+        let _ = writeln!(
+            out,
+            "{} lines are more than the constant cache keeps ({}): each is evicted before its turn comes again, so this warm chain costs what a cold one does.",
+            point.distinct, params.capacity_lines
+        );
+    }
+    let why = if point.distinct == 1 {
+        "Why: every lane reads the same word, which the constant cache broadcasts to the whole warp in one pass."
+    } else {
+        "Why: the constant cache serves one address per pass; a warp whose lanes name different words waits for each in turn. Constant memory pays off when a warp reads one word (a loop bound, a coefficient)."
+    };
+    let _ = writeln!(out, "{why}");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +389,57 @@ mod tests {
             },
         );
         assert!(text.contains("No block fits"), "{text}");
+    }
+
+    #[test]
+    fn coalescing_view_counts_sectors_and_names_the_bound() {
+        let profile = experiments::Profile::find("h100").unwrap();
+        let global = profile.global.unwrap();
+        let point = |width, stride| CoalescingPoint {
+            width,
+            stride,
+            offset: 0,
+            active_lanes: 32,
+            bytes: 1 << 30,
+            dynamic_shared: 0,
+        };
+        let dense = explain_coalescing(&global, &profile.sm, 132, "H100", &point(4, 1));
+        assert!(
+            dense.contains("4 sector(s) in 1 line(s): 128 of 128 bytes") && dense.contains("100% efficiency"),
+            "{dense}"
+        );
+        let strided = explain_coalescing(&global, &profile.sm, 132, "H100", &point(4, 8));
+        assert!(
+            strided.contains("32 sector(s) in 8 line(s)") && strided.contains(" 1->1  (0)"),
+            "{strided}"
+        );
+        assert!(strided.contains("lanes are 32 bytes apart"), "{strided}");
+    }
+
+    #[test]
+    fn constant_view_serializes_and_knows_the_capacity() {
+        let params = experiments::Profile::find("h100").unwrap().constant.unwrap();
+        let one = explain_constant(
+            &params,
+            "H100",
+            &ConstantPoint {
+                distinct: 1,
+                cold: false,
+            },
+        );
+        assert!(one.contains("broadcasts"), "{one}");
+        let many = explain_constant(
+            &params,
+            "H100",
+            &ConstantPoint {
+                distinct: 24,
+                cold: false,
+            },
+        );
+        assert!(
+            many.contains("24 address(es)") && many.contains("costs what a cold one does"),
+            "{many}"
+        );
     }
 
     #[test]
