@@ -121,6 +121,7 @@ enum Part {
     Global,
     Latency,
     Constant,
+    Growth,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -523,6 +524,7 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
         global: matches!(part, Part::All | Part::Global),
         latency: matches!(part, Part::All | Part::Latency),
         constant: matches!(part, Part::All | Part::Constant),
+        growth: matches!(part, Part::All | Part::Growth),
     };
     let progress = Progress::new(hw::calibration_steps(parts), "cases");
     let calibration = hw::measure_calibration(parts, seed, &|| progress.tick())?;

@@ -50,6 +50,32 @@ pub struct Calibration {
     /// Constant-memory reads at the constant calibration cases; empty when not measured.
     #[serde(default)]
     pub constant: Vec<ConstantSample>,
+    /// Buffer grows at the growth calibration sizes; empty when not measured.
+    #[serde(default)]
+    pub growth: Vec<GrowthSample>,
+    /// Device memory free when the growth calibration began, bytes; 0 when not measured.
+    #[serde(default)]
+    pub free_bytes: u64,
+}
+
+/// One measured grow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GrowthSample {
+    /// The strategy.
+    pub strategy: crate::family::GrowthStrategy,
+    /// Whether room was reserved up front.
+    pub reserve: bool,
+    /// The size grown to (from half of it).
+    pub bytes: u64,
+    /// Host time of the grow, synchronized, microseconds.
+    pub grow_us: f64,
+}
+
+/// The sizes the growth calibration doubles to: 3 MiB x 2^k, 6 MiB to 48 GiB (the suites
+/// double through powers of two, so none of these is a validation point, yet they span the
+/// same range).
+pub fn growth_calibration_bytes() -> Vec<u64> {
+    (1..=14).map(|k| (3u64 << 20) << k).collect()
 }
 
 /// One measured constant-memory pattern.

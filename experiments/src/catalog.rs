@@ -6,6 +6,7 @@ use crate::suite::{Experiment, Suite};
 const BUILTIN_SUITES: &[(&str, &str)] = &[
     ("transfers", include_str!("../suites/transfers.toml")),
     ("hierarchy", include_str!("../suites/hierarchy.toml")),
+    ("growth", include_str!("../suites/growth.toml")),
 ];
 
 /// A set of suites loaded together, whose experiment names are unique.
@@ -93,8 +94,11 @@ mod tests {
     fn selects_by_suite_and_experiment() {
         let catalog = Catalog::builtin().unwrap();
         let all = catalog.select(&[]).unwrap().len();
-        let suites =
-            catalog.select(&["transfers".into()]).unwrap().len() + catalog.select(&["hierarchy".into()]).unwrap().len();
+        let suites: usize = catalog
+            .suites
+            .iter()
+            .map(|s| catalog.select(std::slice::from_ref(&s.name)).unwrap().len())
+            .sum();
         assert_eq!(suites, all);
         assert_eq!(catalog.select(&["h2d_pinned".into()]).unwrap().len(), 1);
         let err = catalog.select(&["nope".into()]).unwrap_err().to_string();

@@ -22,6 +22,9 @@ pub enum Family {
     Latency,
     /// A warp reading 1..32 distinct constant-memory addresses, from a warm or cold cache.
     Constant,
+    /// A device buffer doubled to a size by one of three strategies, with or without reserving
+    /// up front: time per grow and peak device memory.
+    Growth,
 }
 
 /// How a parameter's values are written and checked.
@@ -95,6 +98,19 @@ const CONSTANT_PARAMS: &[ParamSpec] = &[
     spec("cache", ParamKind::Choice(CACHE_STATES), Some("warm")),
 ];
 
+const GROWTH_STRATEGIES: &[&str] = &["copy", "managed", "vmm"];
+const YES_NO: &[&str] = &["no", "yes"];
+
+const GROWTH_PARAMS: &[ParamSpec] = &[
+    // copy: cuMemAlloc the new size, copy, free the old; managed: managed memory prefetched to
+    // the device; vmm: physical chunks mapped into a reserved virtual range.
+    spec("strategy", ParamKind::Choice(GROWTH_STRATEGIES), None),
+    // yes: room for the largest size is set aside before the first grow.
+    spec("reserve", ParamKind::Choice(YES_NO), Some("no")),
+    // The size the buffer is doubled to (from half of it).
+    spec("bytes", ParamKind::Size, None),
+];
+
 const LATENCY_PARAMS: &[ParamSpec] = &[
     // The chase visits one node per 128-byte line of this many bytes, in a random cycle.
     spec("bytes", ParamKind::Size, None),
@@ -123,7 +139,7 @@ pub const READ_KERNEL_THREADS: u32 = 256;
 
 impl Family {
     /// Every family, in the order `memlab list` shows them.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Transfer,
         Family::Overlap,
         Family::Occupancy,
@@ -131,6 +147,7 @@ impl Family {
         Family::Coalescing,
         Family::Latency,
         Family::Constant,
+        Family::Growth,
     ];
 
     /// The name used in experiment files.
@@ -143,6 +160,7 @@ impl Family {
             Family::Coalescing => "coalescing",
             Family::Latency => "latency",
             Family::Constant => "constant",
+            Family::Growth => "growth",
         }
     }
 
@@ -160,6 +178,7 @@ impl Family {
             Family::Coalescing => COALESCING_PARAMS,
             Family::Latency => LATENCY_PARAMS,
             Family::Constant => CONSTANT_PARAMS,
+            Family::Growth => GROWTH_PARAMS,
         }
     }
 
@@ -170,7 +189,7 @@ impl Family {
             Family::Overlap => "streams",
             Family::Occupancy => "threads",
             Family::Banks | Family::Coalescing => "stride",
-            Family::Latency => "bytes",
+            Family::Latency | Family::Growth => "bytes",
             Family::Constant => "distinct",
         }
     }
@@ -184,6 +203,7 @@ impl Family {
             Family::Banks => "cycles",
             Family::Coalescing => "gb_per_s",
             Family::Latency | Family::Constant => "cycles",
+            Family::Growth => "grow_us",
         }
     }
 
@@ -238,6 +258,15 @@ impl Family {
                 dynamic_shared: int("dynamic_shared") as u32,
             }),
             Family::Latency => Workload::Latency(LatencyPoint {
+                bytes: int("bytes") as u64,
+            }),
+            Family::Growth => Workload::Growth(GrowthPoint {
+                strategy: match text("strategy").as_str() {
+                    "copy" => GrowthStrategy::Copy,
+                    "managed" => GrowthStrategy::Managed,
+                    _ => GrowthStrategy::Vmm,
+                },
+                reserve: text("reserve") == "yes",
                 bytes: int("bytes") as u64,
             }),
             Family::Constant => Workload::Constant(ConstantPoint {
@@ -406,6 +435,58 @@ pub enum Workload {
     Latency(LatencyPoint),
     /// One constant-memory read pattern.
     Constant(ConstantPoint),
+    /// One grow of a device buffer.
+    Growth(GrowthPoint),
+}
+
+/// How a device buffer grows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrowthStrategy {
+    /// cuMemAlloc the new size, copy the contents, cuMemFree the old.
+    Copy,
+    /// Managed memory (cuMemAllocManaged), prefetched to the device (cuMemPrefetchAsync).
+    Managed,
+    /// Physical chunks mapped into a reserved virtual range (cuMemCreate, cuMemMap).
+    Vmm,
+}
+
+impl GrowthStrategy {
+    /// Every strategy, in the order reports show them.
+    pub const ALL: [GrowthStrategy; 3] = [GrowthStrategy::Copy, GrowthStrategy::Managed, GrowthStrategy::Vmm];
+
+    /// The name experiment files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            GrowthStrategy::Copy => "copy",
+            GrowthStrategy::Managed => "managed",
+            GrowthStrategy::Vmm => "vmm",
+        }
+    }
+}
+
+/// One grow: the buffer, made by `strategy`, is doubled from `bytes / 2` to `bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrowthPoint {
+    /// How it grows.
+    pub strategy: GrowthStrategy,
+    /// Whether room for the largest size was set aside before the first grow.
+    pub reserve: bool,
+    /// The size it grows to.
+    pub bytes: u64,
+}
+
+/// The metrics of a grow: `ok` (1 if it succeeded), `grow_us` (only when it did), and
+/// `peak_bytes`, the device memory the strategy held at its highest during the grow.
+pub fn growth_metrics(grow_us: Option<f64>, peak_bytes: u64) -> Metrics {
+    let mut metrics = Metrics::from([
+        ("ok".to_string(), f64::from(u8::from(grow_us.is_some()))),
+        ("peak_bytes".to_string(), peak_bytes as f64),
+    ]);
+    if let Some(us) = grow_us {
+        metrics.insert("grow_us".to_string(), us);
+    }
+    metrics
 }
 
 /// The metrics of a transfer point, from its time: `time_us` and `gb_per_s` (10^9 bytes/s).

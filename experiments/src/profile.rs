@@ -33,7 +33,56 @@ pub struct Profile {
     /// Constant-memory serialization; absent until calibrated (`--part constant`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constant: Option<ConstantParams>,
+    /// Growing a device buffer; absent until calibrated (`--part growth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth: Option<GrowthParams>,
 }
+
+/// What one grow costs with one strategy: `fixed_us + us_per_gib x (size grown to, GiB)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrowthCost {
+    /// The strategy.
+    pub strategy: crate::family::GrowthStrategy,
+    /// Whether room was reserved up front.
+    pub reserve: bool,
+    /// Calls and synchronization, microseconds.
+    pub fixed_us: f64,
+    /// What each GiB of the new size adds (allocating, mapping, copying the old half), microseconds.
+    pub us_per_gib: f64,
+}
+
+/// Growing a device buffer by doubling: what each strategy's grow costs, and the memory the
+/// device has free when a series starts (which decides where a strategy runs out).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrowthParams {
+    /// Where these numbers came from.
+    pub source: String,
+    /// Device memory free at the start of a series (cuMemGetInfo), bytes.
+    pub free_bytes: u64,
+    /// One cost per strategy and reserve choice.
+    pub costs: Vec<GrowthCost>,
+    /// The sizes calibration grew to; reports exclude them.
+    pub calibration_bytes: Vec<u64>,
+}
+
+impl GrowthParams {
+    /// The cost line of one strategy and reserve choice.
+    pub fn cost(&self, strategy: crate::family::GrowthStrategy, reserve: bool) -> Option<&GrowthCost> {
+        self.costs
+            .iter()
+            .find(|c| c.strategy == strategy && c.reserve == reserve)
+    }
+}
+
+/// The share of free device memory `reserve = yes` sets aside before the first grow (memlab's
+/// choice: room for every size a series tries, short of the whole device).
+pub const GROWTH_RESERVE_FRACTION: f64 = 0.85;
+
+/// Managed memory is never asked for beyond this share of free device memory: oversubscribing
+/// managed memory can hang a shared GPU (see GPU.md), so a managed grow that would stops there.
+pub const MANAGED_LIMIT_FRACTION: f64 = 0.95;
 
 /// Constant memory serves one address per pass: a warp access naming `n` words takes
 /// `first + (n - 1) x per_extra` cycles in a dependent chain, warm or cold.
@@ -404,7 +453,11 @@ mod tests {
             let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
             let profile = Profile::find(&stem).unwrap_or_else(|e| panic!("{} is not built in: {e}", path.display()));
             assert!(
-                profile.shared.is_some() && profile.global.is_some() && profile.latency.is_some(),
+                profile.shared.is_some()
+                    && profile.global.is_some()
+                    && profile.latency.is_some()
+                    && profile.constant.is_some()
+                    && profile.growth.is_some(),
                 "{stem}: a part is missing"
             );
         }

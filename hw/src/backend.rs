@@ -8,6 +8,7 @@ use crate::coalescing::ReadProbe;
 use crate::constant::ConstantProbe;
 use crate::cuda::Gpu;
 use crate::error::{HwError, Result};
+use crate::growth::{grown_metrics, GrowthProbe};
 use crate::latency::ChaseProbe;
 use crate::occupancy::OccupancyProbe;
 use crate::overlap::{measure_overlap, Spin};
@@ -23,6 +24,7 @@ pub struct HwBackend {
     reads: Option<ReadProbe>,
     chase: Option<ChaseProbe>,
     constant: Option<ConstantProbe>,
+    growth: Option<GrowthProbe>,
 }
 
 impl HwBackend {
@@ -39,6 +41,7 @@ impl HwBackend {
             reads: None,
             chase: None,
             constant: None,
+            growth: None,
         })
     }
 
@@ -64,6 +67,9 @@ impl HwBackend {
                 loaded(&mut self.reads, || ReadProbe::load(gpu))?.measure(gpu, point)?,
                 point,
             ),
+            Workload::Growth(point) => {
+                grown_metrics(&loaded(&mut self.growth, || GrowthProbe::load(gpu))?.measure(gpu, point)?)
+            }
             Workload::Constant(point) => {
                 cycles_metrics(loaded(&mut self.constant, || ConstantProbe::load(gpu))?.measure(gpu, point)?)
             }

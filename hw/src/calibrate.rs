@@ -10,6 +10,7 @@ use crate::coalescing::{l2_bytes, ReadProbe};
 use crate::constant::ConstantProbe;
 use crate::cuda::Gpu;
 use crate::error::Result;
+use crate::growth::GrowthProbe;
 use crate::latency::ChaseProbe;
 use crate::occupancy::sm_attributes;
 use crate::overlap::Spin;
@@ -28,6 +29,8 @@ pub struct Parts {
     pub latency: bool,
     /// Constant-memory reads at the constant calibration cases.
     pub constant: bool,
+    /// Buffer grows at the growth calibration sizes.
+    pub growth: bool,
 }
 
 /// Measures the requested parts; parts not requested come back as empty sample lists.
@@ -72,7 +75,14 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     let constant = measured_part(parts.constant, progress, || {
         ConstantProbe::load(&gpu)?.calibrate(&gpu, &constant_calibration_cases())
     })?;
+    let (growth, free_bytes) = if parts.growth {
+        GrowthProbe::load(&gpu)?.calibrate(&gpu, progress)?
+    } else {
+        (Vec::new(), 0)
+    };
     Ok(Calibration {
+        growth,
+        free_bytes,
         read_kernel_registers,
         constant,
         latency,

@@ -789,3 +789,384 @@ impl Drop for PolicyMemory<'_> {
         let _ = unsafe { result::stream::synchronize(self.stream.raw) };
     }
 }
+
+/// Bytes of device memory free and in total (cuMemGetInfo).
+pub(crate) fn memory_info() -> Result<(u64, u64)> {
+    result::mem_get_info()
+        .map(|(free, total)| (free as u64, total as u64))
+        .map_err(HwError::cuda("cuMemGetInfo"))
+}
+
+/// The CUDA virtual memory calls on device 0, for `sim::GrowableLayout`. Out of memory is an
+/// error like any other here: the layout undoes the grow and the caller decides.
+pub(crate) struct CudaVmm {
+    granularity: u64,
+}
+
+impl CudaVmm {
+    pub(crate) fn new() -> Result<CudaVmm> {
+        let prop = pinned_device_prop();
+        let mut granularity = 0usize;
+        // SAFETY: writes one usize through a valid pointer; prop is initialised.
+        unsafe {
+            sys::cuMemGetAllocationGranularity(
+                &mut granularity,
+                &prop,
+                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            )
+        }
+        .result()
+        .map_err(HwError::cuda("cuMemGetAllocationGranularity"))?;
+        Ok(CudaVmm {
+            granularity: granularity as u64,
+        })
+    }
+
+    pub(crate) fn granularity(&self) -> u64 {
+        self.granularity
+    }
+}
+
+/// Out of memory reads "out of memory", as in `sim::SimVmm`, so callers can tell it apart.
+fn vmm_error(call: &'static str) -> impl FnOnce(result::DriverError) -> sim::VmmError {
+    move |e| sim::VmmError {
+        call,
+        reason: if is_out_of_memory(&e) {
+            "out of memory".to_string()
+        } else {
+            HwError::Cuda { call, reason: e }.to_string()
+        },
+    }
+}
+
+impl sim::VmmDriver for CudaVmm {
+    fn reserve(&mut self, size: u64, at: Option<u64>) -> Result<u64, sim::VmmError> {
+        let mut base: sys::CUdeviceptr = 0;
+        // SAFETY: writes one address through a valid pointer; reserves address space only.
+        unsafe { sys::cuMemAddressReserve(&mut base, size as usize, 0, at.unwrap_or(0), 0) }
+            .result()
+            .map_err(vmm_error("cuMemAddressReserve"))?;
+        Ok(base)
+    }
+    fn free_range(&mut self, base: u64, size: u64) {
+        // SAFETY: the layout frees each range it reserved once, after unmapping it.
+        let _ = unsafe { sys::cuMemAddressFree(base, size as usize) };
+    }
+    fn create(&mut self, size: u64) -> Result<u64, sim::VmmError> {
+        let prop = pinned_device_prop();
+        let mut handle: sys::CUmemGenericAllocationHandle = 0;
+        // SAFETY: writes one handle through a valid pointer; prop is initialised.
+        unsafe { sys::cuMemCreate(&mut handle, size as usize, &prop, 0) }
+            .result()
+            .map_err(vmm_error("cuMemCreate"))?;
+        Ok(handle)
+    }
+    fn release(&mut self, handle: u64) {
+        // SAFETY: the layout releases each handle it created once, after unmapping it.
+        let _ = unsafe { sys::cuMemRelease(handle) };
+    }
+    fn map(&mut self, addr: u64, size: u64, handle: u64) -> Result<(), sim::VmmError> {
+        // SAFETY: the layout maps whole chunks inside its own reservations, never twice.
+        unsafe { sys::cuMemMap(addr, size as usize, 0, handle, 0) }
+            .result()
+            .map_err(vmm_error("cuMemMap"))
+    }
+    fn unmap(&mut self, addr: u64, size: u64) {
+        // SAFETY: the layout unmaps only what it mapped; kernels that used it were synchronized
+        // (GrowingBuffer launches only through Gpu::enqueue).
+        let _ = unsafe { sys::cuMemUnmap(addr, size as usize) };
+    }
+    fn set_access(&mut self, addr: u64, size: u64) -> Result<(), sim::VmmError> {
+        let access = sys::CUmemAccessDesc {
+            location: device_location(),
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: the range is mapped (the layout calls this right after map); one descriptor.
+        unsafe { sys::cuMemSetAccess(addr, size as usize, &access, 1) }
+            .result()
+            .map_err(vmm_error("cuMemSetAccess"))
+    }
+}
+
+/// How a [`GrowingBuffer`] holds its memory.
+enum Backing {
+    /// cuMemAlloc: the buffer, and with a reserve its whole capacity.
+    Plain { ptr: u64 },
+    /// cuMemAllocManaged.
+    Managed { ptr: u64 },
+    /// A reserved virtual range with chunks mapped into it.
+    Vmm {
+        layout: sim::GrowableLayout,
+        driver: CudaVmm,
+    },
+    /// Nothing yet.
+    Empty,
+}
+
+/// What one grow did.
+pub(crate) struct GrowOutcome {
+    /// Whether the buffer now has the new size (else it is as it was).
+    pub(crate) grown: bool,
+    /// Device memory the strategy held at its peak during the grow.
+    pub(crate) peak_bytes: u64,
+    /// Why it did not grow.
+    pub(crate) refusal: Option<String>,
+}
+
+/// A device buffer that grows by one of the three strategies of the growth family. It owns
+/// every allocation it makes and frees them on drop (after synchronizing the context); kernels
+/// run on it only through [`Gpu::enqueue`], which synchronizes before any memory can be freed
+/// or unmapped. It must be used and dropped on the thread whose context made it.
+pub(crate) struct GrowingBuffer {
+    strategy: experiments::GrowthStrategy,
+    capacity: Option<u64>,
+    size: u64,
+    backing: Backing,
+    stream: Stream,
+    mismatches: DeviceBuffer,
+}
+
+fn is_out_of_memory(e: &result::DriverError) -> bool {
+    e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
+}
+
+impl GrowingBuffer {
+    /// An empty buffer; with `capacity`, that much is set aside first (allocated for copy,
+    /// allocated unbacked for managed, reserved as addresses for vmm).
+    pub(crate) fn new(
+        gpu: &Gpu,
+        strategy: experiments::GrowthStrategy,
+        capacity: Option<u64>,
+    ) -> Result<GrowingBuffer> {
+        use experiments::GrowthStrategy::*;
+        let mismatches = gpu.device_buffer(8)?;
+        gpu.fill(&mismatches, 0)?;
+        let backing = match (strategy, capacity) {
+            (Copy, Some(bytes)) => {
+                // SAFETY: allocates device memory; freed in Drop.
+                let ptr = unsafe { result::malloc_sync(bytes as usize) }.map_err(HwError::cuda("cuMemAlloc"))?;
+                Backing::Plain { ptr }
+            }
+            (Managed, Some(bytes)) => {
+                let mut ptr = 0;
+                // SAFETY: allocates managed memory (no device pages until touched); freed in Drop.
+                unsafe {
+                    sys::cuMemAllocManaged(
+                        &mut ptr,
+                        bytes as usize,
+                        sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32,
+                    )
+                }
+                .result()
+                .map_err(HwError::cuda("cuMemAllocManaged"))?;
+                Backing::Managed { ptr }
+            }
+            (Vmm, reserve) => {
+                let mut driver = CudaVmm::new()?;
+                let granularity = driver.granularity();
+                let layout = sim::GrowableLayout::new(&mut driver, granularity, reserve.unwrap_or(0))
+                    .map_err(|e| HwError::Unsupported(e.to_string()))?;
+                Backing::Vmm { layout, driver }
+            }
+            _ => Backing::Empty,
+        };
+        Ok(GrowingBuffer {
+            strategy,
+            capacity,
+            size: 0,
+            backing,
+            stream: gpu.stream()?,
+            mismatches,
+        })
+    }
+
+    /// The buffer's first byte (0 while empty).
+    fn base(&self) -> u64 {
+        match &self.backing {
+            Backing::Plain { ptr, .. } | Backing::Managed { ptr, .. } => *ptr,
+            Backing::Vmm { layout, .. } => layout.base().unwrap_or(0),
+            Backing::Empty => 0,
+        }
+    }
+
+    /// Grows to `bytes`, keeping the contents. Running out of memory is an outcome, not an error.
+    pub(crate) fn grow(&mut self, bytes: u64, managed_limit: u64) -> Result<GrowOutcome> {
+        // All work below is synchronous or ends in a context synchronize.
+        use experiments::GrowthStrategy::*;
+        let old = self.size;
+        let refuse = |why: String, peak: u64| GrowOutcome {
+            grown: false,
+            peak_bytes: peak,
+            refusal: Some(why),
+        };
+        if let Some(capacity) = self.capacity.filter(|_| self.strategy != Vmm) {
+            if bytes > capacity {
+                return Ok(refuse(format!("{bytes} B is past the {capacity} B reserved"), capacity));
+            }
+            if self.strategy == Managed {
+                let Backing::Managed { ptr, .. } = self.backing else {
+                    unreachable!("managed with a reserve")
+                };
+                self.prefetch(ptr + old, bytes - old)?;
+            }
+            self.sync()?;
+            self.size = bytes;
+            let peak = if self.strategy == Copy { capacity } else { bytes };
+            return Ok(GrowOutcome {
+                grown: true,
+                peak_bytes: peak,
+                refusal: None,
+            });
+        }
+        match self.strategy {
+            Copy | Managed => {
+                if self.strategy == Managed && old + bytes > managed_limit {
+                    return Ok(refuse(
+                        format!(
+                            "{} B of managed memory would pass memlab's limit of {managed_limit} B",
+                            old + bytes
+                        ),
+                        old,
+                    ));
+                }
+                let mut ptr = 0;
+                let allocated = if self.strategy == Copy {
+                    // SAFETY: allocates device memory; owned by self.backing from below, freed once.
+                    unsafe { result::malloc_sync(bytes as usize) }.map(|p| ptr = p)
+                } else {
+                    // SAFETY: allocates managed memory; owned by self.backing from below, freed once.
+                    unsafe {
+                        sys::cuMemAllocManaged(
+                            &mut ptr,
+                            bytes as usize,
+                            sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32,
+                        )
+                    }
+                    .result()
+                };
+                match allocated {
+                    Err(e) if is_out_of_memory(&e) => return Ok(refuse("out of device memory".into(), old)),
+                    Err(e) => {
+                        return Err(HwError::Cuda {
+                            call: "cuMemAlloc",
+                            reason: e,
+                        })
+                    }
+                    Ok(()) => {}
+                }
+                if self.strategy == Managed {
+                    self.prefetch(ptr, bytes)?;
+                }
+                let previous = std::mem::replace(
+                    &mut self.backing,
+                    if self.strategy == Copy {
+                        Backing::Plain { ptr }
+                    } else {
+                        Backing::Managed { ptr }
+                    },
+                );
+                if let Backing::Plain { ptr: from, .. } | Backing::Managed { ptr: from, .. } = previous {
+                    // SAFETY: both ranges are live allocations of at least `old` bytes; synchronous.
+                    unsafe { sys::cuMemcpy(ptr, from, old as usize) }
+                        .result()
+                        .map_err(HwError::cuda("cuMemcpy"))?;
+                    // SAFETY: `from` was allocated by this buffer, is no longer referenced, and the
+                    // copy above completed (cuMemcpy is synchronous for device memory).
+                    unsafe { result::free_sync(from) }.map_err(HwError::cuda("cuMemFree"))?;
+                }
+                self.sync()?;
+                self.size = bytes;
+                Ok(GrowOutcome {
+                    grown: true,
+                    peak_bytes: old + bytes,
+                    refusal: None,
+                })
+            }
+            Vmm => {
+                let Backing::Vmm { layout, driver } = &mut self.backing else {
+                    unreachable!("vmm backing")
+                };
+                match layout.grow(driver, bytes) {
+                    Ok(_) => {
+                        self.size = layout.size();
+                        self.sync()?;
+                        Ok(GrowOutcome {
+                            grown: true,
+                            peak_bytes: self.size,
+                            refusal: None,
+                        })
+                    }
+                    Err(e) if e.reason == "out of memory" => Ok(refuse(e.to_string(), old)),
+                    Err(e) => Err(HwError::Unsupported(e.to_string())),
+                }
+            }
+        }
+    }
+
+    fn prefetch(&self, ptr: u64, bytes: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: the range lies in a live managed allocation of this buffer; the stream is alive.
+        unsafe { sys::cuMemPrefetchAsync_v2(ptr, bytes as usize, device_location(), 0, self.stream.raw) }
+            .result()
+            .map_err(HwError::cuda("cuMemPrefetchAsync"))
+    }
+
+    fn sync(&self) -> Result<()> {
+        result::ctx::synchronize().map_err(HwError::cuda("cuCtxSynchronize"))
+    }
+
+    fn pattern(&self, gpu: &Gpu, kernel: &Kernel, bytes: u64, tag: u32, check: bool) -> Result<()> {
+        if bytes > self.size || !bytes.is_multiple_of(4) {
+            return Err(HwError::Unsupported(format!(
+                "{bytes} B is not whole words of the {} B buffer",
+                self.size
+            )));
+        }
+        let words = bytes / 4;
+        let config = LaunchConfig {
+            blocks: words.div_ceil(256).clamp(1, 4096) as u32,
+            threads: 256,
+            shared_bytes: 0,
+        };
+        let base = self.base();
+        // The range lies in the buffer (checked); enqueue synchronizes before returning, so the
+        // kernel is done before any grow can move or free the memory.
+        gpu.enqueue(|queue| {
+            let mut args = vec![Arg::U64(base), Arg::U64(words), Arg::I32(tag as i32)];
+            if check {
+                args.push(Arg::Device(&self.mismatches));
+            }
+            queue.launch(&self.stream, kernel, config, &args)
+        })
+    }
+
+    /// Writes the pattern of `tag` over the whole buffer.
+    pub(crate) fn stamp(&self, gpu: &Gpu, kernel: &Kernel, tag: u32) -> Result<()> {
+        self.pattern(gpu, kernel, self.size, tag, false)
+    }
+
+    /// Counts words of the first `bytes` that lost the pattern of `tag` (adds to [`GrowingBuffer::mismatches`]).
+    pub(crate) fn verify(&self, gpu: &Gpu, kernel: &Kernel, bytes: u64, tag: u32) -> Result<()> {
+        self.pattern(gpu, kernel, bytes, tag, true)
+    }
+
+    pub(crate) fn mismatches(&self, gpu: &Gpu) -> Result<u64> {
+        let mut bytes = [0u8; 8];
+        gpu.download_range(&mut bytes, &self.mismatches, 0)?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+}
+
+impl Drop for GrowingBuffer {
+    fn drop(&mut self) {
+        let _ = result::ctx::synchronize();
+        match std::mem::replace(&mut self.backing, Backing::Empty) {
+            // SAFETY: the allocation belongs to this buffer, nothing uses it (synchronized), freed once.
+            Backing::Plain { ptr, .. } | Backing::Managed { ptr, .. } => drop(unsafe { result::free_sync(ptr) }),
+            Backing::Vmm { mut layout, mut driver } => layout.release_all(&mut driver),
+            Backing::Empty => {}
+        }
+    }
+}

@@ -11,6 +11,7 @@ mod coalescing;
 mod constant;
 mod cuda;
 mod error;
+mod growth;
 mod latency;
 mod occupancy;
 mod overlap;

@@ -155,3 +155,25 @@ fn a_policy_that_overlaps_blocks_is_caught_on_the_device() {
         .to_string();
     assert!(err.contains("overlapping"), "{err}");
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
+fn growing_past_the_device_is_refused_and_keeps_the_data() {
+    let mut gpu = HwBackend::open().expect("a GPU");
+    // The first power of two above the device's memory: half of it fits, all of it cannot.
+    let past = gpu.device().memory_bytes.next_power_of_two();
+    let text = format!(
+        "name = \"grow-past\"\n[[experiment]]\nname = \"past\"\nfamily = \"growth\"\n[experiment.sweep]\nstrategy = [\"vmm\", \"copy\"]\nbytes = [{}, {past}]\n",
+        past / 2
+    );
+    let suite = Suite::parse("grow-past", &text).unwrap();
+    // The probe checks every byte written before each grow after it, refused or not, and
+    // fails the point if any changed; so a successful run means the data stayed intact.
+    let record = gpu
+        .run(&suite.experiments[0], 1, &|| {})
+        .expect("grows measured and data checked");
+    let ok = |i: usize| metric(&record, i, "ok");
+    // vmm: half the device fits, the whole is refused; copy needs 1.5x: both refused at the whole.
+    assert_eq!((ok(0), ok(1)), (1.0, 0.0), "vmm: {:?}", record.points);
+    assert_eq!(ok(3), 0.0, "copy: {:?}", record.points);
+}

@@ -118,6 +118,24 @@ impl Analysis {
     }
 }
 
+/// The family's usual x axis, unless it does not vary in this experiment: then the first
+/// numeric parameter that does (occupancy_bandwidth sweeps shared memory at one stride).
+fn x_param(family: Family, points: &[ComparedPoint]) -> String {
+    let varies = |name: &str| {
+        let mut values = points.iter().filter_map(|p| p.params.get(name)?.as_f64());
+        let first = values.next();
+        values.any(|v| Some(v) != first)
+    };
+    let usual = family.x_param();
+    if varies(usual) {
+        return usual.to_string();
+    }
+    points
+        .first()
+        .and_then(|p| p.params.keys().find(|k| varies(k)).cloned())
+        .unwrap_or_else(|| usual.to_string())
+}
+
 /// Joins a prediction and a measurement of the same experiment (either may be missing).
 pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
     let base = sim.as_ref().or(hw.as_ref()).expect("at least one record");
@@ -162,7 +180,7 @@ pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
         suite: base.suite.clone(),
         family,
         metric: metric.to_string(),
-        x_param: family.x_param().to_string(),
+        x_param: x_param(family, &points),
         profile: sim.as_ref().map(|r| r.profile.clone()),
         measured_device: hw.as_ref().map(|r| r.device.clone()),
         points,

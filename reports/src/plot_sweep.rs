@@ -18,6 +18,7 @@ struct Series {
 
 pub(crate) struct SweepChart<'a> {
     experiment: &'a ExperimentAnalysis,
+    metric: &'a str,
     x_scale: Scale,
     y_scale: Scale,
     series: Vec<Series>,
@@ -29,16 +30,25 @@ fn metric_title(metric: &str) -> &str {
         "speedup" => "speed-up over copy-then-compute",
         "time_us" => "time (us)",
         "cycles" => "cycles per dependent load",
+        "grow_us" => "time per grow (us)",
+        "peak_bytes" => "peak device memory",
         other => other,
     }
 }
 
 impl<'a> SweepChart<'a> {
     pub(crate) fn new(experiment: &'a ExperimentAnalysis) -> SweepChart<'a> {
+        SweepChart::of_metric(experiment, &experiment.metric)
+    }
+
+    /// The same chart for another metric the records carry (growth draws `peak_bytes` too).
+    pub(crate) fn of_metric(experiment: &'a ExperimentAnalysis, metric: &'a str) -> SweepChart<'a> {
         let (x_scale, y_scale) = match experiment.family {
+            _ if metric.ends_with("_bytes") => (Scale::Bytes, Scale::Bytes),
             Family::Transfer => (Scale::Bytes, Scale::Log),
             Family::Latency => (Scale::Bytes, Scale::Linear),
             Family::Coalescing => (Scale::Linear, Scale::Log),
+            Family::Growth => (Scale::Bytes, Scale::Log),
             Family::Overlap | Family::Occupancy | Family::Banks | Family::Constant => (Scale::Linear, Scale::Linear),
         };
         let x_name = experiment.x_param.as_str();
@@ -71,15 +81,16 @@ impl<'a> SweepChart<'a> {
                 series.len() - 1
             });
             let s = &mut series[index].1;
-            if let Some(y) = point.predicted.as_ref().and_then(|m| m.get(&experiment.metric)) {
+            if let Some(y) = point.predicted.as_ref().and_then(|m| m.get(metric)) {
                 s.predicted.push((x, *y));
             }
-            if let Some(y) = point.measured.as_ref().and_then(|m| m.get(&experiment.metric)) {
+            if let Some(y) = point.measured.as_ref().and_then(|m| m.get(metric)) {
                 s.measured.push((x, *y));
             }
         }
         SweepChart {
             experiment,
+            metric,
             x_scale,
             y_scale,
             series: series.into_iter().map(|(_, s)| s).collect(),
@@ -114,7 +125,7 @@ impl Chart for SweepChart<'_> {
         chart
             .configure_mesh()
             .x_desc(self.experiment.x_param.as_str())
-            .y_desc(metric_title(&self.experiment.metric))
+            .y_desc(metric_title(self.metric))
             .x_label_formatter(&|v| xs.label(*v))
             .y_label_formatter(&|v| ys.label(*v))
             .x_labels(12)

@@ -62,6 +62,19 @@ pub fn render(dir: &Path, analysis: &Analysis) -> Result<Rendered> {
             png: format!("plots/{stem}.png"),
             svg: format!("plots/{stem}.svg"),
         });
+        if experiment.family == Family::Growth {
+            let peak = format!("{stem}_peak");
+            plots.extend(render_both(
+                &plot_dir,
+                &peak,
+                &SweepChart::of_metric(experiment, "peak_bytes"),
+            )?);
+            blocks.push(Block::Image {
+                alt: format!("{stem}: peak device memory"),
+                png: format!("plots/{peak}.png"),
+                svg: format!("plots/{peak}.svg"),
+            });
+        }
         blocks.push(points_table(experiment));
     }
     let markdown = dir.join("report.md");

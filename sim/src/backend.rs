@@ -1,13 +1,14 @@
 use rayon::prelude::*;
 
 use experiments::{
-    coalescing_metrics, cycles_metrics, occupancy_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind,
-    DeviceInfo, Experiment, Family, ParamValue, Params, PointRecord, Profile, Record, Workload,
+    coalescing_metrics, cycles_metrics, growth_metrics, occupancy_metrics, overlap_metrics, transfer_metrics, Backend,
+    BackendKind, DeviceInfo, Experiment, Family, ParamValue, Params, PointRecord, Profile, Record, Workload,
 };
 
 use crate::banks::{bank_access, bank_cycles};
 use crate::coalescing::{read_time, warp_footprint};
 use crate::constant::constant_cycles;
+use crate::growth::predict_growth;
 use crate::latency::chase_cycles;
 use crate::occupancy::occupancy;
 use crate::overlap::{overlapped_us, serial_us};
@@ -63,6 +64,18 @@ impl SimBackend {
                 metrics.insert("lines_per_warp".into(), f64::from(footprint.lines));
                 metrics.insert("efficiency".into(), footprint.efficiency);
                 metrics
+            }
+            Workload::Growth(point) => {
+                let growth = self.section(&self.profile.growth, "growth")?;
+                let prediction = predict_growth(growth, point).ok_or_else(|| {
+                    SimError(format!(
+                        "profile '{}' has no growth cost for strategy {} (reserve {})",
+                        self.profile.name,
+                        point.strategy.name(),
+                        point.reserve
+                    ))
+                })?;
+                growth_metrics(prediction.grow_us, prediction.peak_bytes)
             }
             Workload::Constant(point) => cycles_metrics(constant_cycles(
                 self.section(&self.profile.constant, "constant")?,
@@ -156,6 +169,13 @@ impl SimBackend {
                         ),
                     ])
                 })
+                .collect(),
+            Family::Growth => self
+                .profile
+                .growth
+                .iter()
+                .flat_map(|g| g.calibration_bytes.iter())
+                .map(|&b| Params::from([("bytes".to_string(), int(b))]))
                 .collect(),
             Family::Overlap | Family::Occupancy => Vec::new(),
         }

@@ -6,9 +6,10 @@
 //! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
 use experiments::{
-    BankPoint, BankSample, Calibration, CoalescingPoint, ConstantParams, ConstantSample, Direction, GlobalParams,
-    GlobalSample, LatencyParams, LatencySample, LinkParams, Profile, ProfileDevice, Sample, SharedParams, SmAttributes,
-    SmParams, StagedParams, TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    growth_calibration_bytes, BankPoint, BankSample, Calibration, CoalescingPoint, ConstantParams, ConstantSample,
+    Direction, GlobalParams, GlobalSample, GrowthCost, GrowthParams, GrowthSample, GrowthStrategy, LatencyParams,
+    LatencySample, LinkParams, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, StagedParams,
+    TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 
 use crate::banks::bank_access;
@@ -154,6 +155,59 @@ pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams
         wavefront_cycles: wavefront_cycles.max(0.0),
         calibration_cases: samples.iter().map(|s| (s.width, s.stride)).collect(),
         ..shape
+    })
+}
+
+/// Fits each growth strategy's cost line, `fixed + per GiB x size`, on its calibration grows
+/// by least absolute relative error.
+pub fn fit_growth(samples: &[GrowthSample], free_bytes: u64, source: String) -> Result<GrowthParams, FitError> {
+    let what = "buffer growth";
+    let mut costs = Vec::new();
+    for strategy in GrowthStrategy::ALL {
+        for reserve in [false, true] {
+            let points: Vec<(f64, f64)> = samples
+                .iter()
+                .filter(|s| s.strategy == strategy && s.reserve == reserve)
+                .map(|s| (s.bytes as f64 / (1u64 << 30) as f64, s.grow_us))
+                .collect();
+            if points.len() < 2 || points.iter().any(|p| !(p.1.is_finite() && p.1 > 0.0)) {
+                return Err(FitError::BadSamples {
+                    what,
+                    reason: format!(
+                        "{} (reserve {reserve}): need two or more positive grow times, got {points:?}",
+                        strategy.name()
+                    ),
+                });
+            }
+            // Neither part of a grow can cost less than nothing: a line with a negative part
+            // (a grow that costs the same at every size) is refitted with that part at zero.
+            let (mut fixed_us, mut us_per_gib) = fit_line(&points);
+            if us_per_gib < 0.0 {
+                us_per_gib = 0.0;
+                fixed_us = weighted_median(points.iter().map(|&(_, t)| (t, 1.0 / t)).collect());
+            } else if fixed_us < 0.0 {
+                fixed_us = 0.0;
+                us_per_gib = weighted_median(points.iter().map(|&(x, t)| (t / x, x / t)).collect());
+            }
+            costs.push(GrowthCost {
+                strategy,
+                reserve,
+                fixed_us,
+                us_per_gib,
+            });
+        }
+    }
+    if free_bytes == 0 {
+        return Err(FitError::BadSamples {
+            what,
+            reason: "the device's free memory was not recorded".into(),
+        });
+    }
+    Ok(GrowthParams {
+        source,
+        free_bytes,
+        costs,
+        calibration_bytes: growth_calibration_bytes(),
     })
 }
 
@@ -575,6 +629,18 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             ),
         )?)
     };
+    let growth = if calibration.growth.is_empty() {
+        base.and_then(|b| b.growth.clone())
+    } else {
+        Some(fit_growth(
+            &calibration.growth,
+            calibration.free_bytes,
+            format!(
+                "memlab calibrate on {} ({}): host time of each grow (synchronized) while doubling to 3 MiB x 2^k, k = 1..14 (5 repeats up to 1 GiB, 3 above, median), for each strategy with and without a reserve, a line in the size fitted by least absolute relative error; free memory from cuMemGetInfo at the start",
+                d.name, calibration.date
+            ),
+        )?)
+    };
     let constant = if calibration.constant.is_empty() {
         base.and_then(|b| b.constant.clone())
     } else {
@@ -605,6 +671,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         global,
         latency,
         constant,
+        growth,
     })
 }
 

@@ -1,0 +1,158 @@
+//! Growing a device buffer, measured: each point builds a buffer of half the size (untimed),
+//! stamps it with a kernel, times the grow on the host clock (the grow ends synchronized), and
+//! checks with a kernel that everything written before is still there, grown or refused.
+
+use std::time::Instant;
+
+use experiments::{
+    growth_calibration_bytes, growth_metrics, GrowthPoint, GrowthSample, GrowthStrategy, Metrics,
+    MANAGED_LIMIT_FRACTION,
+};
+
+use crate::cuda::{memory_info, Gpu, GrowingBuffer, Kernel};
+use crate::error::{HwError, Result};
+
+/// 2 MiB: the VMM allocation granularity of the H100 and H200 (GPU.md), and the unit every
+/// size is rounded to.
+const GRANULE: u64 = 2 << 20;
+
+pub(crate) struct GrowthProbe {
+    stamp: Kernel,
+    verify: Kernel,
+    tag: u32,
+}
+
+/// One measured grow.
+pub(crate) struct Grown {
+    pub(crate) grow_us: Option<f64>,
+    pub(crate) peak_bytes: u64,
+    pub(crate) free_bytes: u64,
+}
+
+impl GrowthProbe {
+    pub(crate) fn load(gpu: &Gpu) -> Result<GrowthProbe> {
+        let module = gpu.compile("replay.cu", include_str!("../../kernels/replay.cu"))?;
+        // Warm up every path once (the first large allocation of a process sets up more than
+        // later ones do), so no measured grow pays for it.
+        let (free, _) = memory_info()?;
+        let managed_limit = (free as f64 * MANAGED_LIMIT_FRACTION) as u64;
+        for strategy in GrowthStrategy::ALL {
+            let mut buffer = GrowingBuffer::new(gpu, strategy, None)?;
+            buffer.grow(2 << 30, managed_limit)?;
+            buffer.grow(4 << 30, managed_limit)?;
+        }
+        Ok(GrowthProbe {
+            stamp: module.kernel("stamp", 0)?,
+            verify: module.kernel("verify", 0)?,
+            tag: 1,
+        })
+    }
+
+    /// Every grow is repeated on a fresh buffer and the median kept: 5 times up to 1 GiB, 3 above.
+    fn repeats(bytes: u64) -> usize {
+        if bytes <= 1 << 30 {
+            5
+        } else {
+            3
+        }
+    }
+
+    pub(crate) fn measure(&mut self, gpu: &Gpu, point: &GrowthPoint) -> Result<Grown> {
+        let mut times = Vec::new();
+        let mut last = None;
+        for _ in 0..Self::repeats(point.bytes) {
+            let grown = self.once(gpu, point)?;
+            times.extend(grown.grow_us);
+            let refused = grown.grow_us.is_none();
+            last = Some(grown);
+            if refused {
+                break;
+            }
+        }
+        let mut grown = last.expect("at least one repeat");
+        if grown.grow_us.is_some() {
+            times.sort_by(f64::total_cmp);
+            grown.grow_us = Some(times[times.len() / 2]);
+        }
+        Ok(grown)
+    }
+
+    fn once(&mut self, gpu: &Gpu, point: &GrowthPoint) -> Result<Grown> {
+        let new = point.bytes.div_ceil(GRANULE) * GRANULE;
+        let old = new / 2;
+        let (free_bytes, _) = memory_info()?;
+        let capacity = point.reserve.then(|| sim::reserved_bytes(free_bytes));
+        let managed_limit = (free_bytes as f64 * MANAGED_LIMIT_FRACTION) as u64;
+        let mut buffer = GrowingBuffer::new(gpu, point.strategy, capacity)?;
+        let first = buffer.grow(old, managed_limit)?;
+        if !first.grown {
+            return Err(HwError::Unsupported(format!(
+                "could not build the {} B buffer a grow to {} B starts from: {}",
+                old,
+                new,
+                first.refusal.unwrap_or_default()
+            )));
+        }
+        self.tag = self.tag.wrapping_add(1);
+        buffer.stamp(gpu, &self.stamp, self.tag)?;
+        let start = Instant::now();
+        let outcome = buffer.grow(new, managed_limit)?;
+        let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
+        buffer.verify(gpu, &self.verify, old, self.tag)?;
+        let damaged = buffer.mismatches(gpu)?;
+        if damaged > 0 {
+            return Err(HwError::DataMismatch(format!(
+                "{} grow {old} -> {new} B: {damaged} words written before the grow read back wrong after it",
+                point.strategy.name()
+            )));
+        }
+        drop(buffer);
+        // The driver clears freed memory in the background; a grow that started right after a
+        // large free would wait for it. Let it settle, so each grow starts from a quiet device.
+        std::thread::sleep(std::time::Duration::from_millis(if new >= 1 << 30 { 100 } else { 5 }));
+        Ok(Grown {
+            grow_us: outcome.grown.then_some(elapsed_us),
+            peak_bytes: outcome.peak_bytes,
+            free_bytes,
+        })
+    }
+
+    /// The growth calibration: every strategy, with and without a reserve, at every size.
+    pub(crate) fn calibrate(&mut self, gpu: &Gpu, progress: &dyn Fn()) -> Result<(Vec<GrowthSample>, u64)> {
+        let (free_bytes, _) = memory_info()?;
+        let mut samples = Vec::new();
+        for strategy in GrowthStrategy::ALL {
+            for reserve in [false, true] {
+                for bytes in growth_calibration_bytes() {
+                    let point = GrowthPoint {
+                        strategy,
+                        reserve,
+                        bytes,
+                    };
+                    let grown = self.measure(gpu, &point)?;
+                    let grow_us = grown.grow_us.ok_or_else(|| {
+                        HwError::Unsupported(format!(
+                            "calibration grow of {} to {bytes} B was refused",
+                            strategy.name()
+                        ))
+                    })?;
+                    samples.push(GrowthSample {
+                        strategy,
+                        reserve,
+                        bytes,
+                        grow_us,
+                    });
+                    progress();
+                }
+            }
+        }
+        Ok((samples, free_bytes))
+    }
+}
+
+/// The metrics of a measured grow.
+pub(crate) fn grown_metrics(grown: &Grown) -> Metrics {
+    let mut metrics = growth_metrics(grown.grow_us, grown.peak_bytes);
+    metrics.insert("free_bytes".into(), grown.free_bytes as f64);
+    metrics
+}

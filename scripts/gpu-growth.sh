@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Buffer growth on this GPU: the GPU tests, `memlab calibrate --part growth` into a built-in
+# profile, then the growth suite on both backends with that profile.
+# Usage: scripts/gpu-growth.sh MEMLAB_BINARY GPU_TEST_BINARY OUT_DIR PROFILE
+set -uo pipefail
+bin=${1:?memlab binary}
+tests=${2:?hw gpu test binary}
+out=${3:?output folder}
+base=${4:?built-in profile to start from}
+mkdir -p "$out"
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  nvidia-smi
+  nvidia-smi -q | grep -E -A3 "Product Name|Driver Version|CUDA Version|Bus Id"
+} > "$out/machine.txt" 2>&1
+status=0
+"$tests" --ignored --test-threads 1 2>&1 | tee "$out/gpu-tests.log" || status=1
+"$bin" calibrate --part growth --into "$base" --out "$out/profile-$base.toml" --name "$base" 2>&1 | tee "$out/calibrate-growth.log" || status=1
+"$bin" run experiments/suites/growth.toml --backend both --profile "$out/profile-$base.toml" --out "$out/run" 2>&1 | tee "$out/run.log" || status=1
+exit $status

@@ -1,0 +1,98 @@
+//! Growing a device buffer by doubling, three ways: what each grow costs, how much device
+//! memory the strategy holds at its peak, and so where each runs out.
+//!
+//! copy: a new allocation, a device-to-device copy of the old half, a free; it holds both at
+//! once (1.5x the new size). managed: the same with managed memory, prefetched. vmm: a chunk
+//! mapped after the existing ones; it holds only the new size. With `reserve = yes` room for
+//! every size is set aside first: copy allocates it outright (a grow then moves nothing), managed
+//! allocates it unbacked and a grow prefetches the new half, vmm reserves addresses only.
+
+use experiments::{GrowthParams, GrowthPoint, GrowthStrategy, GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION};
+
+/// VMM and the driver hand out memory in 2 MiB granules (cuMemGetAllocationGranularity on
+/// the H100 and H200, GPU.md).
+const GRANULE: u64 = 2 << 20;
+
+/// What the model says about one grow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GrowthPrediction {
+    /// The grow's time, microseconds; `None` when the strategy runs out of memory.
+    pub grow_us: Option<f64>,
+    /// Device memory the strategy holds at its peak during the grow, bytes.
+    pub peak_bytes: u64,
+}
+
+/// Bytes `reserve = yes` sets aside, given the device's free memory.
+pub fn reserved_bytes(free_bytes: u64) -> u64 {
+    ((free_bytes as f64 * GROWTH_RESERVE_FRACTION) as u64) / GRANULE * GRANULE
+}
+
+/// Predicts one grow from `point.bytes / 2` to `point.bytes`.
+pub fn predict_growth(params: &GrowthParams, point: &GrowthPoint) -> Option<GrowthPrediction> {
+    let new = point.bytes.div_ceil(GRANULE) * GRANULE;
+    let old = new / 2;
+    let free = params.free_bytes;
+    let reserve = reserved_bytes(free);
+    let (peak, fits) = match (point.strategy, point.reserve) {
+        (GrowthStrategy::Copy, false) => (old + new, old + new <= free),
+        (GrowthStrategy::Copy, true) => (reserve, new <= reserve),
+        (GrowthStrategy::Managed, false) => (old + new, (old + new) as f64 <= free as f64 * MANAGED_LIMIT_FRACTION),
+        (GrowthStrategy::Managed, true) => (new, new <= reserve),
+        (GrowthStrategy::Vmm, _) => (new, new <= free),
+    };
+    let cost = params.cost(point.strategy, point.reserve)?;
+    let gib = new as f64 / (1u64 << 30) as f64;
+    Some(GrowthPrediction {
+        grow_us: fits.then_some(cost.fixed_us + cost.us_per_gib * gib),
+        peak_bytes: peak,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use experiments::GrowthCost;
+
+    fn params() -> GrowthParams {
+        let costs = GrowthStrategy::ALL
+            .iter()
+            .flat_map(|&strategy| {
+                [false, true].map(|reserve| GrowthCost {
+                    strategy,
+                    reserve,
+                    fixed_us: 10.0,
+                    us_per_gib: 100.0,
+                })
+            })
+            .collect();
+        GrowthParams {
+            source: "t".into(),
+            free_bytes: 80 << 30,
+            costs,
+            calibration_bytes: vec![],
+        }
+    }
+
+    #[test]
+    fn copy_runs_out_near_half_of_memory_and_vmm_does_not() {
+        let p = params();
+        let grow = |strategy, bytes| {
+            predict_growth(
+                &p,
+                &GrowthPoint {
+                    strategy,
+                    reserve: false,
+                    bytes,
+                },
+            )
+            .unwrap()
+        };
+        // 32 -> 64 GiB needs 96 GiB at once by copying; mapping needs the 64 only.
+        assert!(grow(GrowthStrategy::Copy, 32 << 30).grow_us.is_some());
+        assert!(grow(GrowthStrategy::Copy, 64 << 30).grow_us.is_none());
+        assert!(grow(GrowthStrategy::Vmm, 64 << 30).grow_us.is_some());
+        assert_eq!(grow(GrowthStrategy::Vmm, 64 << 30).peak_bytes, 64 << 30);
+        assert_eq!(grow(GrowthStrategy::Copy, 32 << 30).peak_bytes, 48 << 30);
+        assert!(grow(GrowthStrategy::Vmm, 128 << 30).grow_us.is_none());
+    }
+}
