@@ -122,6 +122,7 @@ enum Part {
     Latency,
     Constant,
     Growth,
+    Spills,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -525,6 +526,7 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
         latency: matches!(part, Part::All | Part::Latency),
         constant: matches!(part, Part::All | Part::Constant),
         growth: matches!(part, Part::All | Part::Growth),
+        spills: matches!(part, Part::All | Part::Spills),
     };
     let progress = Progress::new(hw::calibration_steps(parts), "cases");
     let calibration = hw::measure_calibration(parts, seed, &|| progress.tick())?;

@@ -56,6 +56,31 @@ pub struct Calibration {
     /// Device memory free when the growth calibration began, bytes; 0 when not measured.
     #[serde(default)]
     pub free_bytes: u64,
+    /// The spill kernel at the spill calibration cases; empty when not measured.
+    #[serde(default)]
+    pub spills: Vec<SpillSample>,
+}
+
+/// One measured spill case.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpillSample {
+    /// Live values.
+    pub live: u32,
+    /// Register cap.
+    pub registers: u32,
+    /// Registers the compiler used (CU_FUNC_ATTRIBUTE_NUM_REGS).
+    pub registers_used: u32,
+    /// Local bytes per thread (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).
+    pub local_bytes: u32,
+    /// Median cycles per iteration.
+    pub cycles: f64,
+}
+
+/// The spill calibration cases, as (live, registers): 48 and 128 live values uncapped (loop
+/// cost and overhead registers), 96 capped at 96 (a small deficit) and 128 capped at 64 (a
+/// large one). The suite uses other live counts, so none of these is a validation point.
+pub fn spill_calibration_cases() -> Vec<(u32, u32)> {
+    vec![(48, 255), (128, 255), (96, 96), (128, 64)]
 }
 
 /// One measured grow.

@@ -25,6 +25,9 @@ pub enum Family {
     /// A device buffer doubled to a size by one of three strategies, with or without reserving
     /// up front: time per grow and peak device memory.
     Growth,
+    /// A loop keeping `live` values in registers, compiled with a register cap: what spills to
+    /// local memory and what the local traffic costs per iteration.
+    Spills,
 }
 
 /// How a parameter's values are written and checked.
@@ -111,6 +114,13 @@ const GROWTH_PARAMS: &[ParamSpec] = &[
     spec("bytes", ParamKind::Size, None),
 ];
 
+const SPILL_PARAMS: &[ParamSpec] = &[
+    // Floats each thread keeps live across the loop.
+    spec("live", ParamKind::Count { min: 8, max: 160 }, None),
+    // The register cap the kernel is compiled with (__maxnreg__); ptxas needs at least 16.
+    spec("registers", ParamKind::Count { min: 16, max: 255 }, None),
+];
+
 const LATENCY_PARAMS: &[ParamSpec] = &[
     // The chase visits one node per 128-byte line of this many bytes, in a random cycle.
     spec("bytes", ParamKind::Size, None),
@@ -139,7 +149,7 @@ pub const READ_KERNEL_THREADS: u32 = 256;
 
 impl Family {
     /// Every family, in the order `memlab list` shows them.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Transfer,
         Family::Overlap,
         Family::Occupancy,
@@ -148,6 +158,7 @@ impl Family {
         Family::Latency,
         Family::Constant,
         Family::Growth,
+        Family::Spills,
     ];
 
     /// The name used in experiment files.
@@ -161,6 +172,7 @@ impl Family {
             Family::Latency => "latency",
             Family::Constant => "constant",
             Family::Growth => "growth",
+            Family::Spills => "spills",
         }
     }
 
@@ -179,6 +191,7 @@ impl Family {
             Family::Latency => LATENCY_PARAMS,
             Family::Constant => CONSTANT_PARAMS,
             Family::Growth => GROWTH_PARAMS,
+            Family::Spills => SPILL_PARAMS,
         }
     }
 
@@ -191,6 +204,7 @@ impl Family {
             Family::Banks | Family::Coalescing => "stride",
             Family::Latency | Family::Growth => "bytes",
             Family::Constant => "distinct",
+            Family::Spills => "registers",
         }
     }
 
@@ -204,6 +218,7 @@ impl Family {
             Family::Coalescing => "gb_per_s",
             Family::Latency | Family::Constant => "cycles",
             Family::Growth => "grow_us",
+            Family::Spills => "cycles",
         }
     }
 
@@ -259,6 +274,10 @@ impl Family {
             }),
             Family::Latency => Workload::Latency(LatencyPoint {
                 bytes: int("bytes") as u64,
+            }),
+            Family::Spills => Workload::Spills(SpillPoint {
+                live: int("live") as u32,
+                registers: int("registers") as u32,
             }),
             Family::Growth => Workload::Growth(GrowthPoint {
                 strategy: match text("strategy").as_str() {
@@ -437,6 +456,27 @@ pub enum Workload {
     Constant(ConstantPoint),
     /// One grow of a device buffer.
     Growth(GrowthPoint),
+    /// One loop compiled under a register cap.
+    Spills(SpillPoint),
+}
+
+/// A loop keeping `live` floats per thread live, compiled with at most `registers` registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpillPoint {
+    /// Values kept live across the loop.
+    pub live: u32,
+    /// The register cap.
+    pub registers: u32,
+}
+
+/// The metrics of a spill point: `cycles` per loop iteration (one warp), `registers_used`, and
+/// `local_bytes` of spill slots per thread.
+pub fn spill_metrics(cycles: f64, registers_used: u32, local_bytes: u32) -> Metrics {
+    Metrics::from([
+        ("cycles".to_string(), cycles),
+        ("registers_used".to_string(), f64::from(registers_used)),
+        ("local_bytes".to_string(), f64::from(local_bytes)),
+    ])
 }
 
 /// How a device buffer grows.

@@ -36,6 +36,34 @@ pub struct Profile {
     /// Growing a device buffer; absent until calibrated (`--part growth`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub growth: Option<GrowthParams>,
+    /// Register spills; absent until calibrated (`--part spills`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spills: Option<SpillParams>,
+}
+
+/// Register spills of the spill kernel: it needs `live + overhead_registers` registers; under
+/// a cap below that the compiler spills the deficit, and `heavy_extra_words` more once the
+/// deficit passes `heavy_deficit` (it then also needs registers to address the spills). An
+/// iteration costs `base_cycles + cycles_per_value x live + cycles_per_spilled_word x spilled`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpillParams {
+    /// Where these numbers came from.
+    pub source: String,
+    /// Registers the kernel needs beyond its live values.
+    pub overhead_registers: u32,
+    /// Deficits up to this many registers spill exactly the deficit.
+    pub heavy_deficit: u32,
+    /// Extra words spilled beyond `heavy_deficit`.
+    pub heavy_extra_words: u32,
+    /// Cycles of an iteration with no live values (loop overhead).
+    pub base_cycles: f64,
+    /// Cycles each live value adds to an iteration.
+    pub cycles_per_value: f64,
+    /// Cycles each spilled word adds to an iteration (its local load and store).
+    pub cycles_per_spilled_word: f64,
+    /// The (live, registers) cases calibration measured; reports exclude them.
+    pub calibration_cases: Vec<(u32, u32)>,
 }
 
 /// What one grow costs with one strategy: `fixed_us + us_per_gib x (size grown to, GiB)`.
@@ -457,7 +485,8 @@ mod tests {
                     && profile.global.is_some()
                     && profile.latency.is_some()
                     && profile.constant.is_some()
-                    && profile.growth.is_some(),
+                    && profile.growth.is_some()
+                    && profile.spills.is_some(),
                 "{stem}: a part is missing"
             );
         }

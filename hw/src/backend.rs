@@ -1,6 +1,6 @@
 use experiments::{
-    coalescing_metrics, cycles_metrics, overlap_metrics, transfer_metrics, Backend, BackendKind, DeviceInfo,
-    Experiment, PointRecord, Record, Workload,
+    coalescing_metrics, cycles_metrics, overlap_metrics, spill_metrics, transfer_metrics, Backend, BackendKind,
+    DeviceInfo, Experiment, PointRecord, Record, Workload,
 };
 
 use crate::banks::BankProbe;
@@ -12,6 +12,7 @@ use crate::growth::{grown_metrics, GrowthProbe};
 use crate::latency::ChaseProbe;
 use crate::occupancy::OccupancyProbe;
 use crate::overlap::{measure_overlap, Spin};
+use crate::spills::SpillProbe;
 use crate::transfer::measure_copy;
 
 /// A CUDA GPU as a [`Backend`]: measures every point, one at a time, on device 0.
@@ -25,6 +26,7 @@ pub struct HwBackend {
     chase: Option<ChaseProbe>,
     constant: Option<ConstantProbe>,
     growth: Option<GrowthProbe>,
+    spills: Option<SpillProbe>,
 }
 
 impl HwBackend {
@@ -42,6 +44,7 @@ impl HwBackend {
             chase: None,
             constant: None,
             growth: None,
+            spills: None,
         })
     }
 
@@ -67,6 +70,10 @@ impl HwBackend {
                 loaded(&mut self.reads, || ReadProbe::load(gpu))?.measure(gpu, point)?,
                 point,
             ),
+            Workload::Spills(point) => {
+                let s = loaded(&mut self.spills, || Ok(SpillProbe::new()))?.measure(gpu, point)?;
+                spill_metrics(s.cycles, s.registers_used, s.local_bytes)
+            }
             Workload::Growth(point) => {
                 grown_metrics(&loaded(&mut self.growth, || GrowthProbe::load(gpu))?.measure(gpu, point)?)
             }

@@ -2,7 +2,7 @@
 
 use experiments::{
     bank_calibration_cases, calibration_sizes, constant_calibration_cases, global_calibration_cases,
-    latency_calibration_bytes, Calibration, Direction, HostMemory, Sample, TransferPoint,
+    latency_calibration_bytes, spill_calibration_cases, Calibration, Direction, HostMemory, Sample, TransferPoint,
 };
 
 use crate::banks::BankProbe;
@@ -14,6 +14,7 @@ use crate::growth::GrowthProbe;
 use crate::latency::ChaseProbe;
 use crate::occupancy::sm_attributes;
 use crate::overlap::Spin;
+use crate::spills::SpillProbe;
 use crate::transfer::measure_copy;
 
 /// Which parts of a profile to measure. The SM's limits are always read (they are attributes).
@@ -31,6 +32,8 @@ pub struct Parts {
     pub constant: bool,
     /// Buffer grows at the growth calibration sizes.
     pub growth: bool,
+    /// The spill kernel at the spill calibration cases.
+    pub spills: bool,
 }
 
 /// Measures the requested parts; parts not requested come back as empty sample lists.
@@ -80,7 +83,11 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     } else {
         (Vec::new(), 0)
     };
+    let spills = measured_part(parts.spills, progress, || {
+        SpillProbe::new().calibrate(&gpu, &spill_calibration_cases())
+    })?;
     Ok(Calibration {
+        spills,
         growth,
         free_bytes,
         read_kernel_registers,

@@ -16,6 +16,7 @@ mod latency;
 mod occupancy;
 mod overlap;
 mod replay;
+mod spills;
 mod timing;
 mod transfer;
 

@@ -49,6 +49,7 @@ impl<'a> SweepChart<'a> {
             Family::Latency => (Scale::Bytes, Scale::Linear),
             Family::Coalescing => (Scale::Linear, Scale::Log),
             Family::Growth => (Scale::Bytes, Scale::Log),
+            Family::Spills => (Scale::Linear, Scale::Log),
             Family::Overlap | Family::Occupancy | Family::Banks | Family::Constant => (Scale::Linear, Scale::Linear),
         };
         let x_name = experiment.x_param.as_str();

@@ -1,8 +1,9 @@
 use rayon::prelude::*;
 
 use experiments::{
-    coalescing_metrics, cycles_metrics, growth_metrics, occupancy_metrics, overlap_metrics, transfer_metrics, Backend,
-    BackendKind, DeviceInfo, Experiment, Family, ParamValue, Params, PointRecord, Profile, Record, Workload,
+    coalescing_metrics, cycles_metrics, growth_metrics, occupancy_metrics, overlap_metrics, spill_metrics,
+    transfer_metrics, Backend, BackendKind, DeviceInfo, Experiment, Family, ParamValue, Params, PointRecord, Profile,
+    Record, Workload,
 };
 
 use crate::banks::{bank_access, bank_cycles};
@@ -13,6 +14,7 @@ use crate::latency::chase_cycles;
 use crate::occupancy::occupancy;
 use crate::overlap::{overlapped_us, serial_us};
 use crate::pcie::copy_us;
+use crate::spills::predict_spills;
 
 /// The model as a [`Backend`]: predicts every point from a device profile, in parallel.
 #[derive(Debug, Clone)]
@@ -64,6 +66,11 @@ impl SimBackend {
                 metrics.insert("lines_per_warp".into(), f64::from(footprint.lines));
                 metrics.insert("efficiency".into(), footprint.efficiency);
                 metrics
+            }
+            Workload::Spills(point) => {
+                let spills = self.section(&self.profile.spills, "spills")?;
+                let p = predict_spills(spills, point);
+                spill_metrics(p.cycles, p.registers_used, p.spilled_words * 4)
             }
             Workload::Growth(point) => {
                 let growth = self.section(&self.profile.growth, "growth")?;
@@ -176,6 +183,18 @@ impl SimBackend {
                 .iter()
                 .flat_map(|g| g.calibration_bytes.iter())
                 .map(|&b| Params::from([("bytes".to_string(), int(b))]))
+                .collect(),
+            Family::Spills => self
+                .profile
+                .spills
+                .iter()
+                .flat_map(|s| s.calibration_cases.iter())
+                .map(|&(live, registers)| {
+                    Params::from([
+                        ("live".to_string(), int(u64::from(live))),
+                        ("registers".to_string(), int(u64::from(registers))),
+                    ])
+                })
                 .collect(),
             Family::Overlap | Family::Occupancy => Vec::new(),
         }

@@ -8,8 +8,8 @@
 use experiments::{
     growth_calibration_bytes, BankPoint, BankSample, Calibration, CoalescingPoint, ConstantParams, ConstantSample,
     Direction, GlobalParams, GlobalSample, GrowthCost, GrowthParams, GrowthSample, GrowthStrategy, LatencyParams,
-    LatencySample, LinkParams, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, StagedParams,
-    TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    LatencySample, LinkParams, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, SpillParams,
+    SpillSample, StagedParams, TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 
 use crate::banks::bank_access;
@@ -155,6 +155,51 @@ pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams
         wavefront_cycles: wavefront_cycles.max(0.0),
         calibration_cases: samples.iter().map(|s| (s.width, s.stride)).collect(),
         ..shape
+    })
+}
+
+/// Fits the spill model: overhead registers from the uncapped cases, the loop's cost per live
+/// value from the two uncapped cases, the spill rule from what the compiler spilled under the
+/// two caps, and the cost per spilled word from the heavily capped case.
+pub fn fit_spills(samples: &[SpillSample], source: String) -> Result<SpillParams, FitError> {
+    let what = "register spills";
+    let at = |live: u32, registers: u32| {
+        samples
+            .iter()
+            .find(|s| s.live == live && s.registers == registers)
+            .ok_or_else(|| FitError::BadSamples {
+                what,
+                reason: format!("no sample with {live} live values under a cap of {registers}"),
+            })
+    };
+    let (small, large) = (at(48, 255)?, at(128, 255)?);
+    let (light, heavy) = (at(96, 96)?, at(128, 64)?);
+    if small.local_bytes != 0 || large.local_bytes != 0 {
+        return Err(FitError::BadSamples {
+            what,
+            reason: "the uncapped cases spilled; they cannot tell the loop's own cost".into(),
+        });
+    }
+    let overhead_registers = large.registers_used.saturating_sub(128);
+    let cycles_per_value = (large.cycles - small.cycles) / 80.0;
+    let base_cycles = small.cycles - 48.0 * cycles_per_value;
+    let deficit = |live: u32, registers: u32| (live + overhead_registers).saturating_sub(registers);
+    let heavy_deficit = deficit(96, 96);
+    let heavy_words = heavy.local_bytes / 4;
+    let heavy_extra_words = heavy_words.saturating_sub(deficit(128, 64));
+    let spilled_heavy = deficit(128, 64) + heavy_extra_words;
+    let no_spill = base_cycles + cycles_per_value * 128.0;
+    let cycles_per_spilled_word = (heavy.cycles - no_spill) / f64::from(spilled_heavy.max(1));
+    let _ = light;
+    Ok(SpillParams {
+        source,
+        overhead_registers,
+        heavy_deficit,
+        heavy_extra_words,
+        base_cycles,
+        cycles_per_value,
+        cycles_per_spilled_word,
+        calibration_cases: samples.iter().map(|s| (s.live, s.registers)).collect(),
     })
 }
 
@@ -641,6 +686,17 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             ),
         )?)
     };
+    let spills = if calibration.spills.is_empty() {
+        base.and_then(|b| b.spills.clone())
+    } else {
+        Some(fit_spills(
+            &calibration.spills,
+            format!(
+                "memlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases; registers and local bytes from cuFuncGetAttribute, median clock64 cycles per iteration of one warp",
+                d.name, calibration.date
+            ),
+        )?)
+    };
     let constant = if calibration.constant.is_empty() {
         base.and_then(|b| b.constant.clone())
     } else {
@@ -672,6 +728,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         latency,
         constant,
         growth,
+        spills,
     })
 }
 

@@ -13,6 +13,7 @@ mod latency;
 mod occupancy;
 mod overlap;
 mod pcie;
+mod spills;
 mod vmm;
 
 pub use alloc::{
@@ -25,12 +26,13 @@ pub use coalescing::{pass_traffic, read_time, warp_footprint, ReadTime, WarpFoot
 pub use constant::constant_cycles;
 pub use explain::{explain_banks, explain_coalescing, explain_constant, explain_occupancy};
 pub use fit::{
-    fit_constant, fit_global, fit_growth, fit_latency, fit_link, fit_profile, fit_shared, fit_staged, sm_params,
-    FitError, GlobalMachine,
+    fit_constant, fit_global, fit_growth, fit_latency, fit_link, fit_profile, fit_shared, fit_spills, fit_staged,
+    sm_params, FitError, GlobalMachine,
 };
 pub use growth::{predict_growth, reserved_bytes, GrowthPrediction};
 pub use latency::{chase_cycles, level_shares};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
 pub use pcie::{copy_us, pageable_copy_us, pinned_copy_us};
+pub use spills::{predict_spills, SpillPrediction};
 pub use vmm::{GrowPath, GrowableLayout, SimVmm, VmmDriver, VmmError};

@@ -1,0 +1,29 @@
+// Register spills: each thread keeps LIVE floats live across a loop and updates every one of
+// them each iteration. Compiled with a register cap (REGISTER_CAP, -D at compile time, applied
+// with __maxnreg__) below what LIVE values need, the compiler keeps the rest in local memory:
+// every spilled value is loaded and stored once per iteration. One warp runs; clock64 times the
+// loop, so the cycles per iteration show what the local-memory traffic costs.
+#ifndef REGISTER_CAP
+#define REGISTER_CAP 255
+#endif
+#ifndef LIVE
+#define LIVE 64
+#endif
+
+extern "C" __global__ void __maxnreg__(REGISTER_CAP)
+    spill(const float *in, float *out, int iterations, unsigned long long *cycles) {
+    float v[LIVE];
+#pragma unroll
+    for (int i = 0; i < LIVE; ++i) v[i] = in[(threadIdx.x + 7 * i) & 1023];
+    const long long start = clock64();
+    for (int it = 0; it < iterations; ++it) {
+#pragma unroll
+        for (int i = 0; i < LIVE; ++i) v[i] = fmaf(v[i], v[(i + 1) % LIVE], 0.5f);
+    }
+    const long long end = clock64();
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < LIVE; ++i) sum += v[i];
+    out[threadIdx.x] = sum;
+    if (threadIdx.x == 0) cycles[0] = (unsigned long long)(end - start);
+}
