@@ -123,6 +123,7 @@ enum Part {
     Constant,
     Growth,
     Spills,
+    Migration,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -527,6 +528,7 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
         constant: matches!(part, Part::All | Part::Constant),
         growth: matches!(part, Part::All | Part::Growth),
         spills: matches!(part, Part::All | Part::Spills),
+        migration: matches!(part, Part::All | Part::Migration),
     };
     let progress = Progress::new(hw::calibration_steps(parts), "cases");
     let calibration = hw::measure_calibration(parts, seed, &|| progress.tick())?;

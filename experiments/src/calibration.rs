@@ -59,6 +59,25 @@ pub struct Calibration {
     /// The spill kernel at the spill calibration cases; empty when not measured.
     #[serde(default)]
     pub spills: Vec<SpillSample>,
+    /// Managed-memory reads at the migration calibration sizes; empty when not measured.
+    #[serde(default)]
+    pub migration: Vec<MigrationSample>,
+}
+
+/// One measured read of host-written managed memory.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MigrationSample {
+    /// Bytes read.
+    pub bytes: u64,
+    /// Whether they were prefetched first.
+    pub prefetch: bool,
+    /// Median time of prefetch (if any) plus the kernel, microseconds.
+    pub time_us: f64,
+}
+
+/// The migration calibration sizes: 3 x 4^k MiB, 3 MiB to 3 GiB (the suite reads powers of two).
+pub fn migration_calibration_bytes() -> Vec<u64> {
+    (0..6).map(|k| (3u64 << 20) << (2 * k)).collect()
 }
 
 /// One measured spill case.

@@ -28,6 +28,9 @@ pub enum Family {
     /// A loop keeping `live` values in registers, compiled with a register cap: what spills to
     /// local memory and what the local traffic costs per iteration.
     Spills,
+    /// A kernel reading managed memory last written by the host: pages migrated on demand
+    /// (faults) or prefetched first.
+    Migration,
 }
 
 /// How a parameter's values are written and checked.
@@ -114,6 +117,15 @@ const GROWTH_PARAMS: &[ParamSpec] = &[
     spec("bytes", ParamKind::Size, None),
 ];
 
+const MIGRATION_MODES: &[&str] = &["on-demand", "prefetch"];
+
+const MIGRATION_PARAMS: &[ParamSpec] = &[
+    // Managed bytes the host writes and a kernel then reads.
+    spec("bytes", ParamKind::Size, None),
+    // on-demand: the kernel's page faults move the pages; prefetch: cuMemPrefetchAsync first.
+    spec("mode", ParamKind::Choice(MIGRATION_MODES), None),
+];
+
 const SPILL_PARAMS: &[ParamSpec] = &[
     // Floats each thread keeps live across the loop.
     spec("live", ParamKind::Count { min: 8, max: 160 }, None),
@@ -149,7 +161,7 @@ pub const READ_KERNEL_THREADS: u32 = 256;
 
 impl Family {
     /// Every family, in the order `memlab list` shows them.
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 10] = [
         Family::Transfer,
         Family::Overlap,
         Family::Occupancy,
@@ -159,6 +171,7 @@ impl Family {
         Family::Constant,
         Family::Growth,
         Family::Spills,
+        Family::Migration,
     ];
 
     /// The name used in experiment files.
@@ -173,6 +186,7 @@ impl Family {
             Family::Constant => "constant",
             Family::Growth => "growth",
             Family::Spills => "spills",
+            Family::Migration => "migration",
         }
     }
 
@@ -192,6 +206,7 @@ impl Family {
             Family::Constant => CONSTANT_PARAMS,
             Family::Growth => GROWTH_PARAMS,
             Family::Spills => SPILL_PARAMS,
+            Family::Migration => MIGRATION_PARAMS,
         }
     }
 
@@ -202,7 +217,7 @@ impl Family {
             Family::Overlap => "streams",
             Family::Occupancy => "threads",
             Family::Banks | Family::Coalescing => "stride",
-            Family::Latency | Family::Growth => "bytes",
+            Family::Latency | Family::Growth | Family::Migration => "bytes",
             Family::Constant => "distinct",
             Family::Spills => "registers",
         }
@@ -211,7 +226,7 @@ impl Family {
     /// The metric that reports compare between prediction and measurement.
     pub fn primary_metric(self) -> &'static str {
         match self {
-            Family::Transfer => "gb_per_s",
+            Family::Transfer | Family::Migration => "gb_per_s",
             Family::Overlap => "speedup",
             Family::Occupancy => "blocks_per_sm",
             Family::Banks => "cycles",
@@ -274,6 +289,10 @@ impl Family {
             }),
             Family::Latency => Workload::Latency(LatencyPoint {
                 bytes: int("bytes") as u64,
+            }),
+            Family::Migration => Workload::Migration(MigrationPoint {
+                bytes: int("bytes") as u64,
+                prefetch: text("mode") == "prefetch",
             }),
             Family::Spills => Workload::Spills(SpillPoint {
                 live: int("live") as u32,
@@ -458,6 +477,18 @@ pub enum Workload {
     Growth(GrowthPoint),
     /// One loop compiled under a register cap.
     Spills(SpillPoint),
+    /// One read of host-written managed memory.
+    Migration(MigrationPoint),
+}
+
+/// A kernel reads `bytes` of managed memory the host wrote last; with `prefetch` the pages are
+/// moved to the device first (cuMemPrefetchAsync), else the kernel's page faults move them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigrationPoint {
+    /// Managed bytes read.
+    pub bytes: u64,
+    /// Whether they are prefetched before the kernel runs.
+    pub prefetch: bool,
 }
 
 /// A loop keeping `live` floats per thread live, compiled with at most `registers` registers.

@@ -39,6 +39,24 @@ pub struct Profile {
     /// Register spills; absent until calibrated (`--part spills`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spills: Option<SpillParams>,
+    /// Managed-memory migration to the device; absent until calibrated (`--part migration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationParams>,
+}
+
+/// A kernel reading host-written managed memory: `latency + bytes / bandwidth` with the pages
+/// moved by the kernel's faults or prefetched first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigrationParams {
+    /// Where these numbers came from.
+    pub source: String,
+    /// Pages moved by faults.
+    pub on_demand: LinkParams,
+    /// Pages prefetched, then read.
+    pub prefetch: LinkParams,
+    /// The sizes calibration measured; reports exclude them.
+    pub calibration_bytes: Vec<u64>,
 }
 
 /// Register spills of the spill kernel: it needs `live + overhead_registers` registers; under
@@ -486,7 +504,8 @@ mod tests {
                     && profile.latency.is_some()
                     && profile.constant.is_some()
                     && profile.growth.is_some()
-                    && profile.spills.is_some(),
+                    && profile.spills.is_some()
+                    && profile.migration.is_some(),
                 "{stem}: a part is missing"
             );
         }

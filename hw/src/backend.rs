@@ -10,6 +10,7 @@ use crate::cuda::Gpu;
 use crate::error::{HwError, Result};
 use crate::growth::{grown_metrics, GrowthProbe};
 use crate::latency::ChaseProbe;
+use crate::migration::MigrationProbe;
 use crate::occupancy::OccupancyProbe;
 use crate::overlap::{measure_overlap, Spin};
 use crate::spills::SpillProbe;
@@ -27,6 +28,7 @@ pub struct HwBackend {
     constant: Option<ConstantProbe>,
     growth: Option<GrowthProbe>,
     spills: Option<SpillProbe>,
+    migration: Option<MigrationProbe>,
 }
 
 impl HwBackend {
@@ -45,6 +47,7 @@ impl HwBackend {
             constant: None,
             growth: None,
             spills: None,
+            migration: None,
         })
     }
 
@@ -70,6 +73,10 @@ impl HwBackend {
                 loaded(&mut self.reads, || ReadProbe::load(gpu))?.measure(gpu, point)?,
                 point,
             ),
+            Workload::Migration(point) => {
+                let time_us = loaded(&mut self.migration, || MigrationProbe::load(gpu))?.measure(gpu, point)?;
+                transfer_metrics(time_us, point.bytes)
+            }
             Workload::Spills(point) => {
                 let s = loaded(&mut self.spills, || Ok(SpillProbe::new()))?.measure(gpu, point)?;
                 spill_metrics(s.cycles, s.registers_used, s.local_bytes)

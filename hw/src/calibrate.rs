@@ -12,6 +12,7 @@ use crate::cuda::Gpu;
 use crate::error::Result;
 use crate::growth::GrowthProbe;
 use crate::latency::ChaseProbe;
+use crate::migration::MigrationProbe;
 use crate::occupancy::sm_attributes;
 use crate::overlap::Spin;
 use crate::spills::SpillProbe;
@@ -34,6 +35,8 @@ pub struct Parts {
     pub growth: bool,
     /// The spill kernel at the spill calibration cases.
     pub spills: bool,
+    /// Managed-memory reads at the migration calibration sizes.
+    pub migration: bool,
 }
 
 /// Measures the requested parts; parts not requested come back as empty sample lists.
@@ -86,7 +89,11 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     let spills = measured_part(parts.spills, progress, || {
         SpillProbe::new().calibrate(&gpu, &spill_calibration_cases())
     })?;
+    let migration = measured_part(parts.migration, progress, || {
+        MigrationProbe::load(&gpu)?.calibrate(&gpu)
+    })?;
     Ok(Calibration {
+        migration,
         spills,
         growth,
         free_bytes,

@@ -1170,3 +1170,64 @@ impl Drop for GrowingBuffer {
         }
     }
 }
+
+/// Managed memory (cuMemAllocManaged, attached globally) that the host writes and kernels
+/// read. The host touches it only through `&mut self`, and kernels use it only inside
+/// [`Gpu::enqueue`] (which synchronizes), so host and device never access it at once.
+pub(crate) struct ManagedBuffer {
+    ptr: u64,
+    bytes: usize,
+}
+
+impl ManagedBuffer {
+    pub(crate) fn new(bytes: usize) -> Result<ManagedBuffer> {
+        let mut ptr = 0;
+        // SAFETY: allocates managed memory; freed once in Drop.
+        unsafe {
+            sys::cuMemAllocManaged(
+                &mut ptr,
+                bytes.max(4),
+                sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32,
+            )
+        }
+        .result()
+        .map_err(HwError::cuda("cuMemAllocManaged"))?;
+        Ok(ManagedBuffer { ptr, bytes })
+    }
+
+    /// The buffer as 32-bit words, on the host (which moves its pages to the host).
+    pub(crate) fn words_mut(&mut self) -> &mut [u32] {
+        // SAFETY: managed memory is host-accessible; the allocation holds `bytes` bytes, aligned
+        // for u32 (allocations are 256-byte aligned); &mut self excludes any queued kernel
+        // borrowing it, and every kernel finished when its enqueue returned.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut u32, self.bytes / 4) }
+    }
+
+    /// The device address, for a kernel argument.
+    pub(crate) fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Bytes in the buffer.
+    pub(crate) fn len(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl<'buf> Queue<'buf> {
+    /// Moves `buffer`'s pages to the device on `stream` (cuMemPrefetchAsync).
+    pub(crate) fn prefetch(&self, stream: &Stream, buffer: &'buf ManagedBuffer) -> Result<()> {
+        // SAFETY: the buffer is a live managed allocation borrowed for 'buf, which outlives the
+        // synchronize at the end of Gpu::enqueue; the stream is alive.
+        unsafe { sys::cuMemPrefetchAsync_v2(buffer.ptr, buffer.bytes, device_location(), 0, stream.raw) }
+            .result()
+            .map_err(HwError::cuda("cuMemPrefetchAsync"))
+    }
+}
+
+impl Drop for ManagedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from cuMemAllocManaged and is freed once; no kernel uses it.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}

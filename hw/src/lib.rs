@@ -13,6 +13,7 @@ mod cuda;
 mod error;
 mod growth;
 mod latency;
+mod migration;
 mod occupancy;
 mod overlap;
 mod replay;

@@ -13,7 +13,7 @@ use crate::growth::predict_growth;
 use crate::latency::chase_cycles;
 use crate::occupancy::occupancy;
 use crate::overlap::{overlapped_us, serial_us};
-use crate::pcie::copy_us;
+use crate::pcie::{copy_us, pinned_copy_us};
 use crate::spills::predict_spills;
 
 /// The model as a [`Backend`]: predicts every point from a device profile, in parallel.
@@ -66,6 +66,15 @@ impl SimBackend {
                 metrics.insert("lines_per_warp".into(), f64::from(footprint.lines));
                 metrics.insert("efficiency".into(), footprint.efficiency);
                 metrics
+            }
+            Workload::Migration(point) => {
+                let migration = self.section(&self.profile.migration, "migration")?;
+                let link = if point.prefetch {
+                    &migration.prefetch
+                } else {
+                    &migration.on_demand
+                };
+                transfer_metrics(pinned_copy_us(link, point.bytes), point.bytes)
             }
             Workload::Spills(point) => {
                 let spills = self.section(&self.profile.spills, "spills")?;
@@ -182,6 +191,13 @@ impl SimBackend {
                 .growth
                 .iter()
                 .flat_map(|g| g.calibration_bytes.iter())
+                .map(|&b| Params::from([("bytes".to_string(), int(b))]))
+                .collect(),
+            Family::Migration => self
+                .profile
+                .migration
+                .iter()
+                .flat_map(|m| m.calibration_bytes.iter())
                 .map(|&b| Params::from([("bytes".to_string(), int(b))]))
                 .collect(),
             Family::Spills => self

@@ -6,10 +6,11 @@
 //! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
 use experiments::{
-    growth_calibration_bytes, BankPoint, BankSample, Calibration, CoalescingPoint, ConstantParams, ConstantSample,
-    Direction, GlobalParams, GlobalSample, GrowthCost, GrowthParams, GrowthSample, GrowthStrategy, LatencyParams,
-    LatencySample, LinkParams, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, SpillParams,
-    SpillSample, StagedParams, TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    growth_calibration_bytes, migration_calibration_bytes, BankPoint, BankSample, Calibration, CoalescingPoint,
+    ConstantParams, ConstantSample, Direction, GlobalParams, GlobalSample, GrowthCost, GrowthParams, GrowthSample,
+    GrowthStrategy, LatencyParams, LatencySample, LinkParams, MigrationParams, Profile, ProfileDevice, Sample,
+    SharedParams, SmAttributes, SmParams, SpillParams, SpillSample, StagedParams, TransferParams,
+    READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 
 use crate::banks::bank_access;
@@ -697,6 +698,30 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             ),
         )?)
     };
+    let migration = if calibration.migration.is_empty() {
+        base.and_then(|b| b.migration.clone())
+    } else {
+        let mode = |prefetch: bool| -> Vec<Sample> {
+            calibration
+                .migration
+                .iter()
+                .filter(|s| s.prefetch == prefetch)
+                .map(|s| Sample {
+                    bytes: s.bytes,
+                    time_us: s.time_us,
+                })
+                .collect()
+        };
+        Some(MigrationParams {
+            source: format!(
+                "memlab calibrate on {} ({}): event-timed prefetch (if any) plus a kernel reading host-written managed memory at calibration_bytes, median of 5, a line fitted by least absolute relative error",
+                d.name, calibration.date
+            ),
+            on_demand: fit_link(&mode(false))?,
+            prefetch: fit_link(&mode(true))?,
+            calibration_bytes: migration_calibration_bytes(),
+        })
+    };
     let constant = if calibration.constant.is_empty() {
         base.and_then(|b| b.constant.clone())
     } else {
@@ -729,6 +754,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         constant,
         growth,
         spills,
+        migration,
     })
 }
 
