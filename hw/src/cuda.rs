@@ -1103,6 +1103,25 @@ impl GrowingBuffer {
         }
     }
 
+    /// Shrinks a VMM buffer to the fewest whole chunks holding `bytes` (unmapping and releasing
+    /// the rest); returns the new size. Only the vmm strategy can give memory back in place.
+    pub(crate) fn shrink(&mut self, bytes: u64) -> Result<u64> {
+        let Backing::Vmm { layout, driver } = &mut self.backing else {
+            return Err(HwError::Unsupported(format!(
+                "shrink: a {} buffer cannot give memory back in place",
+                self.strategy.name()
+            )));
+        };
+        // Nothing may use the chunks being unmapped: every kernel ran inside Gpu::enqueue.
+        self.size = layout.shrink(driver, bytes);
+        Ok(self.size)
+    }
+
+    /// Bytes the buffer holds now.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
     fn prefetch(&self, ptr: u64, bytes: u64) -> Result<()> {
         if bytes == 0 {
             return Ok(());

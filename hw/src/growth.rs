@@ -106,6 +106,18 @@ impl GrowthProbe {
                 point.strategy.name()
             )));
         }
+        if point.strategy == GrowthStrategy::Vmm && outcome.grown {
+            // Give the new half back and check the old half once more: shrinking unmaps only
+            // whole chunks past the size kept.
+            let kept = buffer.shrink(old)?;
+            buffer.verify(gpu, &self.verify, old, self.tag)?;
+            let damaged = buffer.mismatches(gpu)?;
+            if kept != old || buffer.size() != old || damaged > 0 {
+                return Err(HwError::DataMismatch(format!(
+                    "vmm shrink {new} -> {old} B kept {kept} B and {damaged} damaged words"
+                )));
+            }
+        }
         drop(buffer);
         // The driver clears freed memory in the background; a grow that started right after a
         // large free would wait for it. Let it settle, so each grow starts from a quiet device.
@@ -155,4 +167,32 @@ pub(crate) fn grown_metrics(grown: &Grown) -> Metrics {
     let mut metrics = growth_metrics(grown.grow_us, grown.peak_bytes);
     metrics.insert("free_bytes".into(), grown.free_bytes as f64);
     metrics
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
+    fn a_vmm_buffer_grows_shrinks_and_grows_again_keeping_its_data() {
+        let gpu = Gpu::open().expect("a GPU");
+        let probe = GrowthProbe::load(&gpu).unwrap();
+        let (free, _) = memory_info().unwrap();
+        let limit = (free as f64 * MANAGED_LIMIT_FRACTION) as u64;
+        let mut buffer = GrowingBuffer::new(&gpu, GrowthStrategy::Vmm, None).unwrap();
+        for step in [64u64 << 20, 256 << 20, 1 << 30] {
+            assert!(buffer.grow(step, limit).unwrap().grown);
+        }
+        buffer.stamp(&gpu, &probe.stamp, 41).unwrap();
+        // Back to the first two chunks (64 + 192 MiB), then up again: the kept part is intact.
+        assert_eq!(buffer.shrink(200 << 20).unwrap(), 256 << 20);
+        assert!(buffer.grow(2 << 30, limit).unwrap().grown);
+        buffer.verify(&gpu, &probe.verify, 256 << 20, 41).unwrap();
+        assert_eq!(buffer.mismatches(&gpu).unwrap(), 0);
+        assert_eq!(buffer.size(), 2 << 30);
+        let mut copy = GrowingBuffer::new(&gpu, GrowthStrategy::Copy, None).unwrap();
+        assert!(copy.grow(64 << 20, limit).unwrap().grown);
+        assert!(copy.shrink(1).is_err(), "only vmm shrinks in place");
+    }
 }
