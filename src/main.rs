@@ -124,6 +124,7 @@ enum Part {
     Growth,
     Spills,
     Migration,
+    Peer,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -529,6 +530,8 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
         growth: matches!(part, Part::All | Part::Growth),
         spills: matches!(part, Part::All | Part::Spills),
         migration: matches!(part, Part::All | Part::Migration),
+        // Two GPUs are rare: `--part all` leaves the peer part to be asked for by name.
+        peer: part == Part::Peer,
     };
     let progress = Progress::new(hw::calibration_steps(parts), "cases");
     let calibration = hw::measure_calibration(parts, seed, &|| progress.tick())?;

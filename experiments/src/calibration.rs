@@ -62,6 +62,25 @@ pub struct Calibration {
     /// Managed-memory reads at the migration calibration sizes; empty when not measured.
     #[serde(default)]
     pub migration: Vec<MigrationSample>,
+    /// Peer reads at the peer calibration sizes; empty when not measured.
+    #[serde(default)]
+    pub peer: Vec<PeerSample>,
+}
+
+/// One measured peer read.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PeerSample {
+    /// Bytes read.
+    pub bytes: u64,
+    /// VMM mapping (else peer access).
+    pub vmm: bool,
+    /// Median kernel time, microseconds.
+    pub time_us: f64,
+}
+
+/// The peer calibration sizes: 3 x 4^k MiB, 3 MiB to 3 GiB (the suite reads powers of two).
+pub fn peer_calibration_bytes() -> Vec<u64> {
+    (0..6).map(|k| (3u64 << 20) << (2 * k)).collect()
 }
 
 /// One measured read of host-written managed memory.

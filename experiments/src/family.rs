@@ -31,6 +31,9 @@ pub enum Family {
     /// A kernel reading managed memory last written by the host: pages migrated on demand
     /// (faults) or prefetched first.
     Migration,
+    /// One GPU reading another's memory: a VMM allocation mapped for both, or a cuMemAlloc
+    /// buffer with peer access enabled.
+    Peer,
 }
 
 /// How a parameter's values are written and checked.
@@ -126,6 +129,16 @@ const MIGRATION_PARAMS: &[ParamSpec] = &[
     spec("mode", ParamKind::Choice(MIGRATION_MODES), None),
 ];
 
+const PEER_MAPPINGS: &[&str] = &["vmm", "peer-access"];
+
+const PEER_PARAMS: &[ParamSpec] = &[
+    // Bytes of the first GPU's memory the second reads.
+    spec("bytes", ParamKind::Size, None),
+    // vmm: cuMemCreate on the first GPU, cuMemSetAccess for both; peer-access: cuMemAlloc and
+    // cuCtxEnablePeerAccess.
+    spec("mapping", ParamKind::Choice(PEER_MAPPINGS), None),
+];
+
 const SPILL_PARAMS: &[ParamSpec] = &[
     // Floats each thread keeps live across the loop.
     spec("live", ParamKind::Count { min: 8, max: 160 }, None),
@@ -161,7 +174,7 @@ pub const READ_KERNEL_THREADS: u32 = 256;
 
 impl Family {
     /// Every family, in the order `memlab list` shows them.
-    pub const ALL: [Family; 10] = [
+    pub const ALL: [Family; 11] = [
         Family::Transfer,
         Family::Overlap,
         Family::Occupancy,
@@ -172,6 +185,7 @@ impl Family {
         Family::Growth,
         Family::Spills,
         Family::Migration,
+        Family::Peer,
     ];
 
     /// The name used in experiment files.
@@ -187,6 +201,7 @@ impl Family {
             Family::Growth => "growth",
             Family::Spills => "spills",
             Family::Migration => "migration",
+            Family::Peer => "peer",
         }
     }
 
@@ -207,6 +222,7 @@ impl Family {
             Family::Growth => GROWTH_PARAMS,
             Family::Spills => SPILL_PARAMS,
             Family::Migration => MIGRATION_PARAMS,
+            Family::Peer => PEER_PARAMS,
         }
     }
 
@@ -217,7 +233,7 @@ impl Family {
             Family::Overlap => "streams",
             Family::Occupancy => "threads",
             Family::Banks | Family::Coalescing => "stride",
-            Family::Latency | Family::Growth | Family::Migration => "bytes",
+            Family::Latency | Family::Growth | Family::Migration | Family::Peer => "bytes",
             Family::Constant => "distinct",
             Family::Spills => "registers",
         }
@@ -226,7 +242,7 @@ impl Family {
     /// The metric that reports compare between prediction and measurement.
     pub fn primary_metric(self) -> &'static str {
         match self {
-            Family::Transfer | Family::Migration => "gb_per_s",
+            Family::Transfer | Family::Migration | Family::Peer => "gb_per_s",
             Family::Overlap => "speedup",
             Family::Occupancy => "blocks_per_sm",
             Family::Banks => "cycles",
@@ -289,6 +305,10 @@ impl Family {
             }),
             Family::Latency => Workload::Latency(LatencyPoint {
                 bytes: int("bytes") as u64,
+            }),
+            Family::Peer => Workload::Peer(PeerPoint {
+                bytes: int("bytes") as u64,
+                vmm: text("mapping") == "vmm",
             }),
             Family::Migration => Workload::Migration(MigrationPoint {
                 bytes: int("bytes") as u64,
@@ -479,6 +499,17 @@ pub enum Workload {
     Spills(SpillPoint),
     /// One read of host-written managed memory.
     Migration(MigrationPoint),
+    /// One read of another GPU's memory.
+    Peer(PeerPoint),
+}
+
+/// The second GPU reads `bytes` of the first's memory, mapped for it by VMM or peer access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerPoint {
+    /// Bytes read.
+    pub bytes: u64,
+    /// VMM mapping (else cuMemAlloc + cuCtxEnablePeerAccess).
+    pub vmm: bool,
 }
 
 /// A kernel reads `bytes` of managed memory the host wrote last; with `prefetch` the pages are

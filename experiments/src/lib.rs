@@ -21,24 +21,24 @@ mod units;
 pub use backend::Backend;
 pub use calibration::{
     bank_calibration_cases, calibration_sizes, constant_calibration_cases, global_calibration_cases,
-    growth_calibration_bytes, latency_calibration_bytes, migration_calibration_bytes, spill_calibration_cases,
-    BankSample, Calibration, ConstantSample, GlobalSample, GrowthSample, LatencySample, MigrationSample, Sample,
-    SmAttributes, SpillSample,
+    growth_calibration_bytes, latency_calibration_bytes, migration_calibration_bytes, peer_calibration_bytes,
+    spill_calibration_cases, BankSample, Calibration, ConstantSample, GlobalSample, GrowthSample, LatencySample,
+    MigrationSample, PeerSample, Sample, SmAttributes, SpillSample,
 };
 pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use family::{
     coalescing_metrics, cycles_metrics, growth_metrics, occupancy_metrics, overlap_metrics, spill_metrics,
     transfer_metrics, BankPoint, CoalescingPoint, ConstantPoint, Direction, Family, GrowthPoint, GrowthStrategy,
-    HostMemory, LatencyPoint, MigrationPoint, OccupancyPoint, OverlapPoint, SpillPoint, TransferPoint, Workload,
-    READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    HostMemory, LatencyPoint, MigrationPoint, OccupancyPoint, OverlapPoint, PeerPoint, SpillPoint, TransferPoint,
+    Workload, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 pub use files::write_atomically;
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
-    ConstantParams, GlobalParams, GrowthCost, GrowthParams, LatencyParams, LinkParams, MigrationParams, Profile,
-    ProfileDevice, SharedParams, SmParams, SpillParams, StagedParams, TransferParams, DEFAULT_PROFILE,
+    ConstantParams, GlobalParams, GrowthCost, GrowthParams, LatencyParams, LinkParams, MigrationParams, PeerParams,
+    Profile, ProfileDevice, SharedParams, SmParams, SpillParams, StagedParams, TransferParams, DEFAULT_PROFILE,
     GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record};

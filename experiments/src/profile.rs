@@ -42,6 +42,23 @@ pub struct Profile {
     /// Managed-memory migration to the device; absent until calibrated (`--part migration`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationParams>,
+    /// One GPU reading another's memory; measured on a machine with two of this GPU (`--part peer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<PeerParams>,
+}
+
+/// A GPU reading a peer GPU's memory: `latency + bytes / bandwidth` per mapping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerParams {
+    /// Where these numbers came from.
+    pub source: String,
+    /// A VMM allocation mapped for both devices.
+    pub vmm: LinkParams,
+    /// A cuMemAlloc buffer with peer access enabled.
+    pub peer_access: LinkParams,
+    /// The sizes calibration measured; reports exclude them.
+    pub calibration_bytes: Vec<u64>,
 }
 
 /// A kernel reading host-written managed memory: `latency + bytes / bandwidth` with the pages

@@ -13,6 +13,7 @@ use crate::latency::ChaseProbe;
 use crate::migration::MigrationProbe;
 use crate::occupancy::OccupancyProbe;
 use crate::overlap::{measure_overlap, Spin};
+use crate::peer::PeerProbe;
 use crate::spills::SpillProbe;
 use crate::transfer::measure_copy;
 
@@ -29,6 +30,7 @@ pub struct HwBackend {
     growth: Option<GrowthProbe>,
     spills: Option<SpillProbe>,
     migration: Option<MigrationProbe>,
+    peer: Option<PeerProbe>,
 }
 
 impl HwBackend {
@@ -48,6 +50,7 @@ impl HwBackend {
             growth: None,
             spills: None,
             migration: None,
+            peer: None,
         })
     }
 
@@ -73,6 +76,7 @@ impl HwBackend {
                 loaded(&mut self.reads, || ReadProbe::load(gpu))?.measure(gpu, point)?,
                 point,
             ),
+            Workload::Peer(point) => loaded(&mut self.peer, || PeerProbe::load(gpu))?.metrics(gpu, point)?,
             Workload::Migration(point) => {
                 let time_us = loaded(&mut self.migration, || MigrationProbe::load(gpu))?.measure(gpu, point)?;
                 transfer_metrics(time_us, point.bytes)

@@ -15,6 +15,7 @@ use crate::latency::ChaseProbe;
 use crate::migration::MigrationProbe;
 use crate::occupancy::sm_attributes;
 use crate::overlap::Spin;
+use crate::peer::PeerProbe;
 use crate::spills::SpillProbe;
 use crate::transfer::measure_copy;
 
@@ -37,6 +38,8 @@ pub struct Parts {
     pub spills: bool,
     /// Managed-memory reads at the migration calibration sizes.
     pub migration: bool,
+    /// Peer reads between two GPUs at the peer calibration sizes.
+    pub peer: bool,
 }
 
 /// Measures the requested parts; parts not requested come back as empty sample lists.
@@ -92,7 +95,9 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     let migration = measured_part(parts.migration, progress, || {
         MigrationProbe::load(&gpu)?.calibrate(&gpu)
     })?;
+    let peer = measured_part(parts.peer, progress, || PeerProbe::load(&gpu)?.calibrate(&gpu))?;
     Ok(Calibration {
+        peer,
         migration,
         spills,
         growth,

@@ -33,14 +33,36 @@ pub(crate) struct Gpu {
 impl Gpu {
     /// Opens device 0, after checking that the driver library exists (cudarc panics otherwise).
     pub(crate) fn open() -> Result<Gpu> {
+        Gpu::open_device(0)
+    }
+
+    /// How many CUDA devices the machine has (0 without a driver).
+    pub(crate) fn device_count() -> Result<usize> {
+        if !driver_present() {
+            return Ok(0);
+        }
+        CudaContext::device_count()
+            .map(|n| n.max(0) as usize)
+            .map_err(|e| HwError::NoDevice(e.to_string()))
+    }
+
+    /// Makes this GPU's context the calling thread's current one: raw driver calls go to it.
+    pub(crate) fn make_current(&self) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(HwError::cuda("cuCtxSetCurrent"))
+    }
+
+    /// Opens device `ordinal` (its context becomes current).
+    pub(crate) fn open_device(ordinal: usize) -> Result<Gpu> {
         if !driver_present() {
             return Err(HwError::NoDriver);
         }
         let count = CudaContext::device_count().map_err(|e| HwError::NoDevice(e.to_string()))?;
-        if count < 1 {
-            return Err(HwError::NoDevice("device count is 0".into()));
+        if count < 1 + ordinal as i32 {
+            return Err(HwError::NoDevice(format!(
+                "device count is {count}, device {ordinal} asked for"
+            )));
         }
-        let ctx = CudaContext::new(0).map_err(|e| HwError::NoDevice(e.to_string()))?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| HwError::NoDevice(e.to_string()))?;
         Ok(Gpu { ctx })
     }
 
@@ -1248,5 +1270,148 @@ impl Drop for ManagedBuffer {
     fn drop(&mut self) {
         // SAFETY: the pointer came from cuMemAllocManaged and is freed once; no kernel uses it.
         let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// Device memory of one GPU made readable by another: one physical allocation mapped with
+/// access for both devices (VMM), or a cuMemAlloc buffer with peer access enabled from the
+/// reader's context. Freed in its owner's context on drop.
+pub(crate) struct PeerBuffer {
+    owner: Arc<CudaContext>,
+    ptr: u64,
+    bytes: usize,
+    vmm: Option<sys::CUmemGenericAllocationHandle>,
+}
+
+fn location(device: i32) -> sys::CUmemLocation {
+    let mut l = device_location();
+    l.id = device;
+    l
+}
+
+impl PeerBuffer {
+    /// `bytes` on `owner`'s device, readable from `reader`'s; both contexts stay as they were
+    /// except that the owner's is current afterwards.
+    pub(crate) fn new(owner: &Gpu, reader: &Gpu, bytes: usize, vmm: bool) -> Result<PeerBuffer> {
+        let (own, read) = (owner.ctx.cu_device(), reader.ctx.cu_device());
+        let mut can = 0;
+        // SAFETY: writes one int through a valid pointer; both are valid device handles.
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, read, own) }
+            .result()
+            .map_err(HwError::cuda("cuDeviceCanAccessPeer"))?;
+        if can == 0 {
+            return Err(HwError::Unsupported(
+                "the second GPU cannot access the first's memory (no peer path)".into(),
+            ));
+        }
+        owner.make_current()?;
+        if !vmm {
+            // SAFETY: allocates device memory in the owner's (current) context; freed in Drop.
+            let ptr = unsafe { result::malloc_sync(bytes) }.map_err(HwError::cuda("cuMemAlloc"))?;
+            let buffer = PeerBuffer {
+                owner: owner.ctx.clone(),
+                ptr,
+                bytes,
+                vmm: None,
+            };
+            reader.make_current()?;
+            // SAFETY: both contexts are alive; enabling an already enabled peer is reported and ignored.
+            let enabled = unsafe { sys::cuCtxEnablePeerAccess(owner.ctx.cu_ctx(), 0) };
+            if enabled != sys::CUresult::CUDA_SUCCESS
+                && enabled != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+            {
+                return Err(HwError::Cuda {
+                    call: "cuCtxEnablePeerAccess",
+                    reason: result::DriverError(enabled),
+                });
+            }
+            owner.make_current()?;
+            return Ok(buffer);
+        }
+        let mut prop = pinned_device_prop();
+        prop.location = location(own);
+        let mut granularity = 0usize;
+        // SAFETY: writes one usize; prop is initialised.
+        unsafe {
+            sys::cuMemGetAllocationGranularity(
+                &mut granularity,
+                &prop,
+                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            )
+        }
+        .result()
+        .map_err(HwError::cuda("cuMemGetAllocationGranularity"))?;
+        let size = bytes.div_ceil(granularity) * granularity;
+        let mut handle: sys::CUmemGenericAllocationHandle = 0;
+        // SAFETY: writes one handle; prop is initialised and names the owner's device.
+        unsafe { sys::cuMemCreate(&mut handle, size, &prop, 0) }
+            .result()
+            .map_err(HwError::cuda("cuMemCreate"))?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: writes one address; reserves address space only.
+        if let Err(e) = unsafe { sys::cuMemAddressReserve(&mut ptr, size, 0, 0, 0) }.result() {
+            // SAFETY: the handle was just created and never mapped.
+            let _ = unsafe { sys::cuMemRelease(handle) };
+            return Err(HwError::Cuda {
+                call: "cuMemAddressReserve",
+                reason: e,
+            });
+        }
+        let buffer = PeerBuffer {
+            owner: owner.ctx.clone(),
+            ptr,
+            bytes: size,
+            vmm: Some(handle),
+        };
+        // SAFETY: the range was just reserved for exactly this handle's size.
+        unsafe { sys::cuMemMap(ptr, size, 0, handle, 0) }
+            .result()
+            .map_err(HwError::cuda("cuMemMap"))?;
+        let access = [own, read].map(|device| sys::CUmemAccessDesc {
+            location: location(device),
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        });
+        // SAFETY: the range is mapped; two descriptors are passed.
+        unsafe { sys::cuMemSetAccess(ptr, size, access.as_ptr(), 2) }
+            .result()
+            .map_err(HwError::cuda("cuMemSetAccess"))?;
+        Ok(buffer)
+    }
+
+    /// Sets every byte (in the owner's context, synchronously).
+    pub(crate) fn fill(&self, byte: u8) -> Result<()> {
+        self.owner.bind_to_thread().map_err(HwError::cuda("cuCtxSetCurrent"))?;
+        // SAFETY: the range is a live allocation (or mapping) of `bytes` bytes owned by self.
+        unsafe { sys::cuMemsetD8_v2(self.ptr, byte, self.bytes) }
+            .result()
+            .map_err(HwError::cuda("cuMemsetD8"))?;
+        result::ctx::synchronize().map_err(HwError::cuda("cuCtxSynchronize"))
+    }
+
+    pub(crate) fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+}
+
+impl Drop for PeerBuffer {
+    fn drop(&mut self) {
+        if self.owner.bind_to_thread().is_err() {
+            return;
+        }
+        let _ = result::ctx::synchronize();
+        // SAFETY: everything below was made by PeerBuffer::new in the owner's context, and is
+        // released once; every kernel that read it finished (enqueue synchronizes).
+        unsafe {
+            match self.vmm {
+                Some(handle) => {
+                    let _ = sys::cuMemUnmap(self.ptr, self.bytes);
+                    let _ = sys::cuMemRelease(handle);
+                    let _ = sys::cuMemAddressFree(self.ptr, self.bytes);
+                }
+                None => {
+                    let _ = result::free_sync(self.ptr);
+                }
+            }
+        }
     }
 }

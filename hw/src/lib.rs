@@ -16,6 +16,7 @@ mod latency;
 mod migration;
 mod occupancy;
 mod overlap;
+mod peer;
 mod replay;
 mod spills;
 mod timing;

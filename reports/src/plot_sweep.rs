@@ -45,7 +45,7 @@ impl<'a> SweepChart<'a> {
     pub(crate) fn of_metric(experiment: &'a ExperimentAnalysis, metric: &'a str) -> SweepChart<'a> {
         let (x_scale, y_scale) = match experiment.family {
             _ if metric.ends_with("_bytes") => (Scale::Bytes, Scale::Bytes),
-            Family::Transfer | Family::Migration => (Scale::Bytes, Scale::Log),
+            Family::Transfer | Family::Migration | Family::Peer => (Scale::Bytes, Scale::Log),
             Family::Latency => (Scale::Bytes, Scale::Linear),
             Family::Coalescing => (Scale::Linear, Scale::Log),
             Family::Growth => (Scale::Bytes, Scale::Log),

@@ -67,6 +67,11 @@ impl SimBackend {
                 metrics.insert("efficiency".into(), footprint.efficiency);
                 metrics
             }
+            Workload::Peer(point) => {
+                let peer = self.section(&self.profile.peer, "peer")?;
+                let link = if point.vmm { &peer.vmm } else { &peer.peer_access };
+                transfer_metrics(pinned_copy_us(link, point.bytes), point.bytes)
+            }
             Workload::Migration(point) => {
                 let migration = self.section(&self.profile.migration, "migration")?;
                 let link = if point.prefetch {
@@ -191,6 +196,13 @@ impl SimBackend {
                 .growth
                 .iter()
                 .flat_map(|g| g.calibration_bytes.iter())
+                .map(|&b| Params::from([("bytes".to_string(), int(b))]))
+                .collect(),
+            Family::Peer => self
+                .profile
+                .peer
+                .iter()
+                .flat_map(|m| m.calibration_bytes.iter())
                 .map(|&b| Params::from([("bytes".to_string(), int(b))]))
                 .collect(),
             Family::Migration => self

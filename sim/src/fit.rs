@@ -6,11 +6,11 @@
 //! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
 use experiments::{
-    growth_calibration_bytes, migration_calibration_bytes, BankPoint, BankSample, Calibration, CoalescingPoint,
-    ConstantParams, ConstantSample, Direction, GlobalParams, GlobalSample, GrowthCost, GrowthParams, GrowthSample,
-    GrowthStrategy, LatencyParams, LatencySample, LinkParams, MigrationParams, Profile, ProfileDevice, Sample,
-    SharedParams, SmAttributes, SmParams, SpillParams, SpillSample, StagedParams, TransferParams,
-    READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    growth_calibration_bytes, migration_calibration_bytes, peer_calibration_bytes, BankPoint, BankSample, Calibration,
+    CoalescingPoint, ConstantParams, ConstantSample, Direction, GlobalParams, GlobalSample, GrowthCost, GrowthParams,
+    GrowthSample, GrowthStrategy, LatencyParams, LatencySample, LinkParams, MigrationParams, PeerParams, Profile,
+    ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, SpillParams, SpillSample, StagedParams,
+    TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 
 use crate::banks::bank_access;
@@ -722,6 +722,30 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             calibration_bytes: migration_calibration_bytes(),
         })
     };
+    let peer = if calibration.peer.is_empty() {
+        base.and_then(|b| b.peer.clone())
+    } else {
+        let mapping = |vmm: bool| -> Vec<Sample> {
+            calibration
+                .peer
+                .iter()
+                .filter(|s| s.vmm == vmm)
+                .map(|s| Sample {
+                    bytes: s.bytes,
+                    time_us: s.time_us,
+                })
+                .collect()
+        };
+        Some(PeerParams {
+            source: format!(
+                "memlab calibrate on two {} ({}): event-timed kernel on the second GPU reading the first's memory at calibration_bytes (ld.global.cg, 16-byte dense reads), median of 7, a line fitted by least absolute relative error",
+                d.name, calibration.date
+            ),
+            vmm: fit_link(&mapping(true))?,
+            peer_access: fit_link(&mapping(false))?,
+            calibration_bytes: peer_calibration_bytes(),
+        })
+    };
     let constant = if calibration.constant.is_empty() {
         base.and_then(|b| b.constant.clone())
     } else {
@@ -755,6 +779,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         growth,
         spills,
         migration,
+        peer,
     })
 }
 
