@@ -433,3 +433,15 @@ fn explain_coalescing_and_constant_show_the_working() {
         &["stride = 0"],
     );
 }
+
+#[test]
+fn the_two_gpu_peer_suite_predicts_with_a_profile_that_has_it_and_says_when_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/suites/peer.toml");
+    let suite = suite.to_str().unwrap();
+    let output = memlab(&["run", suite, "--profile", "h200", "--out", "peer"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(tmp.path().join("peer/peer_read/sim.json").is_file());
+    let output = memlab(&["run", suite, "--profile", "h100", "--out", "peer100"], tmp.path());
+    assert_clean_failure(&output, &["[peer]"]);
+}
