@@ -503,6 +503,31 @@ impl Drop for Event {
     }
 }
 
+/// Runs kernels/replay.cu's `stamp` (no `mismatches`) or `verify` over `[addr, addr + bytes)`
+/// and waits for it. The caller guarantees the range is live device memory of whole words that
+/// nothing frees before this returns (enqueue synchronizes before returning).
+fn launch_pattern(
+    gpu: &Gpu,
+    stream: &Stream,
+    kernel: &Kernel,
+    addr: u64,
+    bytes: u64,
+    tag: u32,
+    mismatches: Option<&DeviceBuffer>,
+) -> Result<()> {
+    let words = bytes / 4;
+    let config = LaunchConfig {
+        blocks: words.div_ceil(256).clamp(1, 4096) as u32,
+        threads: 256,
+        shared_bytes: 0,
+    };
+    gpu.enqueue(|queue| {
+        let mut args = vec![Arg::U64(addr), Arg::U64(words), Arg::I32(tag as i32)];
+        args.extend(mismatches.map(Arg::Device));
+        queue.launch(stream, kernel, config, &args)
+    })
+}
+
 /// Device memory handed to allocator policies as bare addresses: cuMemAlloc/cuMemFree, the
 /// stream-ordered pool (cuMemAllocAsync/cuMemFreeAsync), and VMM ranges (cuMemAddressReserve,
 /// then cuMemCreate + cuMemMap + cuMemSetAccess per granule). It records everything it hands
@@ -539,24 +564,13 @@ fn pinned_device_prop() -> sys::CUmemAllocationProp {
 
 impl<'g> PolicyMemory<'g> {
     pub(crate) fn new(gpu: &'g Gpu, total: u64) -> Result<PolicyMemory<'g>> {
-        let prop = pinned_device_prop();
-        let mut granularity = 0usize;
-        // SAFETY: writes one usize through a valid pointer; prop is a valid, initialised struct.
-        unsafe {
-            sys::cuMemGetAllocationGranularity(
-                &mut granularity,
-                &prop,
-                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
-            )
-        }
-        .result()
-        .map_err(HwError::cuda("cuMemGetAllocationGranularity"))?;
+        let granularity = CudaVmm::new()?.granularity();
         let mismatches = gpu.device_buffer(8)?;
         gpu.fill(&mismatches, 0)?;
         Ok(PolicyMemory {
             gpu,
             stream: gpu.stream()?,
-            granularity: granularity as u64,
+            granularity,
             total,
             allocations: Default::default(),
             reservations: Default::default(),
@@ -598,21 +612,9 @@ impl<'g> PolicyMemory<'g> {
                 "a policy handed out [{addr:#x}, +{bytes}) which is not 4-byte aligned memory it holds"
             )));
         }
-        let words = bytes / 4;
-        let config = LaunchConfig {
-            blocks: words.div_ceil(256).clamp(1, 2048) as u32,
-            threads: 256,
-            shared_bytes: 0,
-        };
-        // The block's address is checked above to lie in memory held until this object drops,
-        // and enqueue synchronizes before returning, so no kernel outlives it.
-        self.gpu.enqueue(|queue| {
-            let mut args = vec![Arg::U64(addr), Arg::U64(words), Arg::I32(tag as i32)];
-            if check {
-                args.push(Arg::Device(&self.mismatches));
-            }
-            queue.launch(&self.stream, kernel, config, &args)
-        })
+        // The block's address is checked above to lie in memory held until this object drops.
+        let mismatches = check.then_some(&self.mismatches);
+        launch_pattern(self.gpu, &self.stream, kernel, addr, bytes, tag, mismatches)
     }
 
     /// Writes the pattern of `tag` over a block (synchronously).
@@ -1165,22 +1167,9 @@ impl GrowingBuffer {
                 self.size
             )));
         }
-        let words = bytes / 4;
-        let config = LaunchConfig {
-            blocks: words.div_ceil(256).clamp(1, 4096) as u32,
-            threads: 256,
-            shared_bytes: 0,
-        };
-        let base = self.base();
-        // The range lies in the buffer (checked); enqueue synchronizes before returning, so the
-        // kernel is done before any grow can move or free the memory.
-        gpu.enqueue(|queue| {
-            let mut args = vec![Arg::U64(base), Arg::U64(words), Arg::I32(tag as i32)];
-            if check {
-                args.push(Arg::Device(&self.mismatches));
-            }
-            queue.launch(&self.stream, kernel, config, &args)
-        })
+        // The range lies in the buffer (checked), so it stays allocated until the kernel is done.
+        let mismatches = check.then_some(&self.mismatches);
+        launch_pattern(gpu, &self.stream, kernel, self.base(), bytes, tag, mismatches)
     }
 
     /// Writes the pattern of `tag` over the whole buffer.
