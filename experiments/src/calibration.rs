@@ -180,10 +180,11 @@ pub struct LatencySample {
 }
 
 /// The footprints calibration chases: 12 KiB (well inside the L1), 6 MiB (inside the L2, far
-/// beyond the L1) and 768 MiB (far beyond the L2). None is a power of two, so none is a point
-/// of the latency ladder, which the model predicts between and around them.
+/// beyond the L1) and 768 MiB (far beyond the L2) for the three latencies; 384 KiB (just past
+/// the L1) and 28 and 40 MiB (where the L2 runs out) for how sharply each level stops serving.
+/// None is a point of the latency suites.
 pub fn latency_calibration_bytes() -> Vec<u64> {
-    vec![12 << 10, 6 << 20, 768 << 20]
+    vec![12 << 10, 384 << 10, 6 << 20, 28 << 20, 40 << 20, 768 << 20]
 }
 
 /// One measured global read pattern (all lanes active, no offset).

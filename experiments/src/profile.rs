@@ -186,8 +186,22 @@ pub struct LatencyParams {
     pub l2_cycles: f64,
     /// Cycles of a load served by DRAM.
     pub dram_cycles: f64,
+    /// How sharply the L1 stops serving a chase longer than it: it serves (l1_bytes / F)^k of
+    /// a footprint F beyond it (1: every line equally likely kept; large: an LRU cliff).
+    #[serde(default = "one")]
+    pub l1_sharpness: f64,
+    /// The L2 capacity a chase from one SM sees (the near half, mostly), bytes; 0: `l2_bytes`.
+    #[serde(default)]
+    pub l2_effective_bytes: u64,
+    /// As `l1_sharpness`, for the L2 and `l2_effective_bytes`.
+    #[serde(default = "one")]
+    pub l2_sharpness: f64,
     /// The footprints calibration measured; reports exclude them.
     pub calibration_bytes: Vec<u64>,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// Global memory as the coalescing model sees it: reads are served in `sector_bytes` sectors

@@ -1,18 +1,29 @@
 //! The latency ladder: one thread chasing a random cycle of pointers through a footprint.
 //!
-//! With random access, a cache that holds `C` of a footprint's `F` bytes serves about `C / F`
-//! of the loads (every line is equally likely to be the one kept). So a chase through `F`
-//! takes, per load, the L1 latency for the share the L1 holds, the L2 latency for the further
-//! share the L2 holds, and DRAM latency for the rest.
+//! A cache of capacity `C` serves a chase through `F <= C` bytes entirely. Beyond it, it serves
+//! `(C / F)^k` of the loads: `k = 1` if every line were equally likely to be kept, while a
+//! replacement close to LRU keeps almost nothing of a cyclic chase longer than itself (large
+//! `k`). Both `k` and the L2 capacity one SM sees are fitted on footprints where the levels
+//! run out. A chase through `F` takes, per load, each level's latency weighted by its share.
 
 use experiments::{LatencyParams, LatencyPoint};
+
+/// The share of a chase through `footprint` bytes a cache of `capacity` bytes serves.
+fn served(capacity: f64, footprint: f64, sharpness: f64) -> f64 {
+    (capacity / footprint).min(1.0).powf(sharpness)
+}
 
 /// Shares of loads served by the L1, the L2 and DRAM for a random chase through `bytes`.
 pub fn level_shares(params: &LatencyParams, bytes: u64) -> [f64; 3] {
     let footprint = bytes.max(1) as f64;
-    let l1 = (params.l1_bytes as f64 / footprint).min(1.0);
-    let l2 = (params.l2_bytes as f64 / footprint).min(1.0).max(l1) - l1;
-    [l1, l2, 1.0 - l1 - l2]
+    let l2_capacity = if params.l2_effective_bytes > 0 {
+        params.l2_effective_bytes
+    } else {
+        params.l2_bytes
+    };
+    let l1 = served(params.l1_bytes as f64, footprint, params.l1_sharpness);
+    let l1_or_l2 = served(l2_capacity as f64, footprint, params.l2_sharpness).max(l1);
+    [l1, l1_or_l2 - l1, 1.0 - l1_or_l2]
 }
 
 /// Predicted cycles per dependent load.
@@ -34,6 +45,9 @@ mod tests {
             l1_cycles: 35.0,
             l2_cycles: 260.0,
             dram_cycles: 600.0,
+            l1_sharpness: 1.0,
+            l2_effective_bytes: 0,
+            l2_sharpness: 1.0,
             calibration_bytes: vec![],
         }
     }
