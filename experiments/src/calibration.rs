@@ -181,10 +181,19 @@ pub struct LatencySample {
 
 /// The footprints calibration chases: 12 KiB (well inside the L1), 6 MiB (inside the L2, far
 /// beyond the L1) and 768 MiB (far beyond the L2) for the three latencies; 384 KiB (just past
-/// the L1) and 28 and 40 MiB (where the L2 runs out) for how sharply each level stops serving.
-/// None is a point of the latency suites.
+/// the L1) for how sharply the L1 stops serving; 28, 40, 56 and 80 MiB for the two steps in
+/// which the L2 runs out. None is a point of the latency suites.
 pub fn latency_calibration_bytes() -> Vec<u64> {
-    vec![12 << 10, 384 << 10, 6 << 20, 28 << 20, 40 << 20, 768 << 20]
+    vec![
+        12 << 10,
+        384 << 10,
+        6 << 20,
+        28 << 20,
+        40 << 20,
+        56 << 20,
+        80 << 20,
+        768 << 20,
+    ]
 }
 
 /// One measured global read pattern (all lanes active, no offset).

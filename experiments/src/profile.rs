@@ -196,6 +196,13 @@ pub struct LatencyParams {
     /// As `l1_sharpness`, for the L2 and `l2_effective_bytes`.
     #[serde(default = "one")]
     pub l2_sharpness: f64,
+    /// Share of the lines a chase past `l2_effective_bytes` still finds in the L2 (those held
+    /// in the far half), up to `l2_far_bytes`; 0: none.
+    #[serde(default)]
+    pub l2_far_share: f64,
+    /// Footprint up to which the far half keeps serving its share, bytes.
+    #[serde(default)]
+    pub l2_far_bytes: u64,
     /// The footprints calibration measured; reports exclude them.
     pub calibration_bytes: Vec<u64>,
 }

@@ -4,7 +4,8 @@
 //! `(C / F)^k` of the loads: `k = 1` if every line were equally likely to be kept, while a
 //! replacement close to LRU keeps almost nothing of a cyclic chase longer than itself (large
 //! `k`). Both `k` and the L2 capacity one SM sees are fitted on footprints where the levels
-//! run out. A chase through `F` takes, per load, each level's latency weighted by its share.
+//! run out. The L2 runs out in two steps: past what its near half holds for a chase, the far
+//! half still serves a share of the lines, until it runs out as well. A chase through `F` takes, per load, each level's latency weighted by its share.
 
 use experiments::{LatencyParams, LatencyPoint};
 
@@ -22,7 +23,10 @@ pub fn level_shares(params: &LatencyParams, bytes: u64) -> [f64; 3] {
         params.l2_bytes
     };
     let l1 = served(params.l1_bytes as f64, footprint, params.l1_sharpness);
-    let l1_or_l2 = served(l2_capacity as f64, footprint, params.l2_sharpness).max(l1);
+    let near = served(l2_capacity as f64, footprint, params.l2_sharpness);
+    // Past the near half, the far half still serves its share of the lines until it runs out too.
+    let far = params.l2_far_share.clamp(0.0, 1.0) * served(params.l2_far_bytes as f64, footprint, params.l2_sharpness);
+    let l1_or_l2 = (near + (1.0 - near) * far).max(l1);
     [l1, l1_or_l2 - l1, 1.0 - l1_or_l2]
 }
 
@@ -48,6 +52,8 @@ mod tests {
             l1_sharpness: 1.0,
             l2_effective_bytes: 0,
             l2_sharpness: 1.0,
+            l2_far_share: 0.0,
+            l2_far_bytes: 0,
             calibration_bytes: vec![],
         }
     }
