@@ -310,16 +310,7 @@ fn replay(args: &ReplayArgs) -> Result<()> {
                 results.push(result);
                 progress.tick();
             }
-            ReplayRecord {
-                trace: trace.name.clone(),
-                events: trace.events.len(),
-                allocations: trace.allocations(),
-                recorded_segments: trace.segment_sizes.len(),
-                warnings: trace.warnings.clone(),
-                capacity_bytes: capacity,
-                device: DeviceInfo::default(),
-                results,
-            }
+            ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results)
         }
         ReplayBackend::Hw => hw::replay_on_gpu(&trace, &specs, capacity, &|label| {
             progress.message(label);

@@ -432,6 +432,18 @@ pub struct CoalescingPoint {
 }
 
 impl CoalescingPoint {
+    /// The shape calibration reads: every lane active, no misalignment, no shared memory.
+    pub fn calibration(width: u32, stride: u32, bytes: u64) -> CoalescingPoint {
+        CoalescingPoint {
+            width,
+            stride,
+            offset: 0,
+            active_lanes: 32,
+            bytes,
+            dynamic_shared: 0,
+        }
+    }
+
     /// How many times the kernel reads through the array: enough for 1 GiB of requests, so
     /// that an array small enough to stay in the L2 still takes long enough to time.
     pub fn passes(&self) -> u32 {

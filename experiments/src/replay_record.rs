@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
 use crate::record::{BackendKind, DeviceInfo};
-use crate::trace::TraceWarnings;
+use crate::trace::{Trace, TraceWarnings};
 
 /// Allocated and reserved bytes after one trace event.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -94,6 +94,25 @@ pub struct ReplayRecord {
 }
 
 impl ReplayRecord {
+    /// The record of `trace` replayed by `results`, on `device` (empty for sim).
+    pub fn new(
+        trace: &Trace,
+        capacity_bytes: Option<u64>,
+        device: DeviceInfo,
+        results: Vec<PolicyResult>,
+    ) -> ReplayRecord {
+        ReplayRecord {
+            trace: trace.name.clone(),
+            events: trace.events.len(),
+            allocations: trace.allocations(),
+            recorded_segments: trace.segment_sizes.len(),
+            warnings: trace.warnings.clone(),
+            capacity_bytes,
+            device,
+            results,
+        }
+    }
+
     /// Writes the record as JSON (through a temporary file).
     pub fn save(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_vec(self).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;

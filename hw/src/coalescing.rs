@@ -93,14 +93,7 @@ impl ReadProbe {
         cases
             .iter()
             .map(|&(width, stride, bytes)| {
-                let point = CoalescingPoint {
-                    width,
-                    stride,
-                    offset: 0,
-                    active_lanes: 32,
-                    bytes,
-                    dynamic_shared: 0,
-                };
+                let point = CoalescingPoint::calibration(width, stride, bytes);
                 Ok(GlobalSample {
                     width,
                     stride,

@@ -592,6 +592,26 @@ impl<'g> PolicyMemory<'g> {
         }
     }
 
+    /// Records a new allocation (so it is freed on drop), or the refusal.
+    fn track(
+        &mut self,
+        call: &'static str,
+        made: std::result::Result<u64, result::DriverError>,
+        bytes: u64,
+        stream_ordered: bool,
+    ) -> Option<u64> {
+        match made {
+            Ok(addr) => {
+                self.allocations.insert(addr, (bytes, stream_ordered));
+                Some(addr)
+            }
+            Err(e) => {
+                self.refused(call, e);
+                None
+            }
+        }
+    }
+
     /// Whether `[addr, addr + bytes)` lies in memory this object holds.
     fn holds(&self, addr: u64, bytes: u64) -> bool {
         if let Some((&start, &(len, _))) = self.allocations.range(..=addr).next_back() {
@@ -654,16 +674,8 @@ impl<'g> PolicyMemory<'g> {
 impl sim::DeviceMemory for PolicyMemory<'_> {
     fn allocate(&mut self, bytes: u64) -> Option<u64> {
         // SAFETY: allocates device memory in the current context; freed by `free` or on drop.
-        match unsafe { result::malloc_sync(bytes as usize) } {
-            Ok(addr) => {
-                self.allocations.insert(addr, (bytes, false));
-                Some(addr)
-            }
-            Err(e) => {
-                self.refused("cuMemAlloc", e);
-                None
-            }
-        }
+        let made = unsafe { result::malloc_sync(bytes as usize) };
+        self.track("cuMemAlloc", made, bytes, false)
     }
 
     fn free(&mut self, addr: u64, _bytes: u64) {
@@ -678,16 +690,8 @@ impl sim::DeviceMemory for PolicyMemory<'_> {
     fn allocate_stream_ordered(&mut self, bytes: u64) -> Option<u64> {
         // SAFETY: the stream is alive; the memory is used only by kernels on this stream (and
         // synchronously), and freed by `free_stream_ordered` or on drop.
-        match unsafe { result::malloc_async(self.stream.raw, bytes as usize) } {
-            Ok(addr) => {
-                self.allocations.insert(addr, (bytes, true));
-                Some(addr)
-            }
-            Err(e) => {
-                self.refused("cuMemAllocAsync", e);
-                None
-            }
-        }
+        let made = unsafe { result::malloc_async(self.stream.raw, bytes as usize) };
+        self.track("cuMemAllocAsync", made, bytes, true)
     }
 
     fn free_stream_ordered(&mut self, addr: u64, _bytes: u64) {

@@ -12,10 +12,6 @@ use experiments::{
 use crate::cuda::{memory_info, Gpu, GrowingBuffer, Kernel};
 use crate::error::{HwError, Result};
 
-/// 2 MiB: the VMM allocation granularity of the H100 and H200 (GPU.md), and the unit every
-/// size is rounded to.
-const GRANULE: u64 = 2 << 20;
-
 pub(crate) struct GrowthProbe {
     stamp: Kernel,
     verify: Kernel,
@@ -78,8 +74,7 @@ impl GrowthProbe {
     }
 
     fn once(&mut self, gpu: &Gpu, point: &GrowthPoint) -> Result<Grown> {
-        let new = point.bytes.div_ceil(GRANULE) * GRANULE;
-        let old = new / 2;
+        let (old, new) = sim::grow_sizes(point.bytes);
         let (free_bytes, _) = memory_info()?;
         let capacity = point.reserve.then(|| sim::reserved_bytes(free_bytes));
         let managed_limit = (free_bytes as f64 * MANAGED_LIMIT_FRACTION) as u64;

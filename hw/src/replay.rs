@@ -156,14 +156,5 @@ pub fn replay_policies_on_gpu(
         .map_err(|e| HwError::DataMismatch(e.to_string()))?;
         results.push(result);
     }
-    Ok(ReplayRecord {
-        trace: trace.name.clone(),
-        events: trace.events.len(),
-        allocations: trace.allocations(),
-        recorded_segments: trace.segment_sizes.len(),
-        warnings: trace.warnings.clone(),
-        capacity_bytes: capacity,
-        device,
-        results,
-    })
+    Ok(ReplayRecord::new(trace, capacity, device, results))
 }

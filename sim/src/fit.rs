@@ -8,9 +8,9 @@
 use experiments::{
     growth_calibration_bytes, migration_calibration_bytes, peer_calibration_bytes, BankPoint, BankSample, Calibration,
     CoalescingPoint, ConstantParams, ConstantSample, Direction, GlobalParams, GlobalSample, GrowthCost, GrowthParams,
-    GrowthSample, GrowthStrategy, LatencyParams, LatencySample, LinkParams, MigrationParams, PeerParams, Profile,
-    ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, SpillParams, SpillSample, StagedParams,
-    TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    GrowthSample, GrowthStrategy, LatencyParams, LatencySample, LinkParams, MigrationParams, MigrationSample,
+    PeerParams, PeerSample, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, SpillParams,
+    SpillSample, StagedParams, TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 
 use crate::banks::bank_access;
@@ -102,6 +102,11 @@ pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
     })
 }
 
+/// Fits a link line on the samples `pick` keeps, as size and time.
+fn fit_link_of<T>(samples: &[T], pick: impl Fn(&T) -> Option<Sample>) -> Result<LinkParams, FitError> {
+    fit_link(&samples.iter().filter_map(pick).collect::<Vec<_>>())
+}
+
 /// Fits shared memory's base and per-wavefront cycles on measured bank patterns.
 pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams, FitError> {
     let what = "shared-memory bank costs";
@@ -185,13 +190,13 @@ pub fn fit_spills(samples: &[SpillSample], source: String) -> Result<SpillParams
     let cycles_per_value = (large.cycles - small.cycles) / 80.0;
     let base_cycles = small.cycles - 48.0 * cycles_per_value;
     let deficit = |live: u32, registers: u32| (live + overhead_registers).saturating_sub(registers);
-    let heavy_deficit = deficit(96, 96);
+    // The small deficit spilled exactly what it lacked: deficits up to the words it spilled do.
+    let heavy_deficit = light.local_bytes / 4;
     let heavy_words = heavy.local_bytes / 4;
     let heavy_extra_words = heavy_words.saturating_sub(deficit(128, 64));
     let spilled_heavy = deficit(128, 64) + heavy_extra_words;
     let no_spill = base_cycles + cycles_per_value * 128.0;
     let cycles_per_spilled_word = (heavy.cycles - no_spill) / f64::from(spilled_heavy.max(1));
-    let _ = light;
     Ok(SpillParams {
         source,
         overhead_registers,
@@ -308,14 +313,7 @@ pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: Str
             ),
         });
     }
-    let as_point = |s: &GlobalSample| CoalescingPoint {
-        width: s.width,
-        stride: s.stride,
-        offset: 0,
-        active_lanes: 32,
-        bytes: s.bytes,
-        dynamic_shared: 0,
-    };
+    let as_point = |s: &GlobalSample| CoalescingPoint::calibration(s.width, s.stride, s.bytes);
     let with = |fetch: u32, x: &[f64]| GlobalParams {
         source: source.clone(),
         sector_bytes: 32,
@@ -357,15 +355,7 @@ pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: Str
     };
     let grid_warps = f64::from(machine.multiprocessors * READ_KERNEL_BLOCKS_PER_SM * (READ_KERNEL_THREADS / 32));
     let loads = |width: u32, bytes: u64| {
-        let point = CoalescingPoint {
-            width,
-            ..as_point(&GlobalSample {
-                width,
-                stride: 1,
-                bytes,
-                time_us: 0.0,
-            })
-        };
+        let point = CoalescingPoint::calibration(width, 1, bytes);
         (point.warps() as f64 / grid_warps).ceil() * f64::from(point.passes())
     };
     let guess = |value: f64, fallback: f64| {
@@ -753,48 +743,38 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
     let migration = if calibration.migration.is_empty() {
         base.and_then(|b| b.migration.clone())
     } else {
-        let mode = |prefetch: bool| -> Vec<Sample> {
-            calibration
-                .migration
-                .iter()
-                .filter(|s| s.prefetch == prefetch)
-                .map(|s| Sample {
-                    bytes: s.bytes,
-                    time_us: s.time_us,
-                })
-                .collect()
+        let time = |s: &MigrationSample, prefetch: bool| {
+            (s.prefetch == prefetch).then_some(Sample {
+                bytes: s.bytes,
+                time_us: s.time_us,
+            })
         };
         Some(MigrationParams {
             source: format!(
                 "memlab calibrate on {} ({}): event-timed prefetch (if any) plus a kernel reading host-written managed memory at calibration_bytes, median of 5, a line fitted by least absolute relative error",
                 d.name, calibration.date
             ),
-            on_demand: fit_link(&mode(false))?,
-            prefetch: fit_link(&mode(true))?,
+            on_demand: fit_link_of(&calibration.migration, |s| time(s, false))?,
+            prefetch: fit_link_of(&calibration.migration, |s| time(s, true))?,
             calibration_bytes: migration_calibration_bytes(),
         })
     };
     let peer = if calibration.peer.is_empty() {
         base.and_then(|b| b.peer.clone())
     } else {
-        let mapping = |vmm: bool| -> Vec<Sample> {
-            calibration
-                .peer
-                .iter()
-                .filter(|s| s.vmm == vmm)
-                .map(|s| Sample {
-                    bytes: s.bytes,
-                    time_us: s.time_us,
-                })
-                .collect()
+        let time = |s: &PeerSample, vmm: bool| {
+            (s.vmm == vmm).then_some(Sample {
+                bytes: s.bytes,
+                time_us: s.time_us,
+            })
         };
         Some(PeerParams {
             source: format!(
                 "memlab calibrate on two {} ({}): event-timed kernel on the second GPU reading the first's memory at calibration_bytes (ld.global.cg, 16-byte dense reads), median of 7, a line fitted by least absolute relative error",
                 d.name, calibration.date
             ),
-            vmm: fit_link(&mapping(true))?,
-            peer_access: fit_link(&mapping(false))?,
+            vmm: fit_link_of(&calibration.peer, |s| time(s, true))?,
+            peer_access: fit_link_of(&calibration.peer, |s| time(s, false))?,
             calibration_bytes: peer_calibration_bytes(),
         })
     };
@@ -1101,14 +1081,7 @@ mod global_tests {
         let samples: Vec<GlobalSample> = global_calibration_cases()
             .into_iter()
             .map(|(width, stride, bytes)| {
-                let point = CoalescingPoint {
-                    width,
-                    stride,
-                    offset: 0,
-                    active_lanes: 32,
-                    bytes,
-                    dynamic_shared: 0,
-                };
+                let point = CoalescingPoint::calibration(width, stride, bytes);
                 GlobalSample {
                     width,
                     stride,

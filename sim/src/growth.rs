@@ -27,10 +27,15 @@ pub fn reserved_bytes(free_bytes: u64) -> u64 {
     ((free_bytes as f64 * GROWTH_RESERVE_FRACTION) as u64) / GRANULE * GRANULE
 }
 
+/// The sizes a grow to `bytes` goes from and to: `bytes` rounded up to the granule, and half that.
+pub fn grow_sizes(bytes: u64) -> (u64, u64) {
+    let new = bytes.div_ceil(GRANULE) * GRANULE;
+    (new / 2, new)
+}
+
 /// Predicts one grow from `point.bytes / 2` to `point.bytes`.
 pub fn predict_growth(params: &GrowthParams, point: &GrowthPoint) -> Option<GrowthPrediction> {
-    let new = point.bytes.div_ceil(GRANULE) * GRANULE;
-    let old = new / 2;
+    let (old, new) = grow_sizes(point.bytes);
     let free = params.free_bytes;
     let reserve = reserved_bytes(free);
     let (peak, fits) = match (point.strategy, point.reserve) {

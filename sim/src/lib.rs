@@ -29,7 +29,7 @@ pub use fit::{
     fit_constant, fit_global, fit_growth, fit_latency, fit_link, fit_profile, fit_shared, fit_spills, fit_staged,
     sm_params, FitError, GlobalMachine,
 };
-pub use growth::{predict_growth, reserved_bytes, GrowthPrediction};
+pub use growth::{grow_sizes, predict_growth, reserved_bytes, GrowthPrediction};
 pub use latency::{chase_cycles, level_shares};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
