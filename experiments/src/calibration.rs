@@ -110,15 +110,30 @@ pub struct SpillSample {
     pub registers_used: u32,
     /// Local bytes per thread (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).
     pub local_bytes: u32,
-    /// Median cycles per iteration.
-    pub cycles: f64,
+    /// Warps resident per SM with the GPU full.
+    pub warps_per_sm: u32,
+    /// Median kernel time per loop iteration with the GPU full, ns.
+    pub ns_per_iteration: f64,
 }
 
-/// The spill calibration cases, as (live, registers): 48 and 128 live values uncapped (loop
-/// cost and overhead registers), 96 capped at 96 (a small deficit) and 128 capped at 64 (a
-/// large one). The suite uses other live counts, so none of these is a validation point.
+/// The spill calibration cases, as (live, registers). 40 and 120 live values uncapped give the
+/// issue rate; 104 and 120 at their own count give how issue and spill traffic overlap; 104 and
+/// 120 under caps of 32 to 64 reserve 90 to 140 MB of local memory, around where the L2 stops
+/// holding it. The suite keeps other live counts, so none of these is a validation point.
 pub fn spill_calibration_cases() -> Vec<(u32, u32)> {
-    vec![(48, 255), (128, 255), (96, 96), (128, 64)]
+    vec![
+        (40, 255),
+        (120, 255),
+        (104, 104),
+        (120, 120),
+        (104, 32),
+        (104, 40),
+        (104, 48),
+        (120, 40),
+        (120, 48),
+        (120, 56),
+        (120, 64),
+    ]
 }
 
 /// One measured grow.

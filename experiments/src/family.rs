@@ -249,7 +249,7 @@ impl Family {
             Family::Coalescing => "gb_per_s",
             Family::Latency | Family::Constant => "cycles",
             Family::Growth => "grow_us",
-            Family::Spills => "cycles",
+            Family::Spills => "ns_per_iteration",
         }
     }
 
@@ -534,6 +534,9 @@ pub struct MigrationPoint {
     pub prefetch: bool,
 }
 
+/// Threads per block of the spill kernel when it fills the GPU.
+pub const SPILL_KERNEL_THREADS: u32 = 128;
+
 /// A loop keeping `live` floats per thread live, compiled with at most `registers` registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpillPoint {
@@ -543,11 +546,13 @@ pub struct SpillPoint {
     pub registers: u32,
 }
 
-/// The metrics of a spill point: `cycles` per loop iteration (one warp), `registers_used`, and
-/// `local_bytes` of spill slots per thread.
-pub fn spill_metrics(cycles: f64, registers_used: u32, local_bytes: u32) -> Metrics {
+/// The metrics of a spill point, with every SM holding as many blocks as fit:
+/// `ns_per_iteration` of the loop, `warps_per_sm`, `registers_used`, and `local_bytes` of spill
+/// frame per thread.
+pub fn spill_metrics(ns_per_iteration: f64, warps_per_sm: u32, registers_used: u32, local_bytes: u32) -> Metrics {
     Metrics::from([
-        ("cycles".to_string(), cycles),
+        ("ns_per_iteration".to_string(), ns_per_iteration),
+        ("warps_per_sm".to_string(), f64::from(warps_per_sm)),
         ("registers_used".to_string(), f64::from(registers_used)),
         ("local_bytes".to_string(), f64::from(local_bytes)),
     ])

@@ -31,7 +31,7 @@ pub use family::{
     coalescing_metrics, cycles_metrics, growth_metrics, occupancy_metrics, overlap_metrics, spill_metrics,
     transfer_metrics, BankPoint, CoalescingPoint, ConstantPoint, Direction, Family, GrowthPoint, GrowthStrategy,
     HostMemory, LatencyPoint, MigrationPoint, OccupancyPoint, OverlapPoint, PeerPoint, SpillPoint, TransferPoint,
-    Workload, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    Workload, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS, SPILL_KERNEL_THREADS,
 };
 pub use files::write_atomically;
 pub use params::{Metrics, ParamValue, Params};

@@ -76,27 +76,47 @@ pub struct MigrationParams {
     pub calibration_bytes: Vec<u64>,
 }
 
-/// Register spills of the spill kernel: it needs `live + overhead_registers` registers; under
-/// a cap below that the compiler spills the deficit, and `heavy_extra_words` more once the
-/// deficit passes `heavy_deficit` (it then also needs registers to address the spills). An
-/// iteration costs `base_cycles + cycles_per_value x live + cycles_per_spilled_word x spilled`.
+/// Register spills, in two parts. The compiler: `spills.cu` uncapped uses `live +
+/// overhead_registers` registers; with `g = live - cap` it loads
+/// `max(0, min(loads_at_equal + loads_per_register_small x g, loads_beyond_deficit + g))` spilled
+/// words per iteration (and stores one fewer), in a frame of
+/// `min(frame_bytes_at_equal + 8 g, frame_bytes_large_base + 4 g)` bytes per thread. The GPU:
+/// with every SM full (blocks of 128 threads, warps per SM from the occupancy calculator), an
+/// iteration takes the issue time `W x (live + loads + stores + loop_instructions) x
+/// instruction_ns` combined, `(a^p + b^p)^(1/p)`, with the time to move the spill traffic
+/// (128 bytes per warp load or store) at the profile's L2 bandwidth, or at its DRAM bandwidth
+/// for the share the L2 cannot hold: the local memory the driver sets aside (frame x threads
+/// per SM x SMs) is served from the L2 with probability `min(1, (local_capacity_bytes /
+/// reserved)^local_sharpness)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpillParams {
     /// Where these numbers came from.
     pub source: String,
-    /// Registers the kernel needs beyond its live values.
+    /// Where the compiler's rule (loads, frame, loop instructions) came from.
+    pub compiler_source: String,
+    /// Registers the kernel needs beyond its live values (calibration, uncapped cases).
     pub overhead_registers: u32,
-    /// Deficits up to this many registers spill exactly the deficit.
-    pub heavy_deficit: u32,
-    /// Extra words spilled beyond `heavy_deficit`.
-    pub heavy_extra_words: u32,
-    /// Cycles of an iteration with no live values (loop overhead).
-    pub base_cycles: f64,
-    /// Cycles each live value adds to an iteration.
-    pub cycles_per_value: f64,
-    /// Cycles each spilled word adds to an iteration (its local load and store).
-    pub cycles_per_spilled_word: f64,
+    /// Spilled loads per iteration when the cap equals the live values.
+    pub loads_at_equal: f64,
+    /// Loads each register of deficit adds while the deficit is small.
+    pub loads_per_register_small: f64,
+    /// For large deficits, loads per iteration are the deficit plus this.
+    pub loads_beyond_deficit: f64,
+    /// Spill frame per thread when the cap equals the live values, bytes.
+    pub frame_bytes_at_equal: f64,
+    /// For large deficits the frame is this plus 4 bytes per register of deficit.
+    pub frame_bytes_large_base: f64,
+    /// Instructions of the loop besides the live values' FMAs and the spill loads and stores.
+    pub loop_instructions: f64,
+    /// Time one SM takes per warp instruction issued, ns (calibration, uncapped cases).
+    pub instruction_ns: f64,
+    /// How the issue time and the traffic time combine (calibration).
+    pub overlap_exponent: f64,
+    /// Reserved local memory the L2 holds for spills, bytes (calibration).
+    pub local_capacity_bytes: f64,
+    /// How sharply the L2 stops holding it (calibration).
+    pub local_sharpness: f64,
     /// The (live, registers) cases calibration measured; reports exclude them.
     pub calibration_cases: Vec<(u32, u32)>,
 }

@@ -83,7 +83,7 @@ impl HwBackend {
             }
             Workload::Spills(point) => {
                 let s = loaded(&mut self.spills, || Ok(SpillProbe::new()))?.measure(gpu, point)?;
-                spill_metrics(s.cycles, s.registers_used, s.local_bytes)
+                spill_metrics(s.ns_per_iteration, s.warps_per_sm, s.registers_used, s.local_bytes)
             }
             Workload::Growth(point) => {
                 grown_metrics(&loaded(&mut self.growth, || GrowthProbe::load(gpu))?.measure(gpu, point)?)

@@ -1,22 +1,21 @@
 //! Register spills, measured: kernels/spills.cu compiled for each (live values, register cap),
-//! what the compiler used (registers, local bytes) and clock64 cycles per loop iteration.
+//! what the compiler used (registers, local bytes), and the kernel time per loop iteration with
+//! every SM holding as many blocks as fit.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 
-use experiments::{SpillPoint, SpillSample};
+use experiments::{SpillPoint, SpillSample, SPILL_KERNEL_THREADS};
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
-use crate::timing::median_clock64;
+use crate::timing::{median_us, Repeats};
 
 const SOURCE: &str = include_str!("../../kernels/spills.cu");
 /// Loop iterations per launch.
 const ITERATIONS: i32 = 1000;
-/// Launches per point; the first is a warm-up.
-const LAUNCHES: usize = 8;
 
 pub(crate) struct SpillProbe {
     kernels: HashMap<(u32, u32), Kernel>,
@@ -24,7 +23,10 @@ pub(crate) struct SpillProbe {
 
 /// One measured case.
 pub(crate) struct Spilled {
-    pub(crate) cycles: f64,
+    /// Kernel time per loop iteration with every SM holding as many blocks as fit, ns.
+    pub(crate) ns_per_iteration: f64,
+    /// Warps resident per SM in that launch.
+    pub(crate) warps_per_sm: u32,
     pub(crate) registers_used: u32,
     pub(crate) local_bytes: u32,
 }
@@ -47,23 +49,31 @@ impl SpillProbe {
                 slot.insert(gpu.compile_with("spills.cu", SOURCE, &options)?.kernel("spill", 0)?)
             }
         };
-        let input = gpu.device_buffer(1024 * 4)?;
-        gpu.fill(&input, 0x3c)?;
-        let output = gpu.device_buffer(32 * 4)?;
-        let cycles = gpu.device_buffer(8)?;
-        let config = LaunchConfig {
-            blocks: 1,
-            threads: 32,
+        let blocks_per_sm = kernel.max_active_blocks(SPILL_KERNEL_THREADS, 0)?;
+        let sms = gpu.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let full = LaunchConfig {
+            blocks: blocks_per_sm * sms,
+            threads: SPILL_KERNEL_THREADS,
             shared_bytes: 0,
         };
+        let input = gpu.device_buffer(1024 * 4)?;
+        gpu.fill(&input, 0x3c)?;
+        let output = gpu.device_buffer((full.blocks * full.threads) as usize * 4)?;
+        let cycles = gpu.device_buffer(8)?;
         let args = [
             Arg::Device(&input),
             Arg::Device(&output),
             Arg::I32(ITERATIONS),
             Arg::Device(&cycles),
         ];
+        let stream = gpu.stream()?;
+        let (start, end) = (gpu.event()?, gpu.event()?);
+        let timing = median_us(gpu, &stream, Repeats { warmup: 2, samples: 7 }, &start, &end, |q| {
+            q.launch(&stream, kernel, full, &args)
+        })?;
         Ok(Spilled {
-            cycles: median_clock64(gpu, kernel, config, &args, &cycles, ITERATIONS as u64, LAUNCHES)?,
+            ns_per_iteration: timing.median * 1e3 / f64::from(ITERATIONS),
+            warps_per_sm: blocks_per_sm * SPILL_KERNEL_THREADS / 32,
             registers_used: kernel.attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)? as u32,
             local_bytes: kernel.attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)? as u32,
         })
@@ -79,7 +89,8 @@ impl SpillProbe {
                     registers,
                     registers_used: s.registers_used,
                     local_bytes: s.local_bytes,
-                    cycles: s.cycles,
+                    warps_per_sm: s.warps_per_sm,
+                    ns_per_iteration: s.ns_per_iteration,
                 })
             })
             .collect()

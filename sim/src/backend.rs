@@ -83,8 +83,15 @@ impl SimBackend {
             }
             Workload::Spills(point) => {
                 let spills = self.section(&self.profile.spills, "spills")?;
-                let p = predict_spills(spills, point);
-                spill_metrics(p.cycles, p.registers_used, p.spilled_words * 4)
+                let global = self.section(&self.profile.global, "global")?;
+                let p = predict_spills(
+                    spills,
+                    &self.profile.sm,
+                    self.profile.device.multiprocessors,
+                    global,
+                    point,
+                );
+                spill_metrics(p.ns_per_iteration, p.warps_per_sm, p.registers_used, p.frame_bytes)
             }
             Workload::Growth(point) => {
                 let growth = self.section(&self.profile.growth, "growth")?;

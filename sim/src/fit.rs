@@ -10,13 +10,14 @@ use experiments::{
     CoalescingPoint, ConstantParams, ConstantSample, Direction, GlobalParams, GlobalSample, GrowthCost, GrowthParams,
     GrowthSample, GrowthStrategy, LatencyParams, LatencySample, LinkParams, MigrationParams, MigrationSample,
     PeerParams, PeerSample, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, SpillParams,
-    SpillSample, StagedParams, TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    SpillPoint, SpillSample, StagedParams, TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 
 use crate::banks::bank_access;
 use crate::coalescing::read_time;
 use crate::latency::{chase_cycles, level_shares};
 use crate::pcie::pageable_copy_us;
+use crate::spills::predict_spills;
 
 /// Why a fit could not be made.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -164,49 +165,127 @@ pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams
     })
 }
 
-/// Fits the spill model: overhead registers from the uncapped cases, the loop's cost per live
-/// value from the two uncapped cases, the spill rule from what the compiler spilled under the
-/// two caps, and the cost per spilled word from the heavily capped case.
-pub fn fit_spills(samples: &[SpillSample], source: String) -> Result<SpillParams, FitError> {
+/// The compiler's spill rule for `kernels/spills.cu`, read off its SASS (LDL/STL and
+/// instructions in the iteration loop) by `scripts/spill_sass.py` for 84 caps at 40 and 96 live
+/// values and a 15 x 15 grid (299 cases), with NVRTC, ptxas and nvdisasm 13.5 (PyPI's
+/// nvidia-cuda-nvrtc, -nvcc, -nvdisasm). The registers and frame bytes ptxas chose equal the
+/// H100 driver's JIT at all 108 points both measured. Loads: `min(10 + 2 g, 23 + g)`, exact at
+/// all 153 cases with `g = live - cap >= -1`; 4 loop instructions besides the FMAs and spills.
+const SPILL_SASS_SOURCE: &str = "SASS of kernels/spills.cu (NVRTC + ptxas + nvdisasm 13.5, scripts/spill_sass.py): spilled loads per iteration min(10 + 2g, 23 + g), g = live - cap, stores one fewer, 4 loop instructions besides the FMAs and spills; registers and frames equal the H100 driver's at all 108 points both measured (reports/reference/compiler/spills-sass.json, reports/reference/h100/spills-v2/explore/)";
+const SPILL_LOADS_AT_EQUAL: f64 = 10.0;
+const SPILL_LOADS_PER_REGISTER_SMALL: f64 = 2.0;
+const SPILL_LOADS_BEYOND_DEFICIT: f64 = 23.0;
+const SPILL_LOOP_INSTRUCTIONS: f64 = 4.0;
+
+/// Fits the spill model on the calibration cases:
+/// - overhead registers and the issue time per warp instruction from the uncapped cases;
+/// - the frame at `cap = live` and the large-deficit frame base from the local bytes measured;
+/// - how issue and traffic combine, and the reserved local memory the L2 holds, by least
+///   absolute relative error over the spilling cases, with the L2 and DRAM bandwidths of the
+///   profile's `[global]` section (fitted on other kernels).
+pub fn fit_spills(
+    samples: &[SpillSample],
+    sm: &SmParams,
+    multiprocessors: u32,
+    global: &GlobalParams,
+    source: String,
+) -> Result<SpillParams, FitError> {
     let what = "register spills";
-    let at = |live: u32, registers: u32| {
-        samples
-            .iter()
-            .find(|s| s.live == live && s.registers == registers)
-            .ok_or_else(|| FitError::BadSamples {
-                what,
-                reason: format!("no sample with {live} live values under a cap of {registers}"),
-            })
-    };
-    let (small, large) = (at(48, 255)?, at(128, 255)?);
-    let (light, heavy) = (at(96, 96)?, at(128, 64)?);
-    if small.local_bytes != 0 || large.local_bytes != 0 {
-        return Err(FitError::BadSamples {
-            what,
-            reason: "the uncapped cases spilled; they cannot tell the loop's own cost".into(),
-        });
+    let bad = |reason: String| FitError::BadSamples { what, reason };
+    if let Some(s) = samples
+        .iter()
+        .find(|s| !s.ns_per_iteration.is_finite() || s.ns_per_iteration <= 0.0 || s.warps_per_sm == 0)
+    {
+        return Err(bad(format!(
+            "the case with {} live values under a cap of {} did not run ({} ns, {} warps per SM)",
+            s.live, s.registers, s.ns_per_iteration, s.warps_per_sm
+        )));
     }
-    let overhead_registers = large.registers_used.saturating_sub(128);
-    let cycles_per_value = (large.cycles - small.cycles) / 80.0;
-    let base_cycles = small.cycles - 48.0 * cycles_per_value;
-    let deficit = |live: u32, registers: u32| (live + overhead_registers).saturating_sub(registers);
-    // The small deficit spilled exactly what it lacked: deficits up to the words it spilled do.
-    let heavy_deficit = light.local_bytes / 4;
-    let heavy_words = heavy.local_bytes / 4;
-    let heavy_extra_words = heavy_words.saturating_sub(deficit(128, 64));
-    let spilled_heavy = deficit(128, 64) + heavy_extra_words;
-    let no_spill = base_cycles + cycles_per_value * 128.0;
-    let cycles_per_spilled_word = (heavy.cycles - no_spill) / f64::from(spilled_heavy.max(1));
-    Ok(SpillParams {
+    let uncapped: Vec<&SpillSample> = samples.iter().filter(|s| s.local_bytes == 0).collect();
+    let g = |s: &SpillSample| f64::from(s.live) - f64::from(s.registers);
+    let at_equal: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.live == s.registers && s.local_bytes > 0)
+        .map(|s| f64::from(s.local_bytes))
+        .collect();
+    let large: Vec<f64> = samples
+        .iter()
+        .filter(|s| g(s) >= 32.0 && s.local_bytes > 0)
+        .map(|s| f64::from(s.local_bytes) - 4.0 * g(s))
+        .collect();
+    if uncapped.is_empty() || at_equal.is_empty() || large.is_empty() {
+        return Err(bad(
+            "needs uncapped cases, cases capped at their live count, and cases 32 or more registers short".into(),
+        ));
+    }
+    let overhead_registers = uncapped
+        .iter()
+        .map(|s| s.registers_used.saturating_sub(s.live))
+        .max()
+        .unwrap_or(0);
+    let instruction_ns = uncapped
+        .iter()
+        .map(|s| s.ns_per_iteration / (f64::from(s.warps_per_sm) * (f64::from(s.live) + SPILL_LOOP_INSTRUCTIONS)))
+        .sum::<f64>()
+        / uncapped.len() as f64;
+    let mut params = SpillParams {
         source,
+        compiler_source: SPILL_SASS_SOURCE.into(),
         overhead_registers,
-        heavy_deficit,
-        heavy_extra_words,
-        base_cycles,
-        cycles_per_value,
-        cycles_per_spilled_word,
+        loads_at_equal: SPILL_LOADS_AT_EQUAL,
+        loads_per_register_small: SPILL_LOADS_PER_REGISTER_SMALL,
+        loads_beyond_deficit: SPILL_LOADS_BEYOND_DEFICIT,
+        frame_bytes_at_equal: median_of(at_equal),
+        frame_bytes_large_base: median_of(large),
+        loop_instructions: SPILL_LOOP_INSTRUCTIONS,
+        instruction_ns,
+        overlap_exponent: 2.0,
+        local_capacity_bytes: global.l2_bytes as f64,
+        local_sharpness: 1.0,
         calibration_cases: samples.iter().map(|s| (s.live, s.registers)).collect(),
-    })
+    };
+    let spilling: Vec<&SpillSample> = samples.iter().filter(|s| s.local_bytes > 0).collect();
+    let error = |p: &SpillParams| -> f64 {
+        spilling
+            .iter()
+            .map(|s| {
+                let point = SpillPoint {
+                    live: s.live,
+                    registers: s.registers,
+                };
+                (predict_spills(p, sm, multiprocessors, global, &point).ns_per_iteration / s.ns_per_iteration - 1.0)
+                    .abs()
+            })
+            .sum()
+    };
+    let l2 = global.l2_bytes as f64;
+    let mut best = (f64::INFINITY, params.clone());
+    for exponent in [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0] {
+        for step in 0..=175 {
+            // 0.5x to 4x the L2, 2% apart
+            let capacity = l2 * 0.5 * 1.02f64.powi(step);
+            for sharpness in [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0] {
+                params.overlap_exponent = exponent;
+                params.local_capacity_bytes = capacity;
+                params.local_sharpness = sharpness;
+                let e = error(&params);
+                if e < best.0 {
+                    best = (e, params.clone());
+                }
+            }
+        }
+    }
+    Ok(best.1)
+}
+
+fn median_of(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
 }
 
 /// Fits each growth strategy's cost line, `fixed + per GiB x size`, on its calibration grows
@@ -734,8 +813,11 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
     } else {
         Some(fit_spills(
             &calibration.spills,
+            &sm_params(&d.compute_capability, &calibration.sm)?,
+            d.multiprocessors,
+            global.as_ref().ok_or_else(|| missing("the global part (spill traffic moves at its L2 and DRAM bandwidth)"))?,
             format!(
-                "memlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases; registers and local bytes from cuFuncGetAttribute, median clock64 cycles per iteration of one warp",
+                "memlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [global]",
                 d.name, calibration.date
             ),
         )?)

@@ -34,5 +34,5 @@ pub use latency::{chase_cycles, level_shares};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
 pub use pcie::{copy_us, pageable_copy_us, pinned_copy_us};
-pub use spills::{predict_spills, SpillPrediction};
+pub use spills::{compiled_spills, predict_spills, SpillPrediction};
 pub use vmm::{GrowPath, GrowableLayout, SimVmm, VmmDriver, VmmError};
