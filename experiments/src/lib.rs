@@ -14,6 +14,7 @@ mod policy;
 mod profile;
 mod record;
 mod replay_record;
+mod stats;
 mod suite;
 mod trace;
 mod units;
@@ -43,6 +44,7 @@ pub use profile::{
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record};
 pub use replay_record::{PolicyResult, ReplayRecord, TimelinePoint};
+pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};
 pub use trace::{SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings, SYNTHETIC_TRACES};
 pub use units::{format_bytes, parse_bytes};

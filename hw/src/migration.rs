@@ -2,11 +2,10 @@
 //! kernel reads and checks every word, after a prefetch or letting its page faults move the
 //! pages. Events time prefetch plus kernel; the host rewrites the buffer before every sample.
 
-use experiments::{migration_calibration_bytes, MigrationPoint, MigrationSample};
+use experiments::{median, migration_calibration_bytes, MigrationPoint, MigrationSample};
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig, ManagedBuffer};
 use crate::error::{HwError, Result};
-use crate::timing::median;
 
 const SAMPLES: usize = 5;
 

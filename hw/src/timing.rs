@@ -1,5 +1,7 @@
 //! Event timing with warm-up and medians.
 
+use experiments::median;
+
 use crate::cuda::{Arg, DeviceBuffer, Event, Gpu, Kernel, LaunchConfig, Queue, Stream};
 use crate::error::Result;
 
@@ -84,17 +86,6 @@ pub(crate) fn median_clock64(
     Ok(median(&mut samples))
 }
 
-/// The median of a non-empty list (mean of the two middle values for even lengths); sorts it.
-pub(crate) fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 /// A deterministic non-zero byte pattern (xorshift64*), so no copy is ever timed on zeros.
 /// Different `(seed, stream)` pairs give different patterns.
 pub(crate) fn fill_pattern(bytes: &mut [u8], seed: u64, stream: u64) {
@@ -111,12 +102,6 @@ pub(crate) fn fill_pattern(bytes: &mut [u8], seed: u64, stream: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_odd_and_even() {
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
-    }
 
     #[test]
     fn pattern_is_seeded_and_mostly_non_zero() {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use experiments::{write_atomically, BackendKind, DeviceInfo, Family, Metrics, Params, Record};
+use experiments::{median, write_atomically, BackendKind, DeviceInfo, Family, Metrics, Params, Record};
 
 use crate::error::{ReportError, Result};
 
@@ -201,7 +201,7 @@ fn relative_error(predicted: f64, measured: f64) -> f64 {
 }
 
 fn stats(points: &[&ComparedPoint]) -> Option<ErrorStats> {
-    let mut errors: Vec<(f64, &Params)> = points
+    let errors: Vec<(f64, &Params)> = points
         .iter()
         .filter(|p| !p.calibration)
         .filter_map(|p| p.relative_error.map(|e| (e.abs(), &p.params)))
@@ -209,14 +209,13 @@ fn stats(points: &[&ComparedPoint]) -> Option<ErrorStats> {
     if errors.is_empty() {
         return None;
     }
-    errors.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let median = median(&mut errors.iter().map(|e| e.0).collect::<Vec<_>>());
     let n = errors.len();
-    let median = if n % 2 == 1 {
-        errors[n / 2].0
-    } else {
-        (errors[n / 2 - 1].0 + errors[n / 2].0) / 2.0
-    };
-    let (worst, worst_point) = errors[n - 1];
+    let (worst, worst_point) = errors
+        .iter()
+        .copied()
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .expect("not empty");
     Some(ErrorStats {
         validation_points: n,
         calibration_points: points

@@ -6,11 +6,11 @@
 //! first calibration of a freshly started H100, where three of seven sizes ran 2-3x slow).
 
 use experiments::{
-    growth_calibration_bytes, migration_calibration_bytes, peer_calibration_bytes, BankPoint, BankSample, Calibration,
-    CoalescingPoint, ConstantParams, ConstantSample, Direction, GlobalParams, GlobalSample, GrowthCost, GrowthParams,
-    GrowthSample, GrowthStrategy, LatencyParams, LatencySample, LinkParams, MigrationParams, MigrationSample,
-    PeerParams, PeerSample, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams, SpillParams,
-    SpillPoint, SpillSample, StagedParams, TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    growth_calibration_bytes, median, migration_calibration_bytes, peer_calibration_bytes, BankPoint, BankSample,
+    Calibration, CoalescingPoint, ConstantParams, ConstantSample, Direction, GlobalParams, GlobalSample, GrowthCost,
+    GrowthParams, GrowthSample, GrowthStrategy, LatencyParams, LatencySample, LinkParams, MigrationParams,
+    MigrationSample, PeerParams, PeerSample, Profile, ProfileDevice, Sample, SharedParams, SmAttributes, SmParams,
+    SpillParams, SpillPoint, SpillSample, StagedParams, TransferParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 
 use crate::banks::bank_access;
@@ -203,12 +203,12 @@ pub fn fit_spills(
     }
     let uncapped: Vec<&SpillSample> = samples.iter().filter(|s| s.local_bytes == 0).collect();
     let g = |s: &SpillSample| f64::from(s.live) - f64::from(s.registers);
-    let at_equal: Vec<f64> = samples
+    let mut at_equal: Vec<f64> = samples
         .iter()
         .filter(|s| s.live == s.registers && s.local_bytes > 0)
         .map(|s| f64::from(s.local_bytes))
         .collect();
-    let large: Vec<f64> = samples
+    let mut large: Vec<f64> = samples
         .iter()
         .filter(|s| g(s) >= 32.0 && s.local_bytes > 0)
         .map(|s| f64::from(s.local_bytes) - 4.0 * g(s))
@@ -235,8 +235,8 @@ pub fn fit_spills(
         loads_at_equal: SPILL_LOADS_AT_EQUAL,
         loads_per_register_small: SPILL_LOADS_PER_REGISTER_SMALL,
         loads_beyond_deficit: SPILL_LOADS_BEYOND_DEFICIT,
-        frame_bytes_at_equal: median_of(at_equal),
-        frame_bytes_large_base: median_of(large),
+        frame_bytes_at_equal: median(&mut at_equal),
+        frame_bytes_large_base: median(&mut large),
         loop_instructions: SPILL_LOOP_INSTRUCTIONS,
         instruction_ns,
         overlap_exponent: 2.0,
@@ -276,16 +276,6 @@ pub fn fit_spills(
         }
     }
     Ok(best.1)
-}
-
-fn median_of(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
 }
 
 /// Fits each growth strategy's cost line, `fixed + per GiB x size`, on its calibration grows
