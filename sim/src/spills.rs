@@ -97,17 +97,23 @@ mod tests {
     use experiments::Profile;
     use proptest::prelude::*;
 
-    fn parts() -> (SpillParams, SmParams, GlobalParams) {
+    /// The built-in H100 profile's prediction.
+    fn predict(live: u32, registers: u32) -> SpillPrediction {
         let profile = Profile::find("h100").unwrap();
-        (profile.spills.unwrap(), profile.sm, profile.global.unwrap())
+        predict_spills(
+            profile.spills.as_ref().unwrap(),
+            &profile.sm,
+            profile.device.multiprocessors,
+            profile.global.as_ref().unwrap(),
+            &SpillPoint { live, registers },
+        )
     }
 
     proptest! {
         #[test]
         fn a_lower_cap_never_spills_less(live in 8u32..160, registers in 17u32..255) {
-            let (p, sm, global) = parts();
-            let tighter = predict_spills(&p, &sm, 132, &global, &SpillPoint { live, registers: registers - 1 });
-            let looser = predict_spills(&p, &sm, 132, &global, &SpillPoint { live, registers });
+            let tighter = predict(live, registers - 1);
+            let looser = predict(live, registers);
             prop_assert!(tighter.loads >= looser.loads);
             prop_assert!(tighter.frame_bytes >= looser.frame_bytes);
             prop_assert!(looser.registers_used <= registers);
@@ -116,8 +122,7 @@ mod tests {
 
         #[test]
         fn time_is_at_least_each_bound(live in 8u32..160, registers in 16u32..255) {
-            let (p, sm, global) = parts();
-            let t = predict_spills(&p, &sm, 132, &global, &SpillPoint { live, registers });
+            let t = predict(live, registers);
             prop_assert!(t.ns_per_iteration >= t.issue_ns.max(t.traffic_ns) * (1.0 - 1e-12));
             prop_assert!(t.l2_share > 0.0 && t.l2_share <= 1.0);
             prop_assert!(t.warps_per_sm > 0);
@@ -126,44 +131,16 @@ mod tests {
 
     #[test]
     fn enough_registers_spill_nothing() {
-        let (p, sm, global) = parts();
-        let free = predict_spills(
-            &p,
-            &sm,
-            132,
-            &global,
-            &SpillPoint {
-                live: 64,
-                registers: 255,
-            },
-        );
+        let free = predict(64, 255);
+        let overhead = Profile::find("h100").unwrap().spills.unwrap().overhead_registers;
         assert_eq!((free.loads, free.frame_bytes, free.traffic_ns), (0, 0, 0.0));
-        assert_eq!(free.registers_used, 64 + p.overhead_registers);
+        assert_eq!(free.registers_used, 64 + overhead);
     }
 
     #[test]
     fn a_frame_too_large_for_the_l2_goes_to_dram() {
-        let (p, sm, global) = parts();
-        let small = predict_spills(
-            &p,
-            &sm,
-            132,
-            &global,
-            &SpillPoint {
-                live: 64,
-                registers: 56,
-            },
-        );
-        let huge = predict_spills(
-            &p,
-            &sm,
-            132,
-            &global,
-            &SpillPoint {
-                live: 160,
-                registers: 32,
-            },
-        );
+        let small = predict(64, 56);
+        let huge = predict(160, 32);
         assert_eq!(small.l2_share, 1.0);
         assert!(huge.l2_share < 0.5, "{huge:?}");
     }
