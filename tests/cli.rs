@@ -328,7 +328,8 @@ fn replay_json_reproduces_pytorchs_figures_for_resnet18() {
     );
     assert!(output.status.success(), "{}", stderr(&output));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("stdout is one JSON object");
-    assert_eq!(json["events"], 21674);
+    // alloc, free_requested and free_completed each count as an event.
+    assert_eq!(json["events"], 32416);
     let results = json["results"].as_array().unwrap();
     let figure = |policy: &str, key: &str| {
         results.iter().find(|r| r["policy"] == policy).unwrap()[key]

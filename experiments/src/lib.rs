@@ -3,6 +3,7 @@
 //! allocation traces and allocator policy names. Depends on no other memlab crate.
 #![deny(missing_docs)]
 
+mod alloc_conf;
 mod backend;
 mod calibration;
 mod catalog;
@@ -19,6 +20,7 @@ mod suite;
 mod trace;
 mod units;
 
+pub use alloc_conf::{AllocBackend, AllocConf, ROUNDUP_INTERVALS};
 pub use backend::Backend;
 pub use calibration::{
     bank_calibration_cases, calibration_sizes, constant_calibration_cases, global_calibration_cases,
@@ -43,8 +45,11 @@ pub use profile::{
     GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record};
-pub use replay_record::{PolicyResult, ReplayRecord, TimelinePoint};
+pub use replay_record::{PolicyResult, PytorchStats, ReplayRecord, TimelinePoint};
 pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};
-pub use trace::{SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings, SYNTHETIC_TRACES};
+pub use trace::{
+    DeviceAction, RecordedOp, SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES,
+    SYNTHETIC_TRACES,
+};
 pub use units::{format_bytes, parse_bytes};

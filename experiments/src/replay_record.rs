@@ -21,6 +21,46 @@ pub struct TimelinePoint {
     pub reserved: u64,
 }
 
+/// A replay's figures under the keys and meaning of `torch.cuda.memory_stats()`, counted by
+/// the PyTorch allocator model itself as PyTorch counts them, the same in sim and hw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PytorchStats {
+    /// Bytes of live blocks (rounded sizes), highest.
+    #[serde(rename = "allocated_bytes.all.peak")]
+    pub allocated_peak: u64,
+    /// Bytes of live blocks at the end of the trace.
+    #[serde(rename = "allocated_bytes.all.current")]
+    pub allocated_current: u64,
+    /// Bytes held from the device (segments and mapped pages), highest.
+    #[serde(rename = "reserved_bytes.all.peak")]
+    pub reserved_peak: u64,
+    /// Bytes held from the device at the end of the trace.
+    #[serde(rename = "reserved_bytes.all.current")]
+    pub reserved_current: u64,
+    /// Bytes of blocks allocated or still in use by a stream, highest.
+    #[serde(rename = "active_bytes.all.peak")]
+    pub active_peak: u64,
+    /// Bytes the program asked for (unrounded) of active blocks, highest.
+    #[serde(rename = "requested_bytes.all.peak")]
+    pub requested_peak: u64,
+    /// Bytes of free blocks in split segments (cannot be released), highest.
+    #[serde(rename = "inactive_split_bytes.all.peak")]
+    pub inactive_split_peak: u64,
+    /// Segments held from the device (cudaMalloc'd), highest.
+    #[serde(rename = "segment.all.peak")]
+    pub segment_peak: u64,
+    /// Device allocations that failed and were retried after the whole cache was released.
+    pub num_alloc_retries: u64,
+    /// Requests that failed even then (out of memory).
+    pub num_ooms: u64,
+    /// Times every stream was synchronised to release the cache.
+    pub num_sync_all_streams: u64,
+    /// Device allocations and page mappings.
+    pub num_device_alloc: u64,
+    /// Device frees and page unmappings.
+    pub num_device_free: u64,
+}
+
 /// One policy's figures for one trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyResult {
@@ -68,6 +108,14 @@ pub struct PolicyResult {
     pub segments_matched: Option<usize>,
     /// On a GPU: what the device-side check of every block found.
     pub device_check: Option<String>,
+    /// For PyTorch's allocator: its own statistics, keyed as in `torch.cuda.memory_stats()`
+    /// (taken at the end of the trace, before anything is released).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pytorch_stats: Option<PytorchStats>,
+    /// For a trace that records its allocator's device operations, replayed under its own
+    /// settings: where the replay first parts from them, or that it never does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_check: Option<String>,
     /// Allocated and reserved bytes over the trace (thinned to at most a few thousand points).
     pub timeline: Vec<TimelinePoint>,
 }

@@ -19,6 +19,7 @@ fn replay_speed(c: &mut Criterion) {
         capacity: None,
         timeline_points: 0,
         time_ops: false,
+        check_recorded: false,
     };
     for policy in ["caching", "expandable", "best-fit"] {
         let spec = PolicySpec::parse(policy).unwrap();

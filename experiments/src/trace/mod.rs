@@ -34,11 +34,56 @@ pub enum TraceEvent {
         #[serde(default)]
         stream: u64,
     },
-    /// The allocation `id` is returned.
+    /// The program lets go of allocation `id` (PyTorch's `free_requested`): it no longer counts as
+    /// allocated, but the memory is not reusable until the `Free` that follows (work on another
+    /// stream may still read it).
+    FreeRequested {
+        /// The id its `Alloc` had.
+        id: u64,
+    },
+    /// The allocation `id` is returned and reusable (PyTorch's `free_completed`); a `Free` with
+    /// no `FreeRequested` before it is both.
     Free {
         /// The id its `Alloc` had.
         id: u64,
     },
+}
+
+/// A device-memory operation the recording allocator itself made, kept to check a model of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceAction {
+    /// cudaMalloc of a segment.
+    SegmentAlloc,
+    /// cudaFree of a segment.
+    SegmentFree,
+    /// Pages mapped into an expandable segment.
+    SegmentMap,
+    /// Pages unmapped from an expandable segment.
+    SegmentUnmap,
+    /// A request the allocator could not satisfy (out of memory).
+    Oom,
+}
+
+/// One recorded device-memory operation and where it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedOp {
+    /// How many replay events came before it.
+    pub at: usize,
+    /// What was done.
+    pub action: DeviceAction,
+    /// Bytes (for `Oom`, the rounded request).
+    pub size: u64,
+    /// The device address it concerned (the driver's choice; 0 where not known).
+    #[serde(default)]
+    pub addr: u64,
+}
+
+impl RecordedOp {
+    /// The same operation in the same place, whatever the addresses.
+    pub fn same_as(&self, other: &RecordedOp) -> bool {
+        (self.at, self.action, self.size) == (other.at, other.action, other.size)
+    }
 }
 
 /// What kind of file a trace came from.
@@ -91,6 +136,12 @@ pub struct Trace {
     /// Events skipped while importing.
     #[serde(default)]
     pub warnings: TraceWarnings,
+    /// Every device-memory operation the recording allocator made, in order (PyTorch snapshots).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded_ops: Vec<RecordedOp>,
+    /// The `PYTORCH_ALLOC_CONF` the trace was recorded under, when the snapshot says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator_settings: Option<String>,
 }
 
 /// The on-disk shape of memlab's own trace JSON.
@@ -106,17 +157,65 @@ struct TraceFile {
 
 const TRACE_FILE_VERSION: u32 = 1;
 
+/// The most bytes a trace file (after gzip) may hold, unless `VRAMLAB_MAX_TRACE_BYTES` says otherwise.
+pub const DEFAULT_MAX_TRACE_BYTES: u64 = 4 << 30;
+
+fn max_trace_bytes() -> Result<u64> {
+    match std::env::var("VRAMLAB_MAX_TRACE_BYTES") {
+        Ok(text) => crate::units::parse_bytes(&text)
+            .map_err(|reason| Error::Invalid(format!("VRAMLAB_MAX_TRACE_BYTES = {text}: {reason}"))),
+        Err(_) => Ok(DEFAULT_MAX_TRACE_BYTES),
+    }
+}
+
+/// Reads at most `limit` bytes of `reader`, refusing a longer input with one line naming the limit.
+fn read_bounded(name: &str, reader: impl std::io::Read, limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::Invalid(format!("{name}: {e}")))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::Invalid(format!(
+            "{name}: larger than {} (set VRAMLAB_MAX_TRACE_BYTES to read more)",
+            crate::units::format_bytes(limit)
+        )));
+    }
+    Ok(bytes)
+}
+
 impl Trace {
     /// Reads a PyTorch snapshot pickle, an RMM log CSV or a memlab trace JSON, telling them
-    /// apart by content.
+    /// apart by content (any of them may be gzipped). A snapshot's first device with events is taken.
     pub fn load(path: &Path) -> Result<Trace> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Trace::load_device(path, None)
+    }
+
+    /// As [`Trace::load`], taking a snapshot's device `device` (`None`: the first with events).
+    pub fn load_device(path: &Path, device: Option<usize>) -> Result<Trace> {
         let name = path.display().to_string();
+        let limit = max_trace_bytes()?;
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let mut bytes = read_bounded(&name, file, limit)?;
+        if bytes.starts_with(&[0x1f, 0x8b]) {
+            bytes = read_bounded(&name, flate2::read::MultiGzDecoder::new(&bytes[..]), limit)?;
+        }
+        Trace::from_bytes(&name, &bytes, device)
+    }
+
+    /// Reads a trace held in memory (a snapshot pickle, RMM CSV or memlab JSON), named `name` in messages.
+    pub fn from_bytes(name: &str, bytes: &[u8], device: Option<usize>) -> Result<Trace> {
         let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+        if device.is_some() && first != Some(0x80) {
+            return Err(Error::Invalid(format!(
+                "{name}: --device applies only to PyTorch snapshots"
+            )));
+        }
         match first {
-            Some(0x80) => snapshot::import(&name, &bytes),
-            Some(b'{') => Self::from_json(&name, &bytes),
-            Some(_) if bytes.starts_with(b"Thread") => rmm::import(&name, &bytes),
+            Some(0x80) => snapshot::import(name, bytes, device),
+            Some(b'{') => Self::from_json(name, bytes),
+            Some(_) if bytes.starts_with(b"Thread") => rmm::import(name, bytes),
             _ => Err(Error::Invalid(format!(
                 "{name}: not a PyTorch snapshot pickle, an RMM log CSV (header 'Thread,Time,Action,Pointer,Size,Stream') or a memlab trace JSON"
             ))),
@@ -148,6 +247,7 @@ impl Trace {
         for (index, event) in file.events.iter().enumerate() {
             match *event {
                 TraceEvent::Alloc { id, size, stream } => pairing.alloc(index, id, size, stream),
+                TraceEvent::FreeRequested { id } => pairing.free_requested(index, id),
                 TraceEvent::Free { id } => pairing.free(index, id, None),
             }
         }
@@ -178,7 +278,8 @@ impl Trace {
 /// Turns address-keyed alloc/free records into id-keyed events, counting what does not pair.
 #[derive(Default)]
 struct Pairing {
-    live: HashMap<u64, (u64, u64)>,
+    /// Live allocations by key: (id, size, whether its free was requested).
+    live: HashMap<u64, (u64, u64, bool)>,
     next_id: u64,
     events: Vec<TraceEvent>,
     warnings: TraceWarnings,
@@ -187,7 +288,7 @@ struct Pairing {
 impl Pairing {
     /// An allocation of `size` bytes at `key` (an address, or a trace's own id).
     fn alloc(&mut self, index: usize, key: u64, size: u64, stream: u64) {
-        if let Some((id, _)) = self.live.remove(&key) {
+        if let Some((id, _, _)) = self.live.remove(&key) {
             self.warnings.push(format!(
                 "event {index}: allocation at {key:#x}, which is still live; the earlier block is taken as freed"
             ));
@@ -195,14 +296,39 @@ impl Pairing {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.live.insert(key, (id, size));
+        self.live.insert(key, (id, size, false));
         self.events.push(TraceEvent::Alloc { id, size, stream });
+    }
+
+    /// A request that failed in the recording (PyTorch's `oom`): replayed as a request that is
+    /// given back at once if the policy can satisfy it, since the recorded program never held it.
+    fn failed_alloc(&mut self, size: u64, stream: u64) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.events.push(TraceEvent::Alloc { id, size, stream });
+        self.events.push(TraceEvent::Free { id });
+    }
+
+    /// The program let go of `key`; the memory is reusable only at the `free` that follows.
+    fn free_requested(&mut self, index: usize, key: u64) {
+        match self.live.get_mut(&key) {
+            Some((id, _, requested)) if !*requested => {
+                *requested = true;
+                self.events.push(TraceEvent::FreeRequested { id: *id });
+            }
+            Some(_) => self.warnings.push(format!(
+                "event {index}: second free request of {key:#x} before it completed; skipped"
+            )),
+            None => self.warnings.push(format!(
+                "event {index}: free request of {key:#x}, which is not live (a double free, or allocated before the trace began); skipped"
+            )),
+        }
     }
 
     /// A free of `key`; `size` is checked when the format records it.
     fn free(&mut self, index: usize, key: u64, size: Option<u64>) {
         match self.live.remove(&key) {
-            Some((id, live_size)) => {
+            Some((id, live_size, _)) => {
                 if let Some(size) = size.filter(|&s| s != live_size) {
                     self.warnings.push(format!(
                         "event {index}: free of {key:#x} says {size} bytes, its allocation asked for {live_size}"
@@ -223,6 +349,8 @@ impl Pairing {
             events: self.events,
             segment_sizes,
             warnings: self.warnings,
+            recorded_ops: Vec::new(),
+            allocator_settings: None,
         }
     }
 }

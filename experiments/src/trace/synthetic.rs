@@ -159,6 +159,8 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
         events: out.events,
         segment_sizes: Vec::new(),
         warnings: TraceWarnings::default(),
+        recorded_ops: Vec::new(),
+        allocator_settings: None,
     })
 }
 

@@ -1,39 +1,39 @@
-//! PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp), default and with
-//! expandable segments, rebuilt from its documented rules:
+//! PyTorch 2.11's CUDA caching allocator (`DeviceCachingAllocator` in
+//! c10/cuda/CUDACachingAllocator.cpp), rule for rule, under any `PYTORCH_ALLOC_CONF`:
 //!
-//! - requests are rounded up to 512 B; up to 1 MiB they use the small pool, above it the large;
-//! - a miss allocates a segment: 2 MiB for small requests, 20 MiB for requests under 10 MiB,
-//!   else the request rounded up to 2 MiB;
-//! - best fit per stream (smallest free block, then lowest address); a block is split when the
-//!   rest is at least 512 B (small pool) or more than 1 MiB (large pool);
-//! - a freed block merges with free neighbours of its own segment; segments are kept;
-//! - when the device refuses, cached oversize blocks and then every whole free segment are
-//!   returned and the allocation is retried once;
-//! - `max_split_size`: blocks that large are never split, nor used for a smaller request, nor
-//!   for a request 20 MiB smaller than themselves;
+//! - `round_size`: under 512 B to 512; else, where the size's interval has d > 1
+//!   `roundup_power2_divisions` and the size exceeds 512 x d, up to the next 1/d step of its
+//!   power of two; else up to a multiple of 512;
+//! - requests up to 1 MiB use the small pool (2 MiB segments), larger ones the large pool
+//!   (`large_segment_size`, 20 MiB, below 10 MiB; else rounded up to 2 MiB);
+//! - best fit per stream: the smallest free block, then the lowest address (`get_free_block`),
+//!   refusing blocks of `max_split_size` or more for smaller requests, and blocks more than
+//!   `max_non_split_rounding` larger than a request of `max_split_size` or more;
+//! - on a miss: garbage collection (a cap and a threshold set), the device allocation, then
+//!   the release of cached oversize blocks and a second try, then the release of every
+//!   unsplit cached block after synchronising every stream and a counted retry, then out of
+//!   memory. Under a cap (`set_per_process_memory_fraction`) a device allocation that would
+//!   take the total past it fails without asking the device;
+//! - a block is split when the rest is at least 512 B (small pool, expandable segments) or more
+//!   than 1 MiB (large pool, requests under `max_split_size`); a freed block merges with free
+//!   neighbours once work on other streams has finished (`free_completed`);
 //! - expandable segments: one virtual range per stream and pool, mapped page by page (2 MiB
-//!   small, 20 MiB large) as the tail needs to grow; splits keep any rest of at least 512 B,
-//!   and best fit prefers, among equal candidates, the block that cannot grow.
+//!   small, `large_segment_size` large) from its lowest free address; best fit counts a free
+//!   block's unmapped tail as part of its size; releasing the cache unmaps whole free pages.
+//!
+//! Statistics are counted where PyTorch counts them, under its names ([`PytorchStats`]).
 
 use std::collections::{BTreeSet, HashMap};
 
-use experiments::format_bytes;
+use experiments::{format_bytes, AllocConf, PytorchStats};
 
 use super::{round_up, AllocError, Block, DeviceMemory, FreeSpace, Policy};
 
 const MIN_BLOCK: u64 = 512;
 const SMALL_SIZE: u64 = 1 << 20;
 const SMALL_BUFFER: u64 = 2 << 20;
-const LARGE_BUFFER: u64 = 20 << 20;
 const MIN_LARGE_ALLOC: u64 = 10 << 20;
 const ROUND_LARGE: u64 = 2 << 20;
-
-/// Plain segments (PyTorch's default) or expandable segments.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Mode {
-    Segments { max_split: u64 },
-    Expandable { small_page: u64, large_page: u64 },
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pool {
@@ -41,88 +41,178 @@ enum Pool {
     Large = 1,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Cached: in its pool's free set (mapped) or unmapped set.
+    Free,
+    /// Handed out.
+    Allocated,
+    /// Let go by the program, still in use by another stream (`free_requested`, not completed).
+    Pending,
+}
+
 #[derive(Debug, Clone)]
 struct Node {
     addr: u64,
     size: u64,
+    requested: u64,
     stream: u64,
     pool: Pool,
-    allocated: bool,
+    state: State,
     mapped: bool,
     prev: Option<usize>,
     next: Option<usize>,
     /// The expandable segment it lies in.
     segment: Option<usize>,
+    /// Its pool's `get_free_block` count when it was last cached (garbage collection's age).
+    gc_base: u64,
+}
+
+impl Node {
+    fn is_split(&self) -> bool {
+        self.prev.is_some() || self.next.is_some()
+    }
 }
 
 struct ExpandableSegment {
     base: u64,
     page: u64,
+    size: u64,
 }
 
 type FreeKey = (u64, u64, u64, usize);
 type UnmappedKey = (u64, u64, usize);
 
-pub(super) struct Caching {
-    mode: Mode,
-    nodes: Vec<Node>,
-    vacant: Vec<usize>,
-    /// Free mapped blocks per pool, ordered by (stream, size, address): best fit is a range query.
-    free_sets: [BTreeSet<FreeKey>; 2],
-    /// Unmapped tails of expandable segments per pool, ordered by (stream, address).
-    unmapped: [BTreeSet<UnmappedKey>; 2],
-    active: HashMap<u64, usize>,
-    segments: Vec<ExpandableSegment>,
-    free_bytes: u64,
-    splits: u64,
-    merges: u64,
-    flushes: u64,
+#[derive(Default)]
+struct PoolState {
+    /// Free mapped blocks, ordered by (stream, size, address): best fit is a range query.
+    blocks: BTreeSet<FreeKey>,
+    /// Unmapped ranges of expandable segments, ordered by (stream, address).
+    unmapped: BTreeSet<UnmappedKey>,
+    /// `get_free_blocks_call_count`: counted only while garbage collection can act.
+    free_block_calls: u64,
 }
 
-fn round_size(size: u64) -> u64 {
-    if size < MIN_BLOCK {
-        MIN_BLOCK
-    } else {
-        round_up(size, MIN_BLOCK)
+/// A statistic as PyTorch keeps one: the current value and the highest it reached.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stat {
+    current: u64,
+    peak: u64,
+}
+
+impl Stat {
+    fn add(&mut self, amount: u64) {
+        self.current += amount;
+        self.peak = self.peak.max(self.current);
+    }
+    fn sub(&mut self, amount: u64) {
+        self.current -= amount;
     }
 }
 
-fn allocation_size(size: u64) -> u64 {
-    if size <= SMALL_SIZE {
-        SMALL_BUFFER
-    } else if size < MIN_LARGE_ALLOC {
-        LARGE_BUFFER
+#[derive(Debug, Clone, Copy, Default)]
+struct Stats {
+    allocated: Stat,
+    reserved: Stat,
+    active: Stat,
+    requested: Stat,
+    inactive_split: Stat,
+    segments: Stat,
+    retries: u64,
+    ooms: u64,
+    syncs: u64,
+    device_allocs: u64,
+    device_frees: u64,
+}
+
+pub(super) struct Caching {
+    conf: AllocConf,
+    small_page: u64,
+    /// `allowed_memory_maximum` once a cap is set (`set_per_process_memory_fraction`).
+    allowed: Option<u64>,
+    nodes: Vec<Node>,
+    vacant: Vec<usize>,
+    pools: [PoolState; 2],
+    active: HashMap<u64, usize>,
+    segments: Vec<ExpandableSegment>,
+    /// `total_allocated_memory`: bytes held from the device.
+    total: u64,
+    free_bytes: u64,
+    stats: Stats,
+    splits: u64,
+    merges: u64,
+    gc_releases: u64,
+    /// Pending blocks a flush finished before the program's trace did.
+    finished: Vec<Block>,
+}
+
+/// PyTorch's `roundup_power2_next_division`.
+fn next_division(size: u64, divisions: u64) -> u64 {
+    if size.is_power_of_two() {
+        return size;
+    }
+    let floor = 1u64 << size.ilog2();
+    let step = floor >> divisions.ilog2();
+    if step == 0 {
+        return floor << 1;
+    }
+    let rounded = size & !(step - 1);
+    if rounded == size {
+        size
     } else {
-        round_up(size, ROUND_LARGE)
+        rounded + step
     }
 }
 
 impl Caching {
-    pub(super) fn new(mode: Mode) -> Caching {
+    /// PyTorch's allocator under `conf`; `small_page` is the small pool's mapping unit under
+    /// expandable segments (2 MiB in PyTorch).
+    pub(super) fn new(conf: AllocConf, small_page: u64) -> Caching {
         Caching {
-            mode,
+            conf,
+            small_page,
+            allowed: None,
             nodes: Vec::new(),
             vacant: Vec::new(),
-            free_sets: [BTreeSet::new(), BTreeSet::new()],
-            unmapped: [BTreeSet::new(), BTreeSet::new()],
+            pools: [PoolState::default(), PoolState::default()],
             active: HashMap::new(),
             segments: Vec::new(),
+            total: 0,
             free_bytes: 0,
+            stats: Stats::default(),
             splits: 0,
             merges: 0,
-            flushes: 0,
+            gc_releases: 0,
+            finished: Vec::new(),
         }
     }
 
-    fn max_split(&self) -> u64 {
-        match self.mode {
-            Mode::Segments { max_split } => max_split,
-            Mode::Expandable { .. } => u64::MAX,
+    /// `round_size`: the bytes a request of `size` takes.
+    pub(super) fn round_size(&self, size: u64) -> u64 {
+        if size < MIN_BLOCK {
+            return MIN_BLOCK;
+        }
+        let divisions = self.conf.divisions_for(size);
+        if divisions > 1 && size > MIN_BLOCK.saturating_mul(divisions) {
+            next_division(size, divisions)
+        } else {
+            round_up(size, MIN_BLOCK)
         }
     }
 
-    fn expandable(&self) -> bool {
-        matches!(self.mode, Mode::Expandable { .. })
+    /// `get_allocation_size`: the segment a miss allocates for a rounded request.
+    fn allocation_size(&self, size: u64) -> u64 {
+        if size <= SMALL_SIZE {
+            SMALL_BUFFER
+        } else if size < MIN_LARGE_ALLOC {
+            self.conf.large_segment_size
+        } else {
+            round_up(size, ROUND_LARGE)
+        }
+    }
+
+    fn gc_enabled(&self) -> bool {
+        self.allowed.is_some() && self.conf.garbage_collection_threshold > 0.0
     }
 
     fn add_node(&mut self, node: Node) -> usize {
@@ -143,42 +233,47 @@ impl Caching {
         (n.stream, n.size, n.addr, idx)
     }
 
+    /// `insert_into_blocks`: caches a free mapped block, restarting its garbage-collection age.
     fn insert_free(&mut self, idx: usize) {
         let key = self.free_key(idx);
-        self.free_sets[self.nodes[idx].pool as usize].insert(key);
+        let pool = self.nodes[idx].pool as usize;
+        self.nodes[idx].gc_base = self.pools[pool].free_block_calls;
+        self.pools[pool].blocks.insert(key);
         self.free_bytes += self.nodes[idx].size;
     }
 
     fn remove_free(&mut self, idx: usize) {
         let key = self.free_key(idx);
-        let removed = self.free_sets[self.nodes[idx].pool as usize].remove(&key);
+        let removed = self.pools[self.nodes[idx].pool as usize].blocks.remove(&key);
         debug_assert!(removed, "block {idx} was not in the free set");
         self.free_bytes -= self.nodes[idx].size;
     }
 
     fn insert_unmapped(&mut self, idx: usize) {
         let n = &self.nodes[idx];
-        self.unmapped[n.pool as usize].insert((n.stream, n.addr, idx));
+        self.pools[n.pool as usize].unmapped.insert((n.stream, n.addr, idx));
     }
 
     fn remove_unmapped(&mut self, idx: usize) {
         let n = &self.nodes[idx];
-        self.unmapped[n.pool as usize].remove(&(n.stream, n.addr, idx));
+        self.pools[n.pool as usize].unmapped.remove(&(n.stream, n.addr, idx));
     }
 
-    /// Inserts a new node right after `idx`, covering its last `size` bytes.
+    /// Inserts a new free node right after `idx`, covering all but its first `keep` bytes.
     fn split_off(&mut self, idx: usize, keep: u64, mapped: bool) -> usize {
         let n = self.nodes[idx].clone();
         let rest = self.add_node(Node {
             addr: n.addr + keep,
             size: n.size - keep,
+            requested: 0,
             stream: n.stream,
             pool: n.pool,
-            allocated: false,
+            state: State::Free,
             mapped,
             prev: Some(idx),
             next: n.next,
             segment: n.segment,
+            gc_base: 0,
         });
         if let Some(next) = n.next {
             self.nodes[next].prev = Some(rest);
@@ -188,12 +283,12 @@ impl Caching {
         rest
     }
 
-    /// Merges `src` into `dst` when it is a free neighbour in the same mapping state.
-    /// `dst` must be out of every set; `src` leaves its set and is deleted.
-    fn try_merge(&mut self, dst: usize, src: Option<usize>) {
-        let Some(src) = src else { return };
-        if self.nodes[src].allocated || self.nodes[src].mapped != self.nodes[dst].mapped {
-            return;
+    /// `try_merge_blocks`: merges `src` into `dst` when it is a cached neighbour in the same
+    /// mapping state; returns the bytes taken in. `dst` must be out of every set.
+    fn try_merge(&mut self, dst: usize, src: Option<usize>) -> u64 {
+        let Some(src) = src else { return 0 };
+        if self.nodes[src].state != State::Free || self.nodes[src].mapped != self.nodes[dst].mapped {
+            return 0;
         }
         if self.nodes[src].mapped {
             self.remove_free(src);
@@ -216,6 +311,7 @@ impl Caching {
         self.nodes[dst].size += s.size;
         self.vacant.push(src);
         self.merges += 1;
+        s.size
     }
 
     /// The size a block could reach by mapping the unmapped block after it.
@@ -227,11 +323,15 @@ impl Caching {
                 .map_or(0, |next| self.nodes[next].size)
     }
 
+    /// `get_free_block`.
     fn get_free_block(&mut self, pool: Pool, stream: u64, size: u64) -> Option<usize> {
-        let set = &self.free_sets[pool as usize];
+        if self.gc_enabled() {
+            self.pools[pool as usize].free_block_calls += 1;
+        }
+        let set = &self.pools[pool as usize].blocks;
         let mut candidates = set.range((stream, size, 0, 0)..).take_while(|key| key.0 == stream);
         let mut chosen = candidates.next()?.3;
-        if self.expandable() {
+        if self.conf.expandable_segments {
             for &(_, _, _, next) in candidates {
                 if self.nodes[chosen].segment.is_none() || self.expandable_size(next) >= self.expandable_size(chosen) {
                     break;
@@ -239,42 +339,67 @@ impl Caching {
                 chosen = next;
             }
         }
-        let max_split = self.max_split();
+        let max_split = self.conf.max_split_size;
         let found = self.nodes[chosen].size;
-        if (size < max_split && found >= max_split) || (size >= max_split && found >= size + LARGE_BUFFER) {
+        if (size < max_split && found >= max_split)
+            || (size >= max_split && found >= size.saturating_add(self.conf.max_non_split_rounding))
+        {
             return None;
         }
         self.remove_free(chosen);
         Some(chosen)
     }
 
-    fn alloc_block(&mut self, device: &mut dyn DeviceMemory, pool: Pool, stream: u64, size: u64) -> Option<usize> {
-        if self.expandable() {
+    /// `alloc_block`: a new segment, or more of an expandable one.
+    fn alloc_block(
+        &mut self,
+        device: &mut dyn DeviceMemory,
+        pool: Pool,
+        stream: u64,
+        size: u64,
+        retry: bool,
+    ) -> Option<usize> {
+        if retry {
+            self.stats.retries += 1;
+        }
+        let bytes = self.allocation_size(size);
+        if self
+            .allowed
+            .is_some_and(|allowed| self.total.saturating_add(bytes) > allowed)
+        {
+            return None;
+        }
+        if self.conf.expandable_segments {
             return self.try_allocate_expandable(device, pool, stream, size);
         }
-        let bytes = allocation_size(size);
         let addr = device.allocate(bytes)?;
+        self.total += bytes;
+        self.stats.segments.add(1);
+        self.stats.reserved.add(bytes);
+        self.stats.device_allocs += 1;
         Some(self.add_node(Node {
             addr,
             size: bytes,
+            requested: 0,
             stream,
             pool,
-            allocated: false,
+            state: State::Free,
             mapped: true,
             prev: None,
             next: None,
             segment: None,
+            gc_base: 0,
         }))
     }
 
     fn page_of(&self, pool: Pool) -> u64 {
-        match (self.mode, pool) {
-            (Mode::Expandable { small_page, .. }, Pool::Small) => small_page,
-            (Mode::Expandable { large_page, .. }, Pool::Large) => large_page,
-            (Mode::Segments { .. }, _) => unreachable!("only expandable segments have pages"),
+        match pool {
+            Pool::Small => self.small_page,
+            Pool::Large => self.conf.large_segment_size,
         }
     }
 
+    /// `find_expandable_block`: the lowest address with room for `size`, or a new segment.
     fn find_expandable_block(
         &mut self,
         device: &mut dyn DeviceMemory,
@@ -282,18 +407,19 @@ impl Caching {
         stream: u64,
         size: u64,
     ) -> Option<usize> {
-        let tails: Vec<usize> = self.unmapped[pool as usize]
+        let tails: Vec<usize> = self.pools[pool as usize]
+            .unmapped
             .range((stream, 0, 0)..)
             .take_while(|key| key.0 == stream)
             .map(|key| key.2)
             .collect();
         for tail in tails {
             let mut start = tail;
-            if let Some(prev) = self.nodes[tail].prev.filter(|&p| !self.nodes[p].allocated) {
+            if let Some(prev) = self.nodes[tail].prev.filter(|&p| self.nodes[p].state == State::Free) {
                 start = prev;
             }
             let (mut bytes, mut cursor) = (0, Some(start));
-            while let Some(c) = cursor.filter(|&c| bytes < size && !self.nodes[c].allocated) {
+            while let Some(c) = cursor.filter(|&c| bytes < size && self.nodes[c].state == State::Free) {
                 bytes += self.nodes[c].size;
                 cursor = self.nodes[c].next;
             }
@@ -301,29 +427,35 @@ impl Caching {
                 return Some(start);
             }
         }
-        // A new segment reserves as much address space as the device has memory, and 1/8 more.
+        // A new segment reserves address space for all the device's memory and 1/8 more.
         let page = self.page_of(pool);
         let total = device.total_bytes();
-        let virtual_size = round_up(total + total / 8, page);
+        let virtual_size = round_up(total.saturating_add(total / 8).max(1), page);
         let base = device.reserve(virtual_size)?;
-        self.segments.push(ExpandableSegment { base, page });
+        self.segments.push(ExpandableSegment {
+            base,
+            page,
+            size: virtual_size,
+        });
         let idx = self.add_node(Node {
             addr: base,
             size: virtual_size,
+            requested: 0,
             stream,
             pool,
-            allocated: false,
+            state: State::Free,
             mapped: false,
             prev: None,
             next: None,
             segment: Some(self.segments.len() - 1),
+            gc_base: 0,
         });
         self.insert_unmapped(idx);
         Some(idx)
     }
 
-    /// Maps the first `size` bytes (rounded up to pages) of unmapped block `idx`, merges them
-    /// with free mapped neighbours and returns the merged free block.
+    /// `map_block`: maps the pages covering the first `size` bytes of unmapped block `idx`,
+    /// merges them with free mapped neighbours and caches the result.
     fn map_block(&mut self, device: &mut dyn DeviceMemory, idx: usize, size: u64) -> Option<usize> {
         let segment = self.nodes[idx]
             .segment
@@ -344,9 +476,13 @@ impl Caching {
         self.try_merge(idx, prev);
         self.try_merge(idx, next);
         self.insert_free(idx);
+        self.total += mapped;
+        self.stats.reserved.add(mapped);
+        self.stats.device_allocs += 1;
         Some(idx)
     }
 
+    /// `try_allocate_expandable_block`.
     fn try_allocate_expandable(
         &mut self,
         device: &mut dyn DeviceMemory,
@@ -369,46 +505,132 @@ impl Caching {
         Some(candidate)
     }
 
-    /// With `max_split_size` set: returns cached oversize segments of this pool and stream.
+    /// `release_block`: returns a whole cached segment to the device.
+    fn release_block(&mut self, device: &mut dyn DeviceMemory, idx: usize) {
+        self.remove_free(idx);
+        let (addr, size) = (self.nodes[idx].addr, self.nodes[idx].size);
+        device.free(addr, size);
+        self.total -= size;
+        self.stats.segments.sub(1);
+        self.stats.reserved.sub(size);
+        self.stats.device_frees += 1;
+        self.vacant.push(idx);
+    }
+
+    /// `garbage_collect_cached_blocks`: under a cap, once more than the threshold's share of it
+    /// is held, releases unsplit cached large blocks at least as old as their average age
+    /// (in `get_free_block` calls), oldest rounds first, until the excess is reclaimed.
+    fn garbage_collect(&mut self, device: &mut dyn DeviceMemory) {
+        let Some(allowed) = self.allowed else { return };
+        let threshold = (self.conf.garbage_collection_threshold * allowed as f64) as u64;
+        if self.total <= threshold {
+            return;
+        }
+        let target = self.total - threshold;
+        let calls = self.pools[Pool::Large as usize].free_block_calls;
+        let age = |n: &Node| calls - n.gc_base;
+        let unsplit: Vec<usize> = self.pools[Pool::Large as usize]
+            .blocks
+            .iter()
+            .map(|k| k.3)
+            .filter(|&i| !self.nodes[i].is_split() && self.nodes[i].segment.is_none())
+            .collect();
+        let mut total_age: u64 = unsplit.iter().map(|&i| age(&self.nodes[i])).sum();
+        let mut count = unsplit.len() as u64;
+        let (mut reclaimed, mut freed) = (0u64, true);
+        while reclaimed < target && freed && count > 0 {
+            let threshold_age = total_age as f64 / count as f64;
+            freed = false;
+            let order: Vec<usize> = self.pools[Pool::Large as usize].blocks.iter().map(|k| k.3).collect();
+            for idx in order {
+                let node = &self.nodes[idx];
+                if !node.is_split() && node.segment.is_none() && age(node) as f64 >= threshold_age {
+                    freed = true;
+                    reclaimed += node.size;
+                    total_age -= age(node);
+                    count -= 1;
+                    self.gc_releases += 1;
+                    self.release_block(device, idx);
+                }
+            }
+        }
+    }
+
+    /// `release_available_cached_blocks`: with `max_split_size` set, returns one cached
+    /// oversize block large enough for the request, or the largest ones until enough is freed.
     fn release_available(&mut self, device: &mut dyn DeviceMemory, pool: Pool, stream: u64, size: u64) -> bool {
-        let max_split = self.max_split();
-        if max_split == u64::MAX || self.expandable() {
+        let max_split = self.conf.max_split_size;
+        if max_split == u64::MAX || self.conf.expandable_segments {
             return false;
         }
         let wanted = size.max(max_split);
-        let set = &self.free_sets[pool as usize];
-        let whole = |n: &Node| n.prev.is_none() && n.next.is_none();
+        let set = &self.pools[pool as usize].blocks;
         if let Some(&(_, _, _, idx)) = set.range((stream, wanted, 0, 0)..).next().filter(|k| k.0 == stream) {
-            if whole(&self.nodes[idx]) {
-                self.release_segment(device, idx);
-                return true;
+            if self.nodes[idx].is_split() {
+                // PyTorch would cudaFree the middle of a segment here; no trace has shown it.
+                return false;
             }
+            self.release_block(device, idx);
+            return true;
         }
         let oversize: Vec<usize> = set
-            .range((stream, 0, 0, 0)..(stream, wanted, 0, 0))
+            .range(..(stream, wanted, 0, 0))
             .rev()
-            .take_while(|k| k.1 >= max_split)
+            .take_while(|k| k.0 == stream && k.1 >= max_split)
             .map(|k| k.3)
-            .filter(|&idx| whole(&self.nodes[idx]))
             .collect();
         let mut released = 0;
         for idx in oversize {
             if released >= wanted {
                 break;
             }
+            if self.nodes[idx].is_split() {
+                return false;
+            }
             released += self.nodes[idx].size;
-            self.release_segment(device, idx);
+            self.release_block(device, idx);
         }
         released >= wanted
     }
 
-    fn release_segment(&mut self, device: &mut dyn DeviceMemory, idx: usize) {
-        self.remove_free(idx);
-        device.free(self.nodes[idx].addr, self.nodes[idx].size);
-        self.vacant.push(idx);
+    /// `release_cached_blocks`: synchronises every stream (finishing every pending free), then
+    /// releases every unsplit cached segment and unmaps every free page.
+    fn release_cached_blocks(&mut self, device: &mut dyn DeviceMemory) {
+        self.stats.syncs += 1;
+        let mut pending: Vec<usize> = self
+            .active
+            .values()
+            .copied()
+            .filter(|&i| self.nodes[i].state == State::Pending)
+            .collect();
+        pending.sort_unstable_by_key(|&i| self.nodes[i].addr);
+        for idx in pending {
+            let block = Block {
+                addr: self.nodes[idx].addr,
+                size: self.nodes[idx].size,
+            };
+            self.active.remove(&block.addr);
+            self.finished.push(block);
+            self.free_block(idx);
+        }
+        for pool in [Pool::Large, Pool::Small] {
+            let cached: Vec<usize> = self.pools[pool as usize].blocks.iter().map(|k| k.3).collect();
+            let mut to_unmap = Vec::new();
+            for idx in cached {
+                if self.nodes[idx].segment.is_some() {
+                    to_unmap.push(idx);
+                } else if !self.nodes[idx].is_split() {
+                    self.release_block(device, idx);
+                }
+            }
+            for idx in to_unmap {
+                self.unmap_free_block(device, idx);
+            }
+        }
     }
 
-    /// Unmaps the whole pages inside free block `idx` of an expandable segment.
+    /// `unmap_block`: unmaps the whole pages inside free block `idx` of an expandable segment,
+    /// and gives back the segment's address range once nothing of it is mapped.
     fn unmap_free_block(&mut self, device: &mut dyn DeviceMemory, idx: usize) {
         let segment = self.nodes[idx].segment.expect("expandable block");
         let (base, page) = (self.segments[segment].base, self.segments[segment].page);
@@ -433,76 +655,151 @@ impl Caching {
         let (prev, next) = (self.nodes[middle].prev, self.nodes[middle].next);
         self.try_merge(middle, prev);
         self.try_merge(middle, next);
-        self.insert_unmapped(middle);
+        self.total -= stop - begin;
+        self.stats.reserved.sub(stop - begin);
+        self.stats.device_frees += 1;
+        if self.nodes[middle].is_split() {
+            self.insert_unmapped(middle);
+        } else {
+            let whole = &self.segments[segment];
+            device.release(whole.base, whole.size);
+            self.vacant.push(middle);
+        }
+    }
+
+    /// `free_block`: caches a block whose work has finished, merging it with free neighbours.
+    fn free_block(&mut self, idx: usize) {
+        let (size, requested) = (self.nodes[idx].size, self.nodes[idx].requested);
+        self.nodes[idx].state = State::Free;
+        let (prev, next) = (self.nodes[idx].prev, self.nodes[idx].next);
+        let mut inactive_change: i128 = 0;
+        for neighbour in [prev, next] {
+            let subsumed = self.try_merge(idx, neighbour);
+            if subsumed > 0 {
+                inactive_change -= i128::from(subsumed);
+            }
+        }
+        self.insert_free(idx);
+        if self.nodes[idx].is_split() {
+            inactive_change += i128::from(self.nodes[idx].size);
+        }
+        if self.nodes[idx].segment.is_none() {
+            if inactive_change > 0 {
+                self.stats.inactive_split.add(inactive_change as u64);
+            } else {
+                self.stats.inactive_split.sub((-inactive_change) as u64);
+            }
+        }
+        self.stats.active.sub(size);
+        self.stats.requested.sub(requested);
+    }
+
+    /// PyTorch's `free`: the block stops counting as allocated.
+    fn release_request(&mut self, idx: usize) {
+        self.nodes[idx].state = State::Pending;
+        self.stats.allocated.sub(self.nodes[idx].size);
+    }
+
+    fn out_of_memory(&mut self, request: u64, size: u64) -> AllocError {
+        self.stats.ooms += 1;
+        let limit = match self.allowed {
+            Some(allowed) => format!(
+                "the cap of {} ({} held)",
+                format_bytes(allowed),
+                format_bytes(self.total)
+            ),
+            None => "the device".to_string(),
+        };
+        AllocError(format!(
+            "caching: {} requested ({} rounded, {} from the device) is refused by {limit} even after the cache was released",
+            format_bytes(request),
+            format_bytes(size),
+            format_bytes(self.allocation_size(size))
+        ))
     }
 }
 
 impl Policy for Caching {
     fn allocate(&mut self, device: &mut dyn DeviceMemory, request: u64, stream: u64) -> Result<Block, AllocError> {
-        let size = round_size(request);
+        let size = self.round_size(request);
         let pool = if size <= SMALL_SIZE { Pool::Small } else { Pool::Large };
-        let found = match self.get_free_block(pool, stream, size) {
-            Some(idx) => Some(idx),
-            None => self
-                .alloc_block(device, pool, stream, size)
+        let mut found = self.get_free_block(pool, stream, size);
+        if found.is_none() {
+            if self.gc_enabled() {
+                self.garbage_collect(device);
+            }
+            found = self
+                .alloc_block(device, pool, stream, size, false)
                 .or_else(|| {
                     self.release_available(device, pool, stream, size)
-                        .then(|| self.alloc_block(device, pool, stream, size))
+                        .then(|| self.alloc_block(device, pool, stream, size, false))
                         .flatten()
                 })
                 .or_else(|| {
-                    self.flushes += 1;
-                    self.release_cached(device);
-                    self.alloc_block(device, pool, stream, size)
-                }),
+                    self.release_cached_blocks(device);
+                    self.alloc_block(device, pool, stream, size, true)
+                });
+        }
+        let Some(idx) = found else {
+            return Err(self.out_of_memory(request, size));
         };
-        let idx = found.ok_or_else(|| {
-            let what = if self.expandable() {
-                "mapping more of its segment".to_string()
-            } else {
-                format!("a {} segment", format_bytes(allocation_size(size)))
-            };
-            AllocError(format!(
-                "caching: {} requested ({} rounded); the device refused {what} even after the cache was emptied",
-                format_bytes(request),
-                format_bytes(size)
-            ))
-        })?;
+        let already_split = self.nodes[idx].is_split();
+        let expandable = self.nodes[idx].segment.is_some();
         let remaining = self.nodes[idx].size - size;
-        let split = if pool == Pool::Small || self.expandable() {
+        let split = if pool == Pool::Small || self.conf.expandable_segments {
             remaining >= MIN_BLOCK
         } else {
-            size < self.max_split() && remaining > SMALL_SIZE
+            size < self.conf.max_split_size && remaining > SMALL_SIZE
         };
         if split {
             let rest = self.split_off(idx, size, true);
             self.insert_free(rest);
             self.splits += 1;
+            if !expandable {
+                if already_split {
+                    self.stats.inactive_split.sub(size);
+                } else {
+                    self.stats.inactive_split.add(self.nodes[rest].size);
+                }
+            }
+        } else if already_split && !expandable {
+            self.stats.inactive_split.sub(self.nodes[idx].size);
         }
-        self.nodes[idx].allocated = true;
+        let node = &mut self.nodes[idx];
+        node.state = State::Allocated;
+        node.requested = request;
         let block = Block {
-            addr: self.nodes[idx].addr,
-            size: self.nodes[idx].size,
+            addr: node.addr,
+            size: node.size,
         };
+        self.stats.allocated.add(block.size);
+        self.stats.active.add(block.size);
+        self.stats.requested.add(request);
         self.active.insert(block.addr, idx);
         Ok(block)
     }
 
+    fn free_requested(&mut self, _device: &mut dyn DeviceMemory, block: Block) {
+        if let Some(&idx) = self.active.get(&block.addr) {
+            if self.nodes[idx].state == State::Allocated {
+                self.release_request(idx);
+            }
+        }
+    }
+
     fn free(&mut self, _device: &mut dyn DeviceMemory, block: Block) {
         let idx = self.active.remove(&block.addr).expect("freed block was handed out");
-        self.nodes[idx].allocated = false;
-        let (prev, next) = (self.nodes[idx].prev, self.nodes[idx].next);
-        self.try_merge(idx, prev);
-        self.try_merge(idx, next);
-        self.insert_free(idx);
+        if self.nodes[idx].state == State::Allocated {
+            self.release_request(idx);
+        }
+        self.free_block(idx);
     }
 
     fn free_space(&self) -> FreeSpace {
         let largest = self
-            .free_sets
+            .pools
             .iter()
-            .flat_map(|set| set.iter())
-            .map(|key| key.1)
+            .filter_map(|pool| pool.blocks.iter().map(|key| key.1).max())
             .max()
             .unwrap_or(0);
         FreeSpace {
@@ -516,25 +813,76 @@ impl Policy for Caching {
     }
 
     fn release_cached(&mut self, device: &mut dyn DeviceMemory) {
-        let free: Vec<usize> = self
-            .free_sets
-            .iter()
-            .flat_map(|set| set.iter().map(|key| key.3))
-            .collect();
-        for idx in free {
-            if self.expandable() {
-                self.unmap_free_block(device, idx);
-            } else if self.nodes[idx].prev.is_none() && self.nodes[idx].next.is_none() {
-                self.release_segment(device, idx);
+        for pool in [Pool::Large, Pool::Small] {
+            let cached: Vec<usize> = self.pools[pool as usize].blocks.iter().map(|k| k.3).collect();
+            for idx in cached {
+                if self.nodes[idx].segment.is_some() {
+                    self.unmap_free_block(device, idx);
+                } else if !self.nodes[idx].is_split() {
+                    self.release_block(device, idx);
+                }
             }
         }
+    }
+
+    fn drain_finished(&mut self) -> Vec<Block> {
+        std::mem::take(&mut self.finished)
+    }
+
+    fn limit_memory(&mut self, capacity: u64) -> bool {
+        self.allowed = Some(capacity);
+        true
+    }
+
+    fn pytorch_stats(&self) -> Option<PytorchStats> {
+        let s = &self.stats;
+        Some(PytorchStats {
+            allocated_peak: s.allocated.peak,
+            allocated_current: s.allocated.current,
+            reserved_peak: s.reserved.peak,
+            reserved_current: s.reserved.current,
+            active_peak: s.active.peak,
+            requested_peak: s.requested.peak,
+            inactive_split_peak: s.inactive_split.peak,
+            segment_peak: s.segments.peak,
+            num_alloc_retries: s.retries,
+            num_ooms: s.ooms,
+            num_sync_all_streams: s.syncs,
+            num_device_alloc: s.device_allocs,
+            num_device_free: s.device_frees,
+        })
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("splits", self.splits),
             ("merges", self.merges),
-            ("oom_cache_flushes", self.flushes),
+            ("oom_cache_flushes", self.stats.syncs),
+            ("gc_releases", self.gc_releases),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rounded(conf: &str, size: u64) -> u64 {
+        Caching::new(AllocConf::parse(conf).unwrap(), SMALL_BUFFER).round_size(size)
+    }
+
+    #[test]
+    fn rounding_follows_pytorch() {
+        assert_eq!(rounded("", 1), 512);
+        assert_eq!(rounded("", 1000), 1024);
+        // PyTorch's own example: 1200 with 4 divisions rounds to 1280 (1024 + 256) -- but only
+        // above 512 x 4 = 2048 bytes; below that the plain 512-byte rounding holds.
+        assert_eq!(rounded("roundup_power2_divisions:4", 1200), 1536);
+        assert_eq!(rounded("roundup_power2_divisions:4", 5000), 5120);
+        assert_eq!(rounded("roundup_power2_divisions:4", 5 << 20), 5 << 20);
+        assert_eq!(rounded("roundup_power2_divisions:4", (5 << 20) + 1), 6 << 20);
+        assert_eq!(rounded("roundup_power2_divisions:4", (1 << 20) + 1), 1_310_720);
+        assert_eq!(rounded("roundup_power2_divisions:1", (1 << 20) + 1), (1 << 20) + 512);
+        assert_eq!(next_division(1200, 4), 1280);
     }
 }

@@ -1,5 +1,7 @@
 //! Simulated device memory, and the meter every replay puts between a policy and its device.
 
+use experiments::{DeviceAction, RecordedOp, Trace};
+
 use super::DeviceMemory;
 
 /// Device memory that exists only as numbers: addresses are handed out from a counter, so
@@ -8,6 +10,8 @@ use super::DeviceMemory;
 pub struct SimDevice {
     next_addr: u64,
     total: u64,
+    /// Addresses the driver gave a recording's segments, in order, still to hand out.
+    recorded: std::collections::VecDeque<(u64, u64)>,
 }
 
 impl SimDevice {
@@ -19,7 +23,24 @@ impl SimDevice {
         SimDevice {
             next_addr: 1 << 40,
             total,
+            recorded: Default::default(),
         }
+    }
+
+    /// A device that hands out the addresses a recording's driver gave its segments, in the
+    /// order it gave them, for as long as the allocations asked for are the recorded sizes
+    /// (then counted addresses again). Where equal-size free blocks lie in different segments,
+    /// best fit takes the lowest address, so replaying a trace exactly needs the driver's
+    /// placement, which no rule of the allocator decides.
+    pub fn following(total: u64, trace: &Trace) -> SimDevice {
+        let mut device = SimDevice::new(total);
+        device.recorded = trace
+            .recorded_ops
+            .iter()
+            .filter(|op| op.action == DeviceAction::SegmentAlloc && op.addr != 0)
+            .map(|op| (op.size, op.addr))
+            .collect();
+        device
     }
 
     fn carve(&mut self, bytes: u64) -> u64 {
@@ -32,7 +53,17 @@ impl SimDevice {
 
 impl DeviceMemory for SimDevice {
     fn allocate(&mut self, bytes: u64) -> Option<u64> {
-        Some(self.carve(bytes))
+        match self.recorded.front() {
+            Some(&(size, addr)) if size == bytes => {
+                self.recorded.pop_front();
+                Some(addr)
+            }
+            Some(_) => {
+                self.recorded.clear();
+                Some(self.carve(bytes))
+            }
+            None => Some(self.carve(bytes)),
+        }
     }
     fn free(&mut self, _addr: u64, _bytes: u64) {}
     fn reserve(&mut self, bytes: u64) -> Option<u64> {
@@ -63,6 +94,10 @@ pub struct Metered<'d> {
     pub frees: u64,
     /// Sizes of successful allocations and maps, in order.
     pub sizes: Vec<u64>,
+    /// The index of the trace event being replayed, stamped on every operation logged.
+    pub at: usize,
+    /// Every allocation, free, map and unmap, in order, where it happened.
+    pub ops: Vec<RecordedOp>,
 }
 
 impl<'d> Metered<'d> {
@@ -76,7 +111,18 @@ impl<'d> Metered<'d> {
             allocations: 0,
             frees: 0,
             sizes: Vec::new(),
+            at: 0,
+            ops: Vec::new(),
         }
+    }
+
+    fn log(&mut self, action: DeviceAction, size: u64) {
+        self.ops.push(RecordedOp {
+            at: self.at,
+            action,
+            size,
+            addr: 0,
+        });
     }
 
     fn admit(&self, bytes: u64) -> bool {
@@ -105,11 +151,13 @@ impl DeviceMemory for Metered<'_> {
         }
         let addr = self.device.allocate(bytes)?;
         self.took(bytes);
+        self.log(DeviceAction::SegmentAlloc, bytes);
         Some(addr)
     }
     fn free(&mut self, addr: u64, bytes: u64) {
         self.device.free(addr, bytes);
         self.gave_back(bytes);
+        self.log(DeviceAction::SegmentFree, bytes);
     }
     fn allocate_stream_ordered(&mut self, bytes: u64) -> Option<u64> {
         if !self.admit(bytes) {
@@ -117,11 +165,13 @@ impl DeviceMemory for Metered<'_> {
         }
         let addr = self.device.allocate_stream_ordered(bytes)?;
         self.took(bytes);
+        self.log(DeviceAction::SegmentAlloc, bytes);
         Some(addr)
     }
     fn free_stream_ordered(&mut self, addr: u64, bytes: u64) {
         self.device.free_stream_ordered(addr, bytes);
         self.gave_back(bytes);
+        self.log(DeviceAction::SegmentFree, bytes);
     }
     fn reserve(&mut self, bytes: u64) -> Option<u64> {
         self.device.reserve(bytes)
@@ -134,11 +184,13 @@ impl DeviceMemory for Metered<'_> {
             return false;
         }
         self.took(bytes);
+        self.log(DeviceAction::SegmentMap, bytes);
         true
     }
     fn unmap(&mut self, addr: u64, bytes: u64) {
         self.device.unmap(addr, bytes);
         self.gave_back(bytes);
+        self.log(DeviceAction::SegmentUnmap, bytes);
     }
     fn total_bytes(&self) -> u64 {
         self.device.total_bytes()

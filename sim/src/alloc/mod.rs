@@ -12,10 +12,10 @@ mod device;
 mod replay;
 mod simple;
 
-use experiments::PolicySpec;
+use experiments::{AllocBackend, AllocConf, PolicySpec, PytorchStats};
 
 pub use device::{Metered, SimDevice};
-pub use replay::{min_capacity, replay, replay_policy, ReplayHooks, ReplayOptions};
+pub use replay::{min_capacity, min_capacity_of, replay, replay_policy, ReplayHooks, ReplayOptions};
 
 /// Where a policy gets memory from: physical allocations (cuMemAlloc), and virtual ranges
 /// backed on demand (cuMemAddressReserve + cuMemCreate/cuMemMap/cuMemSetAccess).
@@ -82,8 +82,27 @@ pub struct AllocError(pub String);
 pub trait Policy {
     /// Hands out a block of at least `size` bytes for `stream`.
     fn allocate(&mut self, device: &mut dyn DeviceMemory, size: u64, stream: u64) -> Result<Block, AllocError>;
-    /// Takes back a block this policy handed out.
+    /// The program lets go of a block that stays in use a while longer (PyTorch's
+    /// `free_requested`); [`Policy::free`] follows once it may be reused.
+    fn free_requested(&mut self, _device: &mut dyn DeviceMemory, _block: Block) {}
+    /// Takes back a block this policy handed out, now reusable.
     fn free(&mut self, device: &mut dyn DeviceMemory, block: Block);
+    /// Blocks let go of (see [`Policy::free_requested`]) that the policy finished on its own,
+    /// before their [`Policy::free`] came (PyTorch synchronises every stream when it empties
+    /// its cache); the caller must not free them again.
+    fn drain_finished(&mut self) -> Vec<Block> {
+        Vec::new()
+    }
+    /// Limits the device memory held to `capacity` bytes; true when the policy enforces the
+    /// limit itself, by its own rule (PyTorch's `set_per_process_memory_fraction`), false when
+    /// the device should refuse past it.
+    fn limit_memory(&mut self, _capacity: u64) -> bool {
+        false
+    }
+    /// The policy's own statistics, for PyTorch's allocator.
+    fn pytorch_stats(&self) -> Option<PytorchStats> {
+        None
+    }
     /// The free memory it holds.
     fn free_space(&self) -> FreeSpace;
     /// The alignment every block it hands out has.
@@ -163,16 +182,23 @@ pub fn build_policy(spec: &PolicySpec) -> Result<Box<dyn Policy>, experiments::E
             ))
         }
         "caching" => {
-            let max_split = match spec.param("max_split_size") {
-                "none" => u64::MAX,
-                _ => positive("max_split_size")?,
+            let conf = AllocConf {
+                max_split_size: match spec.param("max_split_size") {
+                    "none" => u64::MAX,
+                    _ => positive("max_split_size")?,
+                },
+                ..AllocConf::default()
             };
-            Box::new(caching::Caching::new(caching::Mode::Segments { max_split }))
+            Box::new(caching::Caching::new(conf, PYTORCH_SMALL_PAGE))
         }
-        "expandable" => Box::new(caching::Caching::new(caching::Mode::Expandable {
-            small_page: positive("small_page")?,
-            large_page: positive("large_page")?,
-        })),
+        "expandable" => {
+            let conf = AllocConf {
+                expandable_segments: true,
+                large_segment_size: positive("large_page")?,
+                ..AllocConf::default()
+            };
+            Box::new(caching::Caching::new(conf, positive("small_page")?))
+        }
         other => {
             return Err(experiments::Error::Unknown {
                 kind: "policy",
@@ -181,6 +207,18 @@ pub fn build_policy(spec: &PolicySpec) -> Result<Box<dyn Policy>, experiments::E
             })
         }
     })
+}
+
+/// The small pool's page under expandable segments (kSmallBuffer).
+const PYTORCH_SMALL_PAGE: u64 = 2 << 20;
+
+/// PyTorch's allocator under a `PYTORCH_ALLOC_CONF`: the caching allocator with those
+/// settings, or the driver's stream-ordered pool for `backend:cudaMallocAsync`.
+pub fn build_pytorch_policy(conf: &AllocConf) -> Box<dyn Policy> {
+    match conf.backend {
+        AllocBackend::Native => Box::new(caching::Caching::new(conf.clone(), PYTORCH_SMALL_PAGE)),
+        AllocBackend::CudaMallocAsync => Box::new(simple::CudaMalloc::new(1, true)),
+    }
 }
 
 fn round_up(value: u64, multiple: u64) -> u64 {

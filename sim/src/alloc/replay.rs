@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use experiments::{BackendKind, PolicyResult, PolicySpec, TimelinePoint, Trace, TraceEvent};
+use experiments::{BackendKind, DeviceAction, PolicyResult, PolicySpec, RecordedOp, TimelinePoint, Trace, TraceEvent};
 
 use super::{build_policy, Block, DeviceMemory, Metered, Policy, SimDevice};
 
@@ -16,6 +16,9 @@ pub struct ReplayOptions {
     pub timeline_points: usize,
     /// Time every allocate and free call on the host clock.
     pub time_ops: bool,
+    /// Compare the policy's device operations with those the trace recorded (a replay of a
+    /// trace under the settings it was recorded with).
+    pub check_recorded: bool,
 }
 
 impl Default for ReplayOptions {
@@ -24,6 +27,7 @@ impl Default for ReplayOptions {
             capacity: None,
             timeline_points: 2000,
             time_ops: true,
+            check_recorded: false,
         }
     }
 }
@@ -149,6 +153,55 @@ pub fn replay(
     )
 }
 
+/// A block the replay has handed to the trace's program.
+struct Live {
+    block: Block,
+    size: u64,
+    ns: f64,
+    /// The program let go of it (`FreeRequested`); it waits for its `Free`.
+    let_go: bool,
+}
+
+/// Where the replay's device operations first part from those the trace recorded.
+fn compare_recorded(recorded: &[RecordedOp], made: &[RecordedOp]) -> String {
+    let describe = |op: &RecordedOp| {
+        let action = match op.action {
+            DeviceAction::SegmentAlloc => "segment_alloc",
+            DeviceAction::SegmentFree => "segment_free",
+            DeviceAction::SegmentMap => "segment_map",
+            DeviceAction::SegmentUnmap => "segment_unmap",
+            DeviceAction::Oom => "oom",
+        };
+        format!("{action} of {} B at event {}", op.size, op.at)
+    };
+    match recorded.iter().zip(made).position(|(r, m)| !r.same_as(m)) {
+        Some(i) => format!(
+            "parts from the recording at device operation {i}: recorded {}, replayed {}",
+            describe(&recorded[i]),
+            describe(&made[i])
+        ),
+        None if recorded.len() == made.len() => {
+            format!(
+                "all {} recorded device operations reproduced, in order and in place",
+                recorded.len()
+            )
+        }
+        None => {
+            let (longer, who) = if recorded.len() > made.len() {
+                (recorded, "the recording")
+            } else {
+                (made, "the replay")
+            };
+            let first = &longer[recorded.len().min(made.len())];
+            format!(
+                "parts from the recording after {} device operations: {who} goes on with {}",
+                recorded.len().min(made.len()),
+                describe(first)
+            )
+        }
+    }
+}
+
 /// Replays `trace` through any policy (one of memlab's or your own), reported as `label`.
 pub fn replay_policy(
     trace: &Trace,
@@ -159,8 +212,11 @@ pub fn replay_policy(
     hooks: &mut dyn ReplayHooks,
     backend: BackendKind,
 ) -> Result<PolicyResult, experiments::Error> {
-    let mut meter = Metered::new(device, options.capacity);
-    let mut live: HashMap<u64, (Block, u64, f64)> = HashMap::new();
+    let limited_by_policy = options.capacity.is_some_and(|capacity| policy.limit_memory(capacity));
+    let mut meter = Metered::new(device, if limited_by_policy { None } else { options.capacity });
+    let mut live: HashMap<u64, Live> = HashMap::new();
+    // Blocks let go of but not yet reusable, by address: a flush may finish them early.
+    let mut let_go: HashMap<u64, u64> = HashMap::new();
     let (mut allocated, mut requested) = (0u64, 0u64);
     let (mut peak_allocated, mut peak_requested) = (0u64, 0u64);
     let (mut fragmentation, mut waste) = (0.0, 0u64);
@@ -168,18 +224,34 @@ pub fn replay_policy(
     let (mut alloc_ns, mut free_ns, mut pair_ns) = (Vec::new(), Vec::new(), Vec::new());
     let mut timeline = Timeline::new(trace.events.len(), options.timeline_points);
     let hook_error = |index: usize, e: String| experiments::Error::Invalid(format!("{label}: event {index}: {e}"));
+    let timed = |start: Option<Instant>| start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
 
     for (index, event) in trace.events.iter().enumerate() {
+        meter.at = index;
         match *event {
             TraceEvent::Alloc { id, size, stream } => {
                 let start = options.time_ops.then(Instant::now);
                 let result = policy.allocate(&mut meter, size, stream);
-                let ns = start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
+                let ns = timed(start);
+                for block in policy.drain_finished() {
+                    if let Some(done) = let_go.remove(&block.addr) {
+                        live.remove(&done);
+                        hooks.freeing(done, block).map_err(|e| hook_error(index, e))?;
+                    }
+                }
                 match result {
                     Ok(block) => {
                         hooks.allocated(id, block).map_err(|e| hook_error(index, e))?;
                         alloc_ns.push(ns);
-                        live.insert(id, (block, size, ns));
+                        live.insert(
+                            id,
+                            Live {
+                                block,
+                                size,
+                                ns,
+                                let_go: false,
+                            },
+                        );
                         allocated += block.size;
                         requested += size;
                         peak_requested = peak_requested.max(requested);
@@ -191,30 +263,56 @@ pub fn replay_policy(
                     }
                     Err(e) => {
                         failed += 1;
+                        meter.ops.push(RecordedOp {
+                            at: index,
+                            action: DeviceAction::Oom,
+                            size,
+                            addr: 0,
+                        });
                         first_failure.get_or_insert_with(|| format!("event {index}: {e}"));
                     }
                 }
             }
-            TraceEvent::Free { id } => {
-                // A free whose allocation failed has nothing to return.
-                if let Some((block, size, alloc_time)) = live.remove(&id) {
-                    hooks.freeing(id, block).map_err(|e| hook_error(index, e))?;
+            TraceEvent::FreeRequested { id } => {
+                if let Some(entry) = live.get_mut(&id).filter(|entry| !entry.let_go) {
+                    entry.let_go = true;
+                    allocated -= entry.block.size;
+                    requested -= entry.size;
                     let start = options.time_ops.then(Instant::now);
-                    policy.free(&mut meter, block);
-                    let ns = start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
+                    policy.free_requested(&mut meter, entry.block);
+                    entry.ns += timed(start);
+                    let_go.insert(entry.block.addr, id);
+                }
+            }
+            TraceEvent::Free { id } => {
+                // A free whose allocation failed, or that a flush already finished, has nothing to return.
+                if let Some(entry) = live.remove(&id) {
+                    if entry.let_go {
+                        let_go.remove(&entry.block.addr);
+                    } else {
+                        allocated -= entry.block.size;
+                        requested -= entry.size;
+                    }
+                    hooks.freeing(id, entry.block).map_err(|e| hook_error(index, e))?;
+                    let start = options.time_ops.then(Instant::now);
+                    policy.free(&mut meter, entry.block);
+                    let ns = timed(start);
                     free_ns.push(ns);
-                    pair_ns.push(alloc_time + ns);
-                    allocated -= block.size;
-                    requested -= size;
+                    pair_ns.push(entry.ns + ns);
                 }
             }
         }
         timeline.record(index, allocated, meter.reserved);
     }
+    // The policy's own statistics describe the trace: taken before anything below is returned.
+    let pytorch_stats = policy.pytorch_stats();
+    let recorded_check = (options.check_recorded && !trace.recorded_ops.is_empty())
+        .then(|| compare_recorded(&trace.recorded_ops, &meter.ops));
     // Blocks the trace never frees are returned (untimed, and after every figure above), then
     // the cache: whatever the policy still holds afterwards is memory it cannot give back.
     let end = trace.events.len();
-    let mut leftovers: Vec<(u64, Block)> = live.drain().map(|(id, (block, _, _))| (id, block)).collect();
+    meter.at = end;
+    let mut leftovers: Vec<(u64, Block)> = live.drain().map(|(id, entry)| (id, entry.block)).collect();
     leftovers.sort_by_key(|(id, _)| *id);
     for (id, block) in leftovers {
         hooks.freeing(id, block).map_err(|e| hook_error(end, e))?;
@@ -253,6 +351,8 @@ pub fn replay_policy(
         segment_sizes: meter.sizes,
         segments_matched,
         device_check,
+        pytorch_stats,
+        recorded_check,
         timeline: timeline.finish(),
     })
 }
@@ -261,15 +361,34 @@ pub fn replay_policy(
 /// failed request (found by bisection below the unlimited run's peak); `None` when even
 /// unlimited memory fails (a request the policy can never satisfy).
 pub fn min_capacity(trace: &Trace, spec: &PolicySpec, device_bytes: u64) -> Result<Option<u64>, experiments::Error> {
+    build_policy(spec)?;
+    min_capacity_of(trace, &|| build_policy(spec).expect("checked above"), device_bytes)
+}
+
+/// [`min_capacity`] for any policy, built afresh by `build` for each probe.
+pub fn min_capacity_of(
+    trace: &Trace,
+    build: &dyn Fn() -> Box<dyn Policy>,
+    device_bytes: u64,
+) -> Result<Option<u64>, experiments::Error> {
     const STEP: u64 = SimDevice::GRANULE;
     let quiet = |capacity| ReplayOptions {
         capacity,
         timeline_points: 0,
         time_ops: false,
+        check_recorded: false,
     };
     let run = |capacity: Option<u64>| -> Result<PolicyResult, experiments::Error> {
         let mut device = SimDevice::new(device_bytes);
-        replay(trace, spec, &mut device, quiet(capacity), &mut (), BackendKind::Sim)
+        replay_policy(
+            trace,
+            "probe",
+            build(),
+            &mut device,
+            quiet(capacity),
+            &mut (),
+            BackendKind::Sim,
+        )
     };
     let unlimited = run(None)?;
     if unlimited.failed_allocs > 0 {

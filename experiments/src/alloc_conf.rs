@@ -1,0 +1,459 @@
+//! `PYTORCH_ALLOC_CONF` (formerly `PYTORCH_CUDA_ALLOC_CONF`): PyTorch 2.11's grammar and checks.
+//!
+//! The rules are PyTorch's own (c10/core/AllocatorConfig.{h,cpp}, c10/cuda/CUDAAllocatorConfig.cpp):
+//! the string is split into tokens at `,` `:` `[` `]` with white space dropped; each key is
+//! followed by its value, and the separator tokens in between are not checked (so
+//! `max_split_size_mb:64,` is accepted, as PyTorch accepts it). Numbers are read as C++'s
+//! `stoull`/`stod` read them: the longest numeric prefix of the token, so `64abc` is 64 and
+//! `abc` an error. Every rejection below was checked against PyTorch 2.11 itself
+//! (`reports/reference/h100/alloc-traces/settings-parse.json`).
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+const MB: u64 = 1 << 20;
+/// Intervals of `roundup_power2_divisions`: [1 MiB, 2 MiB), [2, 4), ... the last from 32 GiB up.
+pub const ROUNDUP_INTERVALS: usize = 16;
+/// The smallest `max_split_size_mb` and `max_non_split_rounding_mb` PyTorch takes (kLargeBuffer).
+const MIN_SPLIT_MB: u64 = 20;
+/// PyTorch's `pinned_max_register_threads()`.
+const MAX_REGISTER_THREADS: u64 = 128;
+
+/// Which allocator PyTorch uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AllocBackend {
+    /// The caching allocator.
+    #[default]
+    Native,
+    /// The driver's stream-ordered pool (cudaMallocAsync).
+    CudaMallocAsync,
+}
+
+/// One parsed `PYTORCH_ALLOC_CONF`: the settings that change device memory, and those recorded
+/// only (they change host-side behaviour: locking, pinned memory, graph capture).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllocConf {
+    /// `backend`.
+    pub backend: AllocBackend,
+    /// `max_split_size_mb`, in bytes; `u64::MAX` when unset (every block may be split).
+    pub max_split_size: u64,
+    /// `max_non_split_rounding_mb`, in bytes (default 20 MiB).
+    pub max_non_split_rounding: u64,
+    /// `large_segment_size_mb`, in bytes (default 20 MiB): the segment a 1-10 MiB request gets.
+    pub large_segment_size: u64,
+    /// `roundup_power2_divisions`, per interval (0 or 1: plain 512-byte rounding).
+    pub roundup_power2_divisions: [u64; ROUNDUP_INTERVALS],
+    /// `garbage_collection_threshold` (0: off). Acts only under a memory cap.
+    pub garbage_collection_threshold: f64,
+    /// `expandable_segments`.
+    pub expandable_segments: bool,
+    /// Keys accepted and recorded that do not change device memory, as written, in order.
+    pub recorded_only: Vec<(String, String)>,
+}
+
+impl Default for AllocConf {
+    fn default() -> Self {
+        AllocConf {
+            backend: AllocBackend::Native,
+            max_split_size: u64::MAX,
+            max_non_split_rounding: 20 * MB,
+            large_segment_size: 20 * MB,
+            roundup_power2_divisions: [0; ROUNDUP_INTERVALS],
+            garbage_collection_threshold: 0.0,
+            expandable_segments: false,
+            recorded_only: Vec::new(),
+        }
+    }
+}
+
+/// Keys that PyTorch accepts but that leave device memory as it is.
+const RECORDED_ONLY_KEYS: &[&str] = &[
+    "release_lock_on_cudamalloc",
+    "release_lock_on_hipmalloc",
+    "pinned_use_cuda_host_register",
+    "pinned_use_hip_host_register",
+    "pinned_num_register_threads",
+    "pinned_reserve_segment_size_mb",
+    "pinned_use_background_threads",
+    "graph_capture_record_stream_reuse",
+];
+
+struct Tokens<'a> {
+    text: &'a str,
+    tokens: Vec<String>,
+}
+
+impl Tokens<'_> {
+    fn new(text: &str) -> Tokens<'_> {
+        let mut tokens = Vec::new();
+        let mut buffer = String::new();
+        for ch in text.chars() {
+            if matches!(ch, ',' | ':' | '[' | ']') {
+                if !buffer.is_empty() {
+                    tokens.push(std::mem::take(&mut buffer));
+                }
+                tokens.push(ch.to_string());
+            } else if !ch.is_whitespace() {
+                buffer.push(ch);
+            }
+        }
+        if !buffer.is_empty() {
+            tokens.push(buffer);
+        }
+        Tokens { text, tokens }
+    }
+
+    fn error(&self, message: impl fmt::Display) -> Error {
+        Error::Invalid(format!("alloc-conf '{}': {message}", self.text))
+    }
+
+    fn get(&self, i: usize) -> Result<&str> {
+        self.tokens.get(i).map(String::as_str).ok_or_else(|| {
+            self.error(format!(
+                "ends early: a value is missing after '{}'",
+                self.tokens.join("")
+            ))
+        })
+    }
+
+    /// C++'s `stoull`: an optional sign, then the longest run of decimal digits; a minus wraps.
+    fn size_t(&self, i: usize, key: &str) -> Result<u64> {
+        let token = self.get(i)?;
+        let (negative, digits) = match token.as_bytes().first() {
+            Some(b'-') => (true, &token[1..]),
+            Some(b'+') => (false, &token[1..]),
+            _ => (false, token),
+        };
+        let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+        if end == 0 {
+            return Err(self.error(format!("{key} = {token}: not a number")));
+        }
+        let value: u64 = digits[..end]
+            .parse()
+            .map_err(|_| self.error(format!("{key} = {token}: out of range")))?;
+        Ok(if negative { value.wrapping_neg() } else { value })
+    }
+
+    /// C++'s `stod`: the longest prefix that reads as a floating-point number.
+    fn double(&self, i: usize, key: &str) -> Result<f64> {
+        let token = self.get(i)?;
+        let prefix = (1..=token.len())
+            .rev()
+            .filter(|&n| token.is_char_boundary(n))
+            .find_map(|n| token[..n].parse::<f64>().ok());
+        prefix.ok_or_else(|| self.error(format!("{key} = {token}: not a number")))
+    }
+
+    fn boolean(&self, i: usize, key: &str) -> Result<bool> {
+        match self.get(i)? {
+            "True" => Ok(true),
+            "False" => Ok(false),
+            other => Err(self.error(format!("{key} = {other}: expected 'True' or 'False'"))),
+        }
+    }
+
+    /// The index of a key's value token, or of the `]` closing a list value.
+    fn skip_value(&self, i: usize) -> Result<usize> {
+        let mut i = i + 2;
+        if self.get(i)? != "[" {
+            return Ok(i);
+        }
+        while self.get(i)? != "]" {
+            i += 1;
+        }
+        Ok(i)
+    }
+}
+
+impl AllocConf {
+    /// Parses a setting string as PyTorch 2.11 does, refusing what it refuses with one line
+    /// naming the key and value. `""` is PyTorch's defaults.
+    pub fn parse(text: &str) -> Result<AllocConf> {
+        let tokens = Tokens::new(text);
+        let mut conf = AllocConf::default();
+        let mut i = 0;
+        while i < tokens.tokens.len() {
+            let key = tokens.get(i)?.to_string();
+            i = match key.as_str() {
+                "max_split_size_mb" | "max_non_split_rounding_mb" => {
+                    let value = tokens.size_t(i + 2, &key)?;
+                    if value < MIN_SPLIT_MB {
+                        return Err(tokens.error(format!("{key} = {value}: too small, must be >= {MIN_SPLIT_MB}")));
+                    }
+                    let bytes = value.min(u64::MAX / MB) * MB;
+                    if key == "max_split_size_mb" {
+                        conf.max_split_size = bytes;
+                    } else {
+                        conf.max_non_split_rounding = bytes;
+                    }
+                    i + 2
+                }
+                "large_segment_size_mb" => {
+                    let value = tokens.size_t(i + 2, &key)?;
+                    if value == 0 {
+                        return Err(tokens.error(format!("{key} = 0: must be positive")));
+                    }
+                    conf.large_segment_size = value.min(u64::MAX / MB) * MB;
+                    i + 2
+                }
+                "garbage_collection_threshold" => {
+                    let value = tokens.double(i + 2, &key)?;
+                    if !(value > 0.0 && value < 1.0) {
+                        return Err(tokens.error(format!("{key} = {value}: must lie in (0.0, 1.0)")));
+                    }
+                    conf.garbage_collection_threshold = value;
+                    i + 2
+                }
+                "roundup_power2_divisions" => conf.parse_divisions(&tokens, i)?,
+                "expandable_segments" => {
+                    conf.expandable_segments = tokens.boolean(i + 2, &key)?;
+                    i + 2
+                }
+                "backend" => {
+                    conf.backend = match tokens.get(i + 2)? {
+                        "native" => AllocBackend::Native,
+                        "cudaMallocAsync" => AllocBackend::CudaMallocAsync,
+                        other => {
+                            return Err(tokens.error(format!(
+                                "backend = {other}: unknown allocator backend, options are native and cudaMallocAsync"
+                            )))
+                        }
+                    };
+                    i + 2
+                }
+                "pinned_num_register_threads" => {
+                    let value = tokens.size_t(i + 2, &key)?;
+                    if !value.is_power_of_two() || value > MAX_REGISTER_THREADS {
+                        return Err(tokens.error(format!(
+                            "{key} = {value}: must be a power of 2 and at most {MAX_REGISTER_THREADS}"
+                        )));
+                    }
+                    conf.record(&key, value.to_string());
+                    i + 2
+                }
+                "pinned_reserve_segment_size_mb" => {
+                    let value = tokens.size_t(i + 2, &key)?;
+                    if value == 0 {
+                        return Err(tokens.error(format!("{key} = 0: must be greater than 0")));
+                    }
+                    conf.record(&key, value.to_string());
+                    i + 2
+                }
+                other if RECORDED_ONLY_KEYS.contains(&other) => {
+                    let value = tokens.boolean(i + 2, &key)?;
+                    conf.record(&key, if value { "True" } else { "False" }.to_string());
+                    i + 2
+                }
+                other => {
+                    // PyTorch checks every key, so an unknown one is refused even when its value is a list.
+                    let _ = tokens.skip_value(i);
+                    return Err(tokens.error(format!(
+                        "unrecognized key '{other}'; valid keys: backend, max_split_size_mb, max_non_split_rounding_mb, \
+                         large_segment_size_mb, roundup_power2_divisions, garbage_collection_threshold, \
+                         expandable_segments, {}",
+                        RECORDED_ONLY_KEYS.join(", ")
+                    )));
+                }
+            };
+            // The separator after a value is skipped, whatever it is (PyTorch does not check it).
+            i += 2;
+        }
+        Ok(conf)
+    }
+
+    fn record(&mut self, key: &str, value: String) {
+        self.recorded_only.retain(|(k, _)| k != key);
+        self.recorded_only.push((key.to_string(), value));
+    }
+
+    /// `roundup_power2_divisions:N` or the list form `[64:8,256:4,>:1]` (interval starts in MiB).
+    fn parse_divisions(&mut self, tokens: &Tokens, key_at: usize) -> Result<usize> {
+        const KEY: &str = "roundup_power2_divisions";
+        let mut i = key_at + 2;
+        if tokens.get(i)? != "[" {
+            let value = tokens.size_t(i, KEY)?;
+            if !value.is_power_of_two() {
+                return Err(tokens.error(format!("{KEY} = {value}: the divisions must be a power of 2")));
+            }
+            self.roundup_power2_divisions = [value; ROUNDUP_INTERVALS];
+            return Ok(i);
+        }
+        let (mut first, mut last_index) = (true, 0usize);
+        i += 1;
+        while tokens.get(i)? != "]" {
+            let bound_at = i;
+            i += 2;
+            let value = tokens.size_t(i, KEY)?;
+            if value != 0 && !value.is_power_of_two() {
+                return Err(tokens.error(format!(
+                    "{KEY}: {value}: the divisions must be a power of 2, or 0 to disable rounding"
+                )));
+            }
+            if tokens.get(bound_at)? == ">" {
+                for slot in self.roundup_power2_divisions.iter_mut().skip(last_index + 1) {
+                    *slot = value;
+                }
+            } else {
+                let bound = tokens.size_t(bound_at, KEY)?;
+                if !bound.is_power_of_two() {
+                    return Err(tokens.error(format!(
+                        "{KEY}: interval {bound}: the intervals must be powers of 2 (MiB)"
+                    )));
+                }
+                let index = (bound.ilog2() as usize).min(ROUNDUP_INTERVALS - 1);
+                if first {
+                    for slot in &mut self.roundup_power2_divisions[..index] {
+                        *slot = value;
+                    }
+                    first = false;
+                }
+                self.roundup_power2_divisions[index] = value;
+                last_index = index;
+            }
+            if tokens.get(i + 1)? != "]" {
+                i += 1;
+            }
+            i += 1;
+        }
+        Ok(i)
+    }
+
+    /// The number of divisions for a request of `size` bytes.
+    pub fn divisions_for(&self, size: u64) -> u64 {
+        let log_size = size.max(1).ilog2() as usize;
+        let index = log_size.saturating_sub(20).min(ROUNDUP_INTERVALS - 1);
+        self.roundup_power2_divisions[index]
+    }
+}
+
+/// The canonical string: every key that differs from PyTorch's default, in a fixed order, as
+/// PyTorch reads it back to the same settings.
+impl fmt::Display for AllocConf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let default = AllocConf::default();
+        let mut parts: Vec<String> = Vec::new();
+        if self.backend == AllocBackend::CudaMallocAsync {
+            parts.push("backend:cudaMallocAsync".into());
+        }
+        if self.max_split_size != default.max_split_size {
+            parts.push(format!("max_split_size_mb:{}", self.max_split_size / MB));
+        }
+        if self.max_non_split_rounding != default.max_non_split_rounding {
+            parts.push(format!(
+                "max_non_split_rounding_mb:{}",
+                self.max_non_split_rounding / MB
+            ));
+        }
+        if self.large_segment_size != default.large_segment_size {
+            parts.push(format!("large_segment_size_mb:{}", self.large_segment_size / MB));
+        }
+        let divisions = &self.roundup_power2_divisions;
+        if divisions != &default.roundup_power2_divisions {
+            if divisions.iter().all(|&d| d == divisions[0]) && divisions[0] != 0 {
+                parts.push(format!("roundup_power2_divisions:{}", divisions[0]));
+            } else {
+                // Interval k starts at 2^k MiB; the first entry also fills the intervals below it.
+                let entries: Vec<String> = divisions
+                    .iter()
+                    .enumerate()
+                    .map(|(k, d)| format!("{}:{d}", 1u64 << k))
+                    .collect();
+                parts.push(format!("roundup_power2_divisions:[{}]", entries.join(",")));
+            }
+        }
+        if self.garbage_collection_threshold != 0.0 {
+            parts.push(format!(
+                "garbage_collection_threshold:{}",
+                self.garbage_collection_threshold
+            ));
+        }
+        if self.expandable_segments {
+            parts.push("expandable_segments:True".into());
+        }
+        for (key, value) in &self.recorded_only {
+            parts.push(format!("{key}:{value}"));
+        }
+        f.write_str(&parts.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejects(text: &str, needle: &str) {
+        let err = AllocConf::parse(text).unwrap_err().to_string();
+        assert!(err.contains(needle) && !err.contains('\n'), "{text}: {err}");
+    }
+
+    /// The cases PyTorch 2.11 itself was asked about (settings-parse.json): the same verdict.
+    #[test]
+    fn accepts_and_rejects_what_pytorch_does() {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../reports/reference/h100/alloc-traces/settings-parse.json"
+        );
+        let text = std::fs::read_to_string(file).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let cases = doc["cases"].as_array().unwrap();
+        assert!(cases.len() >= 30);
+        for case in cases {
+            let setting = case["setting"].as_str().unwrap();
+            let accepted = case["accepted"].as_bool().unwrap();
+            let ours = AllocConf::parse(setting);
+            assert_eq!(ours.is_ok(), accepted, "{setting:?}: PyTorch {accepted}, ours {ours:?}");
+        }
+    }
+
+    #[test]
+    fn list_form_follows_pytorch_intervals() {
+        let conf = AllocConf::parse("roundup_power2_divisions:[64:8,256:4,1024:2,>:1]").unwrap();
+        assert_eq!(conf.divisions_for(1000), 8);
+        assert_eq!(conf.divisions_for(63 * MB), 8);
+        assert_eq!(conf.divisions_for(64 * MB), 8);
+        // Intervals between two named ones keep PyTorch's reset value, 0: plain 512-byte rounding.
+        assert_eq!(conf.divisions_for(128 * MB), 0);
+        assert_eq!(conf.divisions_for(256 * MB), 4);
+        assert_eq!(conf.divisions_for(600 * MB), 0);
+        assert_eq!(conf.divisions_for(1024 * MB), 2);
+        assert_eq!(
+            conf.divisions_for(2048 * MB),
+            1,
+            "'>' fills from the interval after the last named"
+        );
+    }
+
+    #[test]
+    fn values_read_as_cpp_reads_them() {
+        assert_eq!(
+            AllocConf::parse("max_split_size_mb:64abc").unwrap().max_split_size,
+            64 * MB
+        );
+        assert_eq!(
+            AllocConf::parse("max_split_size_mb:64 , roundup_power2_divisions : 4")
+                .unwrap()
+                .divisions_for(5 * MB),
+            4
+        );
+        assert_eq!(
+            AllocConf::parse("max_split_size_mb:64,max_split_size_mb:128")
+                .unwrap()
+                .max_split_size,
+            128 * MB
+        );
+        assert_eq!(
+            AllocConf::parse("garbage_collection_threshold:0.7x")
+                .unwrap()
+                .garbage_collection_threshold,
+            0.7
+        );
+        rejects("max_split_size_mb:19", "max_split_size_mb = 19: too small");
+        rejects("garbage_collection_threshold:1", "garbage_collection_threshold = 1");
+        rejects("roundup_power2_divisions:3", "roundup_power2_divisions = 3");
+        rejects("expandable_segments:true", "expandable_segments = true");
+        rejects("colour:blue", "unrecognized key 'colour'");
+        rejects("max_split_size_mb", "ends early");
+        rejects("backend:foo", "backend = foo");
+    }
+}

@@ -1,0 +1,141 @@
+//! PyTorch's allocator under every `PYTORCH_ALLOC_CONF` setting, against PyTorch itself.
+//!
+//! `reports/reference/h100/alloc-traces/` holds snapshots recorded on an H100 with PyTorch
+//! 2.11 (`scripts/record_alloc_traces.py`): four workloads, each under fourteen settings, memory
+//! caps with and without a garbage-collection threshold among them, with PyTorch's own
+//! `torch.cuda.memory_stats()` beside each. Every one is replayed under the settings and cap it
+//! ran with, and every statistic must equal PyTorch's.
+
+use std::path::{Path, PathBuf};
+
+use experiments::{AllocConf, BackendKind, PytorchStats, Trace};
+use sim::{build_pytorch_policy, replay_policy, ReplayOptions, SimDevice};
+
+fn recordings() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports/reference/h100/alloc-traces")
+}
+
+struct Recording {
+    name: String,
+    meta: serde_json::Value,
+    trace: Trace,
+}
+
+fn load_all() -> Vec<Recording> {
+    let mut out = Vec::new();
+    let mut workloads: Vec<_> = std::fs::read_dir(recordings())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    workloads.sort();
+    for dir in workloads {
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        for json in files {
+            let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            let pickle = json.with_extension("pickle.gz");
+            let trace = Trace::load(&pickle).unwrap();
+            let name = format!(
+                "{}/{}",
+                dir.file_name().unwrap().to_string_lossy(),
+                json.file_stem().unwrap().to_string_lossy()
+            );
+            out.push(Recording { name, meta, trace });
+        }
+    }
+    out
+}
+
+fn replay_recording(rec: &Recording) -> (PytorchStats, Option<String>, u64) {
+    let conf = AllocConf::parse(rec.meta["alloc_conf"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        rec.trace.allocator_settings.as_deref(),
+        rec.meta["alloc_conf"].as_str(),
+        "{}: the snapshot names its own settings",
+        rec.name
+    );
+    let mut device = SimDevice::following(rec.meta["device_total_bytes"].as_u64().unwrap(), &rec.trace);
+    let options = ReplayOptions {
+        capacity: rec.meta["allowed_memory_maximum"].as_u64(),
+        timeline_points: 0,
+        time_ops: false,
+        check_recorded: true,
+    };
+    let result = replay_policy(
+        &rec.trace,
+        &rec.name,
+        build_pytorch_policy(&conf),
+        &mut device,
+        options,
+        &mut (),
+        BackendKind::Sim,
+    )
+    .unwrap();
+    (
+        result.pytorch_stats.unwrap(),
+        result.recorded_check,
+        result.peak_allocated_bytes,
+    )
+}
+
+/// (key, ours) pairs for every statistic compared.
+fn figures(stats: &PytorchStats) -> Vec<(String, u64)> {
+    let value = serde_json::to_value(stats).unwrap();
+    value
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn every_recorded_setting_matches_pytorchs_memory_stats() {
+    let recordings = load_all();
+    assert!(recordings.len() >= 56, "{} recordings", recordings.len());
+    let mut wrong = Vec::new();
+    let mut compared = 0;
+    for rec in &recordings {
+        let (stats, check, peak_allocated) = replay_recording(rec);
+        let theirs = &rec.meta["memory_stats"];
+        for (key, ours) in figures(&stats) {
+            let reference = theirs[&key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{}: no {key}", rec.name));
+            compared += 1;
+            if ours != reference {
+                wrong.push(format!("{}: {key} = {ours}, PyTorch {reference}", rec.name));
+            }
+        }
+        assert_eq!(
+            peak_allocated, stats.allocated_peak,
+            "{}: one definition of allocated",
+            rec.name
+        );
+        let check = check.unwrap_or_default();
+        if !check.starts_with("all ") {
+            wrong.push(format!("{}: {check}", rec.name));
+        }
+    }
+    assert!(compared >= 56 * 13);
+    assert!(
+        wrong.is_empty(),
+        "{} of {compared} figures differ:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn every_recording_is_read_whole() {
+    for rec in load_all() {
+        assert_eq!(rec.trace.warnings.count, 0, "{}: {:?}", rec.name, rec.trace.warnings);
+        let path: &Path = Path::new(&rec.name);
+        assert!(path.components().count() == 2);
+    }
+}
