@@ -71,11 +71,20 @@ enum Command {
         /// A PyTorch memory snapshot (.pickle), an RMM log (.csv), a memlab trace (.json), or
         /// synthetic:GENERATOR[:key=value...] (see `memlab list`).
         trace: String,
-        /// Policies, comma-separated, each NAME[:key=value...]; `all` runs every policy.
-        #[arg(long, default_value = "all")]
-        policy: String,
-        /// Refuse device memory beyond this many bytes (e.g. "2 GiB").
+        /// Policies, comma-separated, each NAME[:key=value...]; `all` runs every policy. Default:
+        /// a PyTorch snapshot's own settings (see --alloc-conf), else `all`.
         #[arg(long)]
+        policy: Option<String>,
+        /// PyTorch's allocator under this PYTORCH_ALLOC_CONF (repeatable; "" is PyTorch's
+        /// defaults), e.g. --alloc-conf "expandable_segments:True" --alloc-conf "max_split_size_mb:128".
+        #[arg(long = "alloc-conf", value_name = "SETTINGS", allow_hyphen_values = true)]
+        alloc_conf: Vec<String>,
+        /// Which device of a multi-GPU snapshot to replay (default: the first with events).
+        #[arg(long)]
+        device: Option<usize>,
+        /// Refuse device memory beyond this many bytes (e.g. "2 GiB"); for PyTorch's allocator,
+        /// what torch.cuda.set_per_process_memory_fraction sets (fraction x device memory).
+        #[arg(long, allow_hyphen_values = true)]
         capacity: Option<String>,
         /// Simulated bookkeeping, or the same policies over this GPU's memory.
         #[arg(long, value_enum, default_value_t = ReplayBackend::Sim)]
@@ -174,6 +183,8 @@ fn main() -> ExitCode {
         Command::Replay {
             trace,
             policy,
+            alloc_conf,
+            device,
             capacity,
             backend,
             json,
@@ -182,7 +193,9 @@ fn main() -> ExitCode {
             save_trace,
         } => replay(&ReplayArgs {
             trace: &trace,
-            policy: &policy,
+            policy: policy.as_deref(),
+            alloc_conf: &alloc_conf,
+            device,
             capacity: capacity.as_deref(),
             backend,
             json,
@@ -245,7 +258,9 @@ fn list() -> Result<()> {
 
 struct ReplayArgs<'a> {
     trace: &'a str,
-    policy: &'a str,
+    policy: Option<&'a str>,
+    alloc_conf: &'a [String],
+    device: Option<usize>,
     capacity: Option<&'a str>,
     backend: ReplayBackend,
     json: bool,
@@ -254,33 +269,101 @@ struct ReplayArgs<'a> {
     save_trace: Option<&'a Path>,
 }
 
-fn replay(args: &ReplayArgs) -> Result<()> {
-    let specs = if args.policy == "all" {
-        experiments::POLICIES
-            .iter()
-            .map(|p| PolicySpec::parse(p.name))
-            .collect::<Result<Vec<_>, _>>()?
-    } else {
-        PolicySpec::parse_list(args.policy)?
-    };
-    if specs.is_empty() {
-        bail!("--policy names no policy");
+/// One policy a replay runs: one of memlab's by name, or PyTorch's under a settings string.
+enum ReplayJob {
+    Named(PolicySpec),
+    Pytorch {
+        settings: String,
+        conf: experiments::AllocConf,
+    },
+}
+
+impl ReplayJob {
+    fn label(&self) -> String {
+        match self {
+            ReplayJob::Named(spec) => spec.label(),
+            ReplayJob::Pytorch { settings, .. } => format!("PYTORCH_ALLOC_CONF={settings}"),
+        }
     }
-    for spec in &specs {
-        sim::build_policy(spec)?;
+
+    fn build(&self) -> Box<dyn sim::Policy> {
+        match self {
+            ReplayJob::Named(spec) => sim::build_policy(spec).expect("checked when the job was made"),
+            ReplayJob::Pytorch { conf, .. } => sim::build_pytorch_policy(conf),
+        }
     }
-    let capacity = args
-        .capacity
+
+    /// Whether this job replays the trace under the settings it was recorded with.
+    fn is_recording_of(&self, trace: &Trace) -> bool {
+        match (self, &trace.allocator_settings) {
+            (ReplayJob::Pytorch { conf, .. }, Some(recorded)) => {
+                experiments::AllocConf::parse(recorded).is_ok_and(|r| &r == conf)
+            }
+            _ => false,
+        }
+    }
+}
+
+fn parse_capacity(text: Option<&str>) -> Result<Option<u64>> {
+    let capacity = text
         .map(|text| experiments::parse_bytes(text).map_err(|e| anyhow::anyhow!("--capacity: {e}")))
         .transpose()?;
     if capacity == Some(0) {
         bail!("--capacity 0: must be positive");
     }
-    let trace = if Trace::is_synthetic(args.trace) {
-        Trace::synthetic(args.trace, args.seed)?
+    Ok(capacity)
+}
+
+fn load_trace(text: &str, device: Option<usize>, seed: u64) -> Result<Trace> {
+    Ok(if Trace::is_synthetic(text) {
+        if device.is_some() {
+            bail!("--device applies only to PyTorch snapshots");
+        }
+        Trace::synthetic(text, seed)?
     } else {
-        Trace::load(Path::new(args.trace))?
+        Trace::load_device(Path::new(text), device)?
+    })
+}
+
+fn replay_jobs(args: &ReplayArgs, trace: &Trace) -> Result<Vec<ReplayJob>> {
+    let mut jobs = Vec::new();
+    let policy = match (args.policy, args.alloc_conf.is_empty(), &trace.allocator_settings) {
+        (Some(policy), _, _) => Some(policy),
+        (None, true, None) => Some("all"),
+        _ => None,
     };
+    if let Some(policy) = policy {
+        let specs = if policy == "all" {
+            experiments::POLICIES
+                .iter()
+                .map(|p| PolicySpec::parse(p.name))
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            PolicySpec::parse_list(policy)?
+        };
+        for spec in specs {
+            sim::build_policy(&spec)?;
+            jobs.push(ReplayJob::Named(spec));
+        }
+    }
+    let mut settings: Vec<String> = args.alloc_conf.to_vec();
+    if settings.is_empty() && args.policy.is_none() {
+        settings.extend(trace.allocator_settings.clone());
+    }
+    for text in settings {
+        let conf = experiments::AllocConf::parse(&text)?;
+        jobs.push(ReplayJob::Pytorch { settings: text, conf });
+    }
+    if jobs.is_empty() {
+        bail!("--policy names no policy");
+    }
+    Ok(jobs)
+}
+
+fn replay(args: &ReplayArgs) -> Result<()> {
+    let capacity = parse_capacity(args.capacity)?;
+    let trace = load_trace(args.trace, args.device, args.seed)?;
+    let jobs = replay_jobs(args, &trace)?;
     if let Some(path) = args.save_trace {
         trace.save(path)?;
     }
@@ -292,30 +375,50 @@ fn replay(args: &ReplayArgs) -> Result<()> {
             trace.warnings.examples.first().map_or("", String::as_str)
         );
     }
-    let progress = Progress::new(specs.len() as u64, "policies");
+    let progress = Progress::new(jobs.len() as u64, "policies");
     let record = match args.backend {
         ReplayBackend::Sim => {
             // The built-in profile's device sizes the address range expandable segments reserve.
             let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
             let mut results = Vec::new();
-            for spec in &specs {
-                progress.message(&spec.label());
-                let mut device = sim::SimDevice::new(device_bytes);
+            for job in &jobs {
+                let label = job.label();
+                progress.message(&label);
+                // Under its own settings a snapshot is replayed over the addresses its driver
+                // gave, and checked against every device operation it recorded.
+                let own = job.is_recording_of(&trace);
+                let mut device = if own {
+                    sim::SimDevice::following(device_bytes, &trace)
+                } else {
+                    sim::SimDevice::new(device_bytes)
+                };
                 let options = sim::ReplayOptions {
                     capacity,
+                    check_recorded: own,
                     ..sim::ReplayOptions::default()
                 };
-                let mut result = sim::replay(&trace, spec, &mut device, options, &mut (), BackendKind::Sim)?;
-                result.min_capacity_bytes = sim::min_capacity(&trace, spec, device_bytes)?;
+                let mut result = sim::replay_policy(
+                    &trace,
+                    &label,
+                    job.build(),
+                    &mut device,
+                    options,
+                    &mut (),
+                    BackendKind::Sim,
+                )?;
+                result.min_capacity_bytes = sim::min_capacity_of(&trace, &|| job.build(), device_bytes)?;
                 results.push(result);
                 progress.tick();
             }
             ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results)
         }
-        ReplayBackend::Hw => hw::replay_on_gpu(&trace, &specs, capacity, &|label| {
-            progress.message(label);
-            progress.tick();
-        })?,
+        ReplayBackend::Hw => {
+            let policies = jobs.iter().map(|job| (job.label(), job.build())).collect();
+            hw::replay_policies_on_gpu(&trace, policies, capacity, &|label| {
+                progress.message(label);
+                progress.tick();
+            })?
+        }
     };
     progress.finish();
     let backend = match args.backend {
@@ -355,6 +458,17 @@ fn replay(args: &ReplayArgs) -> Result<()> {
             r.min_capacity_bytes.map_or("-".to_string(), format_bytes),
             r.alloc_free_ns_p50
         );
+    }
+    for r in &record.results {
+        if let Some(stats) = &r.pytorch_stats {
+            println!(
+                "{}: retries {}, out of memory {}, device allocations {}, frees {}",
+                r.policy, stats.num_alloc_retries, stats.num_ooms, stats.num_device_alloc, stats.num_device_free
+            );
+        }
+        if let Some(check) = &r.recorded_check {
+            println!("{}: against the recording: {check}", r.policy);
+        }
     }
     println!("replay: {}", rendered.markdown.display());
     Ok(())

@@ -139,3 +139,63 @@ fn every_recording_is_read_whole() {
         assert!(path.components().count() == 2);
     }
 }
+
+/// What-if: each workload's uncapped default trace, replayed under another recording's
+/// settings and cap over counted addresses (nothing taken from that recording), set against
+/// what PyTorch did when it really ran so. Prints one line per recording.
+#[test]
+fn what_if_replays_of_the_default_trace_against_the_recorded_runs() {
+    let recordings = load_all();
+    let (mut verdicts, mut agree) = (0, 0);
+    let mut reserved_errors = Vec::new();
+    for rec in recordings.iter().filter(|r| !r.name.ends_with("/default")) {
+        let workload = rec.name.split('/').next().unwrap();
+        let default = recordings
+            .iter()
+            .find(|r| r.name == format!("{workload}/default"))
+            .unwrap();
+        let conf = AllocConf::parse(rec.meta["alloc_conf"].as_str().unwrap()).unwrap();
+        let capacity = rec.meta["allowed_memory_maximum"].as_u64();
+        let mut device = SimDevice::new(rec.meta["device_total_bytes"].as_u64().unwrap());
+        let options = ReplayOptions {
+            capacity,
+            timeline_points: 0,
+            time_ops: false,
+            check_recorded: false,
+        };
+        let result = replay_policy(
+            &default.trace,
+            &rec.name,
+            build_pytorch_policy(&conf),
+            &mut device,
+            options,
+            &mut (),
+            BackendKind::Sim,
+        )
+        .unwrap();
+        let stats = &rec.meta["memory_stats"];
+        if capacity.is_some() {
+            verdicts += 1;
+            let recorded_fit = stats["num_ooms"].as_u64().unwrap() == 0;
+            let predicted_fit = result.failed_allocs == 0;
+            agree += usize::from(recorded_fit == predicted_fit);
+            println!("{}: fits predicted {predicted_fit}, recorded {recorded_fit}", rec.name);
+        } else {
+            let recorded = stats["reserved_bytes.all.peak"].as_u64().unwrap() as f64;
+            let error = (result.peak_reserved_bytes as f64 - recorded) / recorded;
+            reserved_errors.push(error.abs());
+            println!("{}: peak reserved {:+.2}%", rec.name, error * 100.0);
+        }
+    }
+    reserved_errors.sort_by(f64::total_cmp);
+    println!(
+        "fit verdicts agree: {agree} of {verdicts}; uncapped peak reserved |error| median {:.2}%, worst {:.2}%",
+        experiments::median(&mut reserved_errors) * 100.0,
+        reserved_errors.last().unwrap() * 100.0
+    );
+    assert_eq!((verdicts, reserved_errors.len()), (24, 28));
+    assert_eq!(
+        agree, verdicts,
+        "a what-if replay must say 'fits' exactly where PyTorch fitted"
+    );
+}
