@@ -48,6 +48,8 @@ SETTINGS = {
 }
 
 WORKLOADS = ["resnet18", "gpt", "serve", "random"]
+# Held out: written and committed (with the allocator model frozen) before any of them ran.
+HOLDOUT_WORKLOADS = ["unet", "lstm"]
 
 # Strings whose acceptance by PyTorch itself is recorded (torch.cuda.memory._set_allocator_settings).
 PARSE_CASES = [
@@ -187,6 +189,60 @@ def run_workload(name, steps):
             if len(live) > 40:
                 live.pop(0)
         del live
+    elif name == "unet":
+        # An encoder-decoder with skip connections, Adam, bf16 autocast, varying image sizes.
+        def block(cin, cout):
+            return torch.nn.Sequential(
+                torch.nn.Conv2d(cin, cout, 3, padding=1), torch.nn.BatchNorm2d(cout), torch.nn.ReLU(),
+                torch.nn.Conv2d(cout, cout, 3, padding=1), torch.nn.BatchNorm2d(cout), torch.nn.ReLU(),
+            )
+
+        class UNet(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.downs = torch.nn.ModuleList([block(3, 32), block(32, 64), block(64, 128), block(128, 256)])
+                self.ups = torch.nn.ModuleList([block(256 + 128, 128), block(128 + 64, 64), block(64 + 32, 32)])
+                self.head = torch.nn.Conv2d(32, 2, 1)
+
+            def forward(self, x):
+                skips = []
+                for i, down in enumerate(self.downs):
+                    x = down(x if i == 0 else F.max_pool2d(x, 2))
+                    skips.append(x)
+                for up, skip in zip(self.ups, reversed(skips[:-1])):
+                    x = up(torch.cat([F.interpolate(x, scale_factor=2.0), skip], dim=1))
+                return self.head(x)
+
+        model = UNet().to(dev)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for _ in range(steps):
+            bs = int(rng.choice([2, 4, 6, 8]))
+            px = int(rng.choice([128, 192, 256, 320]))
+            x = torch.randn(bs, 3, px, px, device=dev)
+            y = torch.randint(0, 2, (bs, px, px), device=dev)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(x).float(), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    elif name == "lstm":
+        # A two-layer LSTM language model over variable-length batches, gradient clipping.
+        vocab, hidden = 10000, 768
+        emb = torch.nn.Embedding(vocab, hidden).to(dev)
+        lstm = torch.nn.LSTM(hidden, hidden, num_layers=2, batch_first=True).to(dev)
+        out = torch.nn.Linear(hidden, vocab).to(dev)
+        params = list(emb.parameters()) + list(lstm.parameters()) + list(out.parameters())
+        opt = torch.optim.SGD(params, lr=0.1)
+        for _ in range(steps):
+            bs = int(rng.choice([8, 16, 32, 48]))
+            t = int(rng.choice([32, 64, 96, 128, 200]))
+            tok = torch.randint(0, vocab, (bs, t + 1), device=dev)
+            h, _ = lstm(emb(tok[:, :-1]))
+            loss = F.cross_entropy(out(h).reshape(-1, vocab), tok[:, 1:].reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
     else:
         raise SystemExit(f"unknown workload {name}")
     torch.cuda.synchronize()
