@@ -11,8 +11,12 @@ use std::path::{Path, PathBuf};
 use experiments::{AllocConf, BackendKind, PytorchStats, Trace};
 use sim::{build_pytorch_policy, replay_policy, ReplayOptions, SimDevice};
 
-fn recordings() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports/reference/h100/alloc-traces")
+/// The recordings the model was built against (H100), and the hold-out registered before it
+/// was recorded (H200, commit eb4b1d8).
+const ROOTS: [&str; 2] = ["h100/alloc-traces", "h200/alloc-traces-holdout"];
+
+fn reference(root: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports/reference").join(root)
 }
 
 struct Recording {
@@ -22,8 +26,12 @@ struct Recording {
 }
 
 fn load_all() -> Vec<Recording> {
+    ROOTS.iter().flat_map(|root| load_root(root)).collect()
+}
+
+fn load_root(root: &str) -> Vec<Recording> {
     let mut out = Vec::new();
-    let mut workloads: Vec<_> = std::fs::read_dir(recordings())
+    let mut workloads: Vec<_> = std::fs::read_dir(reference(root))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
@@ -97,7 +105,7 @@ fn figures(stats: &PytorchStats) -> Vec<(String, u64)> {
 #[test]
 fn every_recorded_setting_matches_pytorchs_memory_stats() {
     let recordings = load_all();
-    assert!(recordings.len() >= 56, "{} recordings", recordings.len());
+    assert_eq!(recordings.len(), 56 + 28, "H100 recordings and the H200 hold-out");
     let mut wrong = Vec::new();
     let mut compared = 0;
     for rec in &recordings {
@@ -122,7 +130,7 @@ fn every_recorded_setting_matches_pytorchs_memory_stats() {
             wrong.push(format!("{}: {check}", rec.name));
         }
     }
-    assert!(compared >= 56 * 13);
+    assert_eq!(compared, (56 + 28) * 13);
     assert!(
         wrong.is_empty(),
         "{} of {compared} figures differ:\n{}",
@@ -193,7 +201,7 @@ fn what_if_replays_of_the_default_trace_against_the_recorded_runs() {
         experiments::median(&mut reserved_errors) * 100.0,
         reserved_errors.last().unwrap() * 100.0
     );
-    assert_eq!((verdicts, reserved_errors.len()), (24, 28));
+    assert_eq!((verdicts, reserved_errors.len()), (36, 42));
     assert_eq!(
         agree, verdicts,
         "a what-if replay must say 'fits' exactly where PyTorch fitted"
