@@ -102,6 +102,27 @@ enum Command {
         #[arg(long)]
         save_trace: Option<PathBuf>,
     },
+    /// PyTorch's allocator under many PYTORCH_ALLOC_CONF settings at once: which make the
+    /// trace fit under --capacity, at what cost; ranked, with plots (sim, in parallel).
+    Tune {
+        /// A PyTorch memory snapshot (.pickle or .pickle.gz), an RMM log or a memlab trace.
+        trace: String,
+        /// The cap to fit under, as torch.cuda.set_per_process_memory_fraction sets it (bytes).
+        #[arg(long, allow_hyphen_values = true)]
+        capacity: Option<String>,
+        /// Settings to try (repeatable); replaces the default grid of 20 (see `memlab list`).
+        #[arg(long, value_name = "SETTINGS", allow_hyphen_values = true)]
+        grid: Vec<String>,
+        /// Which device of a multi-GPU snapshot.
+        #[arg(long)]
+        device: Option<usize>,
+        /// Output folder for tune.json, tune.md, tune.html and plots.
+        #[arg(long, default_value = "memlab-out/tune")]
+        out: PathBuf,
+        /// Print the ranked results as one JSON object on stdout (timelines left out).
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure this GPU and write a device profile (needs a GPU).
     Calibrate {
         /// Profile file to write; the raw samples go beside it as <stem>.samples.json.
@@ -203,6 +224,14 @@ fn main() -> ExitCode {
             seed,
             save_trace: save_trace.as_deref(),
         }),
+        Command::Tune {
+            trace,
+            capacity,
+            grid,
+            device,
+            out,
+            json,
+        } => tune(&trace, capacity.as_deref(), &grid, device, &out, json),
         Command::Calibrate {
             out,
             part,
@@ -471,6 +500,116 @@ fn replay(args: &ReplayArgs) -> Result<()> {
         }
     }
     println!("replay: {}", rendered.markdown.display());
+    Ok(())
+}
+
+fn tune(
+    trace_arg: &str,
+    capacity: Option<&str>,
+    grid: &[String],
+    device: Option<usize>,
+    out: &Path,
+    json: bool,
+) -> Result<()> {
+    let capacity = parse_capacity(capacity)?;
+    let trace = load_trace(trace_arg, device, 0)?;
+    let mut texts: Vec<String> = if grid.is_empty() {
+        sim::DEFAULT_TUNE_GRID.iter().map(|s| s.to_string()).collect()
+    } else {
+        grid.to_vec()
+    };
+    // The trace's own settings are the baseline every other is weighed against.
+    if let Some(own) = &trace.allocator_settings {
+        let own_conf = experiments::AllocConf::parse(own)?;
+        if !texts
+            .iter()
+            .any(|t| experiments::AllocConf::parse(t).is_ok_and(|c| c == own_conf))
+        {
+            texts.insert(0, own.clone());
+        }
+    }
+    let settings = texts
+        .into_iter()
+        .map(|text| Ok((experiments::AllocConf::parse(&text)?, text)))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .map(|(conf, text)| (text, conf))
+        .collect::<Vec<_>>();
+    let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
+    let mut results = sim::tune(&trace, &settings, capacity, device_bytes)?;
+    let baseline = results.first().cloned();
+    sim::rank(&mut results);
+    let record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
+    record.save(&out.join("tune.json"))?;
+    let rendered = reports::render_tune(out)?;
+    if json {
+        let mut value = serde_json::to_value(&record).context("serialising the tune")?;
+        if let Some(results) = value.get_mut("results").and_then(|r| r.as_array_mut()) {
+            for result in results.iter_mut().filter_map(|r| r.as_object_mut()) {
+                result.remove("timeline");
+                result.remove("segment_sizes");
+            }
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).context("serialising the tune")?
+        );
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = record
+        .results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| reports::tune_row(i + 1, r, capacity))
+        .collect();
+    let widths: Vec<usize> = (0..reports::TUNE_HEADER.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].len())
+                .chain([reports::TUNE_HEADER[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    println!("{}", line(reports::TUNE_HEADER.to_vec()));
+    for row in &rows {
+        println!("{}", line(row.iter().map(String::as_str).collect()));
+    }
+    // The post-mortem: why the baseline did not fit, and what would have.
+    if let Some(base) = baseline.filter(|b| b.failed_allocs > 0) {
+        println!(
+            "\n{} does not fit: {}",
+            if reports::setting_of(&base).is_empty() {
+                "(defaults)"
+            } else {
+                reports::setting_of(&base)
+            },
+            base.first_failure.as_deref().unwrap_or_default()
+        );
+        let fitting: Vec<&str> = record
+            .results
+            .iter()
+            .filter(|r| r.failed_allocs == 0)
+            .map(reports::setting_of)
+            .collect();
+        match fitting.first() {
+            Some(best) => println!(
+                "{} of {} settings fit; the one reserving least: PYTORCH_ALLOC_CONF=\"{best}\"",
+                fitting.len(),
+                record.results.len()
+            ),
+            None => println!("none of the {} settings fits under this cap", record.results.len()),
+        }
+    }
+    println!("tune: {}", rendered.markdown.display());
     Ok(())
 }
 

@@ -446,3 +446,92 @@ fn the_two_gpu_peer_suite_predicts_with_a_profile_that_has_it_and_says_when_not(
     let output = memlab(&["run", suite, "--profile", "h100", "--out", "peer100"], tmp.path());
     assert_clean_failure(&output, &["[peer]"]);
 }
+
+fn recording(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("reports/reference/h100/alloc-traces")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn replay_of_a_snapshot_defaults_to_its_own_settings_and_checks_itself() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = memlab(&["replay", &recording("gpt/roundup4.pickle.gz"), "--json"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let result = &json["results"][0];
+    assert_eq!(result["policy"], "PYTORCH_ALLOC_CONF=roundup_power2_divisions:4");
+    let check = result["recorded_check"].as_str().unwrap();
+    assert!(check.starts_with("all "), "{check}");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(recording("gpt/roundup4.json")).unwrap()).unwrap();
+    for key in [
+        "reserved_bytes.all.peak",
+        "allocated_bytes.all.peak",
+        "num_device_alloc",
+    ] {
+        assert_eq!(result["pytorch_stats"][key], meta["memory_stats"][key], "{key}");
+    }
+}
+
+#[test]
+fn bad_settings_strings_are_one_line_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = recording("serve/default.pickle.gz");
+    for (setting, needle) in [
+        ("max_split_size_mb:10", "max_split_size_mb = 10"),
+        ("roundup_power2_divisions:[3:2]", "interval 3"),
+        ("garbage_collection_threshold:1.5", "garbage_collection_threshold = 1.5"),
+        ("expandable_segments:yes", "expandable_segments = yes"),
+        ("colour:blue", "unrecognized key 'colour'"),
+    ] {
+        let output = memlab(&["replay", &trace, "--alloc-conf", setting], tmp.path());
+        assert_clean_failure(&output, &[needle]);
+        let output = memlab(&["tune", &trace, "--grid", setting], tmp.path());
+        assert_clean_failure(&output, &[needle]);
+    }
+}
+
+#[test]
+fn tune_ranks_settings_and_writes_its_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("tune");
+    let output = memlab(
+        &[
+            "tune",
+            &recording("serve/default.pickle.gz"),
+            "--capacity",
+            "240947481",
+            "--grid",
+            "",
+            "--grid",
+            "expandable_segments:True",
+            "--grid",
+            "garbage_collection_threshold:0.7",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(text.contains("does not fit"), "{text}");
+    for file in [
+        "tune.json",
+        "tune.md",
+        "tune.html",
+        "plots/tune_peaks.png",
+        "plots/tune_best_timeline.svg",
+    ] {
+        assert!(out.join(file).exists(), "{file} missing");
+    }
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("tune.json")).unwrap()).unwrap();
+    let results = record["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    // Ranked: whatever fits comes before whatever does not.
+    let fits: Vec<bool> = results.iter().map(|r| r["failed_allocs"] == 0).collect();
+    assert!(fits.windows(2).all(|w| w[0] >= w[1]), "{fits:?}");
+}

@@ -16,8 +16,10 @@ mod plot_sweep;
 mod plot_timeline;
 mod render;
 mod replay_render;
+mod tune_render;
 
 pub use analysis::{join, Analysis, ComparedPoint, ErrorStats, ExperimentAnalysis};
 pub use error::{ReportError, Result};
 pub use render::{render, render_report, Rendered};
 pub use replay_render::render_replay;
+pub use tune_render::{render_tune, setting_of, tune_row, TUNE_HEADER};

@@ -17,8 +17,8 @@ mod spills;
 mod vmm;
 
 pub use alloc::{
-    build_policy, build_pytorch_policy, min_capacity, min_capacity_of, replay, replay_policy, AllocError, Block,
-    DeviceMemory, FreeSpace, Metered, Policy, ReplayHooks, ReplayOptions, SimDevice,
+    build_policy, build_pytorch_policy, min_capacity, min_capacity_of, rank, replay, replay_policy, tune, AllocError,
+    Block, DeviceMemory, FreeSpace, Metered, Policy, ReplayHooks, ReplayOptions, SimDevice, DEFAULT_TUNE_GRID,
 };
 pub use backend::{SimBackend, SimError};
 pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};

@@ -16,7 +16,9 @@ use sim::{build_pytorch_policy, replay_policy, ReplayOptions, SimDevice};
 const ROOTS: [&str; 2] = ["h100/alloc-traces", "h200/alloc-traces-holdout"];
 
 fn reference(root: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports/reference").join(root)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../reports/reference")
+        .join(root)
 }
 
 struct Recording {

@@ -710,11 +710,20 @@ impl Caching {
             ),
             None => "the device".to_string(),
         };
+        let largest = |pool: Pool| self.pools[pool as usize].blocks.iter().map(|k| k.1).max().unwrap_or(0);
+        let cached = self.total - self.stats.allocated.current;
         AllocError(format!(
-            "caching: {} requested ({} rounded, {} from the device) is refused by {limit} even after the cache was released",
+            "{} requested ({} rounded, {} from the device) is refused by {limit} even after the cache was released; \
+             then {} reserved, {} allocated, {} cached but unallocated, largest free block {} (large pool) / {} (small pool), {:.0}% of the cached bytes outside the largest",
             format_bytes(request),
             format_bytes(size),
-            format_bytes(self.allocation_size(size))
+            format_bytes(self.allocation_size(size)),
+            format_bytes(self.total),
+            format_bytes(self.stats.allocated.current),
+            format_bytes(cached),
+            format_bytes(largest(Pool::Large)),
+            format_bytes(largest(Pool::Small)),
+            self.free_space().fragmentation() * 100.0
         ))
     }
 }

@@ -11,11 +11,13 @@ mod caching;
 mod device;
 mod replay;
 mod simple;
+mod tune;
 
 use experiments::{AllocBackend, AllocConf, PolicySpec, PytorchStats};
 
 pub use device::{Metered, SimDevice};
 pub use replay::{min_capacity, min_capacity_of, replay, replay_policy, ReplayHooks, ReplayOptions};
+pub use tune::{rank, tune, DEFAULT_TUNE_GRID};
 
 /// Where a policy gets memory from: physical allocations (cuMemAlloc), and virtual ranges
 /// backed on demand (cuMemAddressReserve + cuMemCreate/cuMemMap/cuMemSetAccess).
