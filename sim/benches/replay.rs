@@ -20,8 +20,9 @@ fn replay_speed(c: &mut Criterion) {
         timeline_points: 0,
         time_ops: false,
         check_recorded: false,
+        stop_at_first_failure: false,
     };
-    for policy in ["caching", "expandable", "best-fit"] {
+    for policy in ["caching", "expandable", "best-fit", "cuda-malloc"] {
         let spec = PolicySpec::parse(policy).unwrap();
         group.bench_function(policy, |b| {
             b.iter(|| {

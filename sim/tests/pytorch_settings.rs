@@ -75,6 +75,7 @@ fn replay_recording(rec: &Recording) -> (PytorchStats, Option<String>, u64) {
         timeline_points: 0,
         time_ops: false,
         check_recorded: true,
+        stop_at_first_failure: false,
     };
     let result = replay_policy(
         &rec.trace,
@@ -172,6 +173,7 @@ fn what_if_replays_of_the_default_trace_against_the_recorded_runs() {
             timeline_points: 0,
             time_ops: false,
             check_recorded: false,
+            stop_at_first_failure: false,
         };
         let result = replay_policy(
             &default.trace,

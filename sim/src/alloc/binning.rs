@@ -1,6 +1,6 @@
 //! Fixed-size bins for small requests, carved from device chunks; an upstream policy for the rest.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use experiments::format_bytes;
 
@@ -24,8 +24,8 @@ impl Binning {
             min_bin,
             max_bin,
             chunk,
-            free_lists: HashMap::new(),
-            small: HashMap::new(),
+            free_lists: HashMap::default(),
+            small: HashMap::default(),
             chunks: Vec::new(),
             cached: 0,
             large,

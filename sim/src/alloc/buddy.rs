@@ -1,6 +1,8 @@
 //! A binary buddy allocator: power-of-two blocks split in halves and merged with their buddy.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use experiments::format_bytes;
 
@@ -28,7 +30,7 @@ impl Buddy {
             max_order,
             arenas: BTreeSet::new(),
             free: vec![BTreeSet::new(); max_order + 1],
-            used: HashMap::new(),
+            used: HashMap::default(),
             free_total: 0,
             splits: 0,
             merges: 0,

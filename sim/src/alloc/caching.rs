@@ -23,7 +23,9 @@
 //!
 //! Statistics are counted where PyTorch counts them, under its names ([`PytorchStats`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use experiments::{format_bytes, AllocConf, PytorchStats};
 
@@ -175,7 +177,7 @@ impl Caching {
             nodes: Vec::new(),
             vacant: Vec::new(),
             pools: [PoolState::default(), PoolState::default()],
-            active: HashMap::new(),
+            active: HashMap::default(),
             segments: Vec::new(),
             total: 0,
             free_bytes: 0,

@@ -1,6 +1,8 @@
 //! Replaying a trace through a policy, and the figures that come out.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::time::Instant;
 
 use experiments::{BackendKind, DeviceAction, PolicyResult, PolicySpec, RecordedOp, TimelinePoint, Trace, TraceEvent};
@@ -19,6 +21,8 @@ pub struct ReplayOptions {
     /// Compare the policy's device operations with those the trace recorded (a replay of a
     /// trace under the settings it was recorded with).
     pub check_recorded: bool,
+    /// Stop at the first request the policy cannot satisfy (a probe that only asks "does it fit?").
+    pub stop_at_first_failure: bool,
 }
 
 impl Default for ReplayOptions {
@@ -28,6 +32,7 @@ impl Default for ReplayOptions {
             timeline_points: 2000,
             time_ops: true,
             check_recorded: false,
+            stop_at_first_failure: false,
         }
     }
 }
@@ -117,7 +122,7 @@ fn p50_p99(mut samples: Vec<f64>) -> (f64, f64) {
 
 /// How many of `recorded` (as a multiset) also appear in `made`.
 fn multiset_overlap(recorded: &[u64], made: &[u64]) -> usize {
-    let mut counts: HashMap<u64, usize> = HashMap::new();
+    let mut counts: HashMap<u64, usize> = HashMap::default();
     for &size in made {
         *counts.entry(size).or_default() += 1;
     }
@@ -160,6 +165,79 @@ struct Live {
     ns: f64,
     /// The program let go of it (`FreeRequested`); it waits for its `Free`.
     let_go: bool,
+}
+
+/// Live blocks by trace id: a vector where the ids are dense (every importer numbers them from
+/// 0), a hash map otherwise.
+enum LiveTable {
+    Dense(Vec<Option<Live>>),
+    Sparse(HashMap<u64, Live>),
+}
+
+impl LiveTable {
+    fn for_trace(trace: &Trace) -> LiveTable {
+        let max_id = trace
+            .events
+            .iter()
+            .map(|e| match *e {
+                TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => id,
+            })
+            .max()
+            .unwrap_or(0);
+        if max_id <= 2 * trace.events.len() as u64 + 1024 {
+            LiveTable::Dense((0..=max_id).map(|_| None).collect())
+        } else {
+            LiveTable::Sparse(HashMap::default())
+        }
+    }
+
+    fn insert(&mut self, id: u64, live: Live) {
+        match self {
+            LiveTable::Dense(slots) => slots[id as usize] = Some(live),
+            LiveTable::Sparse(map) => {
+                map.insert(id, live);
+            }
+        }
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut Live> {
+        match self {
+            LiveTable::Dense(slots) => slots.get_mut(id as usize).and_then(Option::as_mut),
+            LiveTable::Sparse(map) => map.get_mut(&id),
+        }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Live> {
+        match self {
+            LiveTable::Dense(slots) => slots.get_mut(id as usize).and_then(Option::take),
+            LiveTable::Sparse(map) => map.remove(&id),
+        }
+    }
+
+    /// The id of the live block at `addr` that the program has let go of.
+    fn let_go_at(&self, addr: u64) -> Option<u64> {
+        let matches = |live: &Live| live.let_go && live.block.addr == addr;
+        match self {
+            LiveTable::Dense(slots) => slots
+                .iter()
+                .position(|slot| slot.as_ref().is_some_and(matches))
+                .map(|i| i as u64),
+            LiveTable::Sparse(map) => map.iter().find(|(_, live)| matches(live)).map(|(&id, _)| id),
+        }
+    }
+
+    fn drain(self) -> Vec<(u64, Block)> {
+        let mut out: Vec<(u64, Block)> = match self {
+            LiveTable::Dense(slots) => slots
+                .into_iter()
+                .enumerate()
+                .filter_map(|(id, slot)| slot.map(|live| (id as u64, live.block)))
+                .collect(),
+            LiveTable::Sparse(map) => map.into_iter().map(|(id, live)| (id, live.block)).collect(),
+        };
+        out.sort_by_key(|(id, _)| *id);
+        out
+    }
 }
 
 /// Where the replay's device operations first part from those the trace recorded.
@@ -214,9 +292,7 @@ pub fn replay_policy(
 ) -> Result<PolicyResult, experiments::Error> {
     let limited_by_policy = options.capacity.is_some_and(|capacity| policy.limit_memory(capacity));
     let mut meter = Metered::new(device, if limited_by_policy { None } else { options.capacity });
-    let mut live: HashMap<u64, Live> = HashMap::new();
-    // Blocks let go of but not yet reusable, by address: a flush may finish them early.
-    let mut let_go: HashMap<u64, u64> = HashMap::new();
+    let mut live = LiveTable::for_trace(trace);
     let (mut allocated, mut requested) = (0u64, 0u64);
     let (mut peak_allocated, mut peak_requested) = (0u64, 0u64);
     let (mut fragmentation, mut waste) = (0.0, 0u64);
@@ -233,16 +309,19 @@ pub fn replay_policy(
                 let start = options.time_ops.then(Instant::now);
                 let result = policy.allocate(&mut meter, size, stream);
                 let ns = timed(start);
+                // Blocks a flush finished before the trace's own free (rare: a scan will do).
                 for block in policy.drain_finished() {
-                    if let Some(done) = let_go.remove(&block.addr) {
-                        live.remove(&done);
+                    if let Some(done) = live.let_go_at(block.addr) {
+                        live.remove(done);
                         hooks.freeing(done, block).map_err(|e| hook_error(index, e))?;
                     }
                 }
                 match result {
                     Ok(block) => {
                         hooks.allocated(id, block).map_err(|e| hook_error(index, e))?;
-                        alloc_ns.push(ns);
+                        if options.time_ops {
+                            alloc_ns.push(ns);
+                        }
                         live.insert(
                             id,
                             Live {
@@ -270,35 +349,37 @@ pub fn replay_policy(
                             addr: 0,
                         });
                         first_failure.get_or_insert_with(|| format!("event {index}: {e}"));
+                        if options.stop_at_first_failure {
+                            break;
+                        }
                     }
                 }
             }
             TraceEvent::FreeRequested { id } => {
-                if let Some(entry) = live.get_mut(&id).filter(|entry| !entry.let_go) {
+                if let Some(entry) = live.get_mut(id).filter(|entry| !entry.let_go) {
                     entry.let_go = true;
                     allocated -= entry.block.size;
                     requested -= entry.size;
                     let start = options.time_ops.then(Instant::now);
                     policy.free_requested(&mut meter, entry.block);
                     entry.ns += timed(start);
-                    let_go.insert(entry.block.addr, id);
                 }
             }
             TraceEvent::Free { id } => {
                 // A free whose allocation failed, or that a flush already finished, has nothing to return.
-                if let Some(entry) = live.remove(&id) {
-                    if entry.let_go {
-                        let_go.remove(&entry.block.addr);
-                    } else {
+                if let Some(entry) = live.remove(id) {
+                    if !entry.let_go {
                         allocated -= entry.block.size;
                         requested -= entry.size;
                     }
                     hooks.freeing(id, entry.block).map_err(|e| hook_error(index, e))?;
                     let start = options.time_ops.then(Instant::now);
                     policy.free(&mut meter, entry.block);
-                    let ns = timed(start);
-                    free_ns.push(ns);
-                    pair_ns.push(entry.ns + ns);
+                    if options.time_ops {
+                        let ns = timed(start);
+                        free_ns.push(ns);
+                        pair_ns.push(entry.ns + ns);
+                    }
                 }
             }
         }
@@ -312,9 +393,7 @@ pub fn replay_policy(
     // the cache: whatever the policy still holds afterwards is memory it cannot give back.
     let end = trace.events.len();
     meter.at = end;
-    let mut leftovers: Vec<(u64, Block)> = live.drain().map(|(id, entry)| (id, entry.block)).collect();
-    leftovers.sort_by_key(|(id, _)| *id);
-    for (id, block) in leftovers {
+    for (id, block) in live.drain() {
         hooks.freeing(id, block).map_err(|e| hook_error(end, e))?;
         policy.free(&mut meter, block);
     }
@@ -377,6 +456,7 @@ pub fn min_capacity_of(
         timeline_points: 0,
         time_ops: false,
         check_recorded: false,
+        stop_at_first_failure: true,
     };
     let run = |capacity: Option<u64>| -> Result<PolicyResult, experiments::Error> {
         let mut device = SimDevice::new(device_bytes);

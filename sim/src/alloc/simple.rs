@@ -1,6 +1,6 @@
 //! The simplest policies: the device allocator itself, a bump arena, and power-of-two buckets.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use experiments::format_bytes;
 
@@ -179,7 +179,7 @@ impl Buckets {
     pub(super) fn new(min: u64) -> Buckets {
         Buckets {
             min,
-            free_lists: HashMap::new(),
+            free_lists: HashMap::default(),
             cached: 0,
             hits: 0,
             misses: 0,
