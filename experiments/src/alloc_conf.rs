@@ -456,4 +456,85 @@ mod tests {
         rejects("max_split_size_mb", "ends early");
         rejects("backend:foo", "backend = foo");
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        fn divisions() -> impl Strategy<Value = u64> {
+            prop_oneof![Just(0u64), (0u32..7).prop_map(|k| 1u64 << k)]
+        }
+
+        prop_compose! {
+            fn any_conf()(
+                max_split in prop::option::of(20u64..100_000),
+                rounding in prop::option::of(20u64..100_000),
+                segment in prop::option::of(1u64..4096),
+                uniform in prop::option::of((0u32..7).prop_map(|k| 1u64 << k)),
+                list in prop::collection::vec(divisions(), ROUNDUP_INTERVALS),
+                use_list in any::<bool>(),
+                gc in prop::option::of(1u32..1000),
+                expandable in any::<bool>(),
+                cuda_async in any::<bool>(),
+                lock in prop::option::of(any::<bool>()),
+            ) -> AllocConf {
+                let mut conf = AllocConf::default();
+                if let Some(mb) = max_split { conf.max_split_size = mb * MB; }
+                if let Some(mb) = rounding { conf.max_non_split_rounding = mb * MB; }
+                if let Some(mb) = segment { conf.large_segment_size = mb * MB; }
+                if use_list {
+                    conf.roundup_power2_divisions.copy_from_slice(&list);
+                } else if let Some(d) = uniform {
+                    conf.roundup_power2_divisions = [d; ROUNDUP_INTERVALS];
+                }
+                if let Some(g) = gc { conf.garbage_collection_threshold = f64::from(g) / 1000.0; }
+                conf.expandable_segments = expandable;
+                if cuda_async { conf.backend = AllocBackend::CudaMallocAsync; }
+                if let Some(flag) = lock {
+                    conf.recorded_only.push((
+                        "release_lock_on_cudamalloc".into(),
+                        if flag { "True" } else { "False" }.into(),
+                    ));
+                }
+                conf
+            }
+        }
+
+        proptest! {
+            /// Every setting reads back from its canonical string to the same settings.
+            #[test]
+            fn settings_round_trip(conf in any_conf()) {
+                let text = conf.to_string();
+                let again = AllocConf::parse(&text);
+                prop_assert_eq!(again.as_ref().ok(), Some(&conf), "{}", text);
+            }
+
+            /// Any string at all is settings or a one-line error, never a panic.
+            #[test]
+            fn any_string_is_settings_or_one_line(text in "[a-z_:,\\[\\]>0-9. ]{0,60}") {
+                if let Err(e) = AllocConf::parse(&text) {
+                    let message = e.to_string();
+                    prop_assert!(!message.contains('\n'), "{}", message);
+                }
+            }
+
+            /// Strings built from real keys and values, well-formed or not.
+            #[test]
+            fn key_value_soup_never_panics(
+                parts in prop::collection::vec(
+                    (prop::sample::select(vec![
+                        "max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold",
+                        "expandable_segments", "backend", "max_non_split_rounding_mb", "pinned_num_register_threads",
+                    ]),
+                    prop::sample::select(vec!["64", "0", "-1", "True", "[1:2,>:4]", "[", "]", "0.5", "", ">:1", "abc"])),
+                    0..5,
+                ),
+                separator in prop::sample::select(vec![",", ":", ";", ""]),
+            ) {
+                let text: Vec<String> = parts.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                let _ = AllocConf::parse(&text.join(separator));
+            }
+        }
+    }
 }
