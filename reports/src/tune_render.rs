@@ -80,15 +80,25 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
         None => about.push_str(", no cap"),
     }
     blocks.push(Block::Paragraph(
-        about + ". Ranked: settings that fit first, then by peak reserved memory.",
+        about + ". Ranked: settings that fit first, then by peak reserved memory; the plots name each by its rank.",
     ));
+    // Setting strings are too long for an axis: the bars carry their rank, "x" marking a misfit.
+    let by_rank: Vec<PolicyResult> = record
+        .results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| PolicyResult {
+            policy: format!("{}{}", i + 1, if r.failed_allocs > 0 { "x" } else { "" }),
+            ..r.clone()
+        })
+        .collect();
     plots.extend(render_both(
         &plot_dir,
         "tune_peaks",
-        &PeaksChart::new("peak reserved per setting".into(), &record.results),
+        &PeaksChart::new("peak reserved per setting (by rank; x: does not fit)".into(), &by_rank),
     )?);
     blocks.push(image("tune_peaks"));
-    let best = &record.results[..record.results.len().min(BEST_SHOWN)];
+    let best = &by_rank[..by_rank.len().min(BEST_SHOWN)];
     plots.extend(render_both(
         &plot_dir,
         "tune_best_timeline",
