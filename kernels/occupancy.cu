@@ -3,7 +3,7 @@
 //
 // REGISTER_CAP and STATIC_SHARED_BYTES are given with -D at compile time. LIVE values stay
 // live across every pass, more than any cap allows, so the compiler uses exactly the cap
-// (spilling the rest to local memory); memlab reads back what it used (CU_FUNC_ATTRIBUTE_NUM_REGS).
+// (spilling the rest to local memory); vramlab reads back what it used (CU_FUNC_ATTRIBUTE_NUM_REGS).
 #ifndef REGISTER_CAP
 #define REGISTER_CAP 255
 #endif

@@ -3,7 +3,7 @@
 // with __maxnreg__) below what LIVE values need, the compiler keeps the rest in local memory and
 // loads and stores them every iteration. The iteration loop is never unrolled: unrolled 2 or 4
 // times (NVVM's choice, by body size) the compiler spills differently per unroll factor, and the
-// local traffic per iteration stops being a function of the cap alone. memlab launches it to
+// local traffic per iteration stops being a function of the cap alone. vramlab launches it to
 // fill the GPU and times it with events; block 0's clock64 count (what v1 timed on one warp) is
 // still written, so the code compiled here stays the code the references measured.
 #ifndef REGISTER_CAP

@@ -1,4 +1,4 @@
-"""Compile memlab's kernels with NVRTC on a machine without a GPU, before spending GPU time.
+"""Compile vramlab's kernels with NVRTC on a machine without a GPU, before spending GPU time.
 
 NVRTC is a plain library: fetch it once from PyPI, then run from the repository root:
     pip download --no-deps -d /tmp/nvrtc nvidia-cuda-nvrtc && (cd /tmp/nvrtc && unzip -q -o *.whl -d x)

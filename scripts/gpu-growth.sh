@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Buffer growth on this GPU: the GPU tests, `memlab calibrate --part growth` into a built-in
+# Buffer growth on this GPU: the GPU tests, `vramlab calibrate --part growth` into a built-in
 # profile, then the growth suite on both backends with that profile.
-# Usage: scripts/gpu-growth.sh MEMLAB_BINARY GPU_TEST_BINARY OUT_DIR PROFILE
+# Usage: scripts/gpu-growth.sh VRAMLAB_BINARY GPU_TEST_BINARY OUT_DIR PROFILE
 set -uo pipefail
-bin=${1:?memlab binary}
+bin=${1:?vramlab binary}
 tests=${2:?hw gpu test binary}
 out=${3:?output folder}
 base=${4:?built-in profile to start from}

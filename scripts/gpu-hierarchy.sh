@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Re-measures the global-memory and constant parts of a built-in profile on this GPU and runs
 # the global-memory and constant experiments on both backends with the fresh profile.
-# Usage: scripts/gpu-hierarchy.sh MEMLAB_BINARY OUT_DIR PROFILE   (PROFILE: h100, h200)
+# Usage: scripts/gpu-hierarchy.sh VRAMLAB_BINARY OUT_DIR PROFILE   (PROFILE: h100, h200)
 set -uo pipefail
-bin=${1:?memlab binary}
+bin=${1:?vramlab binary}
 out=${2:?output folder}
 base=${3:?built-in profile to start from}
 mkdir -p "$out"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Re-measures one part of a built-in profile on this GPU and runs experiments on both backends
-# with the result. Usage: scripts/gpu-part.sh MEMLAB_BINARY OUT_DIR PROFILE PART EXPERIMENT...
+# with the result. Usage: scripts/gpu-part.sh VRAMLAB_BINARY OUT_DIR PROFILE PART EXPERIMENT...
 set -uo pipefail
-bin=${1:?memlab binary}
+bin=${1:?vramlab binary}
 out=${2:?output folder}
 base=${3:?built-in profile to start from}
 part=${4:?part to calibrate}

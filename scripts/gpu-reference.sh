@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# A reference run on a real GPU: machine metadata, `memlab calibrate`, the transfer suite on
+# A reference run on a real GPU: machine metadata, `vramlab calibrate`, the transfer suite on
 # both backends with the fresh profile, and an independent cross-check through PyTorch.
-# Usage: scripts/gpu-reference.sh MEMLAB_BINARY OUT_DIR TAG   (TAG: h100, h200, ...)
+# Usage: scripts/gpu-reference.sh VRAMLAB_BINARY OUT_DIR TAG   (TAG: h100, h200, ...)
 set -uo pipefail
-bin=${1:?memlab binary}
+bin=${1:?vramlab binary}
 out=${2:?output folder}
 tag=${3:?gpu tag, e.g. h100}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Allocator policies on a real GPU: the GPU tests, then the resnet18 traces replayed by every
 # policy over device memory (every block stamped and checked by a kernel) and in simulation.
-# Usage: scripts/gpu-replay.sh MEMLAB_BINARY GPU_TEST_BINARY OUT_DIR
+# Usage: scripts/gpu-replay.sh VRAMLAB_BINARY GPU_TEST_BINARY OUT_DIR
 set -uo pipefail
-bin=${1:?memlab binary}
+bin=${1:?vramlab binary}
 tests=${2:?hw gpu test binary}
 out=${3:?output folder}
 mkdir -p "$out"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Register spills on this GPU: `memlab calibrate --part spills` into a built-in profile, then
+# Register spills on this GPU: `vramlab calibrate --part spills` into a built-in profile, then
 # the spills experiment on both backends with that profile.
-# Usage: scripts/gpu-spills.sh MEMLAB_BINARY OUT_DIR PROFILE
+# Usage: scripts/gpu-spills.sh VRAMLAB_BINARY OUT_DIR PROFILE
 set -uo pipefail
-bin=${1:?memlab binary}
+bin=${1:?vramlab binary}
 out=${2:?output folder}
 base=${3:?built-in profile to start from}
 mkdir -p "$out"

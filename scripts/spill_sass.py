@@ -1,6 +1,6 @@
 """What the compiler does with kernels/spills.cu under each register cap, read off its SASS.
 
-No GPU needed. NVRTC compiles the kernel to PTX exactly as memlab's hw backend does (same
+No GPU needed. NVRTC compiles the kernel to PTX exactly as vramlab's hw backend does (same
 source, -DLIVE and -DREGISTER_CAP, NVRTC's default architecture), ptxas turns the PTX into
 sm_90 SASS, and nvdisasm (through cuobjdump) lists it. For each (live, cap) this records the
 registers and the stack frame ptxas reports, and the spilled loads (LDL), stores (STL) and

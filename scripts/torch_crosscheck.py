@@ -1,4 +1,4 @@
-"""Independent check of memlab's transfer figures with PyTorch (not part of memlab).
+"""Independent check of vramlab's transfer figures with PyTorch (not part of vramlab).
 
 Copies non-zero data host<->device with CUDA events, 5 warm-ups, median of 25, and prints
 GB/s (10^9 bytes/s) for pinned and pageable memory at a few sizes.

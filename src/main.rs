@@ -1,4 +1,4 @@
-//! memlab's command line: argument parsing and wiring only; the work lives in the crates.
+//! vramlab's command line: argument parsing and wiring only; the work lives in the crates.
 
 mod progress;
 
@@ -19,7 +19,7 @@ use crate::progress::Progress;
 
 #[derive(Parser)]
 #[command(
-    name = "memlab",
+    name = "vramlab",
     version,
     about = "A GPU memory testbed: one experiment definition, simulated and measured"
 )]
@@ -43,7 +43,7 @@ enum Command {
         #[arg(long, default_value = DEFAULT_PROFILE)]
         profile: String,
         /// Output folder.
-        #[arg(long, default_value = "memlab-out")]
+        #[arg(long, default_value = "vramlab-out")]
         out: PathBuf,
         /// Seed for data patterns (and any randomised workload); recorded in every record.
         #[arg(long, default_value_t = 0)]
@@ -51,7 +51,7 @@ enum Command {
     },
     /// Render report.md, report.html and plots from the records in DIR.
     Report {
-        /// A folder written by `memlab run`.
+        /// A folder written by `vramlab run`.
         dir: PathBuf,
     },
     /// Show, for one case, what the model decides and why (a teaching view).
@@ -68,8 +68,8 @@ enum Command {
     },
     /// Replay an allocation trace through allocator policies and report memory and speed.
     Replay {
-        /// A PyTorch memory snapshot (.pickle), an RMM log (.csv), a memlab trace (.json), or
-        /// synthetic:GENERATOR[:key=value...] (see `memlab list`).
+        /// A PyTorch memory snapshot (.pickle), an RMM log (.csv), a vramlab trace (.json), or
+        /// synthetic:GENERATOR[:key=value...] (see `vramlab list`).
         trace: String,
         /// Policies, comma-separated, each NAME[:key=value...]; `all` runs every policy. Default:
         /// a PyTorch snapshot's own settings (see --alloc-conf), else `all`.
@@ -93,31 +93,31 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Output folder for replay-<backend>.json, replay.md, replay.html and plots.
-        #[arg(long, default_value = "memlab-out/replay")]
+        #[arg(long, default_value = "vramlab-out/replay")]
         out: PathBuf,
         /// Seed for synthetic traces.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Also write the trace as memlab trace JSON to this file.
+        /// Also write the trace as vramlab trace JSON to this file.
         #[arg(long)]
         save_trace: Option<PathBuf>,
     },
     /// PyTorch's allocator under many PYTORCH_ALLOC_CONF settings at once: which make the
     /// trace fit under --capacity, at what cost; ranked, with plots (sim, in parallel).
     Tune {
-        /// A PyTorch memory snapshot (.pickle or .pickle.gz), an RMM log or a memlab trace.
+        /// A PyTorch memory snapshot (.pickle or .pickle.gz), an RMM log or a vramlab trace.
         trace: String,
         /// The cap to fit under, as torch.cuda.set_per_process_memory_fraction sets it (bytes).
         #[arg(long, allow_hyphen_values = true)]
         capacity: Option<String>,
-        /// Settings to try (repeatable); replaces the default grid of 20 (see `memlab list`).
+        /// Settings to try (repeatable); replaces the default grid of 20 (see `vramlab list`).
         #[arg(long, value_name = "SETTINGS", allow_hyphen_values = true)]
         grid: Vec<String>,
         /// Which device of a multi-GPU snapshot.
         #[arg(long)]
         device: Option<usize>,
         /// Output folder for tune.json, tune.md, tune.html and plots.
-        #[arg(long, default_value = "memlab-out/tune")]
+        #[arg(long, default_value = "vramlab-out/tune")]
         out: PathBuf,
         /// Print the ranked results as one JSON object on stdout (timelines left out).
         #[arg(long)]
@@ -183,7 +183,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) if !err.use_stderr() => err.exit(), // --help, --version
         Err(err) => {
-            // clap words usage errors over several lines; memlab's errors are one line.
+            // clap words usage errors over several lines; vramlab's errors are one line.
             let text = err.render().to_string();
             let words: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
             eprintln!("{}", words.join(" "));
@@ -270,14 +270,14 @@ fn list() -> Result<()> {
         Profile::builtin_names().join(", ")
     );
     println!("backends: sim, hw, both");
-    println!("allocator policies (memlab replay --policy NAME[:key=value...]):");
+    println!("allocator policies (vramlab replay --policy NAME[:key=value...]):");
     for policy in experiments::POLICIES {
         println!("  {:<18} {}", policy.name, policy.summary);
         for (key, default, meaning) in policy.params {
             println!("    {key} = {default}: {meaning}");
         }
     }
-    println!("synthetic traces (memlab replay synthetic:NAME[:key=value...] --seed N):");
+    println!("synthetic traces (vramlab replay synthetic:NAME[:key=value...] --seed N):");
     for generator in experiments::SYNTHETIC_TRACES {
         let params: Vec<String> = generator.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!("  {:<18} {} ({})", generator.name, generator.summary, params.join(", "));
@@ -298,7 +298,7 @@ struct ReplayArgs<'a> {
     save_trace: Option<&'a Path>,
 }
 
-/// One policy a replay runs: one of memlab's by name, or PyTorch's under a settings string.
+/// One policy a replay runs: one of vramlab's by name, or PyTorch's under a settings string.
 enum ReplayJob {
     Named(PolicySpec),
     Pytorch {
@@ -680,7 +680,7 @@ fn run_one<B: Backend>(
 fn report(dir: &Path) -> Result<()> {
     if !dir.is_dir() {
         bail!(
-            "{}: not a folder (give the --out folder of a `memlab run`)",
+            "{}: not a folder (give the --out folder of a `vramlab run`)",
             dir.display()
         );
     }
@@ -711,7 +711,7 @@ fn explain(topic: Topic, params: &[String], profile: &str) -> Result<()> {
             };
             let shared = profile.shared.as_ref().with_context(|| {
                 format!(
-                    "profile '{}' has no [shared] section (memlab calibrate --part shared --into FILE)",
+                    "profile '{}' has no [shared] section (vramlab calibrate --part shared --into FILE)",
                     profile.name
                 )
             })?;
@@ -748,7 +748,7 @@ fn explain(topic: Topic, params: &[String], profile: &str) -> Result<()> {
 fn section<'p, T>(profile: &Profile, part: Option<&'p T>, name: &str) -> Result<&'p T> {
     part.with_context(|| {
         format!(
-            "profile '{}' has no [{name}] section (memlab calibrate --part {name} --into FILE)",
+            "profile '{}' has no [{name}] section (vramlab calibrate --part {name} --into FILE)",
             profile.name
         )
     })

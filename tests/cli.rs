@@ -1,14 +1,14 @@
-//! End-to-end tests of the `memlab` binary, as a user runs it.
+//! End-to-end tests of the `vramlab` binary, as a user runs it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn memlab(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memlab"))
+fn vramlab(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vramlab"))
         .args(args)
         .current_dir(dir)
         .output()
-        .expect("memlab runs")
+        .expect("vramlab runs")
 }
 
 fn stderr(output: &Output) -> String {
@@ -45,9 +45,9 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn default_run_writes_records_report_and_plots() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memlab(&["run"], tmp.path());
+    let output = vramlab(&["run"], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
-    let out = tmp.path().join("memlab-out");
+    let out = tmp.path().join("vramlab-out");
     for file in [
         "report.md",
         "report.html",
@@ -88,7 +88,7 @@ fn default_run_writes_records_report_and_plots() {
 fn same_seed_gives_byte_identical_records() {
     let tmp = tempfile::tempdir().unwrap();
     for out in ["a", "b"] {
-        let output = memlab(&["run", "transfers", "--seed", "7", "--out", out], tmp.path());
+        let output = vramlab(&["run", "transfers", "--seed", "7", "--out", out], tmp.path());
         assert!(output.status.success(), "{}", stderr(&output));
     }
     let records: Vec<PathBuf> = files_under(&tmp.path().join("a"))
@@ -119,7 +119,7 @@ fn suite_file(dir: &Path, sizes: &str) -> String {
 fn a_suite_file_runs_like_a_built_in_one() {
     let tmp = tempfile::tempdir().unwrap();
     let file = suite_file(tmp.path(), "[\"4 KiB\", \"3 MiB\"]");
-    let output = memlab(&["run", &file, "--out", "o"], tmp.path());
+    let output = vramlab(&["run", &file, "--out", "o"], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
     let csv = std::fs::read_to_string(tmp.path().join("o/mine_up/sim.csv")).unwrap();
     assert!(csv.contains(",4096,") && csv.contains(",3145728,"), "{csv}");
@@ -130,7 +130,7 @@ fn malformed_toml_names_file_and_line() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("broken.toml");
     std::fs::write(&path, "name = \"x\"\n[[experiment]\nname = \"y\"\n").unwrap();
-    let output = memlab(&["run", path.to_str().unwrap()], tmp.path());
+    let output = vramlab(&["run", path.to_str().unwrap()], tmp.path());
     assert_clean_failure(&output, &["broken.toml:2:"]);
 }
 
@@ -143,7 +143,7 @@ fn zero_and_negative_sizes_are_refused_with_the_value() {
         ("\"0 MiB\"", "bytes = \"0 MiB\""),
     ] {
         let file = suite_file(tmp.path(), sizes);
-        let output = memlab(&["run", &file], tmp.path());
+        let output = vramlab(&["run", &file], tmp.path());
         assert_clean_failure(&output, &["mine.toml:7:", shown, "positive"]);
     }
 }
@@ -151,23 +151,23 @@ fn zero_and_negative_sizes_are_refused_with_the_value() {
 #[test]
 fn unknown_names_list_the_valid_ones() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memlab(&["run", "h2d_pinnned"], tmp.path());
+    let output = vramlab(&["run", "h2d_pinnned"], tmp.path());
     assert_clean_failure(&output, &["'h2d_pinnned'", "transfers", "h2d_pinned", "overlap"]);
-    let output = memlab(&["run", "--profile", "a100"], tmp.path());
+    let output = vramlab(&["run", "--profile", "a100"], tmp.path());
     assert_clean_failure(&output, &["'a100'", "h100"]);
-    let output = memlab(&["report", "nowhere"], tmp.path());
+    let output = vramlab(&["report", "nowhere"], tmp.path());
     assert_clean_failure(&output, &["nowhere"]);
 }
 
 #[test]
 fn bad_arguments_get_one_line_and_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memlab(&["run", "--backend", "gpu"], tmp.path());
+    let output = vramlab(&["run", "--backend", "gpu"], tmp.path());
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("'gpu'") && err.contains("sim, hw, both"), "{err}");
-    let help = memlab(&["run", "--help"], tmp.path());
+    let help = vramlab(&["run", "--help"], tmp.path());
     assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("--backend"));
 }
 
@@ -183,7 +183,7 @@ fn hw_without_a_gpu_says_so_in_one_line() {
         &["run", "--backend", "both"][..],
         &["calibrate"][..],
     ] {
-        let output = memlab(args, tmp.path());
+        let output = vramlab(args, tmp.path());
         assert_clean_failure(&output, &["needs an NVIDIA GPU"]);
     }
 }
@@ -191,7 +191,7 @@ fn hw_without_a_gpu_says_so_in_one_line() {
 #[test]
 fn failures_never_truncate_results_already_written() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memlab(&["run", "--out", "keep"], tmp.path());
+    let output = vramlab(&["run", "--out", "keep"], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
     let before: Vec<(PathBuf, Vec<u8>)> = files_under(&tmp.path().join("keep"))
         .into_iter()
@@ -208,7 +208,7 @@ fn failures_never_truncate_results_already_written() {
         attempts.push(vec!["run", "--out", "keep", "--backend", "both"]);
     }
     for args in attempts {
-        let output = memlab(&args, tmp.path());
+        let output = vramlab(&args, tmp.path());
         assert!(!output.status.success());
     }
     for (path, bytes) in before {
@@ -232,7 +232,7 @@ fn report_redraws_the_committed_h100_reference_without_a_gpu() {
             std::fs::copy(reference.join(name).join(backend), dir.join(backend)).unwrap();
         }
     }
-    let output = memlab(&["report", tmp.path().to_str().unwrap()], tmp.path());
+    let output = vramlab(&["report", tmp.path().to_str().unwrap()], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
     let report = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
     assert!(report.contains("NVIDIA H100"), "names the measured GPU");
@@ -250,7 +250,7 @@ fn occupancy_model_still_matches_cudas_answers_measured_on_the_h100() {
     std::fs::create_dir_all(tmp.path().join("occupancy")).unwrap();
     std::fs::copy(&reference, tmp.path().join("occupancy/hw.json")).unwrap();
     // Predict afresh with today's model into the same folder, then compare point by point.
-    let output = memlab(&["run", "occupancy", "--out", tmp.path().to_str().unwrap()], tmp.path());
+    let output = vramlab(&["run", "occupancy", "--out", tmp.path().to_str().unwrap()], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
     let analysis: serde_json::Value =
         serde_json::from_slice(&std::fs::read(tmp.path().join("analysis.json")).unwrap()).unwrap();
@@ -272,7 +272,7 @@ fn occupancy_model_still_matches_cudas_answers_measured_on_the_h100() {
 #[test]
 fn explain_occupancy_shows_the_limit_and_refuses_bad_values() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memlab(
+    let output = vramlab(
         &[
             "explain",
             "occupancy",
@@ -288,9 +288,9 @@ fn explain_occupancy_shows_the_limit_and_refuses_bad_values() {
         text.contains("2 blocks per SM") && text.contains("limited by shared memory"),
         "{text}"
     );
-    let output = memlab(&["explain", "occupancy", "threads=2048", "registers=32"], tmp.path());
+    let output = vramlab(&["explain", "occupancy", "threads=2048", "registers=32"], tmp.path());
     assert_clean_failure(&output, &["threads = 2048", "1024"]);
-    let output = memlab(
+    let output = vramlab(
         &[
             "explain",
             "occupancy",
@@ -322,7 +322,7 @@ fn pytorch_figure(file: &str, key: &str) -> f64 {
 fn replay_json_reproduces_pytorchs_figures_for_resnet18() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = trace_file("resnet18_default.pickle");
-    let output = memlab(
+    let output = vramlab(
         &["replay", &trace, "--policy", "caching,expandable", "--json"],
         tmp.path(),
     );
@@ -351,10 +351,10 @@ fn replay_json_reproduces_pytorchs_figures_for_resnet18() {
         figure("caching", "segments_matched"),
         json["recorded_segments"].as_f64().unwrap()
     );
-    assert!(tmp.path().join("memlab-out/replay/replay.md").is_file());
+    assert!(tmp.path().join("vramlab-out/replay/replay.md").is_file());
     assert!(tmp
         .path()
-        .join("memlab-out/replay/plots/replay_peaks_sim.png")
+        .join("vramlab-out/replay/plots/replay_peaks_sim.png")
         .is_file());
 }
 
@@ -364,17 +364,17 @@ fn bad_traces_fail_in_one_line_or_warn_with_the_event() {
     let bytes = std::fs::read(trace_file("resnet18_default.pickle")).unwrap();
     let truncated = tmp.path().join("truncated.pickle");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
-    let output = memlab(&["replay", truncated.to_str().unwrap()], tmp.path());
+    let output = vramlab(&["replay", truncated.to_str().unwrap()], tmp.path());
     assert_clean_failure(&output, &["truncated.pickle", "truncated pickle"]);
 
     let wrong = tmp.path().join("wrong.json");
     std::fs::write(
         &wrong,
-        r#"{"memlab_trace": 1, "name": "x", "events": [{"op": "alloc", "size": 5}]}"#,
+        r#"{"vramlab_trace": 1, "name": "x", "events": [{"op": "alloc", "size": 5}]}"#,
     )
     .unwrap();
     assert_clean_failure(
-        &memlab(&["replay", wrong.to_str().unwrap()], tmp.path()),
+        &vramlab(&["replay", wrong.to_str().unwrap()], tmp.path()),
         &["wrong.json", "id"],
     );
 
@@ -384,7 +384,7 @@ fn bad_traces_fail_in_one_line_or_warn_with_the_event() {
         "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x1000,512,0x0\n1,10:00:00.000002,free,0x1000,512,0x0\n1,10:00:00.000003,free,0x1000,512,0x0\n1,10:00:00.000004,free,0x9000,64,0x0\n",
     )
     .unwrap();
-    let output = memlab(&["replay", log.to_str().unwrap(), "--policy", "caching"], tmp.path());
+    let output = vramlab(&["replay", log.to_str().unwrap(), "--policy", "caching"], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
     let err = stderr(&output);
     assert!(
@@ -392,9 +392,9 @@ fn bad_traces_fail_in_one_line_or_warn_with_the_event() {
         "{err}"
     );
 
-    let output = memlab(&["replay", log.to_str().unwrap(), "--policy", "slab"], tmp.path());
+    let output = vramlab(&["replay", log.to_str().unwrap(), "--policy", "slab"], tmp.path());
     assert_clean_failure(&output, &["unknown policy 'slab'", "caching"]);
-    let output = memlab(
+    let output = vramlab(
         &["replay", log.to_str().unwrap(), "--policy", "buddy:arena=3MiB"],
         tmp.path(),
     );
@@ -408,29 +408,29 @@ fn replay_without_a_gpu_says_so() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let output = memlab(&["replay", "synthetic:growing-vector", "--backend", "hw"], tmp.path());
+    let output = vramlab(&["replay", "synthetic:growing-vector", "--backend", "hw"], tmp.path());
     assert_clean_failure(&output, &["needs an NVIDIA GPU"]);
 }
 
 #[test]
 fn explain_coalescing_and_constant_show_the_working() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memlab(&["explain", "coalescing", "width=16", "stride=1"], tmp.path());
+    let output = vramlab(&["explain", "coalescing", "width=16", "stride=1"], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
         text.contains("16 sector(s) in 4 line(s)") && text.contains("100% efficiency"),
         "{text}"
     );
-    let output = memlab(&["explain", "constant", "distinct=4", "cache=cold"], tmp.path());
+    let output = vramlab(&["explain", "constant", "distinct=4", "cache=cold"], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains("4 pass(es)"));
     assert_clean_failure(
-        &memlab(&["explain", "coalescing", "width=3", "stride=1"], tmp.path()),
+        &vramlab(&["explain", "coalescing", "width=3", "stride=1"], tmp.path()),
         &["width = 3"],
     );
     assert_clean_failure(
-        &memlab(&["explain", "coalescing", "width=4", "stride=0"], tmp.path()),
+        &vramlab(&["explain", "coalescing", "width=4", "stride=0"], tmp.path()),
         &["stride = 0"],
     );
 }
@@ -440,10 +440,10 @@ fn the_two_gpu_peer_suite_predicts_with_a_profile_that_has_it_and_says_when_not(
     let tmp = tempfile::tempdir().unwrap();
     let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/suites/peer.toml");
     let suite = suite.to_str().unwrap();
-    let output = memlab(&["run", suite, "--profile", "h200", "--out", "peer"], tmp.path());
+    let output = vramlab(&["run", suite, "--profile", "h200", "--out", "peer"], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(tmp.path().join("peer/peer_read/sim.json").is_file());
-    let output = memlab(&["run", suite, "--profile", "h100", "--out", "peer100"], tmp.path());
+    let output = vramlab(&["run", suite, "--profile", "h100", "--out", "peer100"], tmp.path());
     assert_clean_failure(&output, &["[peer]"]);
 }
 
@@ -458,7 +458,7 @@ fn recording(name: &str) -> String {
 #[test]
 fn replay_of_a_snapshot_defaults_to_its_own_settings_and_checks_itself() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = memlab(&["replay", &recording("gpt/roundup4.pickle.gz"), "--json"], tmp.path());
+    let output = vramlab(&["replay", &recording("gpt/roundup4.pickle.gz"), "--json"], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let result = &json["results"][0];
@@ -487,9 +487,9 @@ fn bad_settings_strings_are_one_line_errors() {
         ("expandable_segments:yes", "expandable_segments = yes"),
         ("colour:blue", "unrecognized key 'colour'"),
     ] {
-        let output = memlab(&["replay", &trace, "--alloc-conf", setting], tmp.path());
+        let output = vramlab(&["replay", &trace, "--alloc-conf", setting], tmp.path());
         assert_clean_failure(&output, &[needle]);
-        let output = memlab(&["tune", &trace, "--grid", setting], tmp.path());
+        let output = vramlab(&["tune", &trace, "--grid", setting], tmp.path());
         assert_clean_failure(&output, &[needle]);
     }
 }
@@ -498,7 +498,7 @@ fn bad_settings_strings_are_one_line_errors() {
 fn tune_ranks_settings_and_writes_its_report() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("tune");
-    let output = memlab(
+    let output = vramlab(
         &[
             "tune",
             &recording("serve/default.pickle.gz"),

@@ -1,4 +1,4 @@
-//! What `memlab calibrate` measured, before any fitting: the file between the two stages.
+//! What `vramlab calibrate` measured, before any fitting: the file between the two stages.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! The suites memlab ships, and selecting experiments from them by name.
+//! The suites vramlab ships, and selecting experiments from them by name.
 
 use crate::error::{Error, Result};
 use crate::suite::{Experiment, Suite};
@@ -17,7 +17,7 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The suites compiled into memlab.
+    /// The suites compiled into vramlab.
     pub fn builtin() -> Result<Catalog> {
         let mut catalog = Catalog { suites: Vec::new() };
         for (name, text) in BUILTIN_SUITES {

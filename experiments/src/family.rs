@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::params::{Metrics, ParamValue, Params};
 
-/// The kinds of experiment memlab knows how to predict and measure.
+/// The kinds of experiment vramlab knows how to predict and measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Family {
@@ -173,7 +173,7 @@ pub const READ_KERNEL_BLOCKS_PER_SM: u32 = 8;
 pub const READ_KERNEL_THREADS: u32 = 256;
 
 impl Family {
-    /// Every family, in the order `memlab list` shows them.
+    /// Every family, in the order `vramlab list` shows them.
     pub const ALL: [Family; 11] = [
         Family::Transfer,
         Family::Overlap,
@@ -391,7 +391,7 @@ impl OverlapPoint {
 }
 
 /// One kernel shape for the occupancy calculator. Kernels are assumed to have opted in to the
-/// device's largest dynamic shared memory per block (cuFuncSetAttribute), as memlab's do.
+/// device's largest dynamic shared memory per block (cuFuncSetAttribute), as vramlab's do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OccupancyPoint {
     /// Threads per block.

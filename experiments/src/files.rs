@@ -35,7 +35,7 @@ mod tests {
 
     #[test]
     fn replaces_whole_file() {
-        let dir = std::env::temp_dir().join(format!("memlab-files-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("vramlab-files-{}", std::process::id()));
         let path = dir.join("sub").join("x.json");
         write_atomically(&path, b"first").unwrap();
         write_atomically(&path, b"second").unwrap();

@@ -1,6 +1,6 @@
-//! memlab's shared vocabulary: experiment files and their sweeps, the [`Backend`] trait,
+//! vramlab's shared vocabulary: experiment files and their sweeps, the [`Backend`] trait,
 //! result records, device profiles,
-//! allocation traces and allocator policy names. Depends on no other memlab crate.
+//! allocation traces and allocator policy names. Depends on no other vramlab crate.
 #![deny(missing_docs)]
 
 mod alloc_conf;

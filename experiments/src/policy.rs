@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 
-/// One policy memlab knows: its name, what it does, and its parameters with defaults.
+/// One policy vramlab knows: its name, what it does, and its parameters with defaults.
 #[derive(Debug, Clone, Copy)]
 pub struct PolicyInfo {
     /// The name `--policy` takes.
@@ -15,7 +15,7 @@ pub struct PolicyInfo {
     pub params: &'static [(&'static str, &'static str, &'static str)],
 }
 
-/// Every policy, in the order `memlab list` shows them.
+/// Every policy, in the order `vramlab list` shows them.
 pub const POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "cuda-malloc",

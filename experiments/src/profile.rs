@@ -21,7 +21,7 @@ pub struct Profile {
     /// The SM's resource limits and allocation rules, for the occupancy calculator.
     pub sm: SmParams,
     /// Shared memory's banks and what a conflict costs; absent in profiles calibrated before
-    /// memlab measured it (`memlab calibrate --part shared --into FILE` adds it).
+    /// vramlab measured it (`vramlab calibrate --part shared --into FILE` adds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared: Option<SharedParams>,
     /// Global memory: sectors, lines, L2 and DRAM; absent until calibrated (`--part global`).
@@ -159,7 +159,7 @@ impl GrowthParams {
     }
 }
 
-/// The share of free device memory `reserve = yes` sets aside before the first grow (memlab's
+/// The share of free device memory `reserve = yes` sets aside before the first grow (vramlab's
 /// choice: room for every size a series tries, short of the whole device).
 pub const GROWTH_RESERVE_FRACTION: f64 = 0.85;
 
@@ -369,7 +369,7 @@ pub struct StagedParams {
     pub staging_bytes: u64,
 }
 
-/// Transfer parameters, fitted by `memlab calibrate` on sizes the transfer suite never uses.
+/// Transfer parameters, fitted by `vramlab calibrate` on sizes the transfer suite never uses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransferParams {
@@ -405,7 +405,7 @@ const BUILTIN_PROFILES: &[BuiltinProfile] = &[
     },
 ];
 
-/// The profile `memlab run` uses when none is named.
+/// The profile `vramlab run` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "h100";
 
 impl Profile {
@@ -434,12 +434,12 @@ impl Profile {
         Profile::parse(&format!("builtin:{}", builtin.name), builtin.text)
     }
 
-    /// Names of the profiles compiled into memlab.
+    /// Names of the profiles compiled into vramlab.
     pub fn builtin_names() -> Vec<&'static str> {
         BUILTIN_PROFILES.iter().map(|p| p.name).collect()
     }
 
-    /// The profile as TOML, as `memlab calibrate` writes it.
+    /// The profile as TOML, as `vramlab calibrate` writes it.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a profile always serializes")
     }

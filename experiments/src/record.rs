@@ -50,7 +50,7 @@ pub struct DeviceInfo {
     pub memory_clock_mhz: u32,
     /// PCI bus id, e.g. "0000:18:00.0"; empty for a simulated device.
     pub pci_bus_id: String,
-    /// Whether the device has a stream-ordered memory pool (cuMemAllocAsync); memlab's
+    /// Whether the device has a stream-ordered memory pool (cuMemAllocAsync); vramlab's
     /// transfer buffers never use it, they come from cuMemAlloc and cuMemAllocHost.
     pub stream_ordered_pool: bool,
 }
@@ -85,8 +85,9 @@ pub struct Record {
     /// point that has all of one set's values is a calibration point, not a validation point).
     #[serde(default)]
     pub calibration_points: Vec<Params>,
-    /// memlab's version that wrote it.
-    pub memlab_version: String,
+    /// vramlab's version that wrote it (records written before the rename say `memlab_version`).
+    #[serde(alias = "memlab_version")]
+    pub vramlab_version: String,
     /// One entry per sweep point, in sweep order.
     pub points: Vec<PointRecord>,
 }

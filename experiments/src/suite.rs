@@ -67,7 +67,7 @@ pub struct Experiment {
     pub suite: String,
     /// Which family of model and kernel runs it.
     pub family: Family,
-    /// One sentence for `memlab list` and reports.
+    /// One sentence for `vramlab list` and reports.
     pub description: String,
     /// Every point of the sweep, in the order the file's parameters nest.
     pub points: Vec<Point>,
@@ -76,9 +76,9 @@ pub struct Experiment {
 /// A parsed experiment file.
 #[derive(Debug, Clone)]
 pub struct Suite {
-    /// The suite's name (`memlab run NAME`).
+    /// The suite's name (`vramlab run NAME`).
     pub name: String,
-    /// One sentence for `memlab list`.
+    /// One sentence for `vramlab list`.
     pub description: String,
     /// Where it came from: a path or `builtin:NAME`.
     pub origin: String,
@@ -117,7 +117,7 @@ impl Suite {
     }
 }
 
-/// One point of `family` from `name=value` arguments (as `memlab explain` takes them), checked
+/// One point of `family` from `name=value` arguments (as `vramlab explain` takes them), checked
 /// exactly as an experiment file's sweep is; missing parameters take the family's defaults.
 pub fn point_from_args(family: Family, args: &[String]) -> Result<Point> {
     let specs = family.params();

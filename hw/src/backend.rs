@@ -139,7 +139,7 @@ impl Backend for HwBackend {
             profile: "measured".to_string(),
             seed,
             calibration_points: Vec::new(),
-            memlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            vramlab_version: env!("CARGO_PKG_VERSION").to_string(),
             points,
         })
     }

@@ -1,4 +1,4 @@
-//! `memlab calibrate`, measuring half: the samples a profile is fitted on.
+//! `vramlab calibrate`, measuring half: the samples a profile is fitted on.
 
 use experiments::{
     bank_calibration_cases, calibration_sizes, constant_calibration_cases, global_calibration_cases,

@@ -1,4 +1,4 @@
-//! The one place memlab touches the CUDA driver's raw API (through cudarc's `result`/`sys`
+//! The one place vramlab touches the CUDA driver's raw API (through cudarc's `result`/`sys`
 //! layers). Everything outside this module is safe code over these types.
 //!
 //! Allocation goes straight to cuMemAlloc / cuMemAllocHost (flags 0, plain pinned memory),
@@ -1051,7 +1051,7 @@ impl GrowingBuffer {
                 if self.strategy == Managed && old + bytes > managed_limit {
                     return Ok(refuse(
                         format!(
-                            "{} B of managed memory would pass memlab's limit of {managed_limit} B",
+                            "{} B of managed memory would pass vramlab's limit of {managed_limit} B",
                             old + bytes
                         ),
                         old,

@@ -10,7 +10,7 @@ pub enum HwError {
     #[error("--backend hw needs an NVIDIA GPU: the CUDA driver found no device ({0})")]
     NoDevice(String),
     /// No NVRTC library to compile kernels with.
-    #[error("--backend hw needs NVRTC (libnvrtc.so) to compile memlab's kernels, and none could be loaded")]
+    #[error("--backend hw needs NVRTC (libnvrtc.so) to compile vramlab's kernels, and none could be loaded")]
     NoNvrtc,
     /// A CUDA driver call failed.
     #[error("{call} failed: {reason}")]

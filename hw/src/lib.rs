@@ -1,4 +1,4 @@
-//! memlab's measurements: the same experiments as `sim`, on a CUDA GPU through cudarc.
+//! vramlab's measurements: the same experiments as `sim`, on a CUDA GPU through cudarc.
 //!
 //! Kernels come from `kernels/*.cu` (compiled at run time with NVRTC). All raw CUDA calls
 //! live in one private module; a machine without a GPU gets an error, never a panic.

@@ -118,7 +118,7 @@ pub fn replay_on_gpu(
     replay_policies_on_gpu(trace, policies, capacity, progress)
 }
 
-/// As [`replay_on_gpu`], for any policies (memlab's or your own), each with its label.
+/// As [`replay_on_gpu`], for any policies (vramlab's or your own), each with its label.
 pub fn replay_policies_on_gpu(
     trace: &Trace,
     policies: Vec<(String, Box<dyn Policy>)>,

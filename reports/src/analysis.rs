@@ -246,7 +246,7 @@ mod tests {
                 .into_iter()
                 .map(|b| Params::from([("bytes".to_string(), ParamValue::Int(b))]))
                 .collect(),
-            memlab_version: "0".into(),
+            vramlab_version: "0".into(),
             points: values
                 .iter()
                 .map(|(bytes, gbps)| PointRecord {

@@ -11,7 +11,7 @@ use experiments::format_bytes;
 use crate::error::{ReportError, Result};
 
 /// DejaVu Sans (Bitstream Vera licence, see assets/DejaVuSans-LICENSE.txt): plotters is built
-/// without its system-font feature, so PNG text needs a font shipped with memlab.
+/// without its system-font feature, so PNG text needs a font shipped with vramlab.
 const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 pub(crate) const FONT_FAMILY: &str = "sans-serif";
@@ -95,13 +95,13 @@ pub(crate) const PALETTE: [RGBColor; 9] = [
     RGBColor(136, 34, 85),
 ];
 
-/// The coordinate system every memlab chart draws in (axes already transformed by [`Scale`]).
+/// The coordinate system every vramlab chart draws in (axes already transformed by [`Scale`]).
 pub(crate) type Plane = plotters::coord::cartesian::Cartesian2d<
     plotters::coord::types::RangedCoordf64,
     plotters::coord::types::RangedCoordf64,
 >;
 
-/// Draws the series legend in memlab's style at `position`.
+/// Draws the series legend in vramlab's style at `position`.
 pub(crate) fn draw_legend<'a, DB: DrawingBackend + 'a>(
     chart: &mut ChartContext<'a, DB, Plane>,
     position: SeriesLabelPosition,

@@ -7,7 +7,7 @@ pub enum ReportError {
     #[error(transparent)]
     Files(#[from] experiments::Error),
     /// A run folder holds no records.
-    #[error("{}: no records found (expected <experiment>/sim.json or hw.json); run `memlab run` first", .0.display())]
+    #[error("{}: no records found (expected <experiment>/sim.json or hw.json); run `vramlab run` first", .0.display())]
     Empty(PathBuf),
     /// Drawing a plot failed.
     #[error("{}: could not draw plot: {message}", path.display())]

@@ -1,4 +1,4 @@
-//! memlab's reports: join predicted and measured points, compute the model's error, draw
+//! vramlab's reports: join predicted and measured points, compute the model's error, draw
 //! plots (PNG and SVG) and write report.md and report.html.
 //!
 //! Two stages that talk through a file, as criterion's do: [`Analysis::from_dir`] reads the

@@ -1,5 +1,5 @@
 //! Plot kind 2: the model's relative error at every compared point of one family, with the
-//! +-10% band memlab aims for; calibration points are drawn hollow.
+//! +-10% band vramlab aims for; calibration points are drawn hollow.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;

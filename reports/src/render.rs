@@ -34,7 +34,7 @@ pub fn render_report(dir: &Path) -> Result<Rendered> {
 pub fn render(dir: &Path, analysis: &Analysis) -> Result<Rendered> {
     let plot_dir = dir.join("plots");
     let mut plots = Vec::new();
-    let mut blocks = vec![Block::Heading(1, "memlab report".into())];
+    let mut blocks = vec![Block::Heading(1, "vramlab report".into())];
     blocks.extend(overview(analysis));
     for family in Family::ALL {
         if let Some(chart) = ErrorChart::new(family, &analysis.experiments) {
@@ -80,7 +80,7 @@ pub fn render(dir: &Path, analysis: &Analysis) -> Result<Rendered> {
     let markdown = dir.join("report.md");
     let html = dir.join("report.html");
     write_atomically(&markdown, to_markdown(&blocks).as_bytes())?;
-    write_atomically(&html, to_html("memlab report", &blocks).as_bytes())?;
+    write_atomically(&html, to_html("vramlab report", &blocks).as_bytes())?;
     Ok(Rendered { markdown, html, plots })
 }
 

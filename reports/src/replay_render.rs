@@ -25,7 +25,7 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
     }
     let plot_dir = dir.join("plots");
     let mut plots = Vec::new();
-    let mut blocks = vec![Block::Heading(1, "memlab replay".into())];
+    let mut blocks = vec![Block::Heading(1, "vramlab replay".into())];
     for (backend, record) in &records {
         blocks.push(Block::Heading(2, format!("{} ({backend})", record.trace)));
         let mut about = format!(
@@ -86,7 +86,7 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
     let markdown = dir.join("replay.md");
     let html = dir.join("replay.html");
     write_atomically(&markdown, to_markdown(&blocks).as_bytes())?;
-    write_atomically(&html, to_html("memlab replay", &blocks).as_bytes())?;
+    write_atomically(&html, to_html("vramlab replay", &blocks).as_bytes())?;
     Ok(Rendered { markdown, html, plots })
 }
 

@@ -67,7 +67,7 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
     let record = ReplayRecord::load(&dir.join("tune.json"))?;
     let plot_dir = dir.join("plots");
     let mut plots = Vec::new();
-    let mut blocks = vec![Block::Heading(1, "memlab tune".into())];
+    let mut blocks = vec![Block::Heading(1, "vramlab tune".into())];
     let mut about = format!(
         "{}: {} events, {} allocations",
         record.trace, record.events, record.allocations
@@ -124,7 +124,7 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
     let markdown = dir.join("tune.md");
     let html = dir.join("tune.html");
     write_atomically(&markdown, to_markdown(&blocks).as_bytes())?;
-    write_atomically(&html, to_html("memlab tune", &blocks).as_bytes())?;
+    write_atomically(&html, to_html("vramlab tune", &blocks).as_bytes())?;
     Ok(Rendered { markdown, html, plots })
 }
 

@@ -131,7 +131,7 @@ impl SimBackend {
     fn section<'a, T>(&self, section: &'a Option<T>, name: &str) -> Result<&'a T, SimError> {
         section.as_ref().ok_or_else(|| {
             SimError(format!(
-                "profile '{}' has no [{name}] section; add one with memlab calibrate --part {name} --into <profile.toml> on a GPU",
+                "profile '{}' has no [{name}] section; add one with vramlab calibrate --part {name} --into <profile.toml> on a GPU",
                 self.profile.name
             ))
         })
@@ -277,7 +277,7 @@ impl Backend for SimBackend {
             profile: self.profile.name.clone(),
             seed,
             calibration_points: self.calibration_points(experiment.family),
-            memlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            vramlab_version: env!("CARGO_PKG_VERSION").to_string(),
             points,
         })
     }

@@ -1,4 +1,4 @@
-//! Fitting the transfer model to measurements: the maths half of `memlab calibrate`.
+//! Fitting the transfer model to measurements: the maths half of `vramlab calibrate`.
 //!
 //! Fits minimise the sum of absolute *relative* errors: relative, so a 1 KiB copy counts as
 //! much as a 1 GiB one (the yardstick reports use); absolute rather than squared, so one
@@ -700,7 +700,7 @@ pub fn sm_params(compute_capability: &str, attributes: &SmAttributes) -> Result<
     if !(8..=9).contains(&major) {
         return Err(FitError::BadSamples {
             what: "the SM's occupancy rules",
-            reason: format!("compute capability {compute_capability} is not one memlab knows (8.x, 9.x)"),
+            reason: format!("compute capability {compute_capability} is not one vramlab knows (8.x, 9.x)"),
         });
     }
     let a = attributes;
@@ -745,7 +745,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         Some(fit_shared(
             &calibration.shared,
             format!(
-                "memlab calibrate on {} ({}): median clock64 cycles per dependent shared load over 4-byte strides 1, 2, 4, 8, fitted by least absolute relative error; 32 banks of 4 bytes as the CUDA C++ Programming Guide gives for compute capability 5.0 and later",
+                "vramlab calibrate on {} ({}): median clock64 cycles per dependent shared load over 4-byte strides 1, 2, 4, 8, fitted by least absolute relative error; 32 banks of 4 bytes as the CUDA C++ Programming Guide gives for compute capability 5.0 and later",
                 d.name, calibration.date
             ),
         )?)
@@ -764,7 +764,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             &calibration.global,
             &machine,
             format!(
-                "memlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), 16-byte reads at stride 32 of 16 MiB (latency per extra line); 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
+                "vramlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), 16-byte reads at stride 32 of 16 MiB (latency per extra line); 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
                 d.name, calibration.date
             ),
         )?)
@@ -781,7 +781,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             l1_bytes,
             calibration.l2_bytes,
             format!(
-                "memlab calibrate on {} ({}): median clock64 cycles per load of a one-thread random pointer chase at calibration_bytes (12 KiB, 6 MiB, 768 MiB: the latencies; 384 KiB: how sharply the L1 stops serving; 28, 40, 56, 80 MiB: the two steps in which the L2 runs out); L1 248 KiB (256 KiB unified L1/shared per SM, H100 whitepaper, less an 8 KiB carveout); L2 size from cuDeviceGetAttribute",
+                "vramlab calibrate on {} ({}): median clock64 cycles per load of a one-thread random pointer chase at calibration_bytes (12 KiB, 6 MiB, 768 MiB: the latencies; 384 KiB: how sharply the L1 stops serving; 28, 40, 56, 80 MiB: the two steps in which the L2 runs out); L1 248 KiB (256 KiB unified L1/shared per SM, H100 whitepaper, less an 8 KiB carveout); L2 size from cuDeviceGetAttribute",
                 d.name, calibration.date
             ),
         )?)
@@ -793,7 +793,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             &calibration.growth,
             calibration.free_bytes,
             format!(
-                "memlab calibrate on {} ({}): host time of each grow (synchronized) while doubling to 3 MiB x 2^k, k = 1..14 (5 repeats up to 1 GiB, 3 above, median), for each strategy with and without a reserve, a line in the size fitted by least absolute relative error; free memory from cuMemGetInfo at the start",
+                "vramlab calibrate on {} ({}): host time of each grow (synchronized) while doubling to 3 MiB x 2^k, k = 1..14 (5 repeats up to 1 GiB, 3 above, median), for each strategy with and without a reserve, a line in the size fitted by least absolute relative error; free memory from cuMemGetInfo at the start",
                 d.name, calibration.date
             ),
         )?)
@@ -807,7 +807,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             d.multiprocessors,
             global.as_ref().ok_or_else(|| missing("the global part (spill traffic moves at its L2 and DRAM bandwidth)"))?,
             format!(
-                "memlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [global]",
+                "vramlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [global]",
                 d.name, calibration.date
             ),
         )?)
@@ -823,7 +823,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         };
         Some(MigrationParams {
             source: format!(
-                "memlab calibrate on {} ({}): event-timed prefetch (if any) plus a kernel reading host-written managed memory at calibration_bytes, median of 5, a line fitted by least absolute relative error",
+                "vramlab calibrate on {} ({}): event-timed prefetch (if any) plus a kernel reading host-written managed memory at calibration_bytes, median of 5, a line fitted by least absolute relative error",
                 d.name, calibration.date
             ),
             on_demand: fit_link_of(&calibration.migration, |s| time(s, false))?,
@@ -842,7 +842,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         };
         Some(PeerParams {
             source: format!(
-                "memlab calibrate on two {} ({}): event-timed kernel on the second GPU reading the first's memory at calibration_bytes (ld.global.cg, 16-byte dense reads), median of 7, a line fitted by least absolute relative error",
+                "vramlab calibrate on two {} ({}): event-timed kernel on the second GPU reading the first's memory at calibration_bytes (ld.global.cg, 16-byte dense reads), median of 7, a line fitted by least absolute relative error",
                 d.name, calibration.date
             ),
             vmm: fit_link_of(&calibration.peer, |s| time(s, true))?,
@@ -856,7 +856,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         Some(fit_constant(
             &calibration.constant,
             format!(
-                "memlab calibrate on {} ({}): median clock64 cycles per dependent constant load of one warp at calibration_cases (1 and 2 distinct words, warm and cold), a line through each pair; capacity_lines = one less than the fewest warm lines (14, 15, 17, 18, 19, 24 tried) that cost more like a cold chain",
+                "vramlab calibrate on {} ({}): median clock64 cycles per dependent constant load of one warp at calibration_cases (1 and 2 distinct words, warm and cold), a line through each pair; capacity_lines = one less than the fewest warm lines (14, 15, 17, 18, 19, 24 tried) that cost more like a cold chain",
                 d.name, calibration.date
             ),
         )?)
@@ -864,7 +864,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
     Ok(Profile {
         name: name.to_string(),
         description: format!(
-            "{} (driver {}, PCI {}), measured by memlab calibrate on {}",
+            "{} (driver {}, PCI {}), measured by vramlab calibrate on {}",
             d.name, d.driver_version, d.pci_bus_id, calibration.date
         ),
         device: ProfileDevice {
@@ -906,7 +906,7 @@ fn fit_transfer(calibration: &Calibration) -> Result<TransferParams, FitError> {
     let d = &calibration.device;
     Ok(TransferParams {
         source: format!(
-            "memlab calibrate on {} ({}): medians of event-timed copies at calibration_bytes, fitted by least absolute relative error (pinned: iteratively reweighted least squares; pageable: grid over staging size and host bandwidth)",
+            "vramlab calibrate on {} ({}): medians of event-timed copies at calibration_bytes, fitted by least absolute relative error (pinned: iteratively reweighted least squares; pageable: grid over staging size and host bandwidth)",
             d.name, calibration.date
         ),
         calibration_bytes,

@@ -1,4 +1,4 @@
-//! memlab's models: predicts experiments from a device profile, with no GPU.
+//! vramlab's models: predicts experiments from a device profile, with no GPU.
 #![deny(missing_docs)]
 
 mod alloc;

@@ -94,9 +94,10 @@ pub enum TraceSource {
     PytorchSnapshot,
     /// RMM's `logging_resource_adaptor` CSV.
     RmmLog,
-    /// memlab's own JSON.
-    Memlab,
-    /// One of memlab's seeded generators.
+    /// vramlab's own JSON.
+    #[serde(alias = "memlab")]
+    Vramlab,
+    /// One of vramlab's seeded generators.
     Synthetic,
 }
 
@@ -144,11 +145,13 @@ pub struct Trace {
     pub allocator_settings: Option<String>,
 }
 
-/// The on-disk shape of memlab's own trace JSON.
+/// The on-disk shape of vramlab's own trace JSON.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TraceFile {
-    memlab_trace: u32,
+    /// The format's version (`memlab_trace` in files written before the rename).
+    #[serde(alias = "memlab_trace")]
+    vramlab_trace: u32,
     name: String,
     events: Vec<TraceEvent>,
     #[serde(default)]
@@ -186,7 +189,7 @@ fn read_bounded(name: &str, reader: impl std::io::Read, limit: u64) -> Result<Ve
 }
 
 impl Trace {
-    /// Reads a PyTorch snapshot pickle, an RMM log CSV or a memlab trace JSON, telling them
+    /// Reads a PyTorch snapshot pickle, an RMM log CSV or a vramlab trace JSON, telling them
     /// apart by content (any of them may be gzipped). A snapshot's first device with events is taken.
     pub fn load(path: &Path) -> Result<Trace> {
         Trace::load_device(path, None)
@@ -204,7 +207,7 @@ impl Trace {
         Trace::from_bytes(&name, &bytes, device)
     }
 
-    /// Reads a trace held in memory (a snapshot pickle, RMM CSV or memlab JSON), named `name` in messages.
+    /// Reads a trace held in memory (a snapshot pickle, RMM CSV or vramlab JSON), named `name` in messages.
     pub fn from_bytes(name: &str, bytes: &[u8], device: Option<usize>) -> Result<Trace> {
         let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
         if device.is_some() && first != Some(0x80) {
@@ -217,7 +220,7 @@ impl Trace {
             Some(b'{') => Self::from_json(name, bytes),
             Some(_) if bytes.starts_with(b"Thread") => rmm::import(name, bytes),
             _ => Err(Error::Invalid(format!(
-                "{name}: not a PyTorch snapshot pickle, an RMM log CSV (header 'Thread,Time,Action,Pointer,Size,Stream') or a memlab trace JSON"
+                "{name}: not a PyTorch snapshot pickle, an RMM log CSV (header 'Thread,Time,Action,Pointer,Size,Stream') or a vramlab trace JSON"
             ))),
         }
     }
@@ -237,10 +240,10 @@ impl Trace {
             path: name.into(),
             reason: e,
         })?;
-        if file.memlab_trace != TRACE_FILE_VERSION {
+        if file.vramlab_trace != TRACE_FILE_VERSION {
             return Err(Error::Invalid(format!(
-                "{name}: memlab_trace = {}: this memlab reads version {TRACE_FILE_VERSION}",
-                file.memlab_trace
+                "{name}: vramlab_trace = {}: this vramlab reads version {TRACE_FILE_VERSION}",
+                file.vramlab_trace
             )));
         }
         let mut pairing = Pairing::default();
@@ -251,13 +254,13 @@ impl Trace {
                 TraceEvent::Free { id } => pairing.free(index, id, None),
             }
         }
-        Ok(pairing.finish(file.name, TraceSource::Memlab, file.segment_sizes))
+        Ok(pairing.finish(file.name, TraceSource::Vramlab, file.segment_sizes))
     }
 
-    /// Writes the trace as memlab trace JSON (through a temporary file).
+    /// Writes the trace as vramlab trace JSON (through a temporary file).
     pub fn save(&self, path: &Path) -> Result<()> {
         let file = TraceFile {
-            memlab_trace: TRACE_FILE_VERSION,
+            vramlab_trace: TRACE_FILE_VERSION,
             name: self.name.clone(),
             events: self.events.clone(),
             segment_sizes: self.segment_sizes.clone(),
@@ -361,7 +364,7 @@ mod tests {
 
     #[test]
     fn json_round_trips_and_counts_bad_frees() {
-        let text = br#"{"memlab_trace": 1, "name": "t", "events": [
+        let text = br#"{"vramlab_trace": 1, "name": "t", "events": [
             {"op": "alloc", "id": 7, "size": 100},
             {"op": "free", "id": 7},
             {"op": "free", "id": 7},
@@ -374,7 +377,7 @@ mod tests {
             "{:?}",
             trace.warnings
         );
-        let dir = std::env::temp_dir().join(format!("memlab-trace-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("vramlab-trace-{}", std::process::id()));
         let path = dir.join("t.json");
         trace.save(&path).unwrap();
         let again = Trace::load(&path).unwrap();
@@ -383,10 +386,18 @@ mod tests {
     }
 
     #[test]
+    fn traces_written_before_the_rename_still_load() {
+        let text = br#"{"memlab_trace": 1, "name": "old", "events": [{"op": "alloc", "id": 1, "size": 512}]}"#;
+        assert_eq!(Trace::from_json("old.json", text).unwrap().events.len(), 1);
+        let source: TraceSource = serde_json::from_str("\"memlab\"").unwrap();
+        assert_eq!(source, TraceSource::Vramlab);
+    }
+
+    #[test]
     fn wrong_schema_is_one_line() {
         let err = Trace::from_json(
             "t.json",
-            br#"{"memlab_trace": 1, "name": "t", "events": [{"op": "grow"}]}"#,
+            br#"{"vramlab_trace": 1, "name": "t", "events": [{"op": "grow"}]}"#,
         )
         .unwrap_err()
         .to_string();

@@ -313,7 +313,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Pickle, PickleError> {
                     _ => "",
                 };
                 return Err(reader.error(format!(
-                    "unsupported pickle opcode 0x{other:02x}{what}: memlab reads plain data only"
+                    "unsupported pickle opcode 0x{other:02x}{what}: vramlab reads plain data only"
                 )));
             }
         }

@@ -280,7 +280,7 @@ fn compare_recorded(recorded: &[RecordedOp], made: &[RecordedOp]) -> String {
     }
 }
 
-/// Replays `trace` through any policy (one of memlab's or your own), reported as `label`.
+/// Replays `trace` through any policy (one of vramlab's or your own), reported as `label`.
 pub fn replay_policy(
     trace: &Trace,
     label: &str,

@@ -6,7 +6,7 @@ use rayon::prelude::*;
 
 use super::{build_pytorch_policy, min_capacity_of, replay_policy, ReplayOptions, SimDevice};
 
-/// The settings `memlab tune` tries by default: each key alone at the values people reach
+/// The settings `vramlab tune` tries by default: each key alone at the values people reach
 /// for after an out-of-memory error, and the combinations that address different causes
 /// (rounding waste, oversize splits, cached memory under a cap).
 pub const DEFAULT_TUNE_GRID: &[&str] = &[
