@@ -49,7 +49,7 @@ pub use replay_record::{PolicyResult, PytorchStats, ReplayRecord, TimelinePoint}
 pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};
 pub use trace::{
-    DeviceAction, RecordedOp, SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES,
-    SYNTHETIC_TRACES,
+    DeviceAction, RecordedOp, SnapshotBuilder, SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings,
+    DEFAULT_MAX_TRACE_BYTES, SETTINGS_KEYS, SYNTHETIC_TRACES,
 };
 pub use units::{format_bytes, parse_bytes};

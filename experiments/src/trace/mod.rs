@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
 
+pub use snapshot::{SnapshotBuilder, SETTINGS_KEYS};
 pub use synthetic::{SyntheticInfo, SYNTHETIC_TRACES};
 
 /// One allocator request.

@@ -36,9 +36,7 @@ pub(super) fn import(name: &str, bytes: &[u8], device: Option<usize>) -> Result<
         .items(&traces[device])
         .ok_or_else(|| schema(&format!("device_traces[{device}] is not a list")))?;
 
-    let mut pairing = Pairing::default();
-    let mut segment_sizes = Vec::new();
-    let mut recorded_ops = Vec::new();
+    let mut builder = SnapshotBuilder::new();
     for (index, event) in events.iter().enumerate() {
         let field = |key: &str| -> Result<&Value> {
             pickle
@@ -64,50 +62,113 @@ pub(super) fn import(name: &str, bytes: &[u8], device: Option<usize>) -> Result<
                 )))
             }
         };
-        let mut record = |action, size, addr| {
-            recorded_ops.push(RecordedOp {
-                at: pairing.events.len(),
-                action,
-                size,
-                addr,
-            })
-        };
-        match &*action {
-            "alloc" => pairing.alloc(index, number("addr")?, number("size")?, number("stream")?),
-            "free_requested" => pairing.free_requested(index, number("addr")?),
-            "free_completed" => pairing.free(index, number("addr")?, Some(number("size")?)),
+        if SnapshotBuilder::wants(&action) {
+            // An `oom` event names the device's free bytes where others name an address.
+            let addr = if &*action == "oom" { 0 } else { number("addr")? };
+            builder.push(&action, addr, number("size")?, number("stream")?);
+        } else {
+            builder.skip();
+        }
+    }
+    let settings = pickle
+        .get(root, "allocator_settings")
+        .and_then(|settings| match settings {
+            Value::Str(text) => Some(text.to_string()),
+            dict => SETTINGS_KEYS.iter().find_map(|key| match pickle.get(dict, key) {
+                Some(Value::Str(text)) => Some(text.to_string()),
+                _ => None,
+            }),
+        });
+    Ok(builder.finish(name, settings))
+}
+
+/// Where a snapshot's `allocator_settings` dict keeps the settings string.
+pub const SETTINGS_KEYS: [&str; 2] = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
+
+/// Builds a [`Trace`] from a PyTorch snapshot's device-trace events, in order, whatever read
+/// them (the pickle reader here, or a Python binding walking the dict PyTorch returned).
+pub struct SnapshotBuilder {
+    pairing: Pairing,
+    segment_sizes: Vec<u64>,
+    recorded_ops: Vec<RecordedOp>,
+    index: usize,
+}
+
+impl Default for SnapshotBuilder {
+    fn default() -> Self {
+        SnapshotBuilder::new()
+    }
+}
+
+impl SnapshotBuilder {
+    /// An empty trace.
+    pub fn new() -> SnapshotBuilder {
+        SnapshotBuilder {
+            pairing: Pairing::default(),
+            segment_sizes: Vec::new(),
+            recorded_ops: Vec::new(),
+            index: 0,
+        }
+    }
+
+    /// Whether an event with this `action` carries addresses and sizes the replay uses (the
+    /// others, `snapshot`, `user_defined`..., are only counted).
+    pub fn wants(action: &str) -> bool {
+        matches!(
+            action,
+            "alloc"
+                | "free_requested"
+                | "free_completed"
+                | "segment_alloc"
+                | "segment_map"
+                | "segment_free"
+                | "segment_unmap"
+                | "oom"
+        )
+    }
+
+    /// An event this reader passes over (it still counts in event indices).
+    pub fn skip(&mut self) {
+        self.index += 1;
+    }
+
+    /// The next event of the device trace (`addr` is ignored for `oom`).
+    pub fn push(&mut self, action: &str, addr: u64, size: u64, stream: u64) {
+        let index = self.index;
+        self.index += 1;
+        let record = |ops: &mut Vec<RecordedOp>, at, action, addr| ops.push(RecordedOp { at, action, size, addr });
+        let at = self.pairing.events.len();
+        match action {
+            "alloc" => self.pairing.alloc(index, addr, size, stream),
+            "free_requested" => self.pairing.free_requested(index, addr),
+            "free_completed" => self.pairing.free(index, addr, Some(size)),
             "segment_alloc" => {
-                segment_sizes.push(number("size")?);
-                record(DeviceAction::SegmentAlloc, number("size")?, number("addr")?);
+                self.segment_sizes.push(size);
+                record(&mut self.recorded_ops, at, DeviceAction::SegmentAlloc, addr);
             }
             "segment_map" => {
-                segment_sizes.push(number("size")?);
-                record(DeviceAction::SegmentMap, number("size")?, number("addr")?);
+                self.segment_sizes.push(size);
+                record(&mut self.recorded_ops, at, DeviceAction::SegmentMap, addr);
             }
-            "segment_free" => record(DeviceAction::SegmentFree, number("size")?, number("addr")?),
-            "segment_unmap" => record(DeviceAction::SegmentUnmap, number("size")?, number("addr")?),
+            "segment_free" => record(&mut self.recorded_ops, at, DeviceAction::SegmentFree, addr),
+            "segment_unmap" => record(&mut self.recorded_ops, at, DeviceAction::SegmentUnmap, addr),
             "oom" => {
-                let size = number("size")?;
-                record(DeviceAction::Oom, size, 0);
-                pairing.failed_alloc(size, number("stream")?);
+                record(&mut self.recorded_ops, at, DeviceAction::Oom, 0);
+                self.pairing.failed_alloc(size, stream);
             }
             _ => {}
         }
     }
-    let mut trace = pairing.finish(name.to_string(), TraceSource::PytorchSnapshot, segment_sizes);
-    trace.recorded_ops = recorded_ops;
-    trace.allocator_settings = pickle
-        .get(root, "allocator_settings")
-        .and_then(|settings| match settings {
-            Value::Str(text) => Some(text.to_string()),
-            dict => ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"]
-                .iter()
-                .find_map(|key| match pickle.get(dict, key) {
-                    Some(Value::Str(text)) => Some(text.to_string()),
-                    _ => None,
-                }),
-        });
-    Ok(trace)
+
+    /// The trace, named `name`, recorded under `allocator_settings` when known.
+    pub fn finish(self, name: &str, allocator_settings: Option<String>) -> Trace {
+        let mut trace = self
+            .pairing
+            .finish(name.to_string(), TraceSource::PytorchSnapshot, self.segment_sizes);
+        trace.recorded_ops = self.recorded_ops;
+        trace.allocator_settings = allocator_settings;
+        trace
+    }
 }
 
 fn kind(pickle: &Pickle, value: &Value) -> &'static str {
