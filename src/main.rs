@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use experiments::{
     format_bytes, Backend, BackendKind, Catalog, DeviceInfo, Experiment, Family, PolicySpec, Profile, ReplayRecord,
-    Suite, Trace, Workload, DEFAULT_PROFILE,
+    Suite, Trace, DEFAULT_PROFILE,
 };
 use hw::HwBackend;
 use sim::SimBackend;
@@ -696,62 +696,14 @@ fn report(dir: &Path) -> Result<()> {
 
 fn explain(topic: Topic, params: &[String], profile: &str) -> Result<()> {
     let profile = Profile::find(profile)?;
-    let text = match topic {
-        Topic::Occupancy => {
-            let point = experiments::point_from_args(Family::Occupancy, params).context("explain occupancy")?;
-            let Workload::Occupancy(kernel) = point.workload else {
-                unreachable!("an occupancy point")
-            };
-            sim::explain_occupancy(&profile.sm, &profile.device.name, &kernel)
-        }
-        Topic::Banks => {
-            let point = experiments::point_from_args(Family::Banks, params).context("explain banks")?;
-            let Workload::Banks(access) = point.workload else {
-                unreachable!("a banks point")
-            };
-            let shared = profile.shared.as_ref().with_context(|| {
-                format!(
-                    "profile '{}' has no [shared] section (vramlab calibrate --part shared --into FILE)",
-                    profile.name
-                )
-            })?;
-            sim::explain_banks(shared, &profile.device.name, &access)
-        }
-        Topic::Coalescing => {
-            let point = experiments::point_from_args(Family::Coalescing, params).context("explain coalescing")?;
-            let Workload::Coalescing(read) = point.workload else {
-                unreachable!("a coalescing point")
-            };
-            let global = section(&profile, profile.global.as_ref(), "global")?;
-            sim::explain_coalescing(
-                global,
-                &profile.sm,
-                profile.device.multiprocessors,
-                &profile.device.name,
-                &read,
-            )
-        }
-        Topic::Constant => {
-            let point = experiments::point_from_args(Family::Constant, params).context("explain constant")?;
-            let Workload::Constant(read) = point.workload else {
-                unreachable!("a constant point")
-            };
-            let constant = section(&profile, profile.constant.as_ref(), "constant")?;
-            sim::explain_constant(constant, &profile.device.name, &read)
-        }
+    let topic = match topic {
+        Topic::Occupancy => "occupancy",
+        Topic::Banks => "banks",
+        Topic::Coalescing => "coalescing",
+        Topic::Constant => "constant",
     };
-    print!("{text}");
+    print!("{}", sim::explain(topic, params, &profile)?);
     Ok(())
-}
-
-/// A profile section the explanation needs, or an error saying how to measure it.
-fn section<'p, T>(profile: &Profile, part: Option<&'p T>, name: &str) -> Result<&'p T> {
-    part.with_context(|| {
-        format!(
-            "profile '{}' has no [{name}] section (vramlab calibrate --part {name} --into FILE)",
-            profile.name
-        )
-    })
 }
 
 fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64) -> Result<()> {

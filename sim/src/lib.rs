@@ -24,7 +24,7 @@ pub use backend::{SimBackend, SimError};
 pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};
 pub use coalescing::{pass_traffic, read_time, warp_footprint, ReadTime, WarpFootprint};
 pub use constant::constant_cycles;
-pub use explain::{explain_banks, explain_coalescing, explain_constant, explain_occupancy};
+pub use explain::{explain, explain_banks, explain_coalescing, explain_constant, explain_occupancy, EXPLAIN_TOPICS};
 pub use fit::{
     fit_constant, fit_global, fit_growth, fit_latency, fit_link, fit_profile, fit_shared, fit_spills, fit_staged,
     sm_params, FitError, GlobalMachine,
