@@ -9,8 +9,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use experiments::{
-    format_bytes, Backend, BackendKind, Catalog, DeviceInfo, Experiment, Family, PolicySpec, Profile, ReplayRecord,
-    Suite, Trace, DEFAULT_PROFILE,
+    format_bytes, Backend, Catalog, DeviceInfo, Experiment, Family, Profile, ReplayRecord, Suite, Trace,
+    DEFAULT_PROFILE,
 };
 use hw::HwBackend;
 use sim::SimBackend;
@@ -298,41 +298,6 @@ struct ReplayArgs<'a> {
     save_trace: Option<&'a Path>,
 }
 
-/// One policy a replay runs: one of vramlab's by name, or PyTorch's under a settings string.
-enum ReplayJob {
-    Named(PolicySpec),
-    Pytorch {
-        settings: String,
-        conf: experiments::AllocConf,
-    },
-}
-
-impl ReplayJob {
-    fn label(&self) -> String {
-        match self {
-            ReplayJob::Named(spec) => spec.label(),
-            ReplayJob::Pytorch { settings, .. } => format!("PYTORCH_ALLOC_CONF={settings}"),
-        }
-    }
-
-    fn build(&self) -> Box<dyn sim::Policy> {
-        match self {
-            ReplayJob::Named(spec) => sim::build_policy(spec).expect("checked when the job was made"),
-            ReplayJob::Pytorch { conf, .. } => sim::build_pytorch_policy(conf),
-        }
-    }
-
-    /// Whether this job replays the trace under the settings it was recorded with.
-    fn is_recording_of(&self, trace: &Trace) -> bool {
-        match (self, &trace.allocator_settings) {
-            (ReplayJob::Pytorch { conf, .. }, Some(recorded)) => {
-                experiments::AllocConf::parse(recorded).is_ok_and(|r| &r == conf)
-            }
-            _ => false,
-        }
-    }
-}
-
 fn parse_capacity(text: Option<&str>) -> Result<Option<u64>> {
     let capacity = text
         .map(|text| experiments::parse_bytes(text).map_err(|e| anyhow::anyhow!("--capacity: {e}")))
@@ -354,45 +319,10 @@ fn load_trace(text: &str, device: Option<usize>, seed: u64) -> Result<Trace> {
     })
 }
 
-fn replay_jobs(args: &ReplayArgs, trace: &Trace) -> Result<Vec<ReplayJob>> {
-    let mut jobs = Vec::new();
-    let policy = match (args.policy, args.alloc_conf.is_empty(), &trace.allocator_settings) {
-        (Some(policy), _, _) => Some(policy),
-        (None, true, None) => Some("all"),
-        _ => None,
-    };
-    if let Some(policy) = policy {
-        let specs = if policy == "all" {
-            experiments::POLICIES
-                .iter()
-                .map(|p| PolicySpec::parse(p.name))
-                .collect::<Result<Vec<_>, _>>()?
-        } else {
-            PolicySpec::parse_list(policy)?
-        };
-        for spec in specs {
-            sim::build_policy(&spec)?;
-            jobs.push(ReplayJob::Named(spec));
-        }
-    }
-    let mut settings: Vec<String> = args.alloc_conf.to_vec();
-    if settings.is_empty() && args.policy.is_none() {
-        settings.extend(trace.allocator_settings.clone());
-    }
-    for text in settings {
-        let conf = experiments::AllocConf::parse(&text)?;
-        jobs.push(ReplayJob::Pytorch { settings: text, conf });
-    }
-    if jobs.is_empty() {
-        bail!("--policy names no policy");
-    }
-    Ok(jobs)
-}
-
 fn replay(args: &ReplayArgs) -> Result<()> {
     let capacity = parse_capacity(args.capacity)?;
     let trace = load_trace(args.trace, args.device, args.seed)?;
-    let jobs = replay_jobs(args, &trace)?;
+    let jobs = sim::choose_policies(&trace, args.policy, args.alloc_conf)?;
     if let Some(path) = args.save_trace {
         trace.save(path)?;
     }
@@ -409,36 +339,9 @@ fn replay(args: &ReplayArgs) -> Result<()> {
         ReplayBackend::Sim => {
             // The built-in profile's device sizes the address range expandable segments reserve.
             let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
-            let mut results = Vec::new();
-            for job in &jobs {
-                let label = job.label();
-                progress.message(&label);
-                // Under its own settings a snapshot is replayed over the addresses its driver
-                // gave, and checked against every device operation it recorded.
-                let own = job.is_recording_of(&trace);
-                let mut device = if own {
-                    sim::SimDevice::following(device_bytes, &trace)
-                } else {
-                    sim::SimDevice::new(device_bytes)
-                };
-                let options = sim::ReplayOptions {
-                    capacity,
-                    check_recorded: own,
-                    ..sim::ReplayOptions::default()
-                };
-                let mut result = sim::replay_policy(
-                    &trace,
-                    &label,
-                    job.build(),
-                    &mut device,
-                    options,
-                    &mut (),
-                    BackendKind::Sim,
-                )?;
-                result.min_capacity_bytes = sim::min_capacity_of(&trace, &|| job.build(), device_bytes)?;
-                results.push(result);
-                progress.tick();
-            }
+            progress.message("replaying");
+            let results = sim::replay_choices(&trace, &jobs, capacity, device_bytes, sim::ReplayOptions::default())?;
+            jobs.iter().for_each(|_| progress.tick());
             ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results)
         }
         ReplayBackend::Hw => {
@@ -457,18 +360,9 @@ fn replay(args: &ReplayArgs) -> Result<()> {
     record.save(&args.out.join(format!("replay-{backend}.json")))?;
     let rendered = reports::render_replay(args.out)?;
     if args.json {
-        let mut value = serde_json::to_value(&record).context("serialising the replay")?;
-        if let Some(results) = value.get_mut("results").and_then(|r| r.as_array_mut()) {
-            for result in results {
-                if let Some(object) = result.as_object_mut() {
-                    object.remove("timeline");
-                    object.remove("segment_sizes");
-                }
-            }
-        }
         println!(
             "{}",
-            serde_json::to_string_pretty(&value).context("serialising the replay")?
+            serde_json::to_string_pretty(&record.summary_json()).context("serialising the replay")?
         );
         return Ok(());
     }
@@ -513,28 +407,7 @@ fn tune(
 ) -> Result<()> {
     let capacity = parse_capacity(capacity)?;
     let trace = load_trace(trace_arg, device, 0)?;
-    let mut texts: Vec<String> = if grid.is_empty() {
-        sim::DEFAULT_TUNE_GRID.iter().map(|s| s.to_string()).collect()
-    } else {
-        grid.to_vec()
-    };
-    // The trace's own settings are the baseline every other is weighed against.
-    if let Some(own) = &trace.allocator_settings {
-        let own_conf = experiments::AllocConf::parse(own)?;
-        if !texts
-            .iter()
-            .any(|t| experiments::AllocConf::parse(t).is_ok_and(|c| c == own_conf))
-        {
-            texts.insert(0, own.clone());
-        }
-    }
-    let settings = texts
-        .into_iter()
-        .map(|text| Ok((experiments::AllocConf::parse(&text)?, text)))
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .map(|(conf, text)| (text, conf))
-        .collect::<Vec<_>>();
+    let settings = sim::tune_grid(&trace, grid)?;
     let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
     let mut results = sim::tune(&trace, &settings, capacity, device_bytes)?;
     let baseline = results.first().cloned();

@@ -161,6 +161,19 @@ impl ReplayRecord {
         }
     }
 
+    /// The record as one JSON value without the bulky per-event series (timelines, segment
+    /// sizes): what `--json` prints and the Python API returns.
+    pub fn summary_json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).expect("a replay record serialises");
+        if let Some(results) = value.get_mut("results").and_then(|r| r.as_array_mut()) {
+            for result in results.iter_mut().filter_map(|r| r.as_object_mut()) {
+                result.remove("timeline");
+                result.remove("segment_sizes");
+            }
+        }
+        value
+    }
+
     /// Writes the record as JSON (through a temporary file).
     pub fn save(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_vec(self).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;

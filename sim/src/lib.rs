@@ -17,8 +17,9 @@ mod spills;
 mod vmm;
 
 pub use alloc::{
-    build_policy, build_pytorch_policy, min_capacity, min_capacity_of, rank, replay, replay_policy, tune, AllocError,
-    Block, DeviceMemory, FreeSpace, Metered, Policy, ReplayHooks, ReplayOptions, SimDevice, DEFAULT_TUNE_GRID,
+    build_policy, build_pytorch_policy, choose_policies, min_capacity, min_capacity_of, rank, replay, replay_choices,
+    replay_policy, tune, tune_grid, AllocError, Block, DeviceMemory, FreeSpace, Metered, Policy, PolicyChoice,
+    ReplayHooks, ReplayOptions, SimDevice, DEFAULT_TUNE_GRID,
 };
 pub use backend::{SimBackend, SimError};
 pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};

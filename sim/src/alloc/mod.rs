@@ -8,6 +8,7 @@ mod best_fit;
 mod binning;
 mod buddy;
 mod caching;
+mod choice;
 mod device;
 mod replay;
 mod simple;
@@ -15,9 +16,10 @@ mod tune;
 
 use experiments::{AllocBackend, AllocConf, PolicySpec, PytorchStats};
 
+pub use choice::{choose_policies, replay_choices, PolicyChoice};
 pub use device::{Metered, SimDevice};
 pub use replay::{min_capacity, min_capacity_of, replay, replay_policy, ReplayHooks, ReplayOptions};
-pub use tune::{rank, tune, DEFAULT_TUNE_GRID};
+pub use tune::{rank, tune, tune_grid, DEFAULT_TUNE_GRID};
 
 /// Where a policy gets memory from: physical allocations (cuMemAlloc), and virtual ranges
 /// backed on demand (cuMemAddressReserve + cuMemCreate/cuMemMap/cuMemSetAccess).

@@ -1,10 +1,9 @@
 //! What-if over PyTorch's settings: one trace replayed under many `PYTORCH_ALLOC_CONF`
 //! strings at once, each with the smallest cap it fits under.
 
-use experiments::{AllocConf, BackendKind, PolicyResult, Trace};
-use rayon::prelude::*;
+use experiments::{AllocConf, PolicyResult, Trace};
 
-use super::{build_pytorch_policy, min_capacity_of, replay_policy, ReplayOptions, SimDevice};
+use super::{replay_choices, PolicyChoice, ReplayOptions};
 
 /// The settings `vramlab tune` tries by default: each key alone at the values people reach
 /// for after an out-of-memory error, and the combinations that address different causes
@@ -32,48 +31,44 @@ pub const DEFAULT_TUNE_GRID: &[&str] = &[
     "roundup_power2_divisions:4,garbage_collection_threshold:0.6",
 ];
 
-/// Replays `trace` under every setting in parallel, each labelled `PYTORCH_ALLOC_CONF=...`,
-/// under `capacity` if given, with the smallest capacity it fits under. A setting equal to the
-/// trace's own is replayed over the addresses its driver gave (see [`SimDevice::following`]).
+/// Replays `trace` under every setting in parallel (see [`replay_choices`]), under
+/// `capacity` if given, each with the smallest capacity it fits under.
 pub fn tune(
     trace: &Trace,
-    settings: &[(String, AllocConf)],
+    settings: &[String],
     capacity: Option<u64>,
     device_bytes: u64,
 ) -> Result<Vec<PolicyResult>, experiments::Error> {
-    let recorded = trace
-        .allocator_settings
-        .as_deref()
-        .and_then(|s| AllocConf::parse(s).ok());
-    settings
-        .par_iter()
-        .map(|(text, conf)| {
-            let own = recorded.as_ref() == Some(conf);
-            let mut device = if own {
-                SimDevice::following(device_bytes, trace)
-            } else {
-                SimDevice::new(device_bytes)
-            };
-            let options = ReplayOptions {
-                capacity,
-                check_recorded: own,
-                time_ops: false,
-                ..ReplayOptions::default()
-            };
-            let label = format!("PYTORCH_ALLOC_CONF={text}");
-            let mut result = replay_policy(
-                trace,
-                &label,
-                build_pytorch_policy(conf),
-                &mut device,
-                options,
-                &mut (),
-                BackendKind::Sim,
-            )?;
-            result.min_capacity_bytes = min_capacity_of(trace, &|| build_pytorch_policy(conf), device_bytes)?;
-            Ok(result)
-        })
-        .collect()
+    let choices = settings
+        .iter()
+        .map(|text| PolicyChoice::pytorch(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = ReplayOptions {
+        time_ops: false,
+        ..ReplayOptions::default()
+    };
+    replay_choices(trace, &choices, capacity, device_bytes, options)
+}
+
+/// The grid a tune runs: `grid`, or the default one, with the trace's own settings first when
+/// it names some that the grid lacks (the baseline the others are weighed against).
+pub fn tune_grid(trace: &Trace, grid: &[String]) -> Result<Vec<String>, experiments::Error> {
+    let mut texts: Vec<String> = if grid.is_empty() {
+        DEFAULT_TUNE_GRID.iter().map(|s| s.to_string()).collect()
+    } else {
+        grid.to_vec()
+    };
+    let confs = texts
+        .iter()
+        .map(|t| AllocConf::parse(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(own) = &trace.allocator_settings {
+        let own_conf = AllocConf::parse(own)?;
+        if !confs.contains(&own_conf) {
+            texts.insert(0, own.clone());
+        }
+    }
+    Ok(texts)
 }
 
 /// Orders results as a user decides: those that fit first, then by peak reserved memory,
