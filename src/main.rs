@@ -9,8 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use experiments::{
-    format_bytes, Backend, Catalog, DeviceInfo, Experiment, Family, Profile, ReplayRecord, Suite, Trace,
-    DEFAULT_PROFILE,
+    format_bytes, Backend, Catalog, DeviceInfo, Experiment, Family, Profile, ReplayRecord, Trace, DEFAULT_PROFILE,
 };
 use hw::HwBackend;
 use sim::SimBackend;
@@ -486,24 +485,8 @@ fn tune(
     Ok(())
 }
 
-/// The built-in catalog plus any suite files named among the targets.
-fn catalog_for(targets: &[String]) -> Result<(Catalog, Vec<String>)> {
-    let mut catalog = Catalog::builtin()?;
-    let mut names = Vec::new();
-    for target in targets {
-        if target.ends_with(".toml") || target.contains('/') {
-            let suite = Suite::load(Path::new(target))?;
-            names.push(suite.name.clone());
-            catalog.add(suite)?;
-        } else {
-            names.push(target.clone());
-        }
-    }
-    Ok((catalog, names))
-}
-
 fn run(targets: &[String], choice: BackendChoice, profile: &str, out: &Path, seed: u64) -> Result<()> {
-    let (catalog, names) = catalog_for(targets)?;
+    let (catalog, names) = Catalog::for_targets(targets)?;
     let experiments = catalog.select(&names)?;
     let profile = Profile::find(profile)?;
     let mut sim = matches!(choice, BackendChoice::Sim | BackendChoice::Both).then(|| SimBackend::new(profile));

@@ -26,6 +26,23 @@ impl Catalog {
         Ok(catalog)
     }
 
+    /// The built-in catalog plus any suite files named among `targets` (a `.toml` or a path),
+    /// and the names to select from it (suites and experiments as given; files by suite name).
+    pub fn for_targets(targets: &[String]) -> Result<(Catalog, Vec<String>)> {
+        let mut catalog = Catalog::builtin()?;
+        let mut names = Vec::new();
+        for target in targets {
+            if target.ends_with(".toml") || target.contains('/') {
+                let suite = Suite::load(std::path::Path::new(target))?;
+                names.push(suite.name.clone());
+                catalog.add(suite)?;
+            } else {
+                names.push(target.clone());
+            }
+        }
+        Ok((catalog, names))
+    }
+
     /// Adds a suite, refusing experiment names that are already taken.
     pub fn add(&mut self, suite: Suite) -> Result<()> {
         for exp in &suite.experiments {
