@@ -1,0 +1,159 @@
+"""The Python API against the CLI and against PyTorch's own recorded figures."""
+
+import gzip
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+import vramlab
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDINGS = ROOT / "reports" / "reference" / "h100" / "alloc-traces"
+TRACE = RECORDINGS / "serve" / "gc.pickle.gz"
+
+
+def recorded(name):
+    return json.loads((RECORDINGS / f"{name}.json").read_text())
+
+
+def cli():
+    """The vramlab binary cargo built beside this checkout, if any."""
+    for candidate in [os.environ.get("VRAMLAB_BIN"), ROOT / "target/debug/vramlab", ROOT / "target/release/vramlab"]:
+        if candidate and Path(candidate).exists():
+            return str(candidate)
+    return shutil.which("vramlab")
+
+
+def test_replay_from_a_path_matches_pytorchs_memory_stats():
+    meta = recorded("serve/gc")
+    result = vramlab.replay(str(TRACE), capacity=meta["allowed_memory_maximum"])
+    (only,) = result["results"]
+    assert only["policy"] == "PYTORCH_ALLOC_CONF=garbage_collection_threshold:0.7"
+    assert only["recorded_check"].startswith("all ")
+    for key, value in only["pytorch_stats"].items():
+        assert value == meta["memory_stats"][key], key
+
+
+def test_path_dict_and_bytes_give_the_same_numbers():
+    with gzip.open(TRACE, "rb") as f:
+        raw = f.read()
+    snapshot = pickle.loads(raw)  # plain data: what torch.cuda.memory._snapshot() returns
+    settings = ["", "expandable_segments:True", "max_split_size_mb:64"]
+    by_path = vramlab.replay(TRACE, alloc_conf=settings)
+    by_dict = vramlab.replay(snapshot, alloc_conf=settings)
+    by_bytes = vramlab.replay(raw, alloc_conf=settings)
+    strip = lambda r: [{k: v for k, v in x.items() if not k.endswith("_ns_p50") and not k.endswith("_ns_p99")} for x in r["results"]]
+    assert strip(by_path) == strip(by_dict) == strip(by_bytes)
+    assert by_dict["events"] == by_path["events"]
+
+
+@pytest.mark.skipif(cli() is None, reason="no vramlab binary built beside this checkout (cargo build)")
+def test_replay_equals_the_cli_json(tmp_path):
+    settings = ["", "roundup_power2_divisions:4", "garbage_collection_threshold:0.8"]
+    args = [cli(), "replay", str(TRACE), "--json", "--capacity", "300000000", "--out", str(tmp_path)]
+    for s in settings:
+        args += ["--alloc-conf", s]
+    from_cli = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    from_python = vramlab.replay(TRACE, alloc_conf=settings, capacity=300_000_000)
+    for a, b in zip(from_cli["results"], from_python["results"]):
+        for key in ["policy", "peak_reserved_bytes", "peak_allocated_bytes", "failed_allocs", "min_capacity_bytes", "pytorch_stats"]:
+            assert a[key] == b[key], key
+
+
+def test_tune_ranks_what_fits_first():
+    meta = recorded("gpt/gc")
+    result = vramlab.tune(RECORDINGS / "gpt" / "default.pickle.gz", capacity=meta["allowed_memory_maximum"])
+    results = result["results"]
+    assert len(results) == len(vramlab.DEFAULT_TUNE_GRID)
+    fits = [r["failed_allocs"] == 0 for r in results]
+    assert fits == sorted(fits, reverse=True)
+    names = [r["policy"] for r in results]
+    # PyTorch itself: the defaults ran out of memory under this cap, max_split_size_mb:64 fitted.
+    assert not fits[names.index("PYTORCH_ALLOC_CONF=")]
+    assert fits[names.index("PYTORCH_ALLOC_CONF=max_split_size_mb:64")]
+
+
+@pytest.mark.parametrize(
+    "settings, needle",
+    [
+        ("max_split_size_mb:10", "max_split_size_mb = 10"),
+        ("roundup_power2_divisions:3", "roundup_power2_divisions = 3"),
+        ("garbage_collection_threshold:1", "garbage_collection_threshold = 1"),
+        ("colour:blue", "unrecognized key 'colour'"),
+    ],
+)
+def test_bad_settings_are_value_errors_on_one_line(settings, needle):
+    with pytest.raises(ValueError) as err:
+        vramlab.replay(TRACE, alloc_conf=settings)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "snapshot, needle",
+    [
+        ({}, "no 'device_traces'"),
+        ({"device_traces": 5}, "'device_traces' is not a list"),
+        ({"device_traces": [[]]}, "every device trace is empty"),
+        ({"device_traces": [[{"action": "alloc", "addr": 1, "size": 2}]]}, "device_traces[0][0] has no 'stream'"),
+        ({"device_traces": [[{"action": "alloc", "addr": -1, "size": 2, "stream": 0}]]}, "device_traces[0][0].addr = -1"),
+        ({"device_traces": [["alloc"]]}, "device_traces[0][0] is not a dict"),
+        ({"device_traces": [[{"action": 7}]]}, "action is not a string"),
+    ],
+)
+def test_malformed_snapshot_dicts_are_value_errors(snapshot, needle):
+    with pytest.raises(ValueError) as err:
+        vramlab.replay(snapshot)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_wrong_types_are_type_errors():
+    with pytest.raises(TypeError):
+        vramlab.replay(42)
+    with pytest.raises(TypeError):
+        vramlab.replay(TRACE, alloc_conf=[1])
+    with pytest.raises(TypeError):
+        vramlab.replay(TRACE, capacity="2 GiB")
+    with pytest.raises(ValueError):
+        vramlab.replay(TRACE, capacity=0)
+
+
+def test_missing_files_and_bad_bytes():
+    with pytest.raises(OSError) as err:
+        vramlab.replay("/nonexistent/snapshot.pickle")
+    assert "/nonexistent/snapshot.pickle" in str(err.value)
+    with pytest.raises(ValueError) as err:
+        vramlab.replay(b"\x80\x04\x95garbage")
+    assert "\n" not in str(err.value)
+
+
+def test_concurrent_calls_agree():
+    expected = vramlab.replay(TRACE, alloc_conf="")["results"][0]["pytorch_stats"]
+    seen, errors = [], []
+
+    def work():
+        try:
+            seen.append(vramlab.replay(TRACE, alloc_conf="")["results"][0]["pytorch_stats"])
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and seen == [expected] * 4
+
+
+def test_explain_and_run():
+    text = vramlab.explain("occupancy", threads=256, registers=64)
+    assert "limited by registers" in text
+    with pytest.raises(ValueError):
+        vramlab.explain("occupancy", threads="many")
+    records = vramlab.run("occupancy")
+    assert records and records[0]["backend"] == "sim" and records[0]["points"]

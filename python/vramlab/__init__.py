@@ -1,0 +1,119 @@
+"""vramlab: a GPU memory testbed, from Python.
+
+Plain data in and out: every function returns dicts and lists shaped like the CLI's JSON.
+
+    >>> import vramlab
+    >>> result = vramlab.replay("snapshot.pickle", alloc_conf=["", "expandable_segments:True"])
+    >>> [r["pytorch_stats"]["reserved_bytes.all.peak"] for r in result["results"]]
+
+Errors on bad input are ``ValueError`` (or ``OSError`` for files) with vramlab's one-line
+message. The Rust core releases the GIL while it works, so calls from several threads run
+at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from . import _vramlab
+
+__all__ = ["replay", "tune", "run", "explain", "DEFAULT_TUNE_GRID", "__version__"]
+__version__: str = _vramlab.__version__
+DEFAULT_TUNE_GRID: List[str] = list(_vramlab.DEFAULT_TUNE_GRID)
+
+Trace = Union[str, "os.PathLike[str]", bytes, Dict[str, Any]]
+
+
+def _settings(alloc_conf: Union[None, str, Sequence[str]]) -> List[str]:
+    if alloc_conf is None:
+        return []
+    if isinstance(alloc_conf, str):
+        return [alloc_conf]
+    settings = list(alloc_conf)
+    for value in settings:
+        if not isinstance(value, str):
+            raise TypeError(f"alloc_conf must be a string or a list of strings, not a list holding {type(value).__name__}")
+    return settings
+
+
+def _capacity(capacity: Optional[int]) -> Optional[int]:
+    if capacity is None:
+        return None
+    if isinstance(capacity, bool) or not isinstance(capacity, int):
+        raise TypeError(f"capacity must be a whole number of bytes, not {type(capacity).__name__}")
+    if capacity <= 0:
+        raise ValueError(f"capacity={capacity}: must be positive")
+    return capacity
+
+
+def replay(
+    trace: Trace,
+    *,
+    alloc_conf: Union[None, str, Sequence[str]] = None,
+    capacity: Optional[int] = None,
+    policy: Optional[str] = None,
+    device: Optional[int] = None,
+) -> Dict[str, Any]:
+    """Replays an allocation trace through PyTorch's allocator (or vramlab's policies).
+
+    trace: a path to a snapshot pickle (optionally gzipped), an RMM log or a vramlab trace;
+        the bytes of a snapshot pickle; or the dict ``torch.cuda.memory._snapshot()`` returns,
+        taken as it is.
+    alloc_conf: one ``PYTORCH_ALLOC_CONF`` string or a list of them; each is one result
+        (``""`` is PyTorch's defaults). With neither this nor ``policy``, a snapshot is replayed
+        under the settings it was recorded with, and checked against itself.
+    capacity: the cap in bytes, as ``torch.cuda.set_per_process_memory_fraction`` sets it.
+    policy: vramlab policies, comma-separated (``"caching,best-fit"``, ``"all"``).
+    device: which device of a multi-GPU snapshot.
+
+    Returns the object ``vramlab replay --json`` prints: ``{"trace", "events", "results": [...]}``,
+    each result with ``peak_reserved_bytes``, ``peak_allocated_bytes``, ``failed_allocs``,
+    ``min_capacity_bytes``, and for PyTorch's allocator ``pytorch_stats`` keyed as in
+    ``torch.cuda.memory_stats()``.
+    """
+    if policy is not None and not isinstance(policy, str):
+        raise TypeError(f"policy must be a string, not {type(policy).__name__}")
+    text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity), policy, device)
+    return json.loads(text)
+
+
+def tune(
+    trace: Trace,
+    *,
+    capacity: Optional[int] = None,
+    grid: Optional[Sequence[str]] = None,
+    device: Optional[int] = None,
+) -> Dict[str, Any]:
+    """Replays a trace under many ``PYTORCH_ALLOC_CONF`` settings at once, ranked.
+
+    Settings that fit under ``capacity`` come first, then by peak reserved memory; each result
+    names its setting (``policy`` is ``"PYTORCH_ALLOC_CONF=..."``) and the smallest cap it fits
+    under. ``grid`` replaces the default grid (``vramlab.DEFAULT_TUNE_GRID``).
+    """
+    text = _vramlab.tune(trace, _settings(grid), _capacity(capacity), device)
+    return json.loads(text)
+
+
+def run(
+    targets: Union[str, Sequence[str]] = (),
+    backend: str = "sim",
+    profile: str = "h100",
+    seed: int = 0,
+) -> List[Dict[str, Any]]:
+    """Runs experiments (suites, experiment names or suite .toml paths; none: every suite).
+
+    Returns one record per experiment: ``{"experiment", "backend", "device", "profile",
+    "seed", "points": [{"params", "metrics"}], ...}``. ``backend="hw"`` needs a CUDA GPU.
+    """
+    names = [targets] if isinstance(targets, str) else list(targets)
+    return json.loads(_vramlab.run(names, backend, profile, seed))
+
+
+def explain(topic: str, profile: str = "h100", **params: Any) -> str:
+    """A teaching view of one case: ``occupancy``, ``banks``, ``coalescing`` or ``constant``.
+
+    >>> print(vramlab.explain("occupancy", threads=256, registers=64))
+    """
+    return _vramlab.explain(topic, [f"{k}={v}" for k, v in params.items()], profile)
