@@ -100,6 +100,11 @@ enum Command {
         /// Also write the trace as vramlab trace JSON to this file.
         #[arg(long)]
         save_trace: Option<PathBuf>,
+        /// Export the replay for a viewer (repeatable): `perfetto FILE.json` (ui.perfetto.dev,
+        /// chrome://tracing) or `snapshot FILE.pickle` (PyTorch's memory_viz; one file per policy,
+        /// numbered when there are several).
+        #[arg(long, num_args = 2, value_names = ["KIND", "FILE"])]
+        export: Vec<String>,
     },
     /// PyTorch's allocator under many PYTORCH_ALLOC_CONF settings at once: which make the
     /// trace fit under --capacity, at what cost; ranked, with plots (sim, in parallel).
@@ -211,6 +216,7 @@ fn main() -> ExitCode {
             out,
             seed,
             save_trace,
+            export,
         } => replay(&ReplayArgs {
             trace: &trace,
             policy: policy.as_deref(),
@@ -222,6 +228,7 @@ fn main() -> ExitCode {
             out: &out,
             seed,
             save_trace: save_trace.as_deref(),
+            export: &export,
         }),
         Command::Tune {
             trace,
@@ -295,6 +302,7 @@ struct ReplayArgs<'a> {
     out: &'a Path,
     seed: u64,
     save_trace: Option<&'a Path>,
+    export: &'a [String],
 }
 
 fn parse_capacity(text: Option<&str>) -> Result<Option<u64>> {
@@ -318,7 +326,55 @@ fn load_trace(text: &str, device: Option<usize>, seed: u64) -> Result<Trace> {
     })
 }
 
+/// The exports asked for, as (kind, file) pairs, checked before any work.
+fn parse_exports(export: &[String]) -> Result<Vec<(&str, &Path)>> {
+    export
+        .chunks(2)
+        .map(|pair| match pair[0].as_str() {
+            kind @ ("perfetto" | "snapshot") => Ok((kind, Path::new(&pair[1]))),
+            other => bail!("--export {other}: the kinds are perfetto and snapshot"),
+        })
+        .collect()
+}
+
+/// Writes the exports; what was written is said on stderr when stdout carries JSON.
+fn write_exports(exports: &[(&str, &Path)], record: &ReplayRecord, json: bool) -> Result<()> {
+    let say = |line: String| if json { eprintln!("{line}") } else { println!("{line}") };
+    for &(kind, path) in exports {
+        match kind {
+            "perfetto" => {
+                reports::write_perfetto(path, record)?;
+                say(format!("perfetto: {} (open in ui.perfetto.dev)", path.display()));
+            }
+            _ => {
+                for (k, result) in record.results.iter().enumerate() {
+                    let Some(replayed) = &result.replayed else { continue };
+                    let file = if record.results.len() == 1 {
+                        path.to_path_buf()
+                    } else {
+                        let stem = path.file_stem().map(|s| s.to_string_lossy()).unwrap_or_default();
+                        let ext = path
+                            .extension()
+                            .map(|e| format!(".{}", e.to_string_lossy()))
+                            .unwrap_or_default();
+                        path.with_file_name(format!("{stem}-{}{ext}", k + 1))
+                    };
+                    let settings = result.policy.strip_prefix("PYTORCH_ALLOC_CONF=");
+                    experiments::write_snapshot(&file, replayed, settings)?;
+                    say(format!(
+                        "snapshot of {}: {} (torch.cuda._memory_viz)",
+                        result.policy,
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn replay(args: &ReplayArgs) -> Result<()> {
+    let exports = parse_exports(args.export)?;
     let capacity = parse_capacity(args.capacity)?;
     let trace = load_trace(args.trace, args.device, args.seed)?;
     let jobs = sim::choose_policies(&trace, args.policy, args.alloc_conf)?;
@@ -339,7 +395,12 @@ fn replay(args: &ReplayArgs) -> Result<()> {
             // The built-in profile's device sizes the address range expandable segments reserve.
             let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
             progress.message("replaying");
-            let results = sim::replay_choices(&trace, &jobs, capacity, device_bytes, sim::ReplayOptions::default())?;
+            let options = sim::ReplayOptions {
+                record_events: !exports.is_empty(),
+                timeline_points: if exports.is_empty() { 2000 } else { 20_000 },
+                ..sim::ReplayOptions::default()
+            };
+            let results = sim::replay_choices(&trace, &jobs, capacity, device_bytes, options)?;
             jobs.iter().for_each(|_| progress.tick());
             ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results)
         }
@@ -357,6 +418,7 @@ fn replay(args: &ReplayArgs) -> Result<()> {
         ReplayBackend::Hw => "hw",
     };
     record.save(&args.out.join(format!("replay-{backend}.json")))?;
+    write_exports(&exports, &record, args.json)?;
     let rendered = reports::render_replay(args.out)?;
     if args.json {
         println!(

@@ -535,3 +535,106 @@ fn tune_ranks_settings_and_writes_its_report() {
     let fits: Vec<bool> = results.iter().map(|r| r["failed_allocs"] == 0).collect();
     assert!(fits.windows(2).all(|w| w[0] >= w[1]), "{fits:?}");
 }
+
+#[test]
+fn perfetto_export_of_resnet18_follows_the_trace_event_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("resnet18.json");
+    let output = vramlab(
+        &[
+            "replay",
+            &trace_file("resnet18_default.pickle"),
+            "--policy",
+            "caching,expandable",
+            "--export",
+            "perfetto",
+            file.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let events = doc["traceEvents"]
+        .as_array()
+        .expect("the JSON Object Format: a traceEvents array");
+    let mut names = std::collections::BTreeMap::new();
+    let mut last_counter_ts = std::collections::BTreeMap::new();
+    let (mut counters, mut instants) = (0, 0);
+    for e in events {
+        let ph = e["ph"].as_str().expect("every event has a phase");
+        let pid = e["pid"].as_u64().expect("every event has an integer pid");
+        match ph {
+            "M" => {
+                assert!(["process_name", "process_sort_index"].contains(&e["name"].as_str().unwrap()));
+                if e["name"] == "process_name" {
+                    names.insert(pid, e["args"]["name"].as_str().unwrap().to_string());
+                }
+            }
+            "C" => {
+                counters += 1;
+                let ts = e["ts"].as_u64().expect("counters have a numeric ts");
+                let args = e["args"].as_object().expect("counter values are args");
+                assert!(args.values().all(|v| v.is_u64()), "{e}");
+                assert!(args["allocated"].as_u64() <= args["reserved"].as_u64(), "{e}");
+                let last = last_counter_ts.insert(pid, ts);
+                assert!(last.is_none_or(|l| l <= ts), "counter time goes forward: {e}");
+            }
+            "i" => {
+                instants += 1;
+                assert!(["g", "p", "t"].contains(&e["s"].as_str().unwrap()), "{e}");
+                assert!(e["ts"].is_u64() && e["args"]["bytes"].is_u64(), "{e}");
+                let name = e["name"].as_str().unwrap();
+                assert!(
+                    [
+                        "segment_alloc",
+                        "segment_free",
+                        "segment_map",
+                        "segment_unmap",
+                        "retry",
+                        "oom"
+                    ]
+                    .contains(&name),
+                    "{name}"
+                );
+            }
+            other => panic!("unexpected phase {other}"),
+        }
+    }
+    assert_eq!(names.values().collect::<Vec<_>>(), ["caching", "expandable"]);
+    assert!(
+        counters > 1000 && instants > 60,
+        "{counters} counters, {instants} instants"
+    );
+}
+
+#[test]
+fn snapshot_export_reads_back_and_replays_to_itself() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("whatif.pickle");
+    let output = vramlab(
+        &[
+            "replay",
+            &recording("gpt/default.pickle.gz"),
+            "--alloc-conf",
+            "expandable_segments:True",
+            "--export",
+            "snapshot",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    // The export is a snapshot recorded under those settings: replayed, it checks itself.
+    let again = vramlab(&["replay", file.to_str().unwrap(), "--json"], tmp.path());
+    assert!(again.status.success(), "{}", stderr(&again));
+    let second: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    let result = &second["results"][0];
+    assert_eq!(result["policy"], "PYTORCH_ALLOC_CONF=expandable_segments:True");
+    assert!(
+        result["recorded_check"].as_str().unwrap().starts_with("all "),
+        "{result}"
+    );
+    assert_eq!(result["pytorch_stats"], first["results"][0]["pytorch_stats"]);
+}

@@ -45,11 +45,13 @@ pub use profile::{
     GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record};
-pub use replay_record::{PolicyResult, PytorchStats, ReplayRecord, TimelinePoint};
+pub use replay_record::{
+    BlockView, PolicyResult, PytorchStats, ReplayRecord, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint,
+};
 pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};
 pub use trace::{
-    DeviceAction, RecordedOp, SnapshotBuilder, SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings,
-    DEFAULT_MAX_TRACE_BYTES, SETTINGS_KEYS, SYNTHETIC_TRACES,
+    snapshot_bytes, write_snapshot, DeviceAction, RecordedOp, SnapshotBuilder, SyntheticInfo, Trace, TraceEvent,
+    TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES, SETTINGS_KEYS, SYNTHETIC_TRACES,
 };
 pub use units::{format_bytes, parse_bytes};

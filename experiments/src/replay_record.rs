@@ -61,6 +61,60 @@ pub struct PytorchStats {
     pub num_device_free: u64,
 }
 
+/// A block of a segment at the end of a replay, as PyTorch's snapshot describes one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockView {
+    /// Its first byte.
+    pub address: u64,
+    /// Its size.
+    pub size: u64,
+    /// What the program asked for (0 when free).
+    pub requested_size: u64,
+    /// `active_allocated`, `active_pending_free` or `inactive`.
+    pub state: String,
+}
+
+/// A segment at the end of a replay (for an expandable segment, one mapped range).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentView {
+    /// Its first byte.
+    pub address: u64,
+    /// The stream its blocks serve.
+    pub stream: u64,
+    /// Large pool (true) or small.
+    pub is_large: bool,
+    /// An expandable segment's mapped range.
+    pub is_expandable: bool,
+    /// Its blocks, in address order.
+    pub blocks: Vec<BlockView>,
+}
+
+/// One operation of a replay, as PyTorch's snapshot records one (`device_traces` entries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayedEvent {
+    /// The trace event it happened at.
+    pub at: usize,
+    /// `alloc`, `free_requested`, `free_completed`, `segment_alloc`, `segment_free`,
+    /// `segment_map`, `segment_unmap`, `oom`, or `retry` (a synchronising retry: vramlab's mark,
+    /// not written into snapshots).
+    pub action: &'static str,
+    /// The address concerned (0 for `oom`).
+    pub addr: u64,
+    /// Bytes: requested for allocations and frees, the segment's for segment operations.
+    pub size: u64,
+    /// The stream.
+    pub stream: u64,
+}
+
+/// What a replay did, in PyTorch's terms, for the exports (Perfetto, memory_viz snapshots).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayedTrace {
+    /// Every operation, in order.
+    pub events: Vec<ReplayedEvent>,
+    /// The segments when the trace ended (before anything was released).
+    pub segments: Vec<SegmentView>,
+}
+
 /// One policy's figures for one trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyResult {
@@ -118,6 +172,9 @@ pub struct PolicyResult {
     pub recorded_check: Option<String>,
     /// Allocated and reserved bytes over the trace (thinned to at most a few thousand points).
     pub timeline: Vec<TimelinePoint>,
+    /// What the replay did, operation by operation, when the exports asked for it.
+    #[serde(skip)]
+    pub replayed: Option<ReplayedTrace>,
 }
 
 /// A trace replayed through one or more policies.

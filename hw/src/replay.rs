@@ -142,6 +142,7 @@ pub fn replay_policies_on_gpu(
         };
         let options = ReplayOptions {
             capacity,
+            record_events: true,
             ..ReplayOptions::default()
         };
         let result = replay_policy(

@@ -9,6 +9,7 @@ mod analysis;
 mod chart;
 mod document;
 mod error;
+mod export_perfetto;
 mod plot_agreement;
 mod plot_error;
 mod plot_peaks;
@@ -20,6 +21,7 @@ mod tune_render;
 
 pub use analysis::{join, Analysis, ComparedPoint, ErrorStats, ExperimentAnalysis};
 pub use error::{ReportError, Result};
+pub use export_perfetto::{perfetto_json, write_perfetto};
 pub use render::{render, render_report, Rendered};
 pub use replay_render::render_replay;
 pub use tune_render::{render_tune, setting_of, tune_row, TUNE_HEADER};

@@ -21,6 +21,7 @@ fn replay_speed(c: &mut Criterion) {
         time_ops: false,
         check_recorded: false,
         stop_at_first_failure: false,
+        record_events: false,
     };
     for policy in ["caching", "expandable", "best-fit", "cuda-malloc"] {
         let spec = PolicySpec::parse(policy).unwrap();

@@ -76,6 +76,7 @@ fn replay_recording(rec: &Recording) -> (PytorchStats, Option<String>, u64) {
         time_ops: false,
         check_recorded: true,
         stop_at_first_failure: false,
+        record_events: false,
     };
     let result = replay_policy(
         &rec.trace,
@@ -174,6 +175,7 @@ fn what_if_replays_of_the_default_trace_against_the_recorded_runs() {
             time_ops: false,
             check_recorded: false,
             stop_at_first_failure: false,
+            record_events: false,
         };
         let result = replay_policy(
             &default.trace,

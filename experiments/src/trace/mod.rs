@@ -8,6 +8,7 @@
 mod pickle;
 mod rmm;
 mod snapshot;
+mod snapshot_writer;
 mod synthetic;
 
 use std::collections::HashMap;
@@ -19,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::files::write_atomically;
 
 pub use snapshot::{SnapshotBuilder, SETTINGS_KEYS};
+pub use snapshot_writer::{snapshot_bytes, write_snapshot};
 pub use synthetic::{SyntheticInfo, SYNTHETIC_TRACES};
 
 /// One allocator request.

@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use experiments::{format_bytes, AllocConf, PytorchStats};
+use experiments::{format_bytes, AllocConf, BlockView, PytorchStats, SegmentView};
 
 use super::{round_up, AllocError, Block, DeviceMemory, FreeSpace, Policy};
 
@@ -862,6 +862,48 @@ impl Policy for Caching {
             num_device_alloc: s.device_allocs,
             num_device_free: s.device_frees,
         })
+    }
+
+    fn segments(&self) -> Vec<SegmentView> {
+        let vacant: std::collections::HashSet<usize> = self.vacant.iter().copied().collect();
+        // A segment starts at a mapped block with no mapped block before it (PyTorch reports
+        // each mapped range of an expandable segment as a segment of its own).
+        let mut out: Vec<SegmentView> = (0..self.nodes.len())
+            .filter(|i| !vacant.contains(i))
+            .filter(|&i| {
+                let n = &self.nodes[i];
+                n.mapped && n.prev.is_none_or(|p| !self.nodes[p].mapped)
+            })
+            .map(|head| {
+                let mut blocks = Vec::new();
+                let mut cursor = Some(head);
+                while let Some(i) = cursor.filter(|&i| self.nodes[i].mapped) {
+                    let n = &self.nodes[i];
+                    let (state, requested) = match n.state {
+                        State::Allocated => ("active_allocated", n.requested),
+                        State::Pending => ("active_pending_free", n.requested),
+                        State::Free => ("inactive", 0),
+                    };
+                    blocks.push(BlockView {
+                        address: n.addr,
+                        size: n.size,
+                        requested_size: requested,
+                        state: state.to_string(),
+                    });
+                    cursor = n.next;
+                }
+                let n = &self.nodes[head];
+                SegmentView {
+                    address: n.addr,
+                    stream: n.stream,
+                    is_large: n.pool == Pool::Large,
+                    is_expandable: n.segment.is_some(),
+                    blocks,
+                }
+            })
+            .collect();
+        out.sort_by_key(|s| s.address);
+        out
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

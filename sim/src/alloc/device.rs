@@ -116,12 +116,12 @@ impl<'d> Metered<'d> {
         }
     }
 
-    fn log(&mut self, action: DeviceAction, size: u64) {
+    fn log(&mut self, action: DeviceAction, size: u64, addr: u64) {
         self.ops.push(RecordedOp {
             at: self.at,
             action,
             size,
-            addr: 0,
+            addr,
         });
     }
 
@@ -151,13 +151,13 @@ impl DeviceMemory for Metered<'_> {
         }
         let addr = self.device.allocate(bytes)?;
         self.took(bytes);
-        self.log(DeviceAction::SegmentAlloc, bytes);
+        self.log(DeviceAction::SegmentAlloc, bytes, addr);
         Some(addr)
     }
     fn free(&mut self, addr: u64, bytes: u64) {
         self.device.free(addr, bytes);
         self.gave_back(bytes);
-        self.log(DeviceAction::SegmentFree, bytes);
+        self.log(DeviceAction::SegmentFree, bytes, addr);
     }
     fn allocate_stream_ordered(&mut self, bytes: u64) -> Option<u64> {
         if !self.admit(bytes) {
@@ -165,13 +165,13 @@ impl DeviceMemory for Metered<'_> {
         }
         let addr = self.device.allocate_stream_ordered(bytes)?;
         self.took(bytes);
-        self.log(DeviceAction::SegmentAlloc, bytes);
+        self.log(DeviceAction::SegmentAlloc, bytes, addr);
         Some(addr)
     }
     fn free_stream_ordered(&mut self, addr: u64, bytes: u64) {
         self.device.free_stream_ordered(addr, bytes);
         self.gave_back(bytes);
-        self.log(DeviceAction::SegmentFree, bytes);
+        self.log(DeviceAction::SegmentFree, bytes, addr);
     }
     fn reserve(&mut self, bytes: u64) -> Option<u64> {
         self.device.reserve(bytes)
@@ -184,13 +184,13 @@ impl DeviceMemory for Metered<'_> {
             return false;
         }
         self.took(bytes);
-        self.log(DeviceAction::SegmentMap, bytes);
+        self.log(DeviceAction::SegmentMap, bytes, addr);
         true
     }
     fn unmap(&mut self, addr: u64, bytes: u64) {
         self.device.unmap(addr, bytes);
         self.gave_back(bytes);
-        self.log(DeviceAction::SegmentUnmap, bytes);
+        self.log(DeviceAction::SegmentUnmap, bytes, addr);
     }
     fn total_bytes(&self) -> u64 {
         self.device.total_bytes()

@@ -14,7 +14,7 @@ mod replay;
 mod simple;
 mod tune;
 
-use experiments::{AllocBackend, AllocConf, PolicySpec, PytorchStats};
+use experiments::{AllocBackend, AllocConf, PolicySpec, PytorchStats, SegmentView};
 
 pub use choice::{choose_policies, replay_choices, PolicyChoice};
 pub use device::{Metered, SimDevice};
@@ -106,6 +106,11 @@ pub trait Policy {
     /// The policy's own statistics, for PyTorch's allocator.
     fn pytorch_stats(&self) -> Option<PytorchStats> {
         None
+    }
+    /// Its segments and their blocks now, as PyTorch's snapshot lists them (empty where the
+    /// policy has no such notion).
+    fn segments(&self) -> Vec<SegmentView> {
+        Vec::new()
     }
     /// The free memory it holds.
     fn free_space(&self) -> FreeSpace;

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap as HashMap;
 use std::time::Instant;
 
-use experiments::{BackendKind, DeviceAction, PolicyResult, PolicySpec, RecordedOp, TimelinePoint, Trace, TraceEvent};
+use experiments::{
+    BackendKind, DeviceAction, PolicyResult, PolicySpec, RecordedOp, ReplayedEvent, ReplayedTrace, TimelinePoint,
+    Trace, TraceEvent,
+};
 
 use super::{build_policy, Block, DeviceMemory, Metered, Policy, SimDevice};
 
@@ -23,6 +26,8 @@ pub struct ReplayOptions {
     pub check_recorded: bool,
     /// Stop at the first request the policy cannot satisfy (a probe that only asks "does it fit?").
     pub stop_at_first_failure: bool,
+    /// Keep every operation and the final segments, in PyTorch's terms, for the exports.
+    pub record_events: bool,
 }
 
 impl Default for ReplayOptions {
@@ -33,6 +38,7 @@ impl Default for ReplayOptions {
             time_ops: true,
             check_recorded: false,
             stop_at_first_failure: false,
+            record_events: false,
         }
     }
 }
@@ -162,6 +168,7 @@ pub fn replay(
 struct Live {
     block: Block,
     size: u64,
+    stream: u64,
     ns: f64,
     /// The program let go of it (`FreeRequested`); it waits for its `Free`.
     let_go: bool,
@@ -240,6 +247,39 @@ impl LiveTable {
     }
 }
 
+/// Writes down what a replay does, in PyTorch's terms, when the exports ask for it.
+struct Recorder {
+    events: Vec<ReplayedEvent>,
+    ops_seen: usize,
+}
+
+impl Recorder {
+    fn push(&mut self, at: usize, action: &'static str, addr: u64, size: u64, stream: u64) {
+        self.events.push(ReplayedEvent {
+            at,
+            action,
+            addr,
+            size,
+            stream,
+        });
+    }
+
+    /// The device operations logged since the last call, attributed to `stream`.
+    fn device_ops(&mut self, ops: &[RecordedOp], stream: u64) {
+        for op in &ops[self.ops_seen..] {
+            let action = match op.action {
+                DeviceAction::SegmentAlloc => "segment_alloc",
+                DeviceAction::SegmentFree => "segment_free",
+                DeviceAction::SegmentMap => "segment_map",
+                DeviceAction::SegmentUnmap => "segment_unmap",
+                DeviceAction::Oom => "oom",
+            };
+            self.push(op.at, action, op.addr, op.size, stream);
+        }
+        self.ops_seen = ops.len();
+    }
+}
+
 /// Where the replay's device operations first part from those the trace recorded.
 fn compare_recorded(recorded: &[RecordedOp], made: &[RecordedOp]) -> String {
     let describe = |op: &RecordedOp| {
@@ -299,6 +339,10 @@ pub fn replay_policy(
     let (mut failed, mut first_failure) = (0u64, None);
     let (mut alloc_ns, mut free_ns, mut pair_ns) = (Vec::new(), Vec::new(), Vec::new());
     let mut timeline = Timeline::new(trace.events.len(), options.timeline_points);
+    let mut recorder = options.record_events.then(|| Recorder {
+        events: Vec::new(),
+        ops_seen: 0,
+    });
     let hook_error = |index: usize, e: String| experiments::Error::Invalid(format!("{label}: event {index}: {e}"));
     let timed = |start: Option<Instant>| start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
 
@@ -306,18 +350,37 @@ pub fn replay_policy(
         meter.at = index;
         match *event {
             TraceEvent::Alloc { id, size, stream } => {
+                let retries_before = recorder
+                    .as_ref()
+                    .and_then(|_| policy.pytorch_stats())
+                    .map(|s| s.num_alloc_retries);
                 let start = options.time_ops.then(Instant::now);
                 let result = policy.allocate(&mut meter, size, stream);
                 let ns = timed(start);
+                if let (Some(r), Some(before)) = (recorder.as_mut(), retries_before) {
+                    if policy.pytorch_stats().is_some_and(|s| s.num_alloc_retries > before) {
+                        r.push(index, "retry", 0, size, stream);
+                    }
+                }
                 // Blocks a flush finished before the trace's own free (rare: a scan will do).
                 for block in policy.drain_finished() {
                     if let Some(done) = live.let_go_at(block.addr) {
-                        live.remove(done);
+                        let entry = live.remove(done).expect("found just now");
+                        if let Some(r) = recorder.as_mut() {
+                            r.push(index, "free_completed", block.addr, entry.size, entry.stream);
+                        }
                         hooks.freeing(done, block).map_err(|e| hook_error(index, e))?;
                     }
                 }
+                if let (Some(r), Err(_)) = (recorder.as_mut(), &result) {
+                    r.device_ops(&meter.ops, stream);
+                }
                 match result {
                     Ok(block) => {
+                        if let Some(r) = recorder.as_mut() {
+                            r.device_ops(&meter.ops, stream);
+                            r.push(index, "alloc", block.addr, size, stream);
+                        }
                         hooks.allocated(id, block).map_err(|e| hook_error(index, e))?;
                         if options.time_ops {
                             alloc_ns.push(ns);
@@ -327,6 +390,7 @@ pub fn replay_policy(
                             Live {
                                 block,
                                 size,
+                                stream,
                                 ns,
                                 let_go: false,
                             },
@@ -348,6 +412,9 @@ pub fn replay_policy(
                             size,
                             addr: 0,
                         });
+                        if let Some(r) = recorder.as_mut() {
+                            r.device_ops(&meter.ops, stream);
+                        }
                         first_failure.get_or_insert_with(|| format!("event {index}: {e}"));
                         if options.stop_at_first_failure {
                             break;
@@ -358,6 +425,9 @@ pub fn replay_policy(
             TraceEvent::FreeRequested { id } => {
                 if let Some(entry) = live.get_mut(id).filter(|entry| !entry.let_go) {
                     entry.let_go = true;
+                    if let Some(r) = recorder.as_mut() {
+                        r.push(index, "free_requested", entry.block.addr, entry.size, entry.stream);
+                    }
                     allocated -= entry.block.size;
                     requested -= entry.size;
                     let start = options.time_ops.then(Instant::now);
@@ -371,6 +441,12 @@ pub fn replay_policy(
                     if !entry.let_go {
                         allocated -= entry.block.size;
                         requested -= entry.size;
+                    }
+                    if let Some(r) = recorder.as_mut() {
+                        if !entry.let_go {
+                            r.push(index, "free_requested", entry.block.addr, entry.size, entry.stream);
+                        }
+                        r.push(index, "free_completed", entry.block.addr, entry.size, entry.stream);
                     }
                     hooks.freeing(id, entry.block).map_err(|e| hook_error(index, e))?;
                     let start = options.time_ops.then(Instant::now);
@@ -387,6 +463,10 @@ pub fn replay_policy(
     }
     // The policy's own statistics describe the trace: taken before anything below is returned.
     let pytorch_stats = policy.pytorch_stats();
+    let replayed = recorder.map(|r| ReplayedTrace {
+        events: r.events,
+        segments: policy.segments(),
+    });
     let recorded_check = (options.check_recorded && !trace.recorded_ops.is_empty())
         .then(|| compare_recorded(&trace.recorded_ops, &meter.ops));
     // Blocks the trace never frees are returned (untimed, and after every figure above), then
@@ -433,6 +513,7 @@ pub fn replay_policy(
         pytorch_stats,
         recorded_check,
         timeline: timeline.finish(),
+        replayed,
     })
 }
 
@@ -457,6 +538,7 @@ pub fn min_capacity_of(
         time_ops: false,
         check_recorded: false,
         stop_at_first_failure: true,
+        record_events: false,
     };
     let run = |capacity: Option<u64>| -> Result<PolicyResult, experiments::Error> {
         let mut device = SimDevice::new(device_bytes);

@@ -1,0 +1,160 @@
+//! Writes a replay as a PyTorch memory snapshot (`segments` and `device_traces`, pickled), so a
+//! what-if replay opens in PyTorch's memory_viz next to the real one. The pickle holds plain
+//! data only (dicts, lists, strings, integers, booleans, None, tuples), protocol 2.
+
+use std::path::Path;
+
+use crate::error::Result;
+use crate::files::write_atomically;
+use crate::replay_record::ReplayedTrace;
+
+/// A pickle being written: opcodes appended to a buffer.
+struct PickleWriter {
+    out: Vec<u8>,
+}
+
+impl PickleWriter {
+    fn new() -> PickleWriter {
+        PickleWriter { out: vec![0x80, 2] }
+    }
+
+    fn str(&mut self, text: &str) {
+        self.out.push(b'X');
+        self.out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        self.out.extend_from_slice(text.as_bytes());
+    }
+
+    fn int(&mut self, value: u64) {
+        if value <= i32::MAX as u64 {
+            self.out.push(b'J');
+            self.out.extend_from_slice(&(value as i32).to_le_bytes());
+        } else {
+            // LONG1: little-endian two's complement, with a zero byte so it reads as positive.
+            let mut bytes = value.to_le_bytes().to_vec();
+            while bytes.len() > 1 && bytes[bytes.len() - 1] == 0 && bytes[bytes.len() - 2] & 0x80 == 0 {
+                bytes.pop();
+            }
+            if bytes[bytes.len() - 1] & 0x80 != 0 {
+                bytes.push(0);
+            }
+            self.out.push(0x8a);
+            self.out.push(bytes.len() as u8);
+            self.out.extend_from_slice(&bytes);
+        }
+    }
+
+    fn bool(&mut self, value: bool) {
+        self.out.push(if value { 0x88 } else { 0x89 });
+    }
+
+    /// A dict: `fill` writes key, value pairs with [`PickleWriter::entry`].
+    fn dict(&mut self, fill: impl FnOnce(&mut PickleWriter)) {
+        self.out.push(b'}');
+        self.out.push(b'(');
+        fill(self);
+        self.out.push(b'u');
+    }
+
+    fn entry(&mut self, key: &str, value: impl FnOnce(&mut PickleWriter)) {
+        self.str(key);
+        value(self);
+    }
+
+    /// A list of `items`, each written by `item`.
+    fn list<T>(&mut self, items: &[T], mut item: impl FnMut(&mut PickleWriter, &T)) {
+        self.out.push(b']');
+        for chunk in items.chunks(1000) {
+            self.out.push(b'(');
+            for x in chunk {
+                item(self, x);
+            }
+            self.out.push(b'e');
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.out.push(b'.');
+        self.out
+    }
+}
+
+/// The bytes of a snapshot of `replayed` on device 0, recorded under `settings`.
+pub fn snapshot_bytes(replayed: &ReplayedTrace, settings: Option<&str>) -> Vec<u8> {
+    let mut w = PickleWriter::new();
+    w.dict(|w| {
+        w.entry("segments", |w| {
+            w.list(&replayed.segments, |w, seg| {
+                let total: u64 = seg.blocks.iter().map(|b| b.size).sum();
+                let allocated: u64 = seg
+                    .blocks
+                    .iter()
+                    .filter(|b| b.state == "active_allocated")
+                    .map(|b| b.size)
+                    .sum();
+                let active: Vec<_> = seg.blocks.iter().filter(|b| b.state != "inactive").collect();
+                w.dict(|w| {
+                    w.entry("device", |w| w.int(0));
+                    w.entry("address", |w| w.int(seg.address));
+                    w.entry("total_size", |w| w.int(total));
+                    w.entry("allocated_size", |w| w.int(allocated));
+                    w.entry("active_size", |w| w.int(active.iter().map(|b| b.size).sum()));
+                    w.entry("requested_size", |w| {
+                        w.int(active.iter().map(|b| b.requested_size).sum())
+                    });
+                    w.entry("stream", |w| w.int(seg.stream));
+                    w.entry("segment_type", |w| w.str(if seg.is_large { "large" } else { "small" }));
+                    w.entry("segment_pool_id", |w| {
+                        w.int(0);
+                        w.int(0);
+                        w.out.push(0x86);
+                    });
+                    w.entry("is_expandable", |w| w.bool(seg.is_expandable));
+                    w.entry("frames", |w| w.list::<u8>(&[], |_, _| {}));
+                    w.entry("blocks", |w| {
+                        w.list(&seg.blocks, |w, b| {
+                            w.dict(|w| {
+                                w.entry("address", |w| w.int(b.address));
+                                w.entry("size", |w| w.int(b.size));
+                                w.entry("requested_size", |w| w.int(b.requested_size));
+                                w.entry("state", |w| w.str(&b.state));
+                                w.entry("frames", |w| w.list::<u8>(&[], |_, _| {}));
+                            })
+                        })
+                    });
+                })
+            })
+        });
+        w.entry("device_traces", |w| {
+            w.list(&[()], |w, _| {
+                // `retry` marks are vramlab's own (for the Perfetto export), not PyTorch actions.
+                let events: Vec<_> = replayed.events.iter().filter(|e| e.action != "retry").collect();
+                w.list(&events, |w, e| {
+                    w.dict(|w| {
+                        w.entry("action", |w| w.str(e.action));
+                        if e.action == "oom" {
+                            w.entry("device_free", |w| w.int(0));
+                        } else {
+                            w.entry("addr", |w| w.int(e.addr));
+                        }
+                        w.entry("size", |w| w.int(e.size));
+                        w.entry("stream", |w| w.int(e.stream));
+                        // No clock in a replay: the trace event's index stands in for the time.
+                        w.entry("time_us", |w| w.int(e.at as u64));
+                        w.entry("frames", |w| w.list::<u8>(&[], |_, _| {}));
+                    })
+                })
+            })
+        });
+        if let Some(settings) = settings {
+            w.entry("allocator_settings", |w| {
+                w.dict(|w| w.entry("PYTORCH_CUDA_ALLOC_CONF", |w| w.str(settings)))
+            });
+        }
+    });
+    w.finish()
+}
+
+/// Writes [`snapshot_bytes`] to `path` (through a temporary file).
+pub fn write_snapshot(path: &Path, replayed: &ReplayedTrace, settings: Option<&str>) -> Result<()> {
+    write_atomically(path, &snapshot_bytes(replayed, settings))
+}

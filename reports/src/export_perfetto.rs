@@ -1,0 +1,50 @@
+//! Exports a replay in the Trace Event Format that ui.perfetto.dev and chrome://tracing open:
+//! one process per policy, a counter track of allocated and reserved bytes, and instant events
+//! for device allocations, frees, mappings, synchronising retries and out-of-memory.
+
+use std::path::Path;
+
+use experiments::{write_atomically, ReplayRecord};
+use serde_json::{json, Value};
+
+use crate::error::Result;
+
+/// The Trace Event Format document for `record` (its results must carry `replayed` events for
+/// the instants; their timelines give the counters). Time is the trace event's index.
+pub fn perfetto_json(record: &ReplayRecord) -> Value {
+    let mut events = Vec::new();
+    for (i, result) in record.results.iter().enumerate() {
+        let pid = i + 1;
+        events.push(json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": result.policy}}));
+        events.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": i}}));
+        for point in &result.timeline {
+            events.push(json!({
+                "ph": "C", "name": "memory (bytes)", "pid": pid, "ts": point.event,
+                "args": {"allocated": point.allocated, "reserved": point.reserved},
+            }));
+        }
+        let replayed = result.replayed.iter().flat_map(|r| &r.events);
+        for e in replayed.filter(|e| !matches!(e.action, "alloc" | "free_requested" | "free_completed")) {
+            events.push(json!({
+                "ph": "i", "s": "p", "name": e.action, "pid": pid, "tid": 0, "ts": e.at,
+                "args": {"bytes": e.size, "addr": format!("{:#x}", e.addr), "stream": e.stream},
+            }));
+        }
+    }
+    json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "producer": "vramlab replay",
+            "trace": record.trace,
+            "time": "the trace event's index (a replay has no clock): 1 us = 1 event",
+        },
+    })
+}
+
+/// Writes [`perfetto_json`] to `path` (through a temporary file).
+pub fn write_perfetto(path: &Path, record: &ReplayRecord) -> Result<()> {
+    let text = serde_json::to_vec(&perfetto_json(record)).expect("plain JSON values serialise");
+    write_atomically(path, &text)?;
+    Ok(())
+}
