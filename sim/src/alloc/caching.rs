@@ -162,7 +162,7 @@ fn next_division(size: u64, divisions: u64) -> u64 {
     if rounded == size {
         size
     } else {
-        rounded + step
+        rounded.saturating_add(step)
     }
 }
 

@@ -10,6 +10,8 @@ use super::DeviceMemory;
 pub struct SimDevice {
     next_addr: u64,
     total: u64,
+    /// Bytes allocated or mapped and not yet given back.
+    held: u64,
     /// Addresses the driver gave a recording's segments, in order, still to hand out.
     recorded: std::collections::VecDeque<(u64, u64)>,
 }
@@ -18,11 +20,12 @@ impl SimDevice {
     /// Alignment of every simulated allocation and reservation (the VMM granularity).
     pub const GRANULE: u64 = 2 << 20;
 
-    /// A device with `total` bytes (used only to size virtual reservations; limits are the meter's).
+    /// A device with `total` bytes: it refuses to hold more (a cap below that is the meter's).
     pub fn new(total: u64) -> SimDevice {
         SimDevice {
             next_addr: 1 << 40,
             total,
+            held: 0,
             recorded: Default::default(),
         }
     }
@@ -46,13 +49,30 @@ impl SimDevice {
     fn carve(&mut self, bytes: u64) -> u64 {
         let addr = self.next_addr;
         // A gap of one granule keeps separate allocations from ever touching.
-        self.next_addr += super::round_up(bytes.max(1), Self::GRANULE) + Self::GRANULE;
+        self.next_addr = self
+            .next_addr
+            .saturating_add(super::round_up(bytes.max(1), Self::GRANULE))
+            .saturating_add(Self::GRANULE);
         addr
+    }
+
+    /// Takes `bytes` of the device's memory, if it has them.
+    fn take(&mut self, bytes: u64) -> bool {
+        match self.held.checked_add(bytes) {
+            Some(held) if held <= self.total => {
+                self.held = held;
+                true
+            }
+            _ => false,
+        }
     }
 }
 
 impl DeviceMemory for SimDevice {
     fn allocate(&mut self, bytes: u64) -> Option<u64> {
+        if !self.take(bytes) {
+            return None;
+        }
         match self.recorded.front() {
             Some(&(size, addr)) if size == bytes => {
                 self.recorded.pop_front();
@@ -65,15 +85,19 @@ impl DeviceMemory for SimDevice {
             None => Some(self.carve(bytes)),
         }
     }
-    fn free(&mut self, _addr: u64, _bytes: u64) {}
+    fn free(&mut self, _addr: u64, bytes: u64) {
+        self.held -= bytes;
+    }
     fn reserve(&mut self, bytes: u64) -> Option<u64> {
         Some(self.carve(bytes))
     }
     fn release(&mut self, _addr: u64, _bytes: u64) {}
-    fn map(&mut self, _addr: u64, _bytes: u64) -> bool {
-        true
+    fn map(&mut self, _addr: u64, bytes: u64) -> bool {
+        self.take(bytes)
     }
-    fn unmap(&mut self, _addr: u64, _bytes: u64) {}
+    fn unmap(&mut self, _addr: u64, bytes: u64) {
+        self.held -= bytes;
+    }
     fn total_bytes(&self) -> u64 {
         self.total
     }

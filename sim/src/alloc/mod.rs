@@ -230,8 +230,10 @@ pub fn build_pytorch_policy(conf: &AllocConf) -> Box<dyn Policy> {
     }
 }
 
+/// `value` rounded up to a multiple; saturates rather than wraps, so a request too large to
+/// round stays too large for any device to hold and fails as a refused request.
 fn round_up(value: u64, multiple: u64) -> u64 {
-    value.div_ceil(multiple) * multiple
+    value.div_ceil(multiple).saturating_mul(multiple)
 }
 
 #[cfg(test)]

@@ -181,3 +181,71 @@ fn caching_splits_small_segments_and_reuses_best_fit() {
     let c = policy.allocate(&mut meter, 12 << 20, 0).unwrap();
     assert_eq!((c.addr, c.size, meter.sizes.len()), (big.addr, 12 << 20, 2));
 }
+
+/// A request no device could hold (up to 2^64 - 1 bytes) among live blocks is a refused
+/// request for every policy and PyTorch setting, with and without a cap: no panic, no wrapped
+/// size, the other blocks intact and everything given back at the end.
+#[test]
+fn impossible_requests_are_refused_by_every_policy() {
+    use experiments::{AllocConf, BackendKind, Trace, TraceEvent, TraceSource};
+
+    let alloc = |id, size| TraceEvent::Alloc { id, size, stream: 0 };
+    let trace = Trace {
+        name: "impossible".into(),
+        source: TraceSource::Vramlab,
+        events: vec![
+            alloc(0, 3 << 20),
+            alloc(1, 4096),
+            alloc(2, u64::MAX),
+            alloc(3, u64::MAX - 511),
+            alloc(4, 1 << 62),
+            TraceEvent::Free { id: 2 },
+            TraceEvent::Free { id: 0 },
+            alloc(5, 1 << 20),
+            TraceEvent::Free { id: 1 },
+            TraceEvent::Free { id: 5 },
+        ],
+        segment_sizes: Vec::new(),
+        warnings: Default::default(),
+        recorded_ops: Vec::new(),
+        allocator_settings: None,
+    };
+    let mut builders: Vec<(String, Box<dyn Fn() -> Box<dyn Policy>>)> = specs()
+        .into_iter()
+        .map(|spec| {
+            let label = spec.label();
+            let build: Box<dyn Fn() -> Box<dyn Policy>> = Box::new(move || build_policy(&spec).unwrap());
+            (label, build)
+        })
+        .collect();
+    for settings in [
+        "roundup_power2_divisions:4",
+        "expandable_segments:True",
+        "max_split_size_mb:64,garbage_collection_threshold:0.5",
+    ] {
+        let conf = AllocConf::parse(settings).unwrap();
+        builders.push((settings.into(), Box::new(move || super::build_pytorch_policy(&conf))));
+    }
+    for (label, build) in &builders {
+        for capacity in [None, Some(1u64 << 30)] {
+            let mut device = SimDevice::new(80 << 30);
+            let options = super::ReplayOptions {
+                capacity,
+                ..super::ReplayOptions::default()
+            };
+            let result = super::replay_policy(&trace, label, build(), &mut device, options, &mut (), BackendKind::Sim)
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(
+                result.failed_allocs, 3,
+                "{label}, cap {capacity:?}: {:?}",
+                result.first_failure
+            );
+            assert!(
+                result.peak_reserved_bytes < 1 << 40,
+                "{label}: {}",
+                result.peak_reserved_bytes
+            );
+            assert_eq!(result.counters["held_after_release"], 0, "{label}");
+        }
+    }
+}
