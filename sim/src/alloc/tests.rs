@@ -210,11 +210,12 @@ fn impossible_requests_are_refused_by_every_policy() {
         recorded_ops: Vec::new(),
         allocator_settings: None,
     };
-    let mut builders: Vec<(String, Box<dyn Fn() -> Box<dyn Policy>>)> = specs()
+    type Build = Box<dyn Fn() -> Box<dyn Policy>>;
+    let mut builders: Vec<(String, Build)> = specs()
         .into_iter()
         .map(|spec| {
             let label = spec.label();
-            let build: Box<dyn Fn() -> Box<dyn Policy>> = Box::new(move || build_policy(&spec).unwrap());
+            let build: Build = Box::new(move || build_policy(&spec).unwrap());
             (label, build)
         })
         .collect();
