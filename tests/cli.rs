@@ -638,3 +638,38 @@ fn snapshot_export_reads_back_and_replays_to_itself() {
     );
     assert_eq!(result["pytorch_stats"], first["results"][0]["pytorch_stats"]);
 }
+
+#[test]
+fn experiment_names_never_steer_files_out_of_the_output_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    for (name, needle) in [
+        ("../../x", "'../../x' starts with '.'"),
+        ("a/b", "'a/b' holds '/'"),
+        ("", "an empty name"),
+        ("..", "starts with '.'"),
+    ] {
+        let text = SUITE.replace("mine_up", name).replace("SIZES", "4096");
+        let path = work.join("evil.toml");
+        std::fs::write(&path, text).unwrap();
+        let output = vramlab(&["run", path.to_str().unwrap(), "--out", "o"], &work);
+        assert_clean_failure(&output, &["evil.toml:", needle]);
+    }
+    // A record whose experiment field holds a path: `report` refuses it instead of writing there.
+    let out = work.join("o");
+    let good = vramlab(&["run", &suite_file(&work, "4096"), "--out", "o"], &work);
+    assert!(good.status.success(), "{}", stderr(&good));
+    let record = out.join("mine_up/sim.json");
+    let text = std::fs::read_to_string(&record)
+        .unwrap()
+        .replace("\"mine_up\"", "\"../../escaped\"");
+    std::fs::write(&record, text).unwrap();
+    let output = vramlab(&["report", "o"], &work);
+    assert_clean_failure(&output, &["sim.json", "'../../escaped'"]);
+    let outside: Vec<PathBuf> = files_under(tmp.path())
+        .into_iter()
+        .filter(|p| !p.starts_with(&work))
+        .collect();
+    assert!(outside.is_empty(), "written outside the work folder: {outside:?}");
+}

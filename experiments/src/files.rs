@@ -5,6 +5,25 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
+/// Why `name` cannot name a file or folder under an output folder, if it cannot: it must be one
+/// plain path component (letters, digits, `_`, `-`, `.`; not starting with `.`; at most 100
+/// characters), so nothing a suite or a record names is written outside `--out`.
+pub fn unsafe_name(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("an empty name".into());
+    }
+    if name.len() > 100 {
+        let start: String = name.chars().take(40).collect();
+        return Some(format!("'{start}...' is longer than 100 characters"));
+    }
+    if name.starts_with('.') {
+        return Some(format!("'{name}' starts with '.'"));
+    }
+    name.chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        .map(|c| format!("'{name}' holds {c:?}; names are letters, digits, '_', '-' and '.'"))
+}
+
 /// Writes `bytes` to `path` through a temporary file in the same folder and a rename,
 /// so a reader sees either the old file or the whole new one.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {

@@ -36,7 +36,7 @@ pub use family::{
     HostMemory, LatencyPoint, MigrationPoint, OccupancyPoint, OverlapPoint, PeerPoint, SpillPoint, TransferPoint,
     Workload, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS, SPILL_KERNEL_THREADS,
 };
-pub use files::write_atomically;
+pub use files::{unsafe_name, write_atomically};
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{

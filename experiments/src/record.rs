@@ -100,6 +100,9 @@ impl Record {
 
     /// Writes the record as pretty JSON and as CSV beside it, each atomically.
     pub fn save(&self, dir: &Path) -> Result<PathBuf> {
+        if let Some(why) = crate::files::unsafe_name(&self.experiment) {
+            return Err(Error::Invalid(format!("record of experiment {why}: not written")));
+        }
         let path = Record::json_path(dir, &self.experiment, self.backend);
         let mut json = serde_json::to_vec_pretty(self).expect("records always serialize");
         json.push(b'\n');
@@ -111,10 +114,15 @@ impl Record {
     /// Reads a record written by [`Record::save`].
     pub fn load(path: &Path) -> Result<Record> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        serde_json::from_slice(&bytes).map_err(|reason| Error::Json {
+        let record: Record = serde_json::from_slice(&bytes).map_err(|reason| Error::Json {
             path: path.to_path_buf(),
             reason,
-        })
+        })?;
+        // Reports name plots after the experiment: a record must not steer them out of the folder.
+        if let Some(why) = crate::files::unsafe_name(&record.experiment) {
+            return Err(Error::Invalid(format!("{}: experiment {why}", path.display())));
+        }
+        Ok(record)
     }
 
     /// Whether `params` is one of the points the prediction's profile was fitted on.

@@ -178,6 +178,14 @@ fn at(origin: &str, text: &str, offset: usize, message: String) -> Error {
 
 fn parse_experiment(origin: &str, text: &str, suite: &str, raw: ExperimentFile) -> Result<Experiment> {
     let name = raw.name.get_ref().clone();
+    if let Some(why) = crate::files::unsafe_name(&name) {
+        return Err(at(
+            origin,
+            text,
+            raw.name.span().start,
+            format!("experiment name: {why}"),
+        ));
+    }
     let family = Family::from_name(raw.family.get_ref()).ok_or_else(|| {
         let valid: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
         at(

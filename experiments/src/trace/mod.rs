@@ -163,6 +163,33 @@ struct TraceFile {
 
 const TRACE_FILE_VERSION: u32 = 1;
 
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// What a trace file holds, told by its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Gzip,
+    Pickle,
+    Json,
+    Rmm,
+}
+
+impl Format {
+    fn of(name: &str, head: &[u8]) -> Result<Format> {
+        let text = head.strip_prefix(UTF8_BOM).unwrap_or(head);
+        let first = text.iter().find(|b| !b.is_ascii_whitespace()).copied();
+        match first {
+            _ if head.starts_with(&[0x1f, 0x8b]) => Ok(Format::Gzip),
+            Some(0x80) => Ok(Format::Pickle),
+            Some(b'{') => Ok(Format::Json),
+            Some(_) if text.starts_with(b"Thread") => Ok(Format::Rmm),
+            _ => Err(Error::Invalid(format!(
+                "{name}: not a PyTorch snapshot pickle (gzipped or not), an RMM log CSV (header 'Thread,Time,Action,Pointer,Size,Stream') or a vramlab trace JSON"
+            ))),
+        }
+    }
+}
+
 /// The most bytes a trace file (after gzip) may hold, unless `VRAMLAB_MAX_TRACE_BYTES` says otherwise.
 pub const DEFAULT_MAX_TRACE_BYTES: u64 = 4 << 30;
 
@@ -200,31 +227,40 @@ impl Trace {
 
     /// As [`Trace::load`], taking a snapshot's device `device` (`None`: the first with events).
     pub fn load_device(path: &Path, device: Option<usize>) -> Result<Trace> {
+        use std::io::Read;
         let name = path.display().to_string();
         let limit = max_trace_bytes()?;
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let mut bytes = read_bounded(&name, file, limit)?;
-        if bytes.starts_with(&[0x1f, 0x8b]) {
-            bytes = read_bounded(&name, flate2::read::MultiGzDecoder::new(&bytes[..]), limit)?;
-        }
+        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        // Its first bytes say what a file is: one that is no trace at all (say /dev/zero) is
+        // refused before the rest is read.
+        let mut head = Vec::new();
+        (&mut file)
+            .take(64)
+            .read_to_end(&mut head)
+            .map_err(|e| Error::io(path, e))?;
+        Format::of(&name, &head)?;
+        let bytes = read_bounded(&name, head.chain(file), limit)?;
         Trace::from_bytes(&name, &bytes, device)
     }
 
-    /// Reads a trace held in memory (a snapshot pickle, RMM CSV or vramlab JSON), named `name` in messages.
+    /// Reads a trace held in memory (a snapshot pickle, RMM CSV or vramlab JSON, any of them
+    /// gzipped), named `name` in messages.
     pub fn from_bytes(name: &str, bytes: &[u8], device: Option<usize>) -> Result<Trace> {
-        let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
-        if device.is_some() && first != Some(0x80) {
+        let format = Format::of(name, bytes)?;
+        if device.is_some() && !matches!(format, Format::Gzip | Format::Pickle) {
             return Err(Error::Invalid(format!(
                 "{name}: --device applies only to PyTorch snapshots"
             )));
         }
-        match first {
-            Some(0x80) => snapshot::import(name, bytes, device),
-            Some(b'{') => Self::from_json(name, bytes),
-            Some(_) if bytes.starts_with(b"Thread") => rmm::import(name, bytes),
-            _ => Err(Error::Invalid(format!(
-                "{name}: not a PyTorch snapshot pickle, an RMM log CSV (header 'Thread,Time,Action,Pointer,Size,Stream') or a vramlab trace JSON"
-            ))),
+        let text = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
+        match format {
+            Format::Gzip => {
+                let plain = read_bounded(name, flate2::read::MultiGzDecoder::new(bytes), max_trace_bytes()?)?;
+                Trace::from_bytes(name, &plain, device)
+            }
+            Format::Pickle => snapshot::import(name, bytes, device),
+            Format::Json => Self::from_json(name, text),
+            Format::Rmm => rmm::import(name, text),
         }
     }
 
