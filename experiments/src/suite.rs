@@ -246,13 +246,20 @@ fn parse_experiment(origin: &str, text: &str, suite: &str, raw: ExperimentFile) 
         };
         axes.push((spec.name, values));
     }
-    let total = axes.iter().map(|(_, v)| v.len()).product::<usize>();
-    if total > MAX_POINTS {
+    // Counted without overflow: four axes of 65,536 values must not wrap under the cap.
+    let within_cap = axes
+        .iter()
+        .try_fold(1usize, |n, (_, v)| n.checked_mul(v.len()).filter(|&n| n <= MAX_POINTS));
+    if within_cap.is_none() {
+        let shown: Vec<String> = axes.iter().map(|(_, v)| v.len().to_string()).collect();
         return Err(at(
             origin,
             text,
             raw.name.span().start,
-            format!("experiment '{name}': the sweep has {total} points, more than the {MAX_POINTS} allowed"),
+            format!(
+                "experiment '{name}': the sweep has {} points, more than the {MAX_POINTS} allowed",
+                shown.join(" x ")
+            ),
         ));
     }
     let points = cartesian(&axes)
@@ -449,6 +456,24 @@ bytes = { log2 = ["1 KiB", "1 MiB"] }
         assert!(err.starts_with("x.toml:8:") && err.contains("bytes = 0"), "{err}");
         let negative = GOOD.replace("{ log2 = [\"1 KiB\", \"1 MiB\"] }", "[1024, -4]");
         assert!(error_of(&negative).contains("bytes = -4"), "{}", error_of(&negative));
+    }
+
+    #[test]
+    fn huge_sweeps_are_refused_without_wrapping() {
+        let list = |n: u64, from: u64| {
+            let values: Vec<String> = (from..from + n).map(|v| v.to_string()).collect();
+            format!("[{}]", values.join(", "))
+        };
+        let text = format!(
+            "name = \"t\"\n[[experiment]]\nname = \"big\"\nfamily = \"overlap\"\n[experiment.sweep]\n\
+             bytes = {}\nchunks = {}\nstreams = {}\nkernel_us = {}\n",
+            list(65_536, 1),
+            list(4096, 1),
+            list(64, 1),
+            list(65_536, 0)
+        );
+        let err = error_of(&text);
+        assert!(err.contains("65536 x 4096 x 64 x 65536 points") && err.contains("100000 allowed"), "{err}");
     }
 
     #[test]
