@@ -285,7 +285,7 @@ fn list() -> Result<()> {
     }
     println!("synthetic traces (vramlab replay synthetic:NAME[:key=value...] --seed N):");
     for generator in experiments::SYNTHETIC_TRACES {
-        let params: Vec<String> = generator.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let params: Vec<String> = generator.params.iter().map(|(k, v, _)| format!("{k}={v}")).collect();
         println!("  {:<18} {} ({})", generator.name, generator.summary, params.join(", "));
     }
     Ok(())

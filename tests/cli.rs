@@ -673,3 +673,63 @@ fn experiment_names_never_steer_files_out_of_the_output_folder() {
         .collect();
     assert!(outside.is_empty(), "written outside the work folder: {outside:?}");
 }
+
+#[test]
+fn bad_inputs_from_the_issue_get_one_line_or_a_correct_result() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Inputs refused in one line, exit 1.
+    for (args, needle) in [
+        (vec!["replay", "/dev/zero"], "/dev/zero: not a PyTorch snapshot"),
+        (
+            vec!["replay", "synthetic:training-loop:steps=1000000000000"],
+            "steps = 1000000000000: must lie in 1..=1000000",
+        ),
+        (
+            vec!["replay", "synthetic:training-loop:steps=1000000:layers=10000"],
+            "more than the 50000000",
+        ),
+        (
+            vec!["replay", "synthetic:log-uniform:count=5:count=6"],
+            "count is given twice",
+        ),
+        (
+            vec![
+                "replay",
+                "synthetic:log-uniform",
+                "--policy",
+                "best-fit:alignment=512:alignment=256",
+            ],
+            "alignment is given twice",
+        ),
+        (
+            vec!["replay", "synthetic:log-uniform", "--policy", "slab"],
+            "valid policies:",
+        ),
+        (
+            vec!["replay", "synthetic:log-uniform", "--capacity", "-1"],
+            "--capacity",
+        ),
+        (
+            vec!["explain", "occupancy", "threads=256", "threads=128"],
+            "threads is given twice",
+        ),
+    ] {
+        let output = vramlab(&args, dir);
+        assert_clean_failure(&output, &[needle]);
+    }
+    // A request of 2^64 - 1 bytes among live blocks, from an RMM log with a byte-order mark:
+    // counted as one failed request by every policy, the rest replayed.
+    let csv = "\u{feff}Thread,Time,Action,Pointer,Size,Stream\n\
+               1,10:00:00.000001,allocate,0x1000,4096,0x0\n\
+               1,10:00:00.000002,allocate,0x2000,18446744073709551615,0x0\n\
+               1,10:00:00.000003,allocate,0x3000,1048576,0x0\n\
+               1,10:00:00.000004,free,0x1000,4096,0x0\n";
+    std::fs::write(dir.join("huge.csv"), csv).unwrap();
+    let output = vramlab(&["replay", "huge.csv", "--policy", "all", "--json"], dir);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for result in json["results"].as_array().unwrap() {
+        assert_eq!(result["failed_allocs"], 1, "{}", result["policy"]);
+    }
+}

@@ -32,7 +32,7 @@ pub enum Error {
         reason: String,
     },
     /// A name that matches no known item; lists the valid ones.
-    #[error("unknown {kind} '{name}'; valid {kind}s: {}", valid.join(", "))]
+    #[error("unknown {kind} '{name}'; valid {}: {}", plural(kind), valid.join(", "))]
     Unknown {
         /// "experiment", "suite", "profile", ...
         kind: &'static str,
@@ -81,6 +81,14 @@ impl Error {
             column,
             message: err.message().replace('\n', " ").trim().to_string(),
         }
+    }
+}
+
+/// "policy" -> "policies", "profile" -> "profiles".
+fn plural(kind: &str) -> String {
+    match kind.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None => format!("{kind}s"),
     }
 }
 

@@ -109,7 +109,9 @@ impl PolicySpec {
                     valid: info.params.iter().map(|(k, _, _)| format!("{name}.{k}")).collect(),
                 });
             }
-            params.insert(key.to_string(), value.to_string());
+            if params.insert(key.to_string(), value.to_string()).is_some() {
+                return Err(Error::Invalid(format!("policy '{text}': {key} is given twice")));
+            }
         }
         Ok(PolicySpec { name, params })
     }

@@ -134,7 +134,9 @@ pub fn point_from_args(family: Family, args: &[String]) -> Result<Point> {
                 valid.join(", ")
             ))
         })?;
-        given.insert(spec.name, text_value(text));
+        if given.insert(spec.name, text_value(text)).is_some() {
+            return Err(Error::Invalid(format!("{name} is given twice")));
+        }
     }
     let mut params = Params::new();
     for spec in specs {
@@ -473,7 +475,10 @@ bytes = { log2 = ["1 KiB", "1 MiB"] }
             list(65_536, 0)
         );
         let err = error_of(&text);
-        assert!(err.contains("65536 x 4096 x 64 x 65536 points") && err.contains("100000 allowed"), "{err}");
+        assert!(
+            err.contains("65536 x 4096 x 64 x 65536 points") && err.contains("100000 allowed"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -13,26 +13,45 @@ pub struct SyntheticInfo {
     pub name: &'static str,
     /// What it models.
     pub summary: &'static str,
-    /// (parameter, default).
-    pub params: &'static [(&'static str, &'static str)],
+    /// (parameter, default, the largest value taken).
+    pub params: &'static [(&'static str, &'static str, u64)],
 }
+
+const TIB: u64 = 1 << 40;
+/// The most events a generator may produce (each event is a few bytes in memory and on disk).
+const MAX_SYNTHETIC_EVENTS: u64 = 50_000_000;
 
 /// The generators.
 pub const SYNTHETIC_TRACES: &[SyntheticInfo] = &[
     SyntheticInfo {
         name: "training-loop",
         summary: "weights and optimizer state kept; per step a batch of random size, activations kept for the backward pass, short-lived workspaces",
-        params: &[("steps", "40"), ("layers", "16"), ("batch_min", "16"), ("batch_max", "64")],
+        params: &[
+            ("steps", "40", 1_000_000),
+            ("layers", "16", 10_000),
+            ("batch_min", "16", 1_000_000),
+            ("batch_max", "64", 1_000_000),
+        ],
     },
     SyntheticInfo {
         name: "log-uniform",
         summary: "random sizes, uniform in log(size), with random lifetimes around a live-set target",
-        params: &[("count", "10000"), ("min", "512"), ("max", "64 MiB"), ("live", "64")],
+        params: &[
+            ("count", "10000", MAX_SYNTHETIC_EVENTS / 2),
+            ("min", "512", TIB),
+            ("max", "64 MiB", TIB),
+            ("live", "64", 1_000_000),
+        ],
     },
     SyntheticInfo {
         name: "growing-vector",
         summary: "vectors that double: allocate the larger buffer, then free the old one",
-        params: &[("vectors", "4"), ("start", "4 KiB"), ("limit", "256 MiB"), ("factor", "2")],
+        params: &[
+            ("vectors", "4", 100_000),
+            ("start", "4 KiB", TIB),
+            ("limit", "256 MiB", TIB),
+            ("factor", "2", 1024),
+        ],
     },
 ];
 
@@ -92,9 +111,10 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
         });
     };
     let mut params: BTreeMap<&str, u64> = BTreeMap::new();
-    for (key, value) in defaults.iter() {
+    for (key, value, _) in defaults.iter() {
         params.insert(key, parse_bytes(value).map_err(Error::Invalid)?);
     }
+    let mut given = std::collections::BTreeSet::new();
     for part in parts {
         let (key, value) = part
             .split_once('=')
@@ -102,14 +122,31 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
         let slot = params.get_mut(key).ok_or_else(|| Error::Unknown {
             kind: "parameter",
             name: format!("{generator}.{key}"),
-            valid: defaults.iter().map(|(k, _)| k.to_string()).collect(),
+            valid: defaults.iter().map(|(k, _, _)| k.to_string()).collect(),
         })?;
+        if !given.insert(key) {
+            return Err(Error::Invalid(format!("{spec}: {key} is given twice")));
+        }
         *slot = parse_bytes(value).map_err(|e| Error::Invalid(format!("{spec}: {key}: {e}")))?;
-        if *slot == 0 {
-            return Err(Error::Invalid(format!("{spec}: {key} = 0: must be positive")));
+        let max = defaults.iter().find(|(k, _, _)| *k == key).map_or(0, |(_, _, m)| *m);
+        if *slot == 0 || *slot > max {
+            return Err(Error::Invalid(format!(
+                "{spec}: {key} = {value}: must lie in 1..={max}"
+            )));
         }
     }
     let p = |key: &str| params[key];
+    // What each generator would emit, bounded before any of it is made.
+    let estimate = match generator {
+        "training-loop" => p("steps").saturating_mul(p("layers")).saturating_mul(6),
+        "log-uniform" => p("count").saturating_mul(2),
+        _ => p("vectors").saturating_mul(2 * 64),
+    };
+    if estimate > MAX_SYNTHETIC_EVENTS {
+        return Err(Error::Invalid(format!(
+            "{spec}: about {estimate} events, more than the {MAX_SYNTHETIC_EVENTS} a generator makes"
+        )));
+    }
     let mut rng = Rng(seed ^ 0x6d65_6d6c_6162);
     let mut out = Events {
         events: Vec::new(),
