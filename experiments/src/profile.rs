@@ -405,6 +405,108 @@ const BUILTIN_PROFILES: &[BuiltinProfile] = &[
     },
 ];
 
+/// Keys whose value may be zero: fixed costs and latencies that a device may not have, and the
+/// driver's shared-memory reservation. Every other number in a profile sizes, divides or
+/// scales something, and must be positive.
+const ZERO_ALLOWED: &[&str] = &[
+    "latency_us",
+    "kernel_launch_us",
+    "launch_us",
+    "fixed_us",
+    "reserved_shared_bytes_per_block",
+    "overhead_registers",
+    "wavefront_cycles",
+    "warm_per_extra",
+    "cold_per_extra",
+];
+
+/// Upper bounds on counts that size what a model allocates or loops over.
+const UPPER_BOUNDS: &[(&str, &str, f64)] = &[
+    ("shared", "banks", 1024.0),
+    ("shared", "bank_bytes", 1024.0),
+    ("global", "sector_bytes", 1_048_576.0),
+    ("global", "line_bytes", 1_048_576.0),
+    ("global", "dram_fetch_bytes", 1_048_576.0),
+    ("global", "dram_page_bytes", 1_048_576.0),
+    ("sm", "warp_size", 1024.0),
+    ("sm", "sub_partitions", 1024.0),
+    ("device", "multiprocessors", 65_536.0),
+    ("device", "copy_engines", 1024.0),
+];
+
+/// Every number in a profile, in every section: finite, not negative, positive unless its key
+/// may be zero, and within the bounds above; the error names the file, section, key and value.
+fn check_numbers(origin: &str, section: &str, value: &toml::Value) -> Result<()> {
+    match value {
+        toml::Value::Table(table) => {
+            for (key, value) in table {
+                let inner = if section.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{section}.{key}")
+                };
+                match value {
+                    toml::Value::Table(_) | toml::Value::Array(_) => check_numbers(origin, &inner, value)?,
+                    _ => check_number(origin, section, key, value)?,
+                }
+            }
+        }
+        toml::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    // Arrays of tables (growth costs): each table's keys, named by index.
+                    toml::Value::Table(_) | toml::Value::Array(_) => {
+                        check_numbers(origin, &format!("{section}[{i}]"), item)?
+                    }
+                    // Calibration cases and sizes: finite and not negative; 0 is a case (stride 0).
+                    toml::Value::Float(x) if !(x.is_finite() && *x >= 0.0) => {
+                        return Err(Error::Invalid(format!(
+                            "{origin}: {section}[{i}] = {x}: must be >= 0 (and finite)"
+                        )))
+                    }
+                    toml::Value::Integer(x) if *x < 0 => {
+                        return Err(Error::Invalid(format!("{origin}: {section}[{i}] = {x}: must be >= 0")))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn check_number(origin: &str, section: &str, key: &str, value: &toml::Value) -> Result<()> {
+    let x = match value {
+        toml::Value::Integer(i) => *i as f64,
+        toml::Value::Float(f) => *f,
+        _ => return Ok(()),
+    };
+    let place = if section.is_empty() {
+        key.to_string()
+    } else {
+        format!("[{section}] {key}")
+    };
+    let zero_ok = ZERO_ALLOWED.contains(&key);
+    if !x.is_finite() || x < 0.0 || (x == 0.0 && !zero_ok) {
+        let want = if zero_ok {
+            ">= 0 (and finite)"
+        } else {
+            "positive (and finite)"
+        };
+        return Err(Error::Invalid(format!("{origin}: {place} = {value}: must be {want}")));
+    }
+    let top = section.split(['.', '[']).next().unwrap_or_default();
+    if let Some((_, _, max)) = UPPER_BOUNDS.iter().find(|(s, k, _)| *s == top && *k == key) {
+        if x > *max {
+            return Err(Error::Invalid(format!(
+                "{origin}: {place} = {value}: must be at most {max}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The profile `vramlab run` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "h100";
 
@@ -412,6 +514,8 @@ impl Profile {
     /// Parses a profile's TOML; `origin` names it in errors.
     pub fn parse(origin: &str, text: &str) -> Result<Profile> {
         let profile: Profile = toml::from_str(text).map_err(|e| Error::from_toml(origin, text, &e))?;
+        let table: toml::Table = toml::from_str(text).map_err(|e| Error::from_toml(origin, text, &e))?;
+        check_numbers(origin, "", &toml::Value::Table(table))?;
         profile.validate(origin)?;
         Ok(profile)
     }
@@ -538,6 +642,69 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every section, every kind of bad number: one line naming the file, section, key and value.
+    #[test]
+    fn bad_numbers_anywhere_are_refused_by_name() {
+        let text = BUILTIN_PROFILES.iter().find(|p| p.name == "h100").unwrap().text;
+        let replace_line = |prefix: &str, new: &str| -> String {
+            let mut done = false;
+            text.lines()
+                .map(|line| {
+                    if !done && line.starts_with(prefix) {
+                        done = true;
+                        new.to_string()
+                    } else {
+                        line.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        for (prefix, bad, needle) in [
+            (
+                "sector_bytes =",
+                "sector_bytes = 0",
+                "[global] sector_bytes = 0: must be positive (and finite)",
+            ),
+            ("sector_bytes =", "sector_bytes = -0", "[global] sector_bytes = 0"),
+            (
+                "banks =",
+                "banks = 4294967295",
+                "[shared] banks = 4294967295: must be at most 1024",
+            ),
+            (
+                "multiprocessors =",
+                "multiprocessors = 0",
+                "[device] multiprocessors = 0",
+            ),
+            ("warm_cycles =", "warm_cycles = nan", "[constant] warm_cycles = nan"),
+            ("dram_cycles =", "dram_cycles = -8e21", "[latency] dram_cycles = -8"),
+            (
+                "instruction_ns =",
+                "instruction_ns = inf",
+                "[spills] instruction_ns = inf",
+            ),
+            (
+                "us_per_gib =",
+                "us_per_gib = -1.0",
+                "[growth.costs[0]] us_per_gib = -1.0",
+            ),
+            (
+                "gb_per_s = 6.5",
+                "gb_per_s = 0.0",
+                "[migration.on_demand] gb_per_s = 0.0",
+            ),
+        ] {
+            let broken = replace_line(prefix, bad);
+            assert_ne!(broken, text, "{prefix} found");
+            let err = Profile::parse("p.toml", &broken).unwrap_err().to_string();
+            assert!(
+                err.starts_with("p.toml: ") && err.contains(needle) && !err.contains('\n'),
+                "{bad}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn builtin_profiles_parse_and_round_trip() {
