@@ -35,5 +35,37 @@ fn replay_speed(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, replay_speed);
+/// Trace import: rows (RMM CSV) and events (PyTorch pickle) read per second.
+fn import_speed(c: &mut Criterion) {
+    let mut csv = String::from("Thread,Time,Action,Pointer,Size,Stream\n");
+    let rows = 200_000u64;
+    for i in 0..rows / 2 {
+        let addr = 0x1000_0000 + i * 0x10_0000;
+        csv.push_str(&format!(
+            "1,10:00:00.{:06},allocate,{addr:#x},{},0x0\n",
+            i % 1_000_000,
+            512 + i % 4096
+        ));
+        csv.push_str(&format!(
+            "1,10:00:00.{:06},free,{addr:#x},{},0x0\n",
+            i % 1_000_000,
+            512 + i % 4096
+        ));
+    }
+    let pickle_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");
+    let pickle = std::fs::read(pickle_path).unwrap();
+    let events = Trace::from_bytes("p", &pickle, None).unwrap().events.len() as u64;
+    let mut group = c.benchmark_group("import");
+    group.throughput(Throughput::Elements(rows));
+    group.bench_function("rmm_csv_rows", |b| {
+        b.iter(|| Trace::from_bytes("log.csv", csv.as_bytes(), None).unwrap())
+    });
+    group.throughput(Throughput::Elements(events));
+    group.bench_function("pytorch_pickle_events", |b| {
+        b.iter(|| Trace::from_bytes("p", &pickle, None).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, replay_speed, import_speed);
 criterion_main!(benches);

@@ -119,16 +119,23 @@ pub fn replay_choices(
                 check_recorded: own,
                 ..options
             };
-            let mut result = replay_policy(
-                trace,
-                &choice.label(),
-                choice.build(),
-                &mut device,
-                options,
-                &mut (),
-                BackendKind::Sim,
-            )?;
-            result.min_capacity_bytes = min_capacity_of(trace, &|| choice.build(), device_bytes)?;
+            // The replay and the search for the smallest cap are independent: run them side by side.
+            let (result, min_capacity) = rayon::join(
+                || {
+                    replay_policy(
+                        trace,
+                        &choice.label(),
+                        choice.build(),
+                        &mut device,
+                        options,
+                        &mut (),
+                        BackendKind::Sim,
+                    )
+                },
+                || min_capacity_of(trace, &|| choice.build(), device_bytes),
+            );
+            let mut result = result?;
+            result.min_capacity_bytes = min_capacity?;
             Ok(result)
         })
         .collect()

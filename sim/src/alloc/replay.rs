@@ -556,7 +556,13 @@ pub fn min_capacity_of(
     if unlimited.failed_allocs > 0 {
         return Ok(None);
     }
-    let (mut fails, mut fits) = (0u64, unlimited.peak_reserved_bytes.div_ceil(STEP));
+    // Below the peak of requested bytes nothing fits, whatever the policy (requested <= allocated
+    // <= reserved <= capacity), so the search starts there rather than at 0.
+    let fits = unlimited.peak_reserved_bytes.div_ceil(STEP);
+    let fails = (unlimited.peak_requested_bytes.div_ceil(STEP))
+        .saturating_sub(1)
+        .min(fits.saturating_sub(1));
+    let (mut fails, mut fits) = (fails, fits);
     while fits - fails > 1 {
         let mid = fails + (fits - fails) / 2;
         if run(Some(mid * STEP))?.failed_allocs == 0 {
