@@ -27,6 +27,9 @@ pub(crate) enum Value {
 pub(crate) struct Pickle {
     lists: Vec<Vec<Value>>,
     dicts: Vec<Vec<(Value, Value)>>,
+    /// For dicts of many entries: string key -> the entry holding it (the last, as in Python),
+    /// so a wide dict referenced many times over is not searched entry by entry each time.
+    indexes: std::collections::HashMap<usize, std::collections::HashMap<Rc<str>, usize>>,
     /// The root value.
     pub(crate) root: Option<Value>,
 }
@@ -40,14 +43,33 @@ impl Pickle {
         }
     }
 
-    /// The value stored under a string key of a dict.
+    /// The value stored under a string key of a dict (the last assignment, as in Python).
     pub(crate) fn get(&self, value: &Value, key: &str) -> Option<&Value> {
-        match value {
-            Value::Dict(i) => self.dicts[*i]
+        let Value::Dict(i) = value else { return None };
+        let entries = &self.dicts[*i];
+        match self.indexes.get(i) {
+            Some(index) => index.get(key).map(|&at| &entries[at].1),
+            None => entries
                 .iter()
+                .rev()
                 .find(|(k, _)| matches!(k, Value::Str(s) if &**s == key))
                 .map(|(_, v)| v),
-            _ => None,
+        }
+    }
+
+    /// Indexes every dict of more than a few entries by its string keys.
+    fn index_wide_dicts(&mut self) {
+        const WIDE: usize = 16;
+        for (i, entries) in self.dicts.iter().enumerate().filter(|(_, e)| e.len() > WIDE) {
+            let index = entries
+                .iter()
+                .enumerate()
+                .filter_map(|(at, (k, _))| match k {
+                    Value::Str(s) => Some((s.clone(), at)),
+                    _ => None,
+                })
+                .collect();
+            self.indexes.insert(i, index);
         }
     }
 }
@@ -150,6 +172,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Pickle, PickleError> {
                     .pop()
                     .ok_or_else(|| reader.error("STOP with an empty stack".into()))?;
                 out.root = Some(root);
+                out.index_wide_dicts();
                 return Ok(out);
             }
             b'(' => marks.push(stack.len()),
@@ -393,6 +416,27 @@ mod tests {
             let err = decode(&SAMPLE[..len]).unwrap_err();
             assert!(err.message.contains("truncated"), "{len}: {}", err.message);
         }
+    }
+
+    /// pickle.dumps({**{f"k{i}": i for i in range(20)}, "k3": "last"}): a duplicate key keeps
+    /// its last value, in a dict wide enough to be indexed as in one that is not.
+    #[test]
+    fn the_last_assignment_of_a_key_wins() {
+        let mut bytes = vec![0x80, 4, b'}', b'('];
+        for i in 0..20 {
+            let key = format!("k{i}");
+            bytes.extend([0x8c, key.len() as u8]);
+            bytes.extend(key.as_bytes());
+            bytes.extend([b'K', i as u8]);
+        }
+        bytes.extend([0x8c, 2, b'k', b'3', 0x8c, 4]);
+        bytes.extend(b"last");
+        bytes.extend([b'u', b'.']);
+        let pickle = decode(&bytes).unwrap();
+        let root = pickle.root.as_ref().unwrap();
+        assert_eq!(pickle.get(root, "k3"), Some(&Value::Str("last".into())));
+        assert_eq!(pickle.get(root, "k19"), Some(&Value::Int(19)));
+        assert_eq!(pickle.get(root, "k20"), None);
     }
 
     #[test]
