@@ -144,11 +144,8 @@ pub fn point_from_args(family: Family, args: &[String]) -> Result<Point> {
             (Some(value), _) => check(spec, value),
             (None, Some(default)) => check(spec, &text_value(default)),
             (None, None) => {
-                return Err(Error::Invalid(format!(
-                    "{}: missing parameter {}=...",
-                    family.name(),
-                    spec.name
-                )))
+                // The caller names the family ("explain occupancy: ..."); saying it again repeats it.
+                return Err(Error::Invalid(format!("missing parameter {}=...", spec.name)));
             }
         }
         .map_err(|(shown, reason)| Error::Invalid(format!("{} = {shown}: {reason}", spec.name)))?;

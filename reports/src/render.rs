@@ -133,6 +133,8 @@ fn overview(analysis: &Analysis) -> Vec<Block> {
     let mut blocks = Vec::new();
     let profiles: Vec<String> = {
         let mut p: Vec<String> = analysis.experiments.iter().filter_map(|e| e.profile.clone()).collect();
+        // Each profile once, however the experiments interleave them.
+        p.sort();
         p.dedup();
         p
     };
