@@ -36,7 +36,7 @@ fn replay_a_little(trace: &Trace) {
 }
 
 /// A PyTorch snapshot pickle (or anything that starts like one).
-pub fn pickle(data: &[u8]) {
+pub(crate) fn pickle(data: &[u8]) {
     let mut bytes = vec![0x80];
     bytes.extend_from_slice(data);
     if let Ok(trace) = Trace::from_bytes("fuzz.pickle", &bytes, None) {
@@ -45,7 +45,7 @@ pub fn pickle(data: &[u8]) {
 }
 
 /// An RMM log.
-pub fn rmm(data: &[u8]) {
+pub(crate) fn rmm(data: &[u8]) {
     let mut bytes = b"Thread,Time,Action,Pointer,Size,Stream\n".to_vec();
     bytes.extend_from_slice(data);
     if let Ok(trace) = Trace::from_bytes("fuzz.csv", &bytes, None) {
@@ -54,21 +54,21 @@ pub fn rmm(data: &[u8]) {
 }
 
 /// A vramlab trace JSON.
-pub fn trace_json(data: &[u8]) {
+pub(crate) fn trace_json(data: &[u8]) {
     if let Ok(trace) = Trace::from_bytes("fuzz.json", data, None) {
         replay_a_little(&trace);
     }
 }
 
 /// A suite file.
-pub fn suite(data: &[u8]) {
+pub(crate) fn suite(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = Suite::parse("fuzz.toml", text);
     }
 }
 
 /// A device profile, and a model run on it when it parses.
-pub fn profile(data: &[u8]) {
+pub(crate) fn profile(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         if let Ok(profile) = Profile::parse("fuzz.toml", text) {
             for topic in sim::EXPLAIN_TOPICS {
@@ -85,7 +85,7 @@ pub fn profile(data: &[u8]) {
 }
 
 /// A `PYTORCH_ALLOC_CONF` string; what parses must read back from its canonical form.
-pub fn alloc_conf(data: &[u8]) {
+pub(crate) fn alloc_conf(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         if let Ok(conf) = AllocConf::parse(text) {
             let again = AllocConf::parse(&conf.to_string()).expect("the canonical form parses");
@@ -94,8 +94,11 @@ pub fn alloc_conf(data: &[u8]) {
     }
 }
 
+/// A target: any bytes in, nothing out.
+pub(crate) type Target = fn(&[u8]);
+
 /// Every target by name, for the runners.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub(crate) const TARGETS: &[(&str, Target)] = &[
     ("pickle", pickle),
     ("rmm", rmm),
     ("trace_json", trace_json),
