@@ -51,7 +51,7 @@ pub use replay_record::{
 pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};
 pub use trace::{
-    snapshot_bytes, write_snapshot, DeviceAction, RecordedOp, SnapshotBuilder, SyntheticInfo, Trace, TraceEvent,
-    TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES, SETTINGS_KEYS, SYNTHETIC_TRACES,
+    refuse_private_pool, snapshot_bytes, write_snapshot, DeviceAction, RecordedOp, SnapshotBuilder, SyntheticInfo,
+    Trace, TraceEvent, TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES, SETTINGS_KEYS, SYNTHETIC_TRACES,
 };
 pub use units::{format_bytes, parse_bytes};

@@ -65,6 +65,16 @@ fn event_number(event: &Bound<'_, PyDict>, key: &str, at: &str) -> PyResult<u64>
 /// The dict `torch.cuda.memory._snapshot()` returns, read as it is (no pickling round trip).
 fn trace_from_dict(snapshot: &Bound<'_, PyDict>, device: Option<usize>) -> PyResult<Trace> {
     let schema = |what: &str| PyValueError::new_err(format!("not a PyTorch memory snapshot: {what}"));
+    if let Some(segments) = snapshot.get_item("segments")? {
+        for segment in segments.try_iter()? {
+            let pool: Option<Vec<i128>> = segment?
+                .downcast::<PyDict>()
+                .ok()
+                .and_then(|s| s.get_item("segment_pool_id").ok().flatten())
+                .and_then(|p| p.extract().ok());
+            experiments::refuse_private_pool("<snapshot dict>", &pool.unwrap_or_default()).map_err(Failure::from)?;
+        }
+    }
     let traces = snapshot
         .get_item("device_traces")?
         .ok_or_else(|| schema("no 'device_traces'"))?;

@@ -104,6 +104,7 @@ def test_bad_settings_are_value_errors_on_one_line(settings, needle):
         ({"device_traces": [[{"action": "alloc", "addr": -1, "size": 2, "stream": 0}]]}, "device_traces[0][0].addr = -1"),
         ({"device_traces": [["alloc"]]}, "device_traces[0][0] is not a dict"),
         ({"device_traces": [[{"action": 7}]]}, "action is not a string"),
+        ({"segments": [{"segment_pool_id": (1, 0)}], "device_traces": [[]]}, "private memory pool [1, 0]"),
     ],
 )
 def test_malformed_snapshot_dicts_are_value_errors(snapshot, needle):

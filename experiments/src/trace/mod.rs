@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
 
-pub use snapshot::{SnapshotBuilder, SETTINGS_KEYS};
+pub use snapshot::{refuse_private_pool, SnapshotBuilder, SETTINGS_KEYS};
 pub use snapshot_writer::{snapshot_bytes, write_snapshot};
 pub use synthetic::{SyntheticInfo, SYNTHETIC_TRACES};
 

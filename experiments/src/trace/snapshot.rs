@@ -15,6 +15,22 @@ pub(super) fn import(name: &str, bytes: &[u8], device: Option<usize>) -> Result<
     let pickle = pickle::decode(bytes).map_err(|e| Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message)))?;
     let schema = |what: &str| Error::Invalid(format!("{name}: not a PyTorch memory snapshot: {what}"));
     let root = pickle.root.as_ref().ok_or_else(|| schema("empty pickle"))?;
+    // Events name no pool: a private pool's (CUDA graphs, MemPool) would be replayed in the
+    // default pools, which is not what PyTorch did. Refused by name instead.
+    if let Some(segments) = pickle.get(root, "segments").and_then(|v| pickle.items(v)) {
+        for segment in segments {
+            let pool = pickle.get(segment, "segment_pool_id").and_then(|v| pickle.items(v));
+            let ids: Vec<i128> = pool
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Int(i) => Some(*i),
+                    _ => None,
+                })
+                .collect();
+            refuse_private_pool(name, &ids)?;
+        }
+    }
     let traces = pickle
         .get(root, "device_traces")
         .and_then(|v| pickle.items(v))
@@ -80,6 +96,18 @@ pub(super) fn import(name: &str, bytes: &[u8], device: Option<usize>) -> Result<
             }),
         });
     Ok(builder.finish(name, settings))
+}
+
+/// A segment's `segment_pool_id`: anything but (0, 0) is a private pool (CUDA graphs,
+/// `torch.cuda.MemPool`). Its events do not say which pool they use, so replaying them in the
+/// default pools would not be what PyTorch did: such a snapshot is refused by name.
+pub fn refuse_private_pool(name: &str, pool_id: &[i128]) -> Result<()> {
+    if pool_id.iter().any(|&i| i != 0) {
+        return Err(Error::Invalid(format!(
+            "{name}: segments of private memory pool {pool_id:?} (CUDA graphs or torch.cuda.MemPool): vramlab replays the default pools only, and the trace's events do not say which pool they use"
+        )));
+    }
+    Ok(())
 }
 
 /// Where a snapshot's `allocator_settings` dict keeps the settings string.
@@ -188,6 +216,14 @@ fn kind(pickle: &Pickle, value: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn private_pools_are_refused_by_name() {
+        // pickle.dumps({'segments': [{'segment_pool_id': (1, 0)}], 'device_traces': [[]]}, protocol=4)
+        let bytes = b"\x80\x04\x95;\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94}\x94\x8c\x0fsegment_pool_id\x94K\x01K\x00\x86\x94sa\x8c\rdevice_traces\x94]\x94]\x94au.";
+        let err = import("g.pickle", bytes, None).unwrap_err().to_string();
+        assert!(err.contains("private memory pool [1, 0]"), "{err}");
+    }
 
     #[test]
     fn a_dict_without_traces_is_named() {
