@@ -506,4 +506,35 @@ bytes = { log2 = ["1 KiB", "1 MiB"] }
         let err = error_of(&GOOD.replace("direction = [\"h2d\", \"d2h\"]\n", ""));
         assert!(err.contains("missing parameter 'direction'"), "{err}");
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            /// A sweep has exactly the product of its axes' lengths in points, each distinct.
+            #[test]
+            fn sweeps_expand_to_the_product_of_their_axes(
+                chunks in prop::collection::btree_set(1u64..4096, 1..6),
+                streams in prop::collection::btree_set(1u64..64, 1..5),
+                sizes in prop::collection::btree_set(1u64..(1 << 30), 1..6),
+            ) {
+                let list = |v: &std::collections::BTreeSet<u64>| {
+                    format!("[{}]", v.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))
+                };
+                let text = format!(
+                    "name = \"p\"\n[[experiment]]\nname = \"e\"\nfamily = \"overlap\"\n[experiment.sweep]\n\
+                     bytes = {}\nchunks = {}\nstreams = {}\nkernel_us = 5\n",
+                    list(&sizes), list(&chunks), list(&streams)
+                );
+                let suite = Suite::parse("p.toml", &text).unwrap();
+                let points = &suite.experiments[0].points;
+                prop_assert_eq!(points.len(), sizes.len() * chunks.len() * streams.len());
+                let distinct: std::collections::BTreeSet<String> =
+                    points.iter().map(|p| serde_json::to_string(&p.params).unwrap()).collect();
+                prop_assert_eq!(distinct.len(), points.len());
+            }
+        }
+    }
 }

@@ -23,6 +23,16 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     if number.is_empty() {
         return Err(format!("'{text}' is not a byte size (no number)"));
     }
+    // A whole number is read as one, exactly: through f64 a count above 2^53 would come back
+    // off by one.
+    if !number.contains('.') {
+        let count: u64 = number
+            .parse()
+            .map_err(|_| format!("'{text}' is not a byte size (too large)"))?;
+        return count
+            .checked_mul(multiplier)
+            .ok_or_else(|| format!("'{text}' is more bytes than fit in 64 bits"));
+    }
     let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a byte size"))?;
     let bytes = value * multiplier as f64;
     if !bytes.is_finite() || bytes >= u64::MAX as f64 || bytes.fract() != 0.0 {
@@ -68,6 +78,40 @@ mod tests {
     fn formats_round_trip() {
         for bytes in [1u64, 1024, 3 << 20, 1 << 30, 1536] {
             assert_eq!(parse_bytes(&format_bytes(bytes)), Ok(bytes));
+        }
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            /// Every whole number of bytes reads back as itself, plain or with a unit it divides.
+            #[test]
+            fn every_byte_count_round_trips(value in any::<u64>(), unit in 0u32..5) {
+                prop_assert_eq!(parse_bytes(&value.to_string()), Ok(value));
+                let size = 1u64 << (10 * unit);
+                let name = ["B", "KiB", "MiB", "GiB", "TiB"][unit as usize];
+                let whole = value / size;
+                prop_assert_eq!(parse_bytes(&format!("{whole} {name}")), Ok(whole * size));
+            }
+
+            /// What format_bytes prints reads back exactly when it printed no decimals, and within
+            /// its two decimals of the unit otherwise.
+            #[test]
+            fn printed_sizes_read_back(value in 1u64..(1 << 52)) {
+                let text = format_bytes(value);
+                match parse_bytes(&text) {
+                    Ok(back) if !text.contains('.') => prop_assert_eq!(back, value, "{}", text),
+                    Ok(back) => {
+                        let unit = 1u64 << (10 * (value.ilog2() / 10).min(4));
+                        prop_assert!(back.abs_diff(value) <= unit / 200 + 1, "{} -> {}", text, back);
+                    }
+                    // Two decimals of a unit may not be a whole number of bytes (1.33 KiB).
+                    Err(reason) => prop_assert!(reason.contains("whole number"), "{}: {}", text, reason),
+                }
+            }
         }
     }
 }
