@@ -388,6 +388,9 @@ fn replay(args: &ReplayArgs) -> Result<()> {
             trace.name,
             trace.warnings.examples.first().map_or("", String::as_str)
         );
+        if let Some(lost) = trace.warnings.lost_start() {
+            eprintln!("warning: {lost}");
+        }
     }
     let progress = Progress::new(jobs.len() as u64, "policies");
     let record = match args.backend {

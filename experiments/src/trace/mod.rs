@@ -111,6 +111,22 @@ pub struct TraceWarnings {
     pub count: usize,
     /// The first few, each naming its event index.
     pub examples: Vec<String>,
+    /// Frees and free requests of blocks the trace never allocated: the recording began after
+    /// they were made (a snapshot keeps only its last `max_entries` events).
+    #[serde(default)]
+    pub allocated_before_start: usize,
+}
+
+impl TraceWarnings {
+    /// What starting the replay with no memory in use changes, when the recording began mid-run.
+    pub fn lost_start(&self) -> Option<String> {
+        (self.allocated_before_start > 0).then(|| {
+            format!(
+                "the recording began mid-run: {} frees name blocks allocated before it; the replay starts with none of them in use, so its peaks leave out what those blocks held until they were freed",
+                self.allocated_before_start
+            )
+        })
+    }
 }
 
 impl TraceWarnings {
@@ -322,6 +338,8 @@ impl Trace {
 struct Pairing {
     /// Live allocations by key: (id, size, whether its free was requested).
     live: HashMap<u64, (u64, u64, bool)>,
+    /// Keys whose free was requested before any allocation of them was seen.
+    requested_unknown: std::collections::HashSet<u64>,
     next_id: u64,
     events: Vec<TraceEvent>,
     warnings: TraceWarnings,
@@ -361,9 +379,13 @@ impl Pairing {
             Some(_) => self.warnings.push(format!(
                 "event {index}: second free request of {key:#x} before it completed; skipped"
             )),
-            None => self.warnings.push(format!(
-                "event {index}: free request of {key:#x}, which is not live (a double free, or allocated before the trace began); skipped"
-            )),
+            None => {
+                self.warnings.allocated_before_start += 1;
+                self.requested_unknown.insert(key);
+                self.warnings.push(format!(
+                    "event {index}: free request of {key:#x}, which is not live (a double free, or allocated before the trace began); skipped"
+                ))
+            }
         }
     }
 
@@ -378,9 +400,15 @@ impl Pairing {
                 }
                 self.events.push(TraceEvent::Free { id });
             }
-            None => self.warnings.push(format!(
-                "event {index}: free of {key:#x}, which is not live (a double free, or allocated before the trace began); skipped"
-            )),
+            None => {
+                // A completion whose (also unknown) request was counted already is the same block.
+                if !self.requested_unknown.remove(&key) {
+                    self.warnings.allocated_before_start += 1;
+                }
+                self.warnings.push(format!(
+                    "event {index}: free of {key:#x}, which is not live (a double free, or allocated before the trace began); skipped"
+                ))
+            }
         }
     }
 
@@ -411,6 +439,12 @@ mod tests {
         let trace = Trace::from_json("t.json", text).unwrap();
         assert_eq!(trace.events.len(), 2);
         assert_eq!(trace.warnings.count, 2);
+        assert_eq!(trace.warnings.allocated_before_start, 2);
+        assert!(trace
+            .warnings
+            .lost_start()
+            .unwrap()
+            .contains("2 frees name blocks allocated before it"));
         assert!(
             trace.warnings.examples[0].starts_with("event 2:"),
             "{:?}",
