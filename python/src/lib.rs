@@ -163,6 +163,14 @@ fn load_trace(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) -
     detached(py, move || Ok(Trace::load_device(Path::new(&path), device)?))
 }
 
+/// A cap of 0 bytes fits nothing: refused as the CLI refuses it.
+fn check_capacity(capacity: Option<u64>) -> PyResult<()> {
+    match capacity {
+        Some(0) => Err(PyValueError::new_err("capacity=0: must be positive")),
+        _ => Ok(()),
+    }
+}
+
 fn device_bytes() -> Result<u64, Failure> {
     Ok(Profile::find(DEFAULT_PROFILE)?.device.memory_bytes)
 }
@@ -178,9 +186,7 @@ fn replay(
     policy: Option<String>,
     device: Option<usize>,
 ) -> PyResult<String> {
-    if capacity == Some(0) {
-        return Err(PyValueError::new_err("capacity=0: must be positive"));
-    }
+    check_capacity(capacity)?;
     let trace = load_trace(py, trace, device)?;
     detached(py, move || {
         let choices = sim::choose_policies(&trace, policy.as_deref(), &alloc_conf)?;
@@ -201,9 +207,7 @@ fn tune(
     capacity: Option<u64>,
     device: Option<usize>,
 ) -> PyResult<String> {
-    if capacity == Some(0) {
-        return Err(PyValueError::new_err("capacity=0: must be positive"));
-    }
+    check_capacity(capacity)?;
     let trace = load_trace(py, trace, device)?;
     detached(py, move || {
         let settings = sim::tune_grid(&trace, &grid)?;

@@ -61,25 +61,19 @@ fn load_root(root: &str) -> Vec<Recording> {
     out
 }
 
-fn replay_recording(rec: &Recording) -> (PytorchStats, Option<String>, u64) {
+/// `trace` replayed (simulated) under `rec`'s settings and cap, over `device`.
+fn replay_as(rec: &Recording, trace: &Trace, mut device: SimDevice, check_recorded: bool) -> experiments::PolicyResult {
     let conf = AllocConf::parse(rec.meta["alloc_conf"].as_str().unwrap()).unwrap();
-    assert_eq!(
-        rec.trace.allocator_settings.as_deref(),
-        rec.meta["alloc_conf"].as_str(),
-        "{}: the snapshot names its own settings",
-        rec.name
-    );
-    let mut device = SimDevice::following(rec.meta["device_total_bytes"].as_u64().unwrap(), &rec.trace);
     let options = ReplayOptions {
         capacity: rec.meta["allowed_memory_maximum"].as_u64(),
         timeline_points: 0,
         time_ops: false,
-        check_recorded: true,
+        check_recorded,
         stop_at_first_failure: false,
         record_events: false,
     };
-    let result = replay_policy(
-        &rec.trace,
+    replay_policy(
+        trace,
         &rec.name,
         build_pytorch_policy(&conf),
         &mut device,
@@ -87,7 +81,18 @@ fn replay_recording(rec: &Recording) -> (PytorchStats, Option<String>, u64) {
         &mut (),
         BackendKind::Sim,
     )
-    .unwrap();
+    .unwrap()
+}
+
+fn replay_recording(rec: &Recording) -> (PytorchStats, Option<String>, u64) {
+    assert_eq!(
+        rec.trace.allocator_settings.as_deref(),
+        rec.meta["alloc_conf"].as_str(),
+        "{}: the snapshot names its own settings",
+        rec.name
+    );
+    let device = SimDevice::following(rec.meta["device_total_bytes"].as_u64().unwrap(), &rec.trace);
+    let result = replay_as(rec, &rec.trace, device, true);
     (
         result.pytorch_stats.unwrap(),
         result.recorded_check,
@@ -166,27 +171,9 @@ fn what_if_replays_of_the_default_trace_against_the_recorded_runs() {
             .iter()
             .find(|r| r.name == format!("{workload}/default"))
             .unwrap();
-        let conf = AllocConf::parse(rec.meta["alloc_conf"].as_str().unwrap()).unwrap();
         let capacity = rec.meta["allowed_memory_maximum"].as_u64();
-        let mut device = SimDevice::new(rec.meta["device_total_bytes"].as_u64().unwrap());
-        let options = ReplayOptions {
-            capacity,
-            timeline_points: 0,
-            time_ops: false,
-            check_recorded: false,
-            stop_at_first_failure: false,
-            record_events: false,
-        };
-        let result = replay_policy(
-            &default.trace,
-            &rec.name,
-            build_pytorch_policy(&conf),
-            &mut device,
-            options,
-            &mut (),
-            BackendKind::Sim,
-        )
-        .unwrap();
+        let device = SimDevice::new(rec.meta["device_total_bytes"].as_u64().unwrap());
+        let result = replay_as(rec, &default.trace, device, false);
         let stats = &rec.meta["memory_stats"];
         if capacity.is_some() {
             verdicts += 1;

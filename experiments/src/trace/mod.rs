@@ -68,6 +68,19 @@ pub enum DeviceAction {
     Oom,
 }
 
+impl DeviceAction {
+    /// PyTorch's name for it in a snapshot's `device_traces`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceAction::SegmentAlloc => "segment_alloc",
+            DeviceAction::SegmentFree => "segment_free",
+            DeviceAction::SegmentMap => "segment_map",
+            DeviceAction::SegmentUnmap => "segment_unmap",
+            DeviceAction::Oom => "oom",
+        }
+    }
+}
+
 /// One recorded device-memory operation and where it happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedOp {

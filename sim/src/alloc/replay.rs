@@ -267,14 +267,7 @@ impl Recorder {
     /// The device operations logged since the last call, attributed to `stream`.
     fn device_ops(&mut self, ops: &[RecordedOp], stream: u64) {
         for op in &ops[self.ops_seen..] {
-            let action = match op.action {
-                DeviceAction::SegmentAlloc => "segment_alloc",
-                DeviceAction::SegmentFree => "segment_free",
-                DeviceAction::SegmentMap => "segment_map",
-                DeviceAction::SegmentUnmap => "segment_unmap",
-                DeviceAction::Oom => "oom",
-            };
-            self.push(op.at, action, op.addr, op.size, stream);
+            self.push(op.at, op.action.name(), op.addr, op.size, stream);
         }
         self.ops_seen = ops.len();
     }
@@ -282,16 +275,7 @@ impl Recorder {
 
 /// Where the replay's device operations first part from those the trace recorded.
 fn compare_recorded(recorded: &[RecordedOp], made: &[RecordedOp]) -> String {
-    let describe = |op: &RecordedOp| {
-        let action = match op.action {
-            DeviceAction::SegmentAlloc => "segment_alloc",
-            DeviceAction::SegmentFree => "segment_free",
-            DeviceAction::SegmentMap => "segment_map",
-            DeviceAction::SegmentUnmap => "segment_unmap",
-            DeviceAction::Oom => "oom",
-        };
-        format!("{action} of {} B at event {}", op.size, op.at)
-    };
+    let describe = |op: &RecordedOp| format!("{} of {} B at event {}", op.action.name(), op.size, op.at);
     match recorded.iter().zip(made).position(|(r, m)| !r.same_as(m)) {
         Some(i) => format!(
             "parts from the recording at device operation {i}: recorded {}, replayed {}",
