@@ -2,8 +2,8 @@
 //! mutation run in CI (sim/tests/fuzz_smoke.rs). Each takes any bytes and must return: an
 //! error is fine, a panic, an abort or a hang is the bug.
 
+use allocators::{build_pytorch_policy, replay_policy, ReplayOptions, SimDevice};
 use experiments::{AllocConf, BackendKind, Profile, Suite, Trace};
-use sim::{build_pytorch_policy, replay_policy, ReplayOptions, SimDevice};
 
 /// Replays what parsed, briefly: the policies must not panic on what an importer lets through.
 fn replay_a_little(trace: &Trace) {

@@ -377,7 +377,7 @@ fn replay(args: &ReplayArgs) -> Result<()> {
     let exports = parse_exports(args.export)?;
     let capacity = parse_capacity(args.capacity)?;
     let trace = load_trace(args.trace, args.device, args.seed)?;
-    let jobs = sim::choose_policies(&trace, args.policy, args.alloc_conf)?;
+    let jobs = allocators::choose_policies(&trace, args.policy, args.alloc_conf)?;
     if let Some(path) = args.save_trace {
         trace.save(path)?;
     }
@@ -398,12 +398,12 @@ fn replay(args: &ReplayArgs) -> Result<()> {
             // The built-in profile's device sizes the address range expandable segments reserve.
             let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
             progress.message("replaying");
-            let options = sim::ReplayOptions {
+            let options = allocators::ReplayOptions {
                 record_events: !exports.is_empty(),
                 timeline_points: if exports.is_empty() { 2000 } else { 20_000 },
-                ..sim::ReplayOptions::default()
+                ..allocators::ReplayOptions::default()
             };
-            let results = sim::replay_choices(&trace, &jobs, capacity, device_bytes, options)?;
+            let results = allocators::replay_choices(&trace, &jobs, capacity, device_bytes, options)?;
             jobs.iter().for_each(|_| progress.tick());
             ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results)
         }
@@ -471,11 +471,11 @@ fn tune(
 ) -> Result<()> {
     let capacity = parse_capacity(capacity)?;
     let trace = load_trace(trace_arg, device, 0)?;
-    let settings = sim::tune_grid(&trace, grid)?;
+    let settings = allocators::tune_grid(&trace, grid)?;
     let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
-    let mut results = sim::tune(&trace, &settings, capacity, device_bytes)?;
+    let mut results = allocators::tune(&trace, &settings, capacity, device_bytes)?;
     let baseline = results.first().cloned();
-    sim::rank(&mut results);
+    allocators::rank(&mut results);
     let record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
     record.save(&out.join("tune.json"))?;
     let rendered = reports::render_tune(out)?;

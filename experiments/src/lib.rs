@@ -40,9 +40,9 @@ pub use files::{unsafe_name, write_atomically};
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
-    ConstantParams, GlobalParams, GrowthCost, GrowthParams, LatencyParams, LinkParams, MigrationParams, PeerParams,
-    Profile, ProfileDevice, SharedParams, SmParams, SpillParams, StagedParams, TransferParams, DEFAULT_PROFILE,
-    GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION,
+    grow_sizes, reserved_bytes, ConstantParams, GlobalParams, GrowthCost, GrowthParams, LatencyParams, LinkParams,
+    MigrationParams, PeerParams, Profile, ProfileDevice, SharedParams, SmParams, SpillParams, StagedParams,
+    TransferParams, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION, VMM_GRANULE,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record};
 pub use replay_record::{

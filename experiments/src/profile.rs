@@ -163,6 +163,21 @@ impl GrowthParams {
 /// choice: room for every size a series tries, short of the whole device).
 pub const GROWTH_RESERVE_FRACTION: f64 = 0.85;
 
+/// VMM and the driver hand out memory in 2 MiB granules (cuMemGetAllocationGranularity on
+/// the H100 and H200, GPU.md).
+pub const VMM_GRANULE: u64 = 2 << 20;
+
+/// Bytes a growth point's `reserve = yes` sets aside, given the device's free memory.
+pub fn reserved_bytes(free_bytes: u64) -> u64 {
+    ((free_bytes as f64 * GROWTH_RESERVE_FRACTION) as u64) / VMM_GRANULE * VMM_GRANULE
+}
+
+/// The sizes a grow to `bytes` goes from and to: `bytes` rounded up to the granule, and half that.
+pub fn grow_sizes(bytes: u64) -> (u64, u64) {
+    let new = bytes.div_ceil(VMM_GRANULE) * VMM_GRANULE;
+    (new / 2, new)
+}
+
 /// Managed memory is never asked for beyond this share of free device memory: oversubscribing
 /// managed memory can hang a shared GPU (see GPU.md), so a managed grow that would stops there.
 pub const MANAGED_LIMIT_FRACTION: f64 = 0.95;

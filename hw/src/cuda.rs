@@ -671,7 +671,7 @@ impl<'g> PolicyMemory<'g> {
     }
 }
 
-impl sim::DeviceMemory for PolicyMemory<'_> {
+impl allocators::DeviceMemory for PolicyMemory<'_> {
     fn allocate(&mut self, bytes: u64) -> Option<u64> {
         // SAFETY: allocates device memory in the current context; freed by `free` or on drop.
         let made = unsafe { result::malloc_sync(bytes as usize) };
@@ -811,7 +811,7 @@ impl Drop for PolicyMemory<'_> {
         }
         let reservations: Vec<(u64, u64)> = self.reservations.iter().map(|(&a, &b)| (a, b)).collect();
         for (addr, bytes) in reservations {
-            sim::DeviceMemory::release(self, addr, bytes);
+            allocators::DeviceMemory::release(self, addr, bytes);
         }
         // SAFETY: as above; the pool's frees complete before the stream is destroyed.
         let _ = unsafe { result::stream::synchronize(self.stream.raw) };
@@ -825,7 +825,7 @@ pub(crate) fn memory_info() -> Result<(u64, u64)> {
         .map_err(HwError::cuda("cuMemGetInfo"))
 }
 
-/// The CUDA virtual memory calls on device 0, for `sim::GrowableLayout`. Out of memory is an
+/// The CUDA virtual memory calls on device 0, for `allocators::GrowableLayout`. Out of memory is an
 /// error like any other here: the layout undoes the grow and the caller decides.
 pub(crate) struct CudaVmm {
     granularity: u64,
@@ -855,9 +855,9 @@ impl CudaVmm {
     }
 }
 
-/// Out of memory reads "out of memory", as in `sim::SimVmm`, so callers can tell it apart.
-fn vmm_error(call: &'static str) -> impl FnOnce(result::DriverError) -> sim::VmmError {
-    move |e| sim::VmmError {
+/// Out of memory reads "out of memory", as in `allocators::SimVmm`, so callers can tell it apart.
+fn vmm_error(call: &'static str) -> impl FnOnce(result::DriverError) -> allocators::VmmError {
+    move |e| allocators::VmmError {
         call,
         reason: if is_out_of_memory(&e) {
             "out of memory".to_string()
@@ -867,8 +867,8 @@ fn vmm_error(call: &'static str) -> impl FnOnce(result::DriverError) -> sim::Vmm
     }
 }
 
-impl sim::VmmDriver for CudaVmm {
-    fn reserve(&mut self, size: u64, at: Option<u64>) -> Result<u64, sim::VmmError> {
+impl allocators::VmmDriver for CudaVmm {
+    fn reserve(&mut self, size: u64, at: Option<u64>) -> Result<u64, allocators::VmmError> {
         let mut base: sys::CUdeviceptr = 0;
         // SAFETY: writes one address through a valid pointer; reserves address space only.
         unsafe { sys::cuMemAddressReserve(&mut base, size as usize, 0, at.unwrap_or(0), 0) }
@@ -880,7 +880,7 @@ impl sim::VmmDriver for CudaVmm {
         // SAFETY: the layout frees each range it reserved once, after unmapping it.
         let _ = unsafe { sys::cuMemAddressFree(base, size as usize) };
     }
-    fn create(&mut self, size: u64) -> Result<u64, sim::VmmError> {
+    fn create(&mut self, size: u64) -> Result<u64, allocators::VmmError> {
         let prop = pinned_device_prop();
         let mut handle: sys::CUmemGenericAllocationHandle = 0;
         // SAFETY: writes one handle through a valid pointer; prop is initialised.
@@ -893,7 +893,7 @@ impl sim::VmmDriver for CudaVmm {
         // SAFETY: the layout releases each handle it created once, after unmapping it.
         let _ = unsafe { sys::cuMemRelease(handle) };
     }
-    fn map(&mut self, addr: u64, size: u64, handle: u64) -> Result<(), sim::VmmError> {
+    fn map(&mut self, addr: u64, size: u64, handle: u64) -> Result<(), allocators::VmmError> {
         // SAFETY: the layout maps whole chunks inside its own reservations, never twice.
         unsafe { sys::cuMemMap(addr, size as usize, 0, handle, 0) }
             .result()
@@ -904,7 +904,7 @@ impl sim::VmmDriver for CudaVmm {
         // (GrowingBuffer launches only through Gpu::enqueue).
         let _ = unsafe { sys::cuMemUnmap(addr, size as usize) };
     }
-    fn set_access(&mut self, addr: u64, size: u64) -> Result<(), sim::VmmError> {
+    fn set_access(&mut self, addr: u64, size: u64) -> Result<(), allocators::VmmError> {
         let access = sys::CUmemAccessDesc {
             location: device_location(),
             flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
@@ -924,7 +924,7 @@ enum Backing {
     Managed { ptr: u64 },
     /// A reserved virtual range with chunks mapped into it.
     Vmm {
-        layout: sim::GrowableLayout,
+        layout: allocators::GrowableLayout,
         driver: CudaVmm,
     },
     /// Nothing yet.
@@ -992,7 +992,7 @@ impl GrowingBuffer {
             (Vmm, reserve) => {
                 let mut driver = CudaVmm::new()?;
                 let granularity = driver.granularity();
-                let layout = sim::GrowableLayout::new(&mut driver, granularity, reserve.unwrap_or(0))
+                let layout = allocators::GrowableLayout::new(&mut driver, granularity, reserve.unwrap_or(0))
                     .map_err(|e| HwError::Unsupported(e.to_string()))?;
                 Backing::Vmm { layout, driver }
             }

@@ -74,9 +74,9 @@ impl GrowthProbe {
     }
 
     fn once(&mut self, gpu: &Gpu, point: &GrowthPoint) -> Result<Grown> {
-        let (old, new) = sim::grow_sizes(point.bytes);
+        let (old, new) = experiments::grow_sizes(point.bytes);
         let (free_bytes, _) = memory_info()?;
-        let capacity = point.reserve.then(|| sim::reserved_bytes(free_bytes));
+        let capacity = point.reserve.then(|| experiments::reserved_bytes(free_bytes));
         let managed_limit = (free_bytes as f64 * MANAGED_LIMIT_FRACTION) as u64;
         let mut buffer = GrowingBuffer::new(gpu, point.strategy, capacity)?;
         let first = buffer.grow(old, managed_limit)?;

@@ -3,8 +3,8 @@
 
 use std::cell::RefCell;
 
+use allocators::{build_policy, replay_policy, Block, DeviceMemory, Policy, ReplayHooks, ReplayOptions};
 use experiments::{BackendKind, PolicySpec, ReplayRecord, Trace};
-use sim::{build_policy, replay_policy, Block, DeviceMemory, Policy, ReplayHooks, ReplayOptions};
 
 use crate::cuda::{Gpu, Kernel, PolicyMemory};
 use crate::error::{HwError, Result};

@@ -87,12 +87,12 @@ fn policies_replay_over_device_memory_without_overlap() {
         assert_eq!(result.counters["held_after_release"], 0, "{}", spec.label());
         // The same bookkeeping in simulation needs the same memory, give or take the order
         // in which real addresses break ties between equal free blocks.
-        let mut device = sim::SimDevice::new(record.device.memory_bytes);
-        let sim = sim::replay(
+        let mut device = allocators::SimDevice::new(record.device.memory_bytes);
+        let sim = allocators::replay(
             &trace,
             spec,
             &mut device,
-            sim::ReplayOptions::default(),
+            allocators::ReplayOptions::default(),
             &mut (),
             experiments::BackendKind::Sim,
         )
@@ -113,29 +113,29 @@ struct OneAddress {
     base: Option<u64>,
 }
 
-impl sim::Policy for OneAddress {
+impl allocators::Policy for OneAddress {
     fn allocate(
         &mut self,
-        device: &mut dyn sim::DeviceMemory,
+        device: &mut dyn allocators::DeviceMemory,
         size: u64,
         _stream: u64,
-    ) -> Result<sim::Block, sim::AllocError> {
+    ) -> Result<allocators::Block, allocators::AllocError> {
         let base = *self
             .base
             .get_or_insert_with(|| device.allocate(64 << 20).expect("64 MiB"));
-        Ok(sim::Block {
+        Ok(allocators::Block {
             addr: base,
             size: size.div_ceil(256) * 256,
         })
     }
-    fn free(&mut self, _device: &mut dyn sim::DeviceMemory, _block: sim::Block) {}
-    fn free_space(&self) -> sim::FreeSpace {
-        sim::FreeSpace::default()
+    fn free(&mut self, _device: &mut dyn allocators::DeviceMemory, _block: allocators::Block) {}
+    fn free_space(&self) -> allocators::FreeSpace {
+        allocators::FreeSpace::default()
     }
     fn alignment(&self) -> u64 {
         256
     }
-    fn release_cached(&mut self, device: &mut dyn sim::DeviceMemory) {
+    fn release_cached(&mut self, device: &mut dyn allocators::DeviceMemory) {
         if let Some(base) = self.base.take() {
             device.free(base, 64 << 20);
         }
@@ -148,7 +148,7 @@ fn a_policy_that_overlaps_blocks_is_caught_on_the_device() {
     use experiments::Trace;
     // Many blocks live at once, all handed out at one address: the device check must see it.
     let trace = Trace::synthetic("synthetic:log-uniform:count=200:max=1MiB", 3).unwrap();
-    let policies: Vec<(String, Box<dyn sim::Policy>)> =
+    let policies: Vec<(String, Box<dyn allocators::Policy>)> =
         vec![("one-address".into(), Box::new(OneAddress { base: None }))];
     let err = hw::replay_policies_on_gpu(&trace, policies, None, &|_| {})
         .unwrap_err()

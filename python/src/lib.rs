@@ -189,9 +189,9 @@ fn replay(
     check_capacity(capacity)?;
     let trace = load_trace(py, trace, device)?;
     detached(py, move || {
-        let choices = sim::choose_policies(&trace, policy.as_deref(), &alloc_conf)?;
-        let options = sim::ReplayOptions::default();
-        let results = sim::replay_choices(&trace, &choices, capacity, device_bytes()?, options)?;
+        let choices = allocators::choose_policies(&trace, policy.as_deref(), &alloc_conf)?;
+        let options = allocators::ReplayOptions::default();
+        let results = allocators::replay_choices(&trace, &choices, capacity, device_bytes()?, options)?;
         let record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
         Ok(record.summary_json().to_string())
     })
@@ -210,9 +210,9 @@ fn tune(
     check_capacity(capacity)?;
     let trace = load_trace(py, trace, device)?;
     detached(py, move || {
-        let settings = sim::tune_grid(&trace, &grid)?;
-        let mut results = sim::tune(&trace, &settings, capacity, device_bytes()?)?;
-        sim::rank(&mut results);
+        let settings = allocators::tune_grid(&trace, &grid)?;
+        let mut results = allocators::tune(&trace, &settings, capacity, device_bytes()?)?;
+        allocators::rank(&mut results);
         let record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
         Ok(record.summary_json().to_string())
     })
@@ -270,7 +270,7 @@ fn _vramlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
-    m.add("DEFAULT_TUNE_GRID", sim::DEFAULT_TUNE_GRID.to_vec())?;
+    m.add("DEFAULT_TUNE_GRID", allocators::DEFAULT_TUNE_GRID.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -7,11 +7,7 @@
 //! every size is set aside first: copy allocates it outright (a grow then moves nothing), managed
 //! allocates it unbacked and a grow prefetches the new half, vmm reserves addresses only.
 
-use experiments::{GrowthParams, GrowthPoint, GrowthStrategy, GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION};
-
-/// VMM and the driver hand out memory in 2 MiB granules (cuMemGetAllocationGranularity on
-/// the H100 and H200, GPU.md).
-const GRANULE: u64 = 2 << 20;
+use experiments::{grow_sizes, reserved_bytes, GrowthParams, GrowthPoint, GrowthStrategy, MANAGED_LIMIT_FRACTION};
 
 /// What the model says about one grow.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -20,17 +16,6 @@ pub struct GrowthPrediction {
     pub grow_us: Option<f64>,
     /// Device memory the strategy holds at its peak during the grow, bytes.
     pub peak_bytes: u64,
-}
-
-/// Bytes `reserve = yes` sets aside, given the device's free memory.
-pub fn reserved_bytes(free_bytes: u64) -> u64 {
-    ((free_bytes as f64 * GROWTH_RESERVE_FRACTION) as u64) / GRANULE * GRANULE
-}
-
-/// The sizes a grow to `bytes` goes from and to: `bytes` rounded up to the granule, and half that.
-pub fn grow_sizes(bytes: u64) -> (u64, u64) {
-    let new = bytes.div_ceil(GRANULE) * GRANULE;
-    (new / 2, new)
 }
 
 /// Predicts one grow from `point.bytes / 2` to `point.bytes`.

@@ -1,7 +1,6 @@
 //! vramlab's models: predicts experiments from a device profile, with no GPU.
 #![deny(missing_docs)]
 
-mod alloc;
 mod backend;
 mod banks;
 mod coalescing;
@@ -14,13 +13,7 @@ mod occupancy;
 mod overlap;
 mod pcie;
 mod spills;
-mod vmm;
 
-pub use alloc::{
-    build_policy, build_pytorch_policy, choose_policies, min_capacity, min_capacity_of, rank, replay, replay_choices,
-    replay_policy, tune, tune_grid, AllocError, Block, DeviceMemory, FreeSpace, Metered, Policy, PolicyChoice,
-    ReplayHooks, ReplayOptions, SimDevice, DEFAULT_TUNE_GRID,
-};
 pub use backend::{SimBackend, SimError};
 pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};
 pub use coalescing::{pass_traffic, read_time, warp_footprint, ReadTime, WarpFootprint};
@@ -30,10 +23,9 @@ pub use fit::{
     fit_constant, fit_global, fit_growth, fit_latency, fit_link, fit_profile, fit_shared, fit_spills, fit_staged,
     sm_params, FitError, GlobalMachine,
 };
-pub use growth::{grow_sizes, predict_growth, reserved_bytes, GrowthPrediction};
+pub use growth::{predict_growth, GrowthPrediction};
 pub use latency::{chase_cycles, level_shares};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
 pub use pcie::{copy_us, pageable_copy_us, pinned_copy_us};
 pub use spills::{compiled_spills, predict_spills, SpillPrediction};
-pub use vmm::{GrowPath, GrowableLayout, SimVmm, VmmDriver, VmmError};

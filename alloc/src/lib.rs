@@ -1,8 +1,13 @@
-//! Allocator policies: pure bookkeeping over address ranges that a [`DeviceMemory`] hands out.
+//! vramlab's allocators: policies (PyTorch's caching allocator under any `PYTORCH_ALLOC_CONF`,
+//! and others) as pure bookkeeping over address ranges a [`DeviceMemory`] hands out, the replay
+//! of a trace through them, and the VMM growable buffer's layout. Both backends use them: `sim`
+//! over [`SimDevice`], `hw` over real device memory.
 //!
 //! The same policy code runs over simulated memory ([`SimDevice`]) and, in `hw`, over real
 //! device memory; a policy never knows which. Every policy is picked by name from
 //! [`experiments::POLICIES`], its parameters given as data.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod best_fit;
 mod binning;
@@ -13,6 +18,7 @@ mod device;
 mod replay;
 mod simple;
 mod tune;
+mod vmm;
 
 use experiments::{AllocBackend, AllocConf, PolicySpec, PytorchStats, SegmentView};
 
@@ -20,6 +26,7 @@ pub use choice::{choose_policies, replay_choices, PolicyChoice};
 pub use device::{Metered, SimDevice};
 pub use replay::{min_capacity, min_capacity_of, replay, replay_policy, ReplayHooks, ReplayOptions};
 pub use tune::{rank, tune, tune_grid, DEFAULT_TUNE_GRID};
+pub use vmm::{GrowPath, GrowableLayout, SimVmm, VmmDriver, VmmError};
 
 /// Where a policy gets memory from: physical allocations (cuMemAlloc), and virtual ranges
 /// backed on demand (cuMemAddressReserve + cuMemCreate/cuMemMap/cuMemSetAccess).

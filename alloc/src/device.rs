@@ -18,7 +18,7 @@ pub struct SimDevice {
 
 impl SimDevice {
     /// Alignment of every simulated allocation and reservation (the VMM granularity).
-    pub const GRANULE: u64 = 2 << 20;
+    pub const GRANULE: u64 = experiments::VMM_GRANULE;
 
     /// A device with `total` bytes: it refuses to hold more (a cap below that is the meter's).
     pub fn new(total: u64) -> SimDevice {

@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use allocators::{build_pytorch_policy, replay_policy, ReplayOptions, SimDevice};
 use experiments::{AllocConf, BackendKind, PytorchStats, Trace};
-use sim::{build_pytorch_policy, replay_policy, ReplayOptions, SimDevice};
 
 /// The recordings the model was built against (H100), and the hold-out registered before it
 /// was recorded (H200, commit eb4b1d8).

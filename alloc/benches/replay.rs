@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
+use allocators::{replay, ReplayOptions, SimDevice};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use experiments::{BackendKind, PolicySpec, Trace};
-use sim::{replay, ReplayOptions, SimDevice};
 
 fn replay_speed(c: &mut Criterion) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use allocators::{replay, ReplayOptions, SimDevice};
 use experiments::{BackendKind, PolicyResult, PolicySpec, Trace};
-use sim::{replay, ReplayOptions, SimDevice};
 
 fn traces() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces")
