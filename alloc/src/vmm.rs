@@ -17,6 +17,29 @@ pub struct VmmError {
     pub call: &'static str,
     /// Why (the driver's error, or out of memory).
     pub reason: String,
+    /// The device had no memory for it (CUDA_ERROR_OUT_OF_MEMORY): an outcome a growth
+    /// experiment records, where any other failure is an error.
+    pub out_of_memory: bool,
+}
+
+impl VmmError {
+    /// The device ran out of memory in `call`.
+    pub fn out_of_memory(call: &'static str) -> VmmError {
+        VmmError {
+            call,
+            reason: "out of memory".into(),
+            out_of_memory: true,
+        }
+    }
+
+    /// Any other failure of `call`.
+    pub fn failed(call: &'static str, reason: impl Into<String>) -> VmmError {
+        VmmError {
+            call,
+            reason: reason.into(),
+            out_of_memory: false,
+        }
+    }
 }
 
 /// The virtual memory calls a growable buffer needs (cuMemAddressReserve, cuMemAddressFree,
@@ -324,10 +347,7 @@ impl SimVmm {
         match self.fail_at {
             Some(0) => {
                 self.fail_at = None;
-                Err(VmmError {
-                    call,
-                    reason: "injected failure".into(),
-                })
+                Err(VmmError::failed(call, "injected failure"))
             }
             Some(n) => {
                 self.fail_at = Some(n - 1);
@@ -375,10 +395,7 @@ impl VmmDriver for SimVmm {
     fn create(&mut self, size: u64) -> Result<u64, VmmError> {
         self.tick("cuMemCreate")?;
         if self.physical() + size > self.capacity {
-            return Err(VmmError {
-                call: "cuMemCreate",
-                reason: "out of memory".into(),
-            });
+            return Err(VmmError::out_of_memory("cuMemCreate"));
         }
         self.next_handle += 1;
         self.handles.insert(self.next_handle, size);
@@ -543,6 +560,12 @@ mod tests {
         let before = layout.clone();
         let err = layout.grow(&mut vmm, 96 << 20).unwrap_err();
         assert_eq!(err.call, "cuMemCreate");
+        assert!(err.out_of_memory, "running out is told by its kind, not its wording");
+        assert_eq!(layout, before);
+        // Any other failure is not out of memory, whatever its text says.
+        vmm.fail_at = Some(0);
+        let err = layout.grow(&mut vmm, 8 << 20).unwrap_err();
+        assert!(!err.out_of_memory, "{err}");
         assert_eq!(layout, before);
     }
 }

@@ -855,15 +855,14 @@ impl CudaVmm {
     }
 }
 
-/// Out of memory reads "out of memory", as in `allocators::SimVmm`, so callers can tell it apart.
+/// The driver's error code decides what a failure is: out of memory, or anything else.
 fn vmm_error(call: &'static str) -> impl FnOnce(result::DriverError) -> allocators::VmmError {
-    move |e| allocators::VmmError {
-        call,
-        reason: if is_out_of_memory(&e) {
-            "out of memory".to_string()
+    move |e| {
+        if is_out_of_memory(&e) {
+            allocators::VmmError::out_of_memory(call)
         } else {
-            HwError::Cuda { call, reason: e }.to_string()
-        },
+            allocators::VmmError::failed(call, HwError::Cuda { call, reason: e }.to_string())
+        }
     }
 }
 
@@ -1124,7 +1123,7 @@ impl GrowingBuffer {
                             refusal: None,
                         })
                     }
-                    Err(e) if e.reason == "out of memory" => Ok(refuse(e.to_string(), old)),
+                    Err(e) if e.out_of_memory => Ok(refuse(e.to_string(), old)),
                     Err(e) => Err(HwError::Unsupported(e.to_string())),
                 }
             }
