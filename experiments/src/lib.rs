@@ -44,7 +44,7 @@ pub use profile::{
     MigrationParams, PeerParams, Profile, ProfileDevice, SharedParams, SmParams, SpillParams, StagedParams,
     TransferParams, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION, VMM_GRANULE,
 };
-pub use record::{BackendKind, DeviceInfo, PointRecord, Record};
+pub use record::{BackendKind, DeviceInfo, PointRecord, Record, CODE_COMMIT};
 pub use replay_record::{
     BlockView, PolicyResult, PytorchStats, ReplayRecord, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint,
 };

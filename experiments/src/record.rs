@@ -88,9 +88,16 @@ pub struct Record {
     /// vramlab's version that wrote it (records written before the rename say `memlab_version`).
     #[serde(alias = "memlab_version")]
     pub vramlab_version: String,
+    /// The commit of the code that made it (`-dirty`: with uncommitted changes; empty in records
+    /// written before records carried it).
+    #[serde(default)]
+    pub commit: String,
     /// One entry per sweep point, in sweep order.
     pub points: Vec<PointRecord>,
 }
+
+/// The commit of the code this vramlab was built from (see experiments/build.rs).
+pub const CODE_COMMIT: &str = env!("VRAMLAB_COMMIT");
 
 impl Record {
     /// `DIR/<experiment>/<backend>.json`

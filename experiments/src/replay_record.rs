@@ -194,6 +194,9 @@ pub struct ReplayRecord {
     pub capacity_bytes: Option<u64>,
     /// The device (a GPU for hw, empty for sim).
     pub device: DeviceInfo,
+    /// The commit of the code that made it (empty in records written before records carried it).
+    #[serde(default)]
+    pub commit: String,
     /// One entry per policy.
     pub results: Vec<PolicyResult>,
 }
@@ -214,6 +217,7 @@ impl ReplayRecord {
             warnings: trace.warnings.clone(),
             capacity_bytes,
             device,
+            commit: crate::record::CODE_COMMIT.to_string(),
             results,
         }
     }

@@ -140,6 +140,7 @@ impl Backend for HwBackend {
             seed,
             calibration_points: Vec::new(),
             vramlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            commit: experiments::CODE_COMMIT.to_string(),
             points,
         })
     }

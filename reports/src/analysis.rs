@@ -253,6 +253,7 @@ mod tests {
                 .map(|b| Params::from([("bytes".to_string(), ParamValue::Int(b))]))
                 .collect(),
             vramlab_version: "0".into(),
+            commit: String::new(),
             points: values
                 .iter()
                 .map(|(bytes, gbps)| PointRecord {

@@ -278,6 +278,7 @@ impl Backend for SimBackend {
             seed,
             calibration_points: self.calibration_points(experiment.family),
             vramlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            commit: experiments::CODE_COMMIT.to_string(),
             points,
         })
     }
