@@ -288,6 +288,19 @@ fn list() -> Result<()> {
         let params: Vec<String> = generator.params.iter().map(|(k, v, _)| format!("{k}={v}")).collect();
         println!("  {:<18} {} ({})", generator.name, generator.summary, params.join(", "));
     }
+    println!("PyTorch's allocator (vramlab replay --alloc-conf SETTINGS, vramlab tune --grid SETTINGS):");
+    println!("  keys: {}", experiments::ALLOC_CONF_KEYS.join(", "));
+    println!("  tune's default grid:");
+    for settings in allocators::DEFAULT_TUNE_GRID {
+        println!(
+            "    {}",
+            if settings.is_empty() {
+                "\"\" (PyTorch's defaults)"
+            } else {
+                settings
+            }
+        );
+    }
     Ok(())
 }
 

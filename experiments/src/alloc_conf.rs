@@ -67,6 +67,23 @@ impl Default for AllocConf {
     }
 }
 
+/// Every key PyTorch 2.11 accepts: those that change device memory, then those recorded only.
+pub const ALLOC_CONF_KEYS: &[&str] = &[
+    "backend",
+    "max_split_size_mb",
+    "max_non_split_rounding_mb",
+    "large_segment_size_mb",
+    "roundup_power2_divisions",
+    "garbage_collection_threshold",
+    "expandable_segments",
+    "release_lock_on_cudamalloc",
+    "pinned_use_cuda_host_register",
+    "pinned_num_register_threads",
+    "pinned_reserve_segment_size_mb",
+    "pinned_use_background_threads",
+    "graph_capture_record_stream_reuse",
+];
+
 /// Keys that PyTorch accepts but that leave device memory as it is.
 const RECORDED_ONLY_KEYS: &[&str] = &[
     "release_lock_on_cudamalloc",
@@ -249,10 +266,8 @@ impl AllocConf {
                     // PyTorch checks every key, so an unknown one is refused even when its value is a list.
                     let _ = tokens.skip_value(i);
                     return Err(tokens.error(format!(
-                        "unrecognized key '{other}'; valid keys: backend, max_split_size_mb, max_non_split_rounding_mb, \
-                         large_segment_size_mb, roundup_power2_divisions, garbage_collection_threshold, \
-                         expandable_segments, {}",
-                        RECORDED_ONLY_KEYS.join(", ")
+                        "unrecognized key '{other}'; valid keys: {}",
+                        ALLOC_CONF_KEYS.join(", ")
                     )));
                 }
             };

@@ -20,7 +20,7 @@ mod suite;
 mod trace;
 mod units;
 
-pub use alloc_conf::{AllocBackend, AllocConf, ROUNDUP_INTERVALS};
+pub use alloc_conf::{AllocBackend, AllocConf, ALLOC_CONF_KEYS, ROUNDUP_INTERVALS};
 pub use backend::Backend;
 pub use calibration::{
     bank_calibration_cases, calibration_sizes, constant_calibration_cases, global_calibration_cases,
