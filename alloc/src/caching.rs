@@ -615,6 +615,12 @@ impl Caching {
             self.finished.push(block);
             self.free_block(idx);
         }
+        self.release_free_segments(device);
+    }
+
+    /// `release_blocks` on both pools: every unsplit cached segment back to the device, every
+    /// whole free page of an expandable segment unmapped.
+    fn release_free_segments(&mut self, device: &mut dyn DeviceMemory) {
         for pool in [Pool::Large, Pool::Small] {
             let cached: Vec<usize> = self.pools[pool as usize].blocks.iter().map(|k| k.3).collect();
             let mut to_unmap = Vec::new();
@@ -824,16 +830,8 @@ impl Policy for Caching {
     }
 
     fn release_cached(&mut self, device: &mut dyn DeviceMemory) {
-        for pool in [Pool::Large, Pool::Small] {
-            let cached: Vec<usize> = self.pools[pool as usize].blocks.iter().map(|k| k.3).collect();
-            for idx in cached {
-                if self.nodes[idx].segment.is_some() {
-                    self.unmap_free_block(device, idx);
-                } else if !self.nodes[idx].is_split() {
-                    self.release_block(device, idx);
-                }
-            }
-        }
+        // empty_cache after the trace: no stream to synchronise, nothing counted.
+        self.release_free_segments(device);
     }
 
     fn drain_finished(&mut self) -> Vec<Block> {
