@@ -406,23 +406,25 @@ fn replay(args: &ReplayArgs) -> Result<()> {
         }
     }
     let progress = Progress::new(jobs.len() as u64, "policies");
+    // The exports want every operation and a finer timeline; both backends replay alike.
+    let options = allocators::ReplayOptions {
+        capacity,
+        record_events: !exports.is_empty(),
+        timeline_points: if exports.is_empty() { 2000 } else { 20_000 },
+        ..allocators::ReplayOptions::default()
+    };
     let record = match args.backend {
         ReplayBackend::Sim => {
             // The built-in profile's device sizes the address range expandable segments reserve.
             let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
             progress.message("replaying");
-            let options = allocators::ReplayOptions {
-                record_events: !exports.is_empty(),
-                timeline_points: if exports.is_empty() { 2000 } else { 20_000 },
-                ..allocators::ReplayOptions::default()
-            };
-            let results = allocators::replay_choices(&trace, &jobs, capacity, device_bytes, options)?;
+            let results = allocators::replay_choices(&trace, &jobs, device_bytes, options)?;
             jobs.iter().for_each(|_| progress.tick());
             ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results)
         }
         ReplayBackend::Hw => {
             let policies = jobs.iter().map(|job| (job.label(), job.build())).collect();
-            hw::replay_policies_on_gpu(&trace, policies, capacity, &|label| {
+            hw::replay_policies_on_gpu(&trace, policies, options, &|label| {
                 progress.message(label);
                 progress.tick();
             })?
@@ -493,16 +495,9 @@ fn tune(
     record.save(&out.join("tune.json"))?;
     let rendered = reports::render_tune(out)?;
     if json {
-        let mut value = serde_json::to_value(&record).context("serialising the tune")?;
-        if let Some(results) = value.get_mut("results").and_then(|r| r.as_array_mut()) {
-            for result in results.iter_mut().filter_map(|r| r.as_object_mut()) {
-                result.remove("timeline");
-                result.remove("segment_sizes");
-            }
-        }
         println!(
             "{}",
-            serde_json::to_string_pretty(&value).context("serialising the tune")?
+            serde_json::to_string_pretty(&record.summary_json()).context("serialising the tune")?
         );
         return Ok(());
     }

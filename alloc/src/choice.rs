@@ -95,13 +95,12 @@ pub fn choose_policies(
     Ok(choices)
 }
 
-/// Replays `trace` under every choice in parallel (simulated), each with the smallest capacity
+/// Replays `trace` under every choice in parallel (simulated, under `options.capacity`), each with the smallest capacity
 /// it fits under. A choice that is the trace's own recording is replayed over the addresses
 /// its driver gave, and checked against every device operation it recorded.
 pub fn replay_choices(
     trace: &Trace,
     choices: &[PolicyChoice],
-    capacity: Option<u64>,
     device_bytes: u64,
     options: ReplayOptions,
 ) -> Result<Vec<PolicyResult>, experiments::Error> {
@@ -115,7 +114,6 @@ pub fn replay_choices(
                 SimDevice::new(device_bytes)
             };
             let options = ReplayOptions {
-                capacity,
                 check_recorded: own,
                 ..options
             };

@@ -356,9 +356,6 @@ pub fn replay_policy(
                         hooks.freeing(done, block).map_err(|e| hook_error(index, e))?;
                     }
                 }
-                if let (Some(r), Err(_)) = (recorder.as_mut(), &result) {
-                    r.device_ops(&meter.ops, stream);
-                }
                 match result {
                     Ok(block) => {
                         if let Some(r) = recorder.as_mut() {

@@ -44,10 +44,11 @@ pub fn tune(
         .map(|text| PolicyChoice::pytorch(text))
         .collect::<Result<Vec<_>, _>>()?;
     let options = ReplayOptions {
+        capacity,
         time_ops: false,
         ..ReplayOptions::default()
     };
-    replay_choices(trace, &choices, capacity, device_bytes, options)
+    replay_choices(trace, &choices, device_bytes, options)
 }
 
 /// The grid a tune runs: `grid`, or the default one, with the trace's own settings first when

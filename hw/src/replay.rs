@@ -115,14 +115,19 @@ pub fn replay_on_gpu(
             build_policy(spec).map_err(|e| HwError::Unsupported(e.to_string()))?,
         ));
     }
-    replay_policies_on_gpu(trace, policies, capacity, progress)
+    let options = ReplayOptions {
+        capacity,
+        ..ReplayOptions::default()
+    };
+    replay_policies_on_gpu(trace, policies, options, progress)
 }
 
-/// As [`replay_on_gpu`], for any policies (vramlab's or your own), each with its label.
+/// As [`replay_on_gpu`], for any policies (vramlab's or your own), each with its label, under
+/// `options` (the cap, and whether to keep every operation for the exports).
 pub fn replay_policies_on_gpu(
     trace: &Trace,
     policies: Vec<(String, Box<dyn Policy>)>,
-    capacity: Option<u64>,
+    options: ReplayOptions,
     progress: &dyn Fn(&str),
 ) -> Result<ReplayRecord> {
     let gpu = Gpu::open()?;
@@ -140,11 +145,6 @@ pub fn replay_policies_on_gpu(
             blocks: 0,
             bytes: 0,
         };
-        let options = ReplayOptions {
-            capacity,
-            record_events: true,
-            ..ReplayOptions::default()
-        };
         let result = replay_policy(
             trace,
             &label,
@@ -157,5 +157,5 @@ pub fn replay_policies_on_gpu(
         .map_err(|e| HwError::DataMismatch(e.to_string()))?;
         results.push(result);
     }
-    Ok(ReplayRecord::new(trace, capacity, device, results))
+    Ok(ReplayRecord::new(trace, options.capacity, device, results))
 }

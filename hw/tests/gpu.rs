@@ -150,7 +150,7 @@ fn a_policy_that_overlaps_blocks_is_caught_on_the_device() {
     let trace = Trace::synthetic("synthetic:log-uniform:count=200:max=1MiB", 3).unwrap();
     let policies: Vec<(String, Box<dyn allocators::Policy>)> =
         vec![("one-address".into(), Box::new(OneAddress { base: None }))];
-    let err = hw::replay_policies_on_gpu(&trace, policies, None, &|_| {})
+    let err = hw::replay_policies_on_gpu(&trace, policies, allocators::ReplayOptions::default(), &|_| {})
         .unwrap_err()
         .to_string();
     assert!(err.contains("overlapping"), "{err}");

@@ -190,8 +190,11 @@ fn replay(
     let trace = load_trace(py, trace, device)?;
     detached(py, move || {
         let choices = allocators::choose_policies(&trace, policy.as_deref(), &alloc_conf)?;
-        let options = allocators::ReplayOptions::default();
-        let results = allocators::replay_choices(&trace, &choices, capacity, device_bytes()?, options)?;
+        let options = allocators::ReplayOptions {
+            capacity,
+            ..allocators::ReplayOptions::default()
+        };
+        let results = allocators::replay_choices(&trace, &choices, device_bytes()?, options)?;
         let record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
         Ok(record.summary_json().to_string())
     })
