@@ -2,25 +2,36 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rustc_hash::FxHashMap as HashMap;
+
 use experiments::format_bytes;
 
 use super::{round_up, AllocError, Block, DeviceMemory, FreeSpace, Policy};
 
 const SEGMENT_ROUND: u64 = 2 << 20;
 
+/// A block of a segment, linked to its neighbours in address order so that a free finds the
+/// blocks it merges with without a search.
 #[derive(Debug, Clone, Copy)]
 struct Node {
+    addr: u64,
     size: u64,
     free: bool,
-    segment: u64,
+    prev: Option<usize>,
+    next: Option<usize>,
 }
 
 pub(super) struct BestFit {
     grow_by: u64,
     alignment: u64,
-    blocks: BTreeMap<u64, Node>,
-    free_set: BTreeSet<(u64, u64)>,
-    segments: BTreeMap<u64, u64>,
+    nodes: Vec<Node>,
+    vacant: Vec<usize>,
+    /// Free blocks by (size, address): best fit is the first at or above the request.
+    free_set: BTreeSet<(u64, u64, usize)>,
+    /// Handed-out blocks by address.
+    handed_out: HashMap<u64, usize>,
+    /// Segments by base: their size and the node at their start.
+    segments: BTreeMap<u64, (u64, usize)>,
     free_total: u64,
     splits: u64,
     merges: u64,
@@ -31,8 +42,10 @@ impl BestFit {
         BestFit {
             grow_by,
             alignment,
-            blocks: BTreeMap::new(),
+            nodes: Vec::new(),
+            vacant: Vec::new(),
             free_set: BTreeSet::new(),
+            handed_out: HashMap::default(),
             segments: BTreeMap::new(),
             free_total: 0,
             splits: 0,
@@ -40,31 +53,75 @@ impl BestFit {
         }
     }
 
-    fn insert_free(&mut self, addr: u64, size: u64, segment: u64) {
-        self.blocks.insert(
-            addr,
-            Node {
-                size,
-                free: true,
-                segment,
-            },
-        );
-        self.free_set.insert((size, addr));
-        self.free_total += size;
+    fn add_node(&mut self, node: Node) -> usize {
+        match self.vacant.pop() {
+            Some(idx) => {
+                self.nodes[idx] = node;
+                idx
+            }
+            None => {
+                self.nodes.push(node);
+                self.nodes.len() - 1
+            }
+        }
     }
 
-    fn remove_free(&mut self, addr: u64) -> Node {
-        let node = self.blocks.remove(&addr).expect("free block is tracked");
-        self.free_set.remove(&(node.size, addr));
+    fn insert_free(&mut self, idx: usize) {
+        let node = &mut self.nodes[idx];
+        node.free = true;
+        self.free_set.insert((node.size, node.addr, idx));
+        self.free_total += node.size;
+    }
+
+    fn remove_free(&mut self, idx: usize) {
+        let node = &mut self.nodes[idx];
+        node.free = false;
+        self.free_set.remove(&(node.size, node.addr, idx));
         self.free_total -= node.size;
-        node
+    }
+
+    /// Takes free neighbour `other` into `idx` (both out of the free set afterwards but `idx`).
+    fn absorb(&mut self, idx: usize, other: Option<usize>) {
+        let Some(other) = other.filter(|&o| self.nodes[o].free) else {
+            return;
+        };
+        self.remove_free(other);
+        let gone = self.nodes[other];
+        let node = &mut self.nodes[idx];
+        if gone.addr < node.addr {
+            node.addr = gone.addr;
+            node.prev = gone.prev;
+            if let Some(p) = gone.prev {
+                self.nodes[p].next = Some(idx);
+            }
+        } else {
+            node.next = gone.next;
+            if let Some(n) = gone.next {
+                self.nodes[n].prev = Some(idx);
+            }
+        }
+        self.nodes[idx].size += gone.size;
+        if gone.prev.is_none() {
+            if let Some(segment) = self.segments.get_mut(&gone.addr) {
+                segment.1 = idx;
+            }
+        }
+        self.vacant.push(other);
+        self.merges += 1;
     }
 
     fn grow(&mut self, device: &mut dyn DeviceMemory, size: u64) -> Option<()> {
         let bytes = round_up(size, SEGMENT_ROUND).max(self.grow_by);
         let base = device.allocate(bytes)?;
-        self.segments.insert(base, bytes);
-        self.insert_free(base, bytes, base);
+        let idx = self.add_node(Node {
+            addr: base,
+            size: bytes,
+            free: false,
+            prev: None,
+            next: None,
+        });
+        self.segments.insert(base, (bytes, idx));
+        self.insert_free(idx);
         Some(())
     }
 }
@@ -72,7 +129,7 @@ impl BestFit {
 impl Policy for BestFit {
     fn allocate(&mut self, device: &mut dyn DeviceMemory, size: u64, _stream: u64) -> Result<Block, AllocError> {
         let size = round_up(size.max(1), self.alignment);
-        let mut fit = self.free_set.range((size, 0)..).next().copied();
+        let mut fit = self.free_set.range((size, 0, 0)..).next().copied();
         if fit.is_none() {
             let grown = self.grow(device, size).or_else(|| {
                 self.release_cached(device);
@@ -84,52 +141,42 @@ impl Policy for BestFit {
                     format_bytes(size)
                 )));
             }
-            fit = self.free_set.range((size, 0)..).next().copied();
+            fit = self.free_set.range((size, 0, 0)..).next().copied();
         }
-        let (_, addr) = fit.expect("a segment large enough was just added");
-        let node = self.remove_free(addr);
+        let (_, addr, idx) = fit.expect("a segment large enough was just added");
+        self.remove_free(idx);
+        let node = self.nodes[idx];
         if node.size > size {
             self.splits += 1;
-            self.insert_free(addr + size, node.size - size, node.segment);
-        }
-        self.blocks.insert(
-            addr,
-            Node {
-                size,
+            let rest = self.add_node(Node {
+                addr: addr + size,
+                size: node.size - size,
                 free: false,
-                segment: node.segment,
-            },
-        );
+                prev: Some(idx),
+                next: node.next,
+            });
+            if let Some(n) = node.next {
+                self.nodes[n].prev = Some(rest);
+            }
+            self.nodes[idx].next = Some(rest);
+            self.nodes[idx].size = size;
+            self.insert_free(rest);
+        }
+        self.handed_out.insert(addr, idx);
         Ok(Block { addr, size })
     }
 
     fn free(&mut self, _device: &mut dyn DeviceMemory, block: Block) {
-        let node = self.blocks.remove(&block.addr).expect("freed block was handed out");
-        let (mut addr, mut size) = (block.addr, node.size);
-        let next = self.blocks.range(addr + size..).next().map(|(&a, &n)| (a, n));
-        if let Some((next_addr, next)) = next {
-            if next_addr == addr + size && next.free && next.segment == node.segment {
-                self.remove_free(next_addr);
-                size += next.size;
-                self.merges += 1;
-            }
-        }
-        let prev = self.blocks.range(..addr).next_back().map(|(&a, &n)| (a, n));
-        if let Some((prev_addr, prev)) = prev {
-            if prev_addr + prev.size == addr && prev.free && prev.segment == node.segment {
-                self.remove_free(prev_addr);
-                addr = prev_addr;
-                size += prev.size;
-                self.merges += 1;
-            }
-        }
-        self.insert_free(addr, size, node.segment);
+        let idx = self.handed_out.remove(&block.addr).expect("freed block was handed out");
+        self.absorb(idx, self.nodes[idx].next);
+        self.absorb(idx, self.nodes[idx].prev);
+        self.insert_free(idx);
     }
 
     fn free_space(&self) -> FreeSpace {
         FreeSpace {
             total: self.free_total,
-            largest: self.free_set.last().map_or(0, |&(size, _)| size),
+            largest: self.free_set.last().map_or(0, |&(size, _, _)| size),
         }
     }
 
@@ -138,14 +185,15 @@ impl Policy for BestFit {
     }
 
     fn release_cached(&mut self, device: &mut dyn DeviceMemory) {
-        let whole: Vec<(u64, u64)> = self
+        let whole: Vec<(u64, u64, usize)> = self
             .segments
             .iter()
-            .filter(|(base, size)| self.blocks.get(base).is_some_and(|n| n.free && n.size == **size))
-            .map(|(&b, &s)| (b, s))
+            .filter(|(_, &(size, idx))| self.nodes[idx].free && self.nodes[idx].size == size)
+            .map(|(&base, &(size, idx))| (base, size, idx))
             .collect();
-        for (base, size) in whole {
-            self.remove_free(base);
+        for (base, size, idx) in whole {
+            self.remove_free(idx);
+            self.vacant.push(idx);
             self.segments.remove(&base);
             device.free(base, size);
         }
