@@ -1,5 +1,7 @@
 //! vramlab's command line: argument parsing and wiring only; the work lives in the crates.
 
+#![forbid(unsafe_code)]
+
 mod progress;
 
 use std::path::{Path, PathBuf};

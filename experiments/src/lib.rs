@@ -2,6 +2,7 @@
 //! result records, device profiles,
 //! allocation traces and allocator policy names. Depends on no other vramlab crate.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod alloc_conf;
 mod backend;

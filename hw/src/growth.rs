@@ -9,7 +9,7 @@ use experiments::{
     MANAGED_LIMIT_FRACTION,
 };
 
-use crate::cuda::{memory_info, Gpu, GrowingBuffer, Kernel};
+use crate::cuda::{Gpu, GrowingBuffer, Kernel};
 use crate::error::{HwError, Result};
 
 pub(crate) struct GrowthProbe {
@@ -21,8 +21,11 @@ pub(crate) struct GrowthProbe {
 /// One measured grow.
 pub(crate) struct Grown {
     pub(crate) grow_us: Option<f64>,
+    /// Device bytes in use at the grow's peak beyond those in use before (cuMemGetInfo).
     pub(crate) peak_bytes: u64,
     pub(crate) free_bytes: u64,
+    /// The grow was not tried (vramlab's managed-memory safety limit): nothing was measured.
+    pub(crate) not_measured: bool,
 }
 
 impl GrowthProbe {
@@ -30,7 +33,7 @@ impl GrowthProbe {
         let module = gpu.compile("replay.cu", include_str!("../../kernels/replay.cu"))?;
         // Warm up every path once (the first large allocation of a process sets up more than
         // later ones do), so no measured grow pays for it.
-        let (free, _) = memory_info()?;
+        let (free, _) = gpu.memory_info()?;
         let managed_limit = (free as f64 * MANAGED_LIMIT_FRACTION) as u64;
         for strategy in GrowthStrategy::ALL {
             let mut buffer = GrowingBuffer::new(gpu, strategy, None)?;
@@ -53,19 +56,26 @@ impl GrowthProbe {
         }
     }
 
+    /// The grow's median time over its timed repeats, then its peak from one more, untimed
+    /// repeat that asks the driver what is in use at the grow's fullest moment (asking inside a
+    /// timed grow would add the query's own time to it).
     pub(crate) fn measure(&mut self, gpu: &Gpu, point: &GrowthPoint) -> Result<Grown> {
         let mut times = Vec::new();
         let mut last = None;
         for _ in 0..Self::repeats(point.bytes) {
-            let grown = self.once(gpu, point)?;
+            let grown = self.once(gpu, point, false)?;
             times.extend(grown.grow_us);
-            let refused = grown.grow_us.is_none();
+            let refused = grown.grow_us.is_none() || grown.not_measured;
             last = Some(grown);
             if refused {
                 break;
             }
         }
         let mut grown = last.expect("at least one repeat");
+        if grown.not_measured {
+            return Ok(grown);
+        }
+        grown.peak_bytes = self.once(gpu, point, true)?.peak_bytes;
         if grown.grow_us.is_some() {
             times.sort_by(f64::total_cmp);
             grown.grow_us = Some(times[times.len() / 2]);
@@ -73,13 +83,22 @@ impl GrowthProbe {
         Ok(grown)
     }
 
-    fn once(&mut self, gpu: &Gpu, point: &GrowthPoint) -> Result<Grown> {
+    fn once(&mut self, gpu: &Gpu, point: &GrowthPoint, measure_peak: bool) -> Result<Grown> {
         let (old, new) = experiments::grow_sizes(point.bytes);
-        let (free_bytes, _) = memory_info()?;
+        let (free_bytes, _) = gpu.memory_info()?;
         let capacity = point.reserve.then(|| experiments::reserved_bytes(free_bytes));
         let managed_limit = (free_bytes as f64 * MANAGED_LIMIT_FRACTION) as u64;
         let mut buffer = GrowingBuffer::new(gpu, point.strategy, capacity)?;
+        buffer.measure_peaks(measure_peak);
         let first = buffer.grow(old, managed_limit)?;
+        if first.not_measured.is_some() {
+            return Ok(Grown {
+                grow_us: None,
+                peak_bytes: 0,
+                free_bytes,
+                not_measured: true,
+            });
+        }
         if !first.grown {
             return Err(HwError::Unsupported(format!(
                 "could not build the {} B buffer a grow to {} B starts from: {}",
@@ -89,12 +108,12 @@ impl GrowthProbe {
             )));
         }
         self.tag = self.tag.wrapping_add(1);
-        buffer.stamp(gpu, &self.stamp, self.tag)?;
+        buffer.stamp(&self.stamp, self.tag)?;
         let start = Instant::now();
         let outcome = buffer.grow(new, managed_limit)?;
         let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
-        buffer.verify(gpu, &self.verify, old, self.tag)?;
-        let damaged = buffer.mismatches(gpu)?;
+        buffer.verify(&self.verify, old, self.tag)?;
+        let damaged = buffer.mismatches()?;
         if damaged > 0 {
             return Err(HwError::DataMismatch(format!(
                 "{} grow {old} -> {new} B: {damaged} words written before the grow read back wrong after it",
@@ -105,8 +124,8 @@ impl GrowthProbe {
             // Give the new half back and check the old half once more: shrinking unmaps only
             // whole chunks past the size kept.
             let kept = buffer.shrink(old)?;
-            buffer.verify(gpu, &self.verify, old, self.tag)?;
-            let damaged = buffer.mismatches(gpu)?;
+            buffer.verify(&self.verify, old, self.tag)?;
+            let damaged = buffer.mismatches()?;
             if kept != old || buffer.size() != old || damaged > 0 {
                 return Err(HwError::DataMismatch(format!(
                     "vmm shrink {new} -> {old} B kept {kept} B and {damaged} damaged words"
@@ -121,12 +140,13 @@ impl GrowthProbe {
             grow_us: outcome.grown.then_some(elapsed_us),
             peak_bytes: outcome.peak_bytes,
             free_bytes,
+            not_measured: outcome.not_measured.is_some(),
         })
     }
 
     /// The growth calibration: every strategy, with and without a reserve, at every size.
     pub(crate) fn calibrate(&mut self, gpu: &Gpu, progress: &dyn Fn()) -> Result<(Vec<GrowthSample>, u64)> {
-        let (free_bytes, _) = memory_info()?;
+        let (free_bytes, _) = gpu.memory_info()?;
         let mut samples = Vec::new();
         for strategy in GrowthStrategy::ALL {
             for reserve in [false, true] {
@@ -159,6 +179,12 @@ impl GrowthProbe {
 
 /// The metrics of a measured grow.
 pub(crate) fn grown_metrics(grown: &Grown) -> Metrics {
+    if grown.not_measured {
+        return Metrics::from([
+            ("not_measured".to_string(), 1.0),
+            ("free_bytes".to_string(), grown.free_bytes as f64),
+        ]);
+    }
     let mut metrics = growth_metrics(grown.grow_us, grown.peak_bytes);
     metrics.insert("free_bytes".into(), grown.free_bytes as f64);
     metrics
@@ -173,18 +199,18 @@ mod tests {
     fn a_vmm_buffer_grows_shrinks_and_grows_again_keeping_its_data() {
         let gpu = Gpu::open().expect("a GPU");
         let probe = GrowthProbe::load(&gpu).unwrap();
-        let (free, _) = memory_info().unwrap();
+        let (free, _) = gpu.memory_info().unwrap();
         let limit = (free as f64 * MANAGED_LIMIT_FRACTION) as u64;
         let mut buffer = GrowingBuffer::new(&gpu, GrowthStrategy::Vmm, None).unwrap();
         for step in [64u64 << 20, 256 << 20, 1 << 30] {
             assert!(buffer.grow(step, limit).unwrap().grown);
         }
-        buffer.stamp(&gpu, &probe.stamp, 41).unwrap();
+        buffer.stamp(&probe.stamp, 41).unwrap();
         // Back to the first two chunks (64 + 192 MiB), then up again: the kept part is intact.
         assert_eq!(buffer.shrink(200 << 20).unwrap(), 256 << 20);
         assert!(buffer.grow(2 << 30, limit).unwrap().grown);
-        buffer.verify(&gpu, &probe.verify, 256 << 20, 41).unwrap();
-        assert_eq!(buffer.mismatches(&gpu).unwrap(), 0);
+        buffer.verify(&probe.verify, 256 << 20, 41).unwrap();
+        assert_eq!(buffer.mismatches().unwrap(), 0);
         assert_eq!(buffer.size(), 2 << 30);
         let mut copy = GrowingBuffer::new(&gpu, GrowthStrategy::Copy, None).unwrap();
         assert!(copy.grow(64 << 20, limit).unwrap().grown);

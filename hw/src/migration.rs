@@ -31,7 +31,7 @@ impl MigrationProbe {
     /// Median microseconds of prefetch (if asked) plus the checking kernel.
     pub(crate) fn measure(&mut self, gpu: &Gpu, point: &MigrationPoint) -> Result<f64> {
         let bytes = usize::try_from(point.bytes).map_err(|_| HwError::Unsupported(format!("{} B", point.bytes)))?;
-        let mut buffer = ManagedBuffer::new(bytes)?;
+        let mut buffer = ManagedBuffer::new(gpu, bytes)?;
         let mismatches = gpu.device_buffer(8)?;
         gpu.fill(&mismatches, 0)?;
         let stream = gpu.stream()?;
@@ -54,10 +54,10 @@ impl MigrationProbe {
             gpu.enqueue(|q| {
                 q.record(&start, &stream)?;
                 if point.prefetch {
-                    q.prefetch(&stream, buffer)?;
+                    q.prefetch(gpu, &stream, buffer)?;
                 }
                 let args = [
-                    Arg::U64(buffer.device_ptr()),
+                    Arg::Span(buffer.span()),
                     Arg::U64(words),
                     Arg::I32(tag as i32),
                     Arg::Device(&mismatches),

@@ -53,7 +53,7 @@ impl PeerProbe {
             let (start, end) = (reader.event()?, reader.event()?);
             let warps = point.bytes / (32 * 16);
             let args = [
-                Arg::U64(buffer.device_ptr()),
+                Arg::Span(buffer.span()),
                 Arg::U64(warps),
                 Arg::I32(1),
                 Arg::I32(0),

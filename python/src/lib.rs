@@ -3,6 +3,9 @@
 //! into dicts; errors become `ValueError` or `OSError` carrying the CLI's one-line message,
 //! and a panic becomes a `RuntimeError` instead of crossing into Python.
 
+// PyO3's macros expand to unsafe code of their own; this crate writes none.
+#![deny(unsafe_code)]
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 

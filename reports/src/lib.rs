@@ -4,6 +4,7 @@
 //! Two stages that talk through a file, as criterion's do: [`Analysis::from_dir`] reads the
 //! records and writes `analysis.json`; [`render`] draws from an analysis alone.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod analysis;
 mod chart;

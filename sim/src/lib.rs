@@ -1,5 +1,6 @@
 //! vramlab's models: predicts experiments from a device profile, with no GPU.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod backend;
 mod banks;
