@@ -18,5 +18,5 @@ mkdir -p "$out"
 status=0
 "$unit" --ignored --test-threads 1 2>&1 | tee "$out/unit-gpu-tests.log" || status=1
 "$tests" --ignored --test-threads 1 2>&1 | tee "$out/gpu-tests.log" || status=1
-/usr/bin/time -v "$bin" run experiments/suites/growth.toml --backend both --profile "$profile" --out "$out/run" > "$out/run.log" 2>&1 || status=1
+/usr/bin/time -v "$bin" run growth --backend both --profile "$profile" --out "$out/run" > "$out/run.log" 2>&1 || status=1
 exit $status
