@@ -247,6 +247,22 @@ fn read_bounded(name: &str, reader: impl std::io::Read, limit: u64) -> Result<Ve
     Ok(bytes)
 }
 
+/// The first bytes of a stream (enough to tell its format).
+fn read_head(name: &str, reader: Box<dyn std::io::Read + '_>) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    reader
+        .take(64)
+        .read_to_end(&mut head)
+        .map_err(|e| Error::Invalid(format!("{name}: {e}")))?;
+    Ok(head)
+}
+
+/// A gzip stream's contents (several members read as one, as gzip does).
+fn gunzip<'a>(reader: Box<dyn std::io::Read + 'a>) -> Box<dyn std::io::Read + 'a> {
+    Box::new(flate2::read::MultiGzDecoder::new(reader))
+}
+
 impl Trace {
     /// Reads a PyTorch snapshot pickle, an RMM log CSV or a vramlab trace JSON, telling them
     /// apart by content (any of them may be gzipped). A snapshot's first device with events is taken.
@@ -255,21 +271,28 @@ impl Trace {
     }
 
     /// As [`Trace::load`], taking a snapshot's device `device` (`None`: the first with events).
+    /// A snapshot is read streaming (its events are not held as pickled values); other
+    /// formats are read whole, up to the size limit.
     pub fn load_device(path: &Path, device: Option<usize>) -> Result<Trace> {
-        use std::io::Read;
         let name = path.display().to_string();
-        let limit = max_trace_bytes()?;
-        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let open = || -> Result<Box<dyn std::io::Read>> {
+            Ok(Box::new(std::io::BufReader::new(
+                std::fs::File::open(path).map_err(|e| Error::io(path, e))?,
+            )))
+        };
         // Its first bytes say what a file is: one that is no trace at all (say /dev/zero) is
         // refused before the rest is read.
-        let mut head = Vec::new();
-        (&mut file)
-            .take(64)
-            .read_to_end(&mut head)
-            .map_err(|e| Error::io(path, e))?;
-        Format::of(&name, &head)?;
-        let bytes = read_bounded(&name, head.chain(file), limit)?;
-        Trace::from_bytes(&name, &bytes, device)
+        let head = read_head(&name, open()?)?;
+        match Format::of(&name, &head)? {
+            Format::Pickle => snapshot::import(&name, &open, device, max_trace_bytes()?),
+            Format::Gzip if Format::of(&name, &read_head(&name, gunzip(open()?))?)? == Format::Pickle => {
+                snapshot::import(&name, &|| Ok(gunzip(open()?)), device, max_trace_bytes()?)
+            }
+            _ => {
+                let bytes = read_bounded(&name, open()?, max_trace_bytes()?)?;
+                Trace::from_bytes(&name, &bytes, device)
+            }
+        }
     }
 
     /// Reads a trace held in memory (a snapshot pickle, RMM CSV or vramlab JSON, any of them
@@ -283,11 +306,14 @@ impl Trace {
         }
         let text = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
         match format {
+            Format::Gzip if Format::of(name, &read_head(name, gunzip(Box::new(bytes)))?)? == Format::Pickle => {
+                snapshot::import(name, &|| Ok(gunzip(Box::new(bytes))), device, max_trace_bytes()?)
+            }
             Format::Gzip => {
-                let plain = read_bounded(name, flate2::read::MultiGzDecoder::new(bytes), max_trace_bytes()?)?;
+                let plain = read_bounded(name, gunzip(Box::new(bytes)), max_trace_bytes()?)?;
                 Trace::from_bytes(name, &plain, device)
             }
-            Format::Pickle => snapshot::import(name, bytes, device),
+            Format::Pickle => snapshot::import(name, &|| Ok(Box::new(bytes)), device, max_trace_bytes()?),
             Format::Json => Self::from_json(name, text),
             Format::Rmm => rmm::import(name, text),
         }

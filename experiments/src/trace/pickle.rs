@@ -3,9 +3,19 @@
 //! PyTorch memory snapshots are pickled dicts, lists, strings and numbers. Reading them needs no
 //! Python object model, and must not have one: a pickle that names a class or a function is
 //! refused, so a trace file can never run code.
+//!
+//! The input is read as a stream, through a window of a few megabytes, and a snapshot's device
+//! traces are handed over event by event as the pickle builds them ([`EventSink`]): each batch
+//! of events (the pickler appends them 1,000 at a time) is given to the sink and then forgotten,
+//! containers, memo entries and all, so memory stays bounded however long the trace. Should the
+//! pickle later refer back to something forgotten (Python's pickler shares equal objects, such
+//! as stack frames, through its memo), decoding stops with [`PickleError::needs_whole`] and the
+//! caller decodes again keeping everything.
 
-use std::collections::HashMap;
+use std::io::Read;
 use std::rc::Rc;
+
+use rustc_hash::FxHashMap as HashMap;
 
 /// One pickled value. Containers live in the [`Pickle`]'s arena and are named by index, so the
 /// memo can share them the way Python does (a dict filled after it was memoised stays one dict).
@@ -17,19 +27,29 @@ pub(crate) enum Value {
     Float(f64),
     Str(Rc<str>),
     Bytes(Rc<[u8]>),
-    List(usize),
-    Tuple(usize),
-    Dict(usize),
+    List(Ref),
+    Tuple(Ref),
+    Dict(Ref),
+}
+
+/// A container of the arena: its slot, and the generation it was made in (a slot a streamed
+/// batch gave back is used again by later containers, of a later generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ref {
+    slot: u32,
+    generation: u32,
 }
 
 /// A decoded pickle: the root value and the containers it refers to.
 #[derive(Debug, Default)]
 pub(crate) struct Pickle {
-    lists: Vec<Vec<Value>>,
-    dicts: Vec<Vec<(Value, Value)>>,
+    lists: Vec<(u32, Vec<Value>)>,
+    dicts: Vec<(u32, Vec<(Value, Value)>)>,
+    /// Bumped each time a streamed batch is forgotten.
+    generation: u32,
     /// For dicts of many entries: string key -> the entry holding it (the last, as in Python),
     /// so a wide dict referenced many times over is not searched entry by entry each time.
-    indexes: std::collections::HashMap<usize, std::collections::HashMap<Rc<str>, usize>>,
+    indexes: HashMap<u32, HashMap<Rc<str>, usize>>,
     /// The root value.
     pub(crate) root: Option<Value>,
 }
@@ -38,16 +58,56 @@ impl Pickle {
     /// The items of a list or tuple.
     pub(crate) fn items(&self, value: &Value) -> Option<&[Value]> {
         match value {
-            Value::List(i) | Value::Tuple(i) => Some(&self.lists[*i]),
+            Value::List(r) | Value::Tuple(r) => self.list(*r),
             _ => None,
+        }
+    }
+
+    fn list(&self, r: Ref) -> Option<&[Value]> {
+        self.lists
+            .get(r.slot as usize)
+            .filter(|(generation, _)| *generation == r.generation)
+            .map(|(_, items)| items.as_slice())
+    }
+
+    fn list_mut(&mut self, r: Ref) -> Option<&mut Vec<Value>> {
+        self.lists
+            .get_mut(r.slot as usize)
+            .filter(|(generation, _)| *generation == r.generation)
+            .map(|(_, items)| items)
+    }
+
+    fn dict_mut(&mut self, r: Ref) -> Option<&mut Vec<(Value, Value)>> {
+        self.dicts
+            .get_mut(r.slot as usize)
+            .filter(|(generation, _)| *generation == r.generation)
+            .map(|(_, entries)| entries)
+    }
+
+    fn new_list(&mut self, items: Vec<Value>) -> Ref {
+        self.lists.push((self.generation, items));
+        Ref {
+            slot: (self.lists.len() - 1) as u32,
+            generation: self.generation,
+        }
+    }
+
+    fn new_dict(&mut self, entries: Vec<(Value, Value)>) -> Ref {
+        self.dicts.push((self.generation, entries));
+        Ref {
+            slot: (self.dicts.len() - 1) as u32,
+            generation: self.generation,
         }
     }
 
     /// The value stored under a string key of a dict (the last assignment, as in Python).
     pub(crate) fn get(&self, value: &Value, key: &str) -> Option<&Value> {
-        let Value::Dict(i) = value else { return None };
-        let entries = &self.dicts[*i];
-        match self.indexes.get(i) {
+        let Value::Dict(r) = value else { return None };
+        let (generation, entries) = self.dicts.get(r.slot as usize)?;
+        if *generation != r.generation {
+            return None;
+        }
+        match self.indexes.get(&r.slot) {
             Some(index) => index.get(key).map(|&at| &entries[at].1),
             None => entries
                 .iter()
@@ -60,7 +120,7 @@ impl Pickle {
     /// Indexes every dict of more than a few entries by its string keys.
     fn index_wide_dicts(&mut self) {
         const WIDE: usize = 16;
-        for (i, entries) in self.dicts.iter().enumerate().filter(|(_, e)| e.len() > WIDE) {
+        for (slot, (_, entries)) in self.dicts.iter().enumerate().filter(|(_, (_, e))| e.len() > WIDE) {
             let index = entries
                 .iter()
                 .enumerate()
@@ -69,45 +129,136 @@ impl Pickle {
                     _ => None,
                 })
                 .collect();
-            self.indexes.insert(i, index);
+            self.indexes.insert(slot as u32, index);
         }
+    }
+
+    /// Gives back every container made since `mark` (a streamed batch, read and done with).
+    fn forget_since(&mut self, mark: &Mark) {
+        self.lists.truncate(mark.lists);
+        self.dicts.truncate(mark.dicts);
+        self.generation = self.generation.wrapping_add(1);
     }
 }
 
 /// Why a pickle could not be read; `at` is the byte offset of the opcode at fault.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PickleError {
-    pub(crate) at: usize,
+    pub(crate) at: u64,
     pub(crate) message: String,
+    /// Streaming forgot something the pickle refers to later: decode again keeping everything.
+    pub(crate) needs_whole: bool,
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    op_at: usize,
+/// Where the events of a snapshot's device traces go as they are read: `device` is the index
+/// in `device_traces`, `event` a dict of `pickle` (valid only during the call).
+pub(crate) type EventSink<'s> = dyn FnMut(usize, &Pickle, &Value) -> Result<(), String> + 's;
+
+/// Bytes read from the source at a time.
+const WINDOW: usize = 4 << 20;
+
+struct Reader<R> {
+    source: R,
+    buf: Vec<u8>,
+    /// The unread bytes are `buf[lo..hi]`; `buf[lo]` is byte `pos` of the input.
+    lo: usize,
+    hi: usize,
+    pos: u64,
+    op_at: u64,
+    eof: bool,
+    /// The most bytes the input may hold.
+    limit: u64,
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], PickleError> {
-        let end = self.pos.checked_add(n).filter(|&end| end <= self.bytes.len());
-        match end {
-            Some(end) => {
-                let slice = &self.bytes[self.pos..end];
-                self.pos = end;
-                Ok(slice)
-            }
-            None => Err(self.error(format!(
-                "truncated pickle: needs {n} more bytes at byte {}, the file has {}",
-                self.pos,
-                self.bytes.len()
-            ))),
+impl<R: Read> Reader<R> {
+    fn new(source: R, limit: u64) -> Self {
+        Reader {
+            source,
+            buf: Vec::new(),
+            lo: 0,
+            hi: 0,
+            pos: 0,
+            op_at: 0,
+            eof: false,
+            limit,
         }
     }
 
+    /// Reads until `n` bytes are unread or the input ends.
+    #[cold]
+    #[inline(never)]
+    fn fill(&mut self, n: usize) -> Result<(), PickleError> {
+        if self.hi - self.lo >= n || self.eof {
+            return Ok(());
+        }
+        self.buf.copy_within(self.lo..self.hi, 0);
+        self.hi -= self.lo;
+        self.lo = 0;
+        while self.hi < n {
+            if self.hi == self.buf.len() {
+                // Grows with what arrives, so a length field larger than the input cannot make
+                // it ask for that much memory up front.
+                let grown = (self.buf.len() * 2).clamp(WINDOW, n.max(WINDOW));
+                self.buf.resize(grown, 0);
+            }
+            let read = self.source.read(&mut self.buf[self.hi..]).map_err(|e| PickleError {
+                at: self.pos,
+                message: format!("reading byte {}: {e}", self.pos + self.hi as u64),
+                needs_whole: false,
+            })?;
+            if read == 0 {
+                self.eof = true;
+                break;
+            }
+            self.hi += read;
+            if self.pos + self.hi as u64 > self.limit {
+                return Err(self.error(format!(
+                    "larger than {} (set VRAMLAB_MAX_TRACE_BYTES to read more)",
+                    crate::units::format_bytes(self.limit)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<&[u8], PickleError> {
+        if self.hi - self.lo < n {
+            self.fill(n)?;
+        }
+        if self.hi - self.lo < n {
+            return Err(self.error(format!(
+                "truncated pickle: needs {n} more bytes at byte {}, the file has {}",
+                self.pos,
+                self.pos + (self.hi - self.lo) as u64
+            )));
+        }
+        let start = self.lo;
+        self.lo += n;
+        self.pos += n as u64;
+        Ok(&self.buf[start..start + n])
+    }
+
+    #[inline]
+    fn at_end(&mut self) -> Result<bool, PickleError> {
+        if self.hi == self.lo {
+            self.fill(1)?;
+        }
+        Ok(self.hi == self.lo)
+    }
+
+    #[inline]
     fn u8(&mut self) -> Result<u8, PickleError> {
+        if self.hi > self.lo {
+            let b = self.buf[self.lo];
+            self.lo += 1;
+            self.pos += 1;
+            return Ok(b);
+        }
         Ok(self.take(1)?[0])
     }
 
+    #[inline]
     fn uint(&mut self, n: usize) -> Result<u64, PickleError> {
         let bytes = self.take(n)?;
         Ok(bytes.iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
@@ -119,40 +270,151 @@ impl<'a> Reader<'a> {
     }
 
     fn text(&mut self, n: usize) -> Result<Rc<str>, PickleError> {
-        let bytes = self.take(n)?;
-        std::str::from_utf8(bytes)
-            .map(Rc::from)
-            .map_err(|_| self.error("string is not valid UTF-8".to_string()))
+        let text = std::str::from_utf8(self.take(n)?).map(Rc::from).ok();
+        text.ok_or_else(|| self.error("string is not valid UTF-8".to_string()))
     }
+}
 
+impl<R> Reader<R> {
     fn error(&self, message: String) -> PickleError {
         PickleError {
             at: self.op_at,
             message,
+            needs_whole: false,
         }
     }
 }
 
-/// Decodes `bytes` as a pickle of plain data.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Pickle, PickleError> {
+/// What streaming has forgotten: memo keys written and then dropped with their batch.
+#[derive(Default)]
+struct Forgotten {
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Forgotten {
+    fn contains(&self, key: u64) -> bool {
+        let i = self.ranges.partition_point(|&(_, end)| end <= key);
+        self.ranges.get(i).is_some_and(|&(start, _)| start <= key)
+    }
+
+    fn add(&mut self, start: u64, end: u64) {
+        match self.ranges.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ if start < end => self.ranges.push((start, end)),
+            _ => {}
+        }
+    }
+}
+
+/// Where a MARK was set: the stack's length then, and (for streaming) how far the memo and the
+/// arenas had come, so that a batch of events can be forgotten whole once it is read.
+#[derive(Clone, Copy)]
+struct Mark {
+    stack: usize,
+    memo: u64,
+    lists: usize,
+    dicts: usize,
+}
+
+/// Memo keys a pickle reads back (BINGET / LONG_BINGET), found by a first pass over its
+/// opcodes that builds nothing: what streaming must keep; everything else it may forget.
+#[derive(Debug, Default)]
+pub(crate) struct ReadKeys {
+    bits: Vec<u64>,
+}
+
+impl ReadKeys {
+    fn insert(&mut self, key: u64) {
+        let word = (key / 64) as usize;
+        if self.bits.len() <= word {
+            self.bits.resize(word + 1, 0);
+        }
+        self.bits[word] |= 1 << (key % 64);
+    }
+
+    fn contains(&self, key: u64) -> bool {
+        self.bits
+            .get((key / 64) as usize)
+            .is_some_and(|w| w & (1 << (key % 64)) != 0)
+    }
+}
+
+/// The first pass: every memo key the pickle reads. It stops quietly at anything it does not
+/// know (the second pass reports it) and fails only where reading fails.
+pub(crate) fn scan_reads(source: impl Read, limit: u64) -> Result<ReadKeys, PickleError> {
+    let mut reader = Reader::new(source, limit);
+    let mut keys = ReadKeys::default();
+    while !reader.at_end()? {
+        let skip = match reader.u8()? {
+            b'h' => {
+                keys.insert(reader.uint(1)?);
+                0
+            }
+            b'j' => {
+                keys.insert(reader.uint(4)?);
+                0
+            }
+            0x80 | b'K' | b'q' => 1,
+            b'M' => 2,
+            b'J' | b'r' => 4,
+            0x95 | b'G' => 8,
+            0x8a | 0x8c | b'C' => reader.uint(1)? as usize,
+            0x8b | b'X' | b'B' => reader.uint(4)? as usize,
+            0x8d | 0x8e => reader.length(8)?,
+            b'.' => break,
+            b'('
+            | b'}'
+            | b']'
+            | b')'
+            | 0x8f
+            | b'l'
+            | b't'
+            | 0x91
+            | b'd'
+            | 0x85..=0x87
+            | b'a'
+            | b'e'
+            | 0x90
+            | b's'
+            | b'u'
+            | b'N'
+            | 0x88
+            | 0x89
+            | 0x94
+            | b'0'
+            | b'1'
+            | b'2' => 0,
+            _ => break,
+        };
+        reader.take(skip)?;
+    }
+    Ok(keys)
+}
+
+/// Decodes a pickle of plain data read from `source` (at most `limit` bytes). With a `sink`
+/// (and the keys [`scan_reads`] found), the events of a snapshot's `device_traces` go to it
+/// batch by batch and are not kept (the device lists come out empty): a memo entry nothing
+/// reads is never made, and a batch none of whose containers is read back is forgotten whole.
+/// Without one, everything is kept.
+pub(crate) fn decode(
+    source: impl Read,
+    limit: u64,
+    mut sink: Option<(&mut EventSink<'_>, &ReadKeys)>,
+) -> Result<Pickle, PickleError> {
     let mut out = Pickle::default();
-    let mut reader = Reader {
-        bytes,
-        pos: 0,
-        op_at: 0,
-    };
+    let mut reader = Reader::new(source, limit);
     let mut stack: Vec<Value> = Vec::new();
-    let mut marks: Vec<usize> = Vec::new();
-    let mut memo: HashMap<u64, Value> = HashMap::new();
+    let mut marks: Vec<Mark> = Vec::new();
+    let mut memo: HashMap<u64, Value> = HashMap::default();
+    let mut memo_next: u64 = 0;
+    let mut forgotten = Forgotten::default();
 
     loop {
-        if reader.pos >= bytes.len() {
+        if reader.at_end()? {
             return Err(PickleError {
                 at: reader.pos,
-                message: format!(
-                    "truncated pickle: no STOP opcode before the end ({} bytes)",
-                    bytes.len()
-                ),
+                message: format!("truncated pickle: no STOP opcode before the end ({} bytes)", reader.pos),
+                needs_whole: false,
             });
         }
         reader.op_at = reader.pos;
@@ -175,39 +437,35 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Pickle, PickleError> {
                 out.index_wide_dicts();
                 return Ok(out);
             }
-            b'(' => marks.push(stack.len()),
+            b'(' => marks.push(Mark {
+                stack: stack.len(),
+                memo: memo_next,
+                lists: out.lists.len(),
+                dicts: out.dicts.len(),
+            }),
             b'}' => {
-                out.dicts.push(Vec::new());
-                stack.push(Value::Dict(out.dicts.len() - 1));
+                let r = out.new_dict(Vec::new());
+                stack.push(Value::Dict(r));
             }
-            b']' => {
-                out.lists.push(Vec::new());
-                stack.push(Value::List(out.lists.len() - 1));
+            b']' | 0x8f => {
+                // EMPTY_SET is read as a list; snapshots do not use sets, but they are plain data.
+                let r = out.new_list(Vec::new());
+                stack.push(Value::List(r));
             }
             b')' => {
-                out.lists.push(Vec::new());
-                stack.push(Value::Tuple(out.lists.len() - 1));
-            }
-            0x8f => {
-                // EMPTY_SET: read as a list; snapshots do not use sets, but they are plain data.
-                out.lists.push(Vec::new());
-                stack.push(Value::List(out.lists.len() - 1));
+                let r = out.new_list(Vec::new());
+                stack.push(Value::Tuple(r));
             }
             b'l' | b't' | 0x91 => {
-                let items = pop_mark(&mut reader, &mut stack, &mut marks)?;
-                out.lists.push(items);
-                let index = out.lists.len() - 1;
-                stack.push(if op == b't' {
-                    Value::Tuple(index)
-                } else {
-                    Value::List(index)
-                });
+                let (items, _) = pop_mark(&reader, &mut stack, &mut marks)?;
+                let r = out.new_list(items);
+                stack.push(if op == b't' { Value::Tuple(r) } else { Value::List(r) });
             }
             b'd' => {
-                let items = pop_mark(&mut reader, &mut stack, &mut marks)?;
+                let (items, _) = pop_mark(&reader, &mut stack, &mut marks)?;
                 let pairs = pairs(&reader, items)?;
-                out.dicts.push(pairs);
-                stack.push(Value::Dict(out.dicts.len() - 1));
+                let r = out.new_dict(pairs);
+                stack.push(Value::Dict(r));
             }
             0x85..=0x87 => {
                 let n = usize::from(op - 0x84);
@@ -215,30 +473,63 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Pickle, PickleError> {
                     return Err(reader.error("TUPLE with too few items on the stack".into()));
                 }
                 let items = stack.split_off(stack.len() - n);
-                out.lists.push(items);
-                stack.push(Value::Tuple(out.lists.len() - 1));
+                let r = out.new_list(items);
+                stack.push(Value::Tuple(r));
             }
-            b'a' => {
-                let item = pop(&reader, &mut stack)?;
+            b'a' | b'e' | 0x90 => {
+                let (items, mark) = if op == b'a' {
+                    (vec![pop(&reader, &mut stack)?], None)
+                } else {
+                    let (items, mark) = pop_mark(&reader, &mut stack, &mut marks)?;
+                    (items, Some(mark))
+                };
                 let list = top_list(&reader, &stack)?;
-                out.lists[list].push(item);
-            }
-            b'e' | 0x90 => {
-                let items = pop_mark(&mut reader, &mut stack, &mut marks)?;
-                let list = top_list(&reader, &stack)?;
-                out.lists[list].extend(items);
+                match (sink.as_mut(), device_trace(&out, &stack)) {
+                    (Some((sink, reads)), Some(device)) => {
+                        for item in &items {
+                            sink(device, &out, item).map_err(|message| reader.error(message))?;
+                        }
+                        drop(items);
+                        // A batch read whole (MARK ... APPENDS) is forgotten when no container
+                        // it made is read back later: they all belong to its events.
+                        if let Some(mark) = mark {
+                            let shared = (mark.memo..memo_next).any(|key| {
+                                reads.contains(key)
+                                    && matches!(memo.get(&key), Some(Value::List(_) | Value::Tuple(_) | Value::Dict(_)))
+                            });
+                            if !shared {
+                                forgotten.add(mark.memo, memo_next);
+                                out.forget_since(&mark);
+                            }
+                        }
+                    }
+                    _ => out.list_mut(list).ok_or_else(|| stale(&reader))?.extend(items),
+                }
             }
             b's' => {
                 let value = pop(&reader, &mut stack)?;
                 let key = pop(&reader, &mut stack)?;
                 let dict = top_dict(&reader, &stack)?;
-                out.dicts[dict].push((key, value));
+                out.dict_mut(dict).ok_or_else(|| stale(&reader))?.push((key, value));
             }
             b'u' => {
-                let items = pop_mark(&mut reader, &mut stack, &mut marks)?;
-                let pairs = pairs(&reader, items)?;
-                let dict = top_dict(&reader, &stack)?;
-                out.dicts[dict].extend(pairs);
+                // The items go from the stack straight into the dict below them.
+                let mark = marks
+                    .pop()
+                    .ok_or_else(|| reader.error("opcode needs a MARK but there is none".into()))?;
+                if mark.stack > stack.len() || mark.stack == 0 {
+                    return Err(reader.error("SETITEMS with no dict below its MARK".into()));
+                }
+                if !(stack.len() - mark.stack).is_multiple_of(2) {
+                    return Err(reader.error("dict items come in an odd number".into()));
+                }
+                let dict = top_dict(&reader, &stack[..mark.stack])?;
+                let entries = out.dict_mut(dict).ok_or_else(|| stale(&reader))?;
+                entries.reserve((stack.len() - mark.stack) / 2);
+                let mut items = stack.drain(mark.stack..);
+                while let (Some(key), Some(value)) = (items.next(), items.next()) {
+                    entries.push((key, value));
+                }
             }
             b'J' => {
                 let v = reader.uint(4)? as u32 as i32;
@@ -266,9 +557,8 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Pickle, PickleError> {
                 stack.push(Value::Int(v));
             }
             b'G' => {
-                let raw = reader.take(8)?;
                 let mut be = [0u8; 8];
-                be.copy_from_slice(raw);
+                be.copy_from_slice(reader.take(8)?);
                 stack.push(Value::Float(f64::from_be_bytes(be)));
             }
             b'N' => stack.push(Value::None),
@@ -294,32 +584,35 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Pickle, PickleError> {
                 };
                 stack.push(Value::Bytes(Rc::from(reader.take(n)?)));
             }
-            0x94 => {
+            0x94 | b'q' | b'r' => {
+                let key = match op {
+                    0x94 => memo_next,
+                    b'q' => reader.uint(1)?,
+                    _ => reader.uint(4)?,
+                };
                 let top = stack
                     .last()
                     .ok_or_else(|| reader.error("MEMOIZE with an empty stack".into()))?;
-                memo.insert(memo.len() as u64, top.clone());
-            }
-            b'q' | b'r' => {
-                let key = if op == b'q' { reader.uint(1)? } else { reader.uint(4)? };
-                let top = stack
-                    .last()
-                    .ok_or_else(|| reader.error("PUT with an empty stack".into()))?;
-                memo.insert(key, top.clone());
+                // Streaming keeps only what will be read back.
+                if sink.as_ref().is_none_or(|(_, reads)| reads.contains(key)) {
+                    memo.insert(key, top.clone());
+                }
+                memo_next = memo_next.max(key + 1);
             }
             b'h' | b'j' => {
                 let key = if op == b'h' { reader.uint(1)? } else { reader.uint(4)? };
-                let value = memo
-                    .get(&key)
-                    .cloned()
-                    .ok_or_else(|| reader.error(format!("memo entry {key} read before it was written")))?;
+                let value = match memo.get(&key) {
+                    Some(value) => value.clone(),
+                    None if forgotten.contains(key) => return Err(stale(&reader)),
+                    None => return Err(reader.error(format!("memo entry {key} read before it was written"))),
+                };
                 stack.push(value);
             }
             b'0' => {
                 pop(&reader, &mut stack)?;
             }
             b'1' => {
-                pop_mark(&mut reader, &mut stack, &mut marks)?;
+                pop_mark(&reader, &mut stack, &mut marks)?;
             }
             b'2' => {
                 let top = stack
@@ -343,27 +636,45 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Pickle, PickleError> {
     }
 }
 
-fn pop(reader: &Reader<'_>, stack: &mut Vec<Value>) -> Result<Value, PickleError> {
+/// The pickle refers to something a streamed batch forgot.
+fn stale<R>(reader: &Reader<R>) -> PickleError {
+    PickleError {
+        at: reader.op_at,
+        message: "refers back to a streamed event".into(),
+        needs_whole: true,
+    }
+}
+
+/// Whether the list on top of the stack is one device's trace: the stack then ends with
+/// `'device_traces'`, the list of devices being filled, and this list.
+fn device_trace(out: &Pickle, stack: &[Value]) -> Option<usize> {
+    let [.., Value::Str(key), Value::List(devices), Value::List(_)] = stack else {
+        return None;
+    };
+    (&**key == "device_traces").then(|| out.list(*devices).map_or(0, <[Value]>::len))
+}
+
+fn pop<R>(reader: &Reader<R>, stack: &mut Vec<Value>) -> Result<Value, PickleError> {
     stack
         .pop()
         .ok_or_else(|| reader.error("opcode needs a value but the stack is empty".into()))
 }
 
-fn pop_mark(
-    reader: &mut Reader<'_>,
+fn pop_mark<R>(
+    reader: &Reader<R>,
     stack: &mut Vec<Value>,
-    marks: &mut Vec<usize>,
-) -> Result<Vec<Value>, PickleError> {
+    marks: &mut Vec<Mark>,
+) -> Result<(Vec<Value>, Mark), PickleError> {
     let mark = marks
         .pop()
         .ok_or_else(|| reader.error("opcode needs a MARK but there is none".into()))?;
-    if mark > stack.len() {
+    if mark.stack > stack.len() {
         return Err(reader.error("MARK points past the stack".into()));
     }
-    Ok(stack.split_off(mark))
+    Ok((stack.split_off(mark.stack), mark))
 }
 
-fn pairs(reader: &Reader<'_>, items: Vec<Value>) -> Result<Vec<(Value, Value)>, PickleError> {
+fn pairs<R>(reader: &Reader<R>, items: Vec<Value>) -> Result<Vec<(Value, Value)>, PickleError> {
     if !items.len().is_multiple_of(2) {
         return Err(reader.error("dict items come in an odd number".into()));
     }
@@ -375,16 +686,16 @@ fn pairs(reader: &Reader<'_>, items: Vec<Value>) -> Result<Vec<(Value, Value)>, 
     Ok(out)
 }
 
-fn top_list(reader: &Reader<'_>, stack: &[Value]) -> Result<usize, PickleError> {
+fn top_list<R>(reader: &Reader<R>, stack: &[Value]) -> Result<Ref, PickleError> {
     match stack.last() {
-        Some(Value::List(i)) => Ok(*i),
+        Some(Value::List(r)) => Ok(*r),
         _ => Err(reader.error("APPEND to something that is not a list".into())),
     }
 }
 
-fn top_dict(reader: &Reader<'_>, stack: &[Value]) -> Result<usize, PickleError> {
+fn top_dict<R>(reader: &Reader<R>, stack: &[Value]) -> Result<Ref, PickleError> {
     match stack.last() {
-        Some(Value::Dict(i)) => Ok(*i),
+        Some(Value::Dict(r)) => Ok(*r),
         _ => Err(reader.error("SETITEM on something that is not a dict".into())),
     }
 }
@@ -398,7 +709,7 @@ mod tests {
 
     #[test]
     fn reads_plain_data() {
-        let pickle = decode(SAMPLE).unwrap();
+        let pickle = decode(SAMPLE, u64::MAX, None).unwrap();
         let root = pickle.root.clone().unwrap();
         let a = pickle.items(pickle.get(&root, "a").unwrap()).unwrap();
         assert_eq!(
@@ -413,7 +724,7 @@ mod tests {
     #[test]
     fn every_truncation_is_an_error_not_a_panic() {
         for len in 0..SAMPLE.len() {
-            let err = decode(&SAMPLE[..len]).unwrap_err();
+            let err = decode(&SAMPLE[..len], u64::MAX, None).unwrap_err();
             assert!(err.message.contains("truncated"), "{len}: {}", err.message);
         }
     }
@@ -432,18 +743,119 @@ mod tests {
         bytes.extend([0x8c, 2, b'k', b'3', 0x8c, 4]);
         bytes.extend(b"last");
         bytes.extend([b'u', b'.']);
-        let pickle = decode(&bytes).unwrap();
+        let pickle = decode(&bytes[..], u64::MAX, None).unwrap();
         let root = pickle.root.as_ref().unwrap();
         assert_eq!(pickle.get(root, "k3"), Some(&Value::Str("last".into())));
         assert_eq!(pickle.get(root, "k19"), Some(&Value::Int(19)));
         assert_eq!(pickle.get(root, "k20"), None);
     }
 
+    /// A protocol-4 style snapshot of `events` events in batches of 1,000, every container and
+    /// string memoised as Python's pickler does; event 0's `frames` list is read back by the
+    /// last event, across batches.
+    fn snapshot_pickle(events: u32) -> Vec<u8> {
+        let mut out = vec![0x80, 4];
+        let mut memo = 0u32;
+        let mut memoize = |out: &mut Vec<u8>| {
+            out.push(0x94);
+            memo += 1;
+            memo - 1
+        };
+        let text = |out: &mut Vec<u8>, text: &str| {
+            out.push(0x8c);
+            out.push(text.len() as u8);
+            out.extend(text.as_bytes());
+        };
+        out.push(b'}');
+        memoize(&mut out);
+        out.push(b'(');
+        text(&mut out, "device_traces");
+        memoize(&mut out);
+        out.push(b']');
+        memoize(&mut out);
+        out.push(b']');
+        memoize(&mut out);
+        let mut frames = 0;
+        for i in 0..events {
+            if i % 1000 == 0 {
+                out.push(b'(');
+            }
+            out.push(b'}');
+            memoize(&mut out);
+            out.push(b'(');
+            for (key, value) in [("action", "alloc"), ("compile_context", "N/A")] {
+                text(&mut out, key);
+                memoize(&mut out);
+                text(&mut out, value);
+                memoize(&mut out);
+            }
+            for (key, value) in [("addr", 4096 * u64::from(i + 1)), ("size", 512), ("stream", 0)] {
+                text(&mut out, key);
+                memoize(&mut out);
+                out.push(0x8a);
+                out.push(8);
+                out.extend(value.to_le_bytes());
+            }
+            text(&mut out, "frames");
+            memoize(&mut out);
+            if i == 0 {
+                out.push(b']');
+                frames = memoize(&mut out);
+                out.extend([b'K', 7, b'a']);
+            } else if i == events - 1 {
+                out.push(b'j');
+                out.extend(frames.to_le_bytes());
+            } else {
+                out.push(b']');
+                memoize(&mut out);
+            }
+            out.push(b'u');
+            if i % 1000 == 999 || i == events - 1 {
+                out.push(b'e');
+            }
+        }
+        out.extend([b'a', b'u', b'.']);
+        out
+    }
+
+    #[test]
+    fn streamed_events_are_forgotten_unless_read_back() {
+        let bytes = snapshot_pickle(5_500);
+        let reads = scan_reads(&bytes[..], u64::MAX).unwrap();
+        let mut seen = Vec::new();
+        let mut sink = |device: usize, pickle: &Pickle, event: &Value| -> Result<(), String> {
+            let addr = match pickle.get(event, "addr") {
+                Some(Value::Int(a)) => *a,
+                other => return Err(format!("addr {other:?}")),
+            };
+            let frames = pickle.items(pickle.get(event, "frames").unwrap()).unwrap().to_vec();
+            seen.push((device, addr, frames));
+            Ok(())
+        };
+        let streamed = decode(&bytes[..], u64::MAX, Some((&mut sink, &reads))).unwrap();
+        assert_eq!(seen.len(), 5_500);
+        assert!(seen
+            .iter()
+            .enumerate()
+            .all(|(i, (d, addr, _))| *d == 0 && *addr == 4096 * (i as i128 + 1)));
+        // The last event reads event 0's frames list, kept because the first pass saw it read.
+        assert_eq!(seen[0].2, [Value::Int(7)]);
+        assert_eq!(seen[5_499].2, [Value::Int(7)]);
+        // Kept: the root, the device lists and event 0's batch (which made the shared list);
+        // every other batch was forgotten.
+        assert!(streamed.dicts.len() <= 1 + 1_000, "{} dicts kept", streamed.dicts.len());
+        let whole = decode(&bytes[..], u64::MAX, None).unwrap();
+        assert!(whole.dicts.len() > 5_500);
+        let traces = whole.get(whole.root.as_ref().unwrap(), "device_traces").unwrap();
+        let device = &whole.items(traces).unwrap()[0];
+        assert_eq!(whole.items(device).unwrap().len(), 5_500);
+    }
+
     #[test]
     fn refuses_code() {
         // pickle.dumps(print, protocol=4): a reference to a builtin.
         let bytes = b"\x80\x04\x95\x16\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x05print\x94\x93\x94.";
-        let err = decode(bytes).unwrap_err();
+        let err = decode(&bytes[..], u64::MAX, None).unwrap_err();
         assert!(err.message.contains("0x93"), "{}", err.message);
     }
 }

@@ -7,13 +7,63 @@
 //! and `segment_unmap` are the recording allocator's own device operations, kept to check a
 //! model of it; `allocator_settings` names the `PYTORCH_ALLOC_CONF` it ran under.
 
-use super::pickle::{self, Pickle, Value};
+use std::io::Read;
+
+use super::pickle::{self, EventSink, Pickle, Value};
 use super::{DeviceAction, Pairing, RecordedOp, Trace, TraceSource};
 use crate::error::{Error, Result};
 
-pub(super) fn import(name: &str, bytes: &[u8], device: Option<usize>) -> Result<Trace> {
-    let pickle = pickle::decode(bytes).map_err(|e| Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message)))?;
+/// Opens the snapshot's bytes from the start, as often as asked (a file, or memory).
+pub(super) type Opener<'a> = dyn Fn() -> Result<Box<dyn Read + 'a>> + 'a;
+
+/// Reads a snapshot streaming, in two passes: the first finds which memo entries the pickle
+/// reads back, the second puts each device's events into its trace as the pickle is read,
+/// keeping only those entries. A pickle that refers back to a streamed event anyway is read
+/// again whole.
+pub(super) fn import(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64) -> Result<Trace> {
+    import_with(name, open, device, limit, true)
+}
+
+/// [`import`], streaming or (`stream` false) decoding the whole pickle first.
+fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64, stream: bool) -> Result<Trace> {
+    let mut builders: Vec<(SnapshotBuilder, usize)> = Vec::new();
+    let mut failure: Option<String> = None;
+    let streamed = if !stream {
+        Err(pickle::PickleError {
+            at: 0,
+            message: String::new(),
+            needs_whole: true,
+        })
+    } else {
+        let mut sink = |d: usize, pickle: &Pickle, event: &Value| -> std::result::Result<(), String> {
+            if builders.len() <= d {
+                builders.resize_with(d + 1, || (SnapshotBuilder::new(), 0));
+            }
+            let (builder, count) = &mut builders[d];
+            *count += 1;
+            if device.is_some_and(|wanted| wanted != d) {
+                return Ok(());
+            }
+            push_event(builder, pickle, event, d).inspect_err(|what| failure = Some(what.clone()))
+        };
+        let sink: &mut EventSink<'_> = &mut sink;
+        let reads = pickle::scan_reads(open()?, limit)
+            .map_err(|e| Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message)))?;
+        pickle::decode(open()?, limit, Some((sink, &reads)))
+    };
     let schema = |what: &str| Error::Invalid(format!("{name}: not a PyTorch memory snapshot: {what}"));
+    if let Some(what) = failure {
+        return Err(schema(&what));
+    }
+    let pickle_error = |e: pickle::PickleError| Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message));
+    let pickle = match streamed {
+        Ok(pickle) => pickle,
+        Err(e) if e.needs_whole => {
+            builders.clear();
+            pickle::decode(open()?, limit, None).map_err(pickle_error)?
+        }
+        Err(e) => return Err(pickle_error(e)),
+    };
     let root = pickle.root.as_ref().ok_or_else(|| schema("empty pickle"))?;
     // Events name no pool: a private pool's (CUDA graphs, MemPool) would be replayed in the
     // default pools, which is not what PyTorch did. Refused by name instead.
@@ -35,6 +85,25 @@ pub(super) fn import(name: &str, bytes: &[u8], device: Option<usize>) -> Result<
         .get(root, "device_traces")
         .and_then(|v| pickle.items(v))
         .ok_or_else(|| schema("no 'device_traces' list"))?;
+    // Streamed devices left empty lists behind; a pickle read whole still holds its events.
+    for (d, trace) in traces.iter().enumerate() {
+        let events = pickle
+            .items(trace)
+            .ok_or_else(|| schema(&format!("device_traces[{d}] is not a list")))?;
+        if events.is_empty() {
+            continue;
+        }
+        if builders.len() <= d {
+            builders.resize_with(d + 1, || (SnapshotBuilder::new(), 0));
+        }
+        let (builder, count) = &mut builders[d];
+        *count += events.len();
+        if device.is_none_or(|wanted| wanted == d) {
+            for event in events {
+                push_event(builder, &pickle, event, d).map_err(|what| schema(&what))?;
+            }
+        }
+    }
     let device = match device {
         Some(d) if d < traces.len() => d,
         Some(d) => {
@@ -43,49 +112,16 @@ pub(super) fn import(name: &str, bytes: &[u8], device: Option<usize>) -> Result<
                 traces.len().saturating_sub(1)
             )))
         }
-        None => traces
+        None => builders
             .iter()
-            .position(|t| pickle.items(t).is_some_and(|events| !events.is_empty()))
+            .position(|(_, count)| *count > 0)
             .ok_or_else(|| schema("every device trace is empty (was _record_memory_history on?)"))?,
     };
-    let events = pickle
-        .items(&traces[device])
-        .ok_or_else(|| schema(&format!("device_traces[{device}] is not a list")))?;
-
-    let mut builder = SnapshotBuilder::new();
-    for (index, event) in events.iter().enumerate() {
-        let field = |key: &str| -> Result<&Value> {
-            pickle
-                .get(event, key)
-                .ok_or_else(|| schema(&format!("device_traces[{device}][{index}] has no '{key}'")))
-        };
-        let number = |key: &str| -> Result<u64> {
-            match field(key)? {
-                Value::Int(v) => u64::try_from(*v)
-                    .map_err(|_| schema(&format!("device_traces[{device}][{index}].{key} = {v} is negative"))),
-                other => Err(schema(&format!(
-                    "device_traces[{device}][{index}].{key} is {} not an integer",
-                    kind(&pickle, other)
-                ))),
-            }
-        };
-        let action = match field("action")? {
-            Value::Str(s) => s.clone(),
-            other => {
-                return Err(schema(&format!(
-                    "device_traces[{device}][{index}].action is {}",
-                    kind(&pickle, other)
-                )))
-            }
-        };
-        if SnapshotBuilder::wants(&action) {
-            // An `oom` event names the device's free bytes where others name an address.
-            let addr = if &*action == "oom" { 0 } else { number("addr")? };
-            builder.push(&action, addr, number("size")?, number("stream")?);
-        } else {
-            builder.skip();
-        }
-    }
+    let builder = if device < builders.len() {
+        builders.swap_remove(device).0
+    } else {
+        SnapshotBuilder::new()
+    };
     let settings = pickle
         .get(root, "allocator_settings")
         .and_then(|settings| match settings {
@@ -96,6 +132,50 @@ pub(super) fn import(name: &str, bytes: &[u8], device: Option<usize>) -> Result<
             }),
         });
     Ok(builder.finish(name, settings))
+}
+
+/// One event of `device_traces[device]`, the builder's next, into it; what is wrong with it
+/// otherwise, named by its place.
+fn push_event(
+    builder: &mut SnapshotBuilder,
+    pickle: &Pickle,
+    event: &Value,
+    device: usize,
+) -> std::result::Result<(), String> {
+    let index = builder.index;
+    let field = |key: &str| -> std::result::Result<&Value, String> {
+        pickle
+            .get(event, key)
+            .ok_or_else(|| format!("device_traces[{device}][{index}] has no '{key}'"))
+    };
+    let number = |key: &str| -> std::result::Result<u64, String> {
+        match field(key)? {
+            Value::Int(v) => {
+                u64::try_from(*v).map_err(|_| format!("device_traces[{device}][{index}].{key} = {v} is negative"))
+            }
+            other => Err(format!(
+                "device_traces[{device}][{index}].{key} is {} not an integer",
+                kind(pickle, other)
+            )),
+        }
+    };
+    let action = match field("action")? {
+        Value::Str(s) => s.clone(),
+        other => {
+            return Err(format!(
+                "device_traces[{device}][{index}].action is {}",
+                kind(pickle, other)
+            ))
+        }
+    };
+    if SnapshotBuilder::wants(&action) {
+        // An `oom` event names the device's free bytes where others name an address.
+        let addr = if &*action == "oom" { 0 } else { number("addr")? };
+        builder.push(&action, addr, number("size")?, number("stream")?);
+    } else {
+        builder.skip();
+    }
+    Ok(())
 }
 
 /// A segment's `segment_pool_id`: anything but (0, 0) is a private pool (CUDA graphs,
@@ -217,11 +297,32 @@ fn kind(pickle: &Pickle, value: &Value) -> &'static str {
 mod tests {
     use super::*;
 
+    fn import_bytes(name: &str, bytes: &'static [u8]) -> Result<Trace> {
+        import(name, &|| Ok(Box::new(bytes)), None, u64::MAX)
+    }
+
+    /// Streaming gives the trace that decoding the whole pickle gives, on real snapshots.
+    #[test]
+    fn streaming_reads_what_the_whole_pickle_holds() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/traces");
+        for file in ["resnet18_default.pickle", "resnet18_expandable.pickle"] {
+            let bytes = std::fs::read(format!("{dir}/{file}")).unwrap();
+            let open = || -> Result<Box<dyn Read + '_>> { Ok(Box::new(&bytes[..])) };
+            let streamed = import_with(file, &open, None, u64::MAX, true).unwrap();
+            let whole = import_with(file, &open, None, u64::MAX, false).unwrap();
+            assert!(streamed.events.len() > 20_000, "{file}");
+            assert_eq!(streamed.events, whole.events, "{file}");
+            assert_eq!(streamed.recorded_ops, whole.recorded_ops, "{file}");
+            assert_eq!(streamed.allocator_settings, whole.allocator_settings, "{file}");
+            assert_eq!(streamed.segment_sizes, whole.segment_sizes, "{file}");
+        }
+    }
+
     #[test]
     fn private_pools_are_refused_by_name() {
         // pickle.dumps({'segments': [{'segment_pool_id': (1, 0)}], 'device_traces': [[]]}, protocol=4)
         let bytes = b"\x80\x04\x95;\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94}\x94\x8c\x0fsegment_pool_id\x94K\x01K\x00\x86\x94sa\x8c\rdevice_traces\x94]\x94]\x94au.";
-        let err = import("g.pickle", bytes, None).unwrap_err().to_string();
+        let err = import_bytes("g.pickle", bytes).unwrap_err().to_string();
         assert!(err.contains("private memory pool [1, 0]"), "{err}");
     }
 
@@ -229,7 +330,7 @@ mod tests {
     fn a_dict_without_traces_is_named() {
         // pickle.dumps({'segments': []}, protocol=4)
         let bytes = b"\x80\x04\x95\x11\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x08segments\x94]\x94s.";
-        let err = import("x.pickle", bytes, None).unwrap_err().to_string();
+        let err = import_bytes("x.pickle", bytes).unwrap_err().to_string();
         assert_eq!(err, "x.pickle: not a PyTorch memory snapshot: no 'device_traces' list");
     }
 }
