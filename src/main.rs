@@ -152,6 +152,9 @@ enum Command {
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Part {
     All,
+    /// The machine's parts only (transfer, growth, migration): what a built-in profile cannot
+    /// know about this host, re-measured quickly.
+    Machine,
     Transfer,
     Shared,
     Global,
@@ -570,6 +573,11 @@ fn run(targets: &[String], choice: BackendChoice, profile: &str, out: &Path, see
         BackendChoice::Hw | BackendChoice::Both => Some(HwBackend::open()?),
         BackendChoice::Sim => None,
     };
+    if choice == BackendChoice::Both && experiments.iter().any(|e| e.family.uses_machine_parts()) {
+        if let Some(why) = sim.as_ref().and_then(|s| s.profile().machine_mismatch()) {
+            eprintln!("warning: {why}");
+        }
+    }
     let backends = usize::from(sim.is_some()) + usize::from(hw.is_some());
     let total: usize = experiments.iter().map(|e| e.points.len()).sum::<usize>() * backends;
     let progress = Progress::new(total as u64, "points");
@@ -649,14 +657,14 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
         .filter(|_| name == "calibrated")
         .unwrap_or(name);
     let parts = hw::Parts {
-        transfer: matches!(part, Part::All | Part::Transfer),
+        transfer: matches!(part, Part::All | Part::Machine | Part::Transfer),
         shared: matches!(part, Part::All | Part::Shared),
         global: matches!(part, Part::All | Part::Global),
         latency: matches!(part, Part::All | Part::Latency),
         constant: matches!(part, Part::All | Part::Constant),
-        growth: matches!(part, Part::All | Part::Growth),
+        growth: matches!(part, Part::All | Part::Machine | Part::Growth),
         spills: matches!(part, Part::All | Part::Spills),
-        migration: matches!(part, Part::All | Part::Migration),
+        migration: matches!(part, Part::All | Part::Machine | Part::Migration),
         // Two GPUs are rare: `--part all` leaves the peer part to be asked for by name.
         peer: part == Part::Peer,
     };
@@ -666,7 +674,10 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
     let samples = out.with_extension("samples.json");
     let json = serde_json::to_vec_pretty(&calibration).context("serialising the calibration samples")?;
     experiments::write_atomically(&samples, &json)?;
-    let profile = sim::fit_profile(name, &calibration, base.as_ref())?;
+    let mut profile = sim::fit_profile(name, &calibration, base.as_ref())?;
+    if parts.transfer || parts.growth || parts.migration {
+        profile.machine = experiments::this_machine();
+    }
     experiments::write_atomically(out, profile.to_toml().as_bytes())?;
     println!("{}: {}", out.display(), profile.description);
     if let Some(c) = &profile.constant {

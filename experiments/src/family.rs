@@ -188,6 +188,15 @@ impl Family {
         Family::Peer,
     ];
 
+    /// Whether its model reads a profile's machine parts ([`crate::MACHINE_PARTS`]): copies,
+    /// copy/compute overlap, buffer growth, managed migration.
+    pub fn uses_machine_parts(self) -> bool {
+        matches!(
+            self,
+            Family::Transfer | Family::Overlap | Family::Growth | Family::Migration
+        )
+    }
+
     /// The name used in experiment files.
     pub fn name(self) -> &'static str {
         match self {

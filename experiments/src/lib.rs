@@ -41,9 +41,9 @@ pub use files::{unsafe_name, write_atomically};
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
-    grow_sizes, reserved_bytes, ConstantParams, GlobalParams, GrowthCost, GrowthParams, LatencyParams, LinkParams,
-    MigrationParams, PeerParams, Profile, ProfileDevice, SharedParams, SmParams, SpillParams, StagedParams,
-    TransferParams, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION, VMM_GRANULE,
+    grow_sizes, reserved_bytes, this_machine, ConstantParams, GlobalParams, GrowthCost, GrowthParams, LatencyParams,
+    LinkParams, MigrationParams, PeerParams, Profile, ProfileDevice, SharedParams, SmParams, SpillParams, StagedParams,
+    TransferParams, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION, MACHINE_PARTS, MANAGED_LIMIT_FRACTION, VMM_GRANULE,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record, CODE_COMMIT};
 pub use replay_record::{

@@ -14,6 +14,10 @@ pub struct Profile {
     pub name: String,
     /// One sentence: which machine, which date.
     pub description: String,
+    /// The host whose machine parts ([`MACHINE_PARTS`]) were measured, as `vramlab calibrate`
+    /// wrote it; absent in built-in profiles, which come from other machines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
     /// The GPU the parameters describe.
     pub device: ProfileDevice,
     /// Host <-> device copies and launch overhead.
@@ -525,7 +529,43 @@ fn check_number(origin: &str, section: &str, key: &str, value: &toml::Value) -> 
 /// The profile `vramlab run` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "h100";
 
+/// The parts of a profile that belong to the machine a GPU sits in rather than to the GPU model:
+/// host memory and the PCIe link (copies; pageable ones go through host memory), and the driver
+/// (growing buffers, managed-memory migration). The others (shared, global, latency, constant,
+/// spills, the SM's limits) are the GPU model's own and travel with it. Measured on freshly
+/// started machines (issue 13), built-in profiles held to a few percent for the GPU's parts and
+/// missed by 6-26% median for these.
+pub const MACHINE_PARTS: [&str; 3] = ["transfer", "growth", "migration"];
+
+/// The host this process runs on (Linux's hostname; `None` where it cannot be read).
+pub fn this_machine() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+}
+
 impl Profile {
+    /// Why measurements on this machine may not match the profile's machine parts: the profile
+    /// was measured elsewhere (or is built in). `None` when it was calibrated here.
+    pub fn machine_mismatch(&self) -> Option<String> {
+        let here = this_machine();
+        if self.machine.is_some() && self.machine == here {
+            return None;
+        }
+        let origin = match &self.machine {
+            Some(machine) => format!("was calibrated on {machine}"),
+            None => "is built in (calibrated on another machine)".to_string(),
+        };
+        Some(format!(
+            "profile '{}' {origin}, not on {}: its machine parts ({}) describe that machine's host, PCIe link and driver; `vramlab calibrate --part machine --into PROFILE` re-measures them here",
+            self.name,
+            here.as_deref().unwrap_or("this machine"),
+            MACHINE_PARTS.join(", ")
+        ))
+    }
+
     /// Parses a profile's TOML; `origin` names it in errors.
     pub fn parse(origin: &str, text: &str) -> Result<Profile> {
         let profile: Profile = toml::from_str(text).map_err(|e| Error::from_toml(origin, text, &e))?;
@@ -657,6 +697,33 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profile_from_another_machine_says_so() {
+        let builtin = Profile::find("h100").unwrap();
+        let why = builtin
+            .machine_mismatch()
+            .expect("a built-in profile comes from elsewhere");
+        assert!(
+            why.contains("built in") && why.contains("transfer, growth, migration"),
+            "{why}"
+        );
+        let elsewhere = Profile {
+            machine: Some("some-other-host".into()),
+            ..builtin.clone()
+        };
+        assert!(elsewhere
+            .machine_mismatch()
+            .unwrap()
+            .contains("calibrated on some-other-host"));
+        if let Some(here) = this_machine() {
+            let local = Profile {
+                machine: Some(here),
+                ..builtin
+            };
+            assert_eq!(local.machine_mismatch(), None);
+        }
+    }
 
     /// Every section, every kind of bad number: one line naming the file, section, key and value.
     #[test]

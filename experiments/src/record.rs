@@ -92,6 +92,9 @@ pub struct Record {
     /// written before records carried it).
     #[serde(default)]
     pub commit: String,
+    /// For an experiment of a pre-registered hold-out: the commit that registered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout_registered: Option<String>,
     /// One entry per sweep point, in sweep order.
     pub points: Vec<PointRecord>,
 }

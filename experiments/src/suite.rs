@@ -34,6 +34,9 @@ struct SuiteFile {
     name: String,
     #[serde(default)]
     description: String,
+    /// A pre-registered hold-out: the commit that registered its points with the model frozen.
+    #[serde(default)]
+    holdout_registered: Option<Spanned<String>>,
     #[serde(rename = "experiment", default)]
     experiments: Vec<ExperimentFile>,
 }
@@ -71,6 +74,9 @@ pub struct Experiment {
     pub description: String,
     /// Every point of the sweep, in the order the file's parameters nest.
     pub points: Vec<Point>,
+    /// For a pre-registered hold-out: the commit that registered its points (the suite's
+    /// `holdout_registered`), with the model and profiles as they were frozen there.
+    pub holdout_registered: Option<String>,
 }
 
 /// A parsed experiment file.
@@ -101,6 +107,20 @@ impl Suite {
                 ));
             }
             experiments.push(parse_experiment(origin, text, &file.name, raw)?);
+        }
+        if let Some(commit) = &file.holdout_registered {
+            let hex = commit.get_ref();
+            if !(7..=40).contains(&hex.len()) || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(at(
+                    origin,
+                    text,
+                    commit.span().start,
+                    format!("holdout_registered = \"{hex}\": expected a commit hash (7 to 40 hex digits)"),
+                ));
+            }
+            for experiment in &mut experiments {
+                experiment.holdout_registered = Some(hex.clone());
+            }
         }
         Ok(Suite {
             name: file.name,
@@ -274,6 +294,7 @@ fn parse_experiment(origin: &str, text: &str, suite: &str, raw: ExperimentFile) 
         family,
         description: raw.description,
         points,
+        holdout_registered: None,
     })
 }
 

@@ -23,6 +23,63 @@ pub struct ComparedPoint {
     pub relative_error: Option<f64>,
     /// Whether the model's parameters were fitted at this point (so it does not validate it).
     pub calibration: bool,
+    /// Whether the point belongs to a pre-registered hold-out (its suite's
+    /// `holdout_registered`); every other point that was not fitted counts as seen while the
+    /// model was designed, since nothing shows otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held_out: bool,
+}
+
+/// What a point is to the model: used to fit it, seen while designing it, or truly held out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PointGroup {
+    /// The profile's parameters were fitted at this point.
+    Fit,
+    /// Not fitted, but the model may have been shaped with it in view.
+    Seen,
+    /// Registered in a commit before it was measured, with the model frozen there.
+    HeldOut,
+}
+
+impl PointGroup {
+    /// Every group, in the order reports show them.
+    pub const ALL: [PointGroup; 3] = [PointGroup::Fit, PointGroup::Seen, PointGroup::HeldOut];
+
+    /// How reports name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            PointGroup::Fit => "used to fit",
+            PointGroup::Seen => "seen while designing",
+            PointGroup::HeldOut => "held out",
+        }
+    }
+}
+
+impl ComparedPoint {
+    /// The point's group.
+    pub fn group(&self) -> PointGroup {
+        if self.calibration {
+            PointGroup::Fit
+        } else if self.held_out {
+            PointGroup::HeldOut
+        } else {
+            PointGroup::Seen
+        }
+    }
+}
+
+/// The error over one group of points.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupStats {
+    /// Which points.
+    pub group: PointGroup,
+    /// How many were compared.
+    pub points: usize,
+    /// Median of |relative error|.
+    pub median_abs_error: f64,
+    /// Largest |relative error|.
+    pub worst_abs_error: f64,
 }
 
 /// Error statistics over the validation points of one experiment (or of several).
@@ -38,6 +95,24 @@ pub struct ErrorStats {
     pub worst_abs_error: f64,
     /// Where the largest error is.
     pub worst_point: Params,
+    /// The error of each group apart (fitted points included here, and only here).
+    #[serde(default)]
+    pub groups: Vec<GroupStats>,
+    /// For a hold-out: the commit that registered it, and the commits of the code that made
+    /// the prediction and the measurement (for anyone to check the order with git).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout: Option<HoldoutCommits>,
+}
+
+/// The commits that make a hold-out checkable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HoldoutCommits {
+    /// The commit that registered the points with the model frozen.
+    pub registered: String,
+    /// The commits of the records that predicted and measured them.
+    pub predicted_by: String,
+    /// The commit of the code that measured them.
+    pub measured_by: String,
 }
 
 /// One experiment's joined results.
@@ -143,6 +218,10 @@ pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
     let family = base.family;
     let metric = family.primary_metric();
 
+    let holdout = sim
+        .as_ref()
+        .and_then(|r| r.holdout_registered.clone())
+        .or_else(|| hw.as_ref().and_then(|r| r.holdout_registered.clone()));
     let mut points: Vec<ComparedPoint> = Vec::new();
     // Points are matched by their parameters' canonical JSON (values may be floats, which do not
     // hash): one lookup each, so a 100,000-point sweep joins in linear time.
@@ -161,6 +240,7 @@ pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
                         measured: None,
                         relative_error: None,
                         calibration,
+                        held_out: holdout.is_some(),
                     });
                     points.len() - 1
                 }
@@ -180,7 +260,15 @@ pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
             }
         }
     }
-    let stats = stats(&points.iter().collect::<Vec<_>>());
+    let mut stats = stats(&points.iter().collect::<Vec<_>>());
+    if let (Some(stats), Some(registered)) = (stats.as_mut(), holdout) {
+        let commit = |r: &Option<Record>| r.as_ref().map(|r| r.commit.clone()).unwrap_or_default();
+        stats.holdout = Some(HoldoutCommits {
+            registered,
+            predicted_by: commit(&sim),
+            measured_by: commit(&hw),
+        });
+    }
     ExperimentAnalysis {
         experiment: base.experiment.clone(),
         suite: base.suite.clone(),
@@ -222,6 +310,22 @@ fn stats(points: &[&ComparedPoint]) -> Option<ErrorStats> {
         .copied()
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .expect("not empty");
+    let groups = PointGroup::ALL
+        .into_iter()
+        .filter_map(|group| {
+            let mut errors: Vec<f64> = points
+                .iter()
+                .filter(|p| p.group() == group)
+                .filter_map(|p| p.relative_error.map(f64::abs))
+                .collect();
+            (!errors.is_empty()).then(|| GroupStats {
+                group,
+                points: errors.len(),
+                worst_abs_error: errors.iter().copied().fold(0.0, f64::max),
+                median_abs_error: experiments::median(&mut errors),
+            })
+        })
+        .collect();
     Some(ErrorStats {
         validation_points: n,
         calibration_points: points
@@ -231,6 +335,8 @@ fn stats(points: &[&ComparedPoint]) -> Option<ErrorStats> {
         median_abs_error: median,
         worst_abs_error: worst,
         worst_point: worst_point.clone(),
+        groups,
+        holdout: None,
     })
 }
 
@@ -254,6 +360,7 @@ mod tests {
                 .collect(),
             vramlab_version: "0".into(),
             commit: String::new(),
+            holdout_registered: None,
             points: values
                 .iter()
                 .map(|(bytes, gbps)| PointRecord {
@@ -274,6 +381,27 @@ mod tests {
         // |errors| 0.1, 0.1, 0.0 -> median 0.1; the 200% error at bytes=3 is a calibration point.
         assert!((s.median_abs_error - 0.1).abs() < 1e-12);
         assert!((s.worst_abs_error - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn each_group_of_points_has_its_own_error() {
+        let sim = record(BackendKind::Sim, &[(1, 11.0), (2, 18.0), (3, 30.0), (4, 40.0)], vec![3]);
+        let hw = record(BackendKind::Hw, &[(1, 10.0), (2, 20.0), (3, 10.0), (4, 40.0)], vec![]);
+        let seen = join(Some(sim.clone()), Some(hw.clone())).stats.unwrap();
+        let groups: Vec<(PointGroup, usize)> = seen.groups.iter().map(|g| (g.group, g.points)).collect();
+        assert_eq!(groups, [(PointGroup::Fit, 1), (PointGroup::Seen, 3)]);
+        // The fitted point's 200% error is reported, in its own group only.
+        assert!((seen.groups[0].median_abs_error - 2.0).abs() < 1e-12);
+        assert!(seen.holdout.is_none());
+        let registered = Record {
+            holdout_registered: Some("21009d7".into()),
+            commit: "abc".into(),
+            ..sim
+        };
+        let held = join(Some(registered), Some(hw)).stats.unwrap();
+        let groups: Vec<(PointGroup, usize)> = held.groups.iter().map(|g| (g.group, g.points)).collect();
+        assert_eq!(groups, [(PointGroup::Fit, 1), (PointGroup::HeldOut, 3)]);
+        assert_eq!(held.holdout.unwrap().registered, "21009d7");
     }
 
     #[test]

@@ -20,7 +20,9 @@ mod render;
 mod replay_render;
 mod tune_render;
 
-pub use analysis::{join, Analysis, ComparedPoint, ErrorStats, ExperimentAnalysis};
+pub use analysis::{
+    join, Analysis, ComparedPoint, ErrorStats, ExperimentAnalysis, GroupStats, HoldoutCommits, PointGroup,
+};
 pub use error::{ReportError, Result};
 pub use export_perfetto::{perfetto_json, write_perfetto};
 pub use render::{render, render_report, Rendered};

@@ -186,6 +186,58 @@ fn overview(analysis: &Analysis) -> Vec<Block> {
             .to_vec(),
             rows,
         });
+        blocks.extend(groups_table(analysis));
+    }
+    blocks
+}
+
+/// The error of each group of points apart: used to fit, seen while designing, held out; and
+/// for each hold-out, the commits that let anyone check it was registered before it ran.
+fn groups_table(analysis: &Analysis) -> Vec<Block> {
+    let mut rows = Vec::new();
+    let labelled = analysis
+        .by_family
+        .iter()
+        .map(|(family, s)| (format!("all {} experiments", family.name()), s))
+        .chain(
+            analysis
+                .experiments
+                .iter()
+                .filter_map(|e| e.stats.as_ref().map(|s| (e.experiment.clone(), s))),
+        );
+    for (label, s) in labelled {
+        for g in &s.groups {
+            rows.push(vec![
+                label.clone(),
+                g.group.label().to_string(),
+                g.points.to_string(),
+                percent(g.median_abs_error),
+                percent(g.worst_abs_error),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let mut blocks = vec![
+        Block::Heading(3, "By what the points are".into()),
+        Block::Paragraph(
+            "Used to fit: the profile's parameters were fitted there. Held out: the suite was registered (`holdout_registered`) in a commit before it was measured, the model frozen there. Seen while designing: every other point, since nothing shows the model was not shaped with it in view.".into(),
+        ),
+        Block::Table {
+            header: ["experiments", "group", "points", "median |error|", "worst |error|"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        },
+    ];
+    for e in &analysis.experiments {
+        if let Some(h) = e.stats.as_ref().and_then(|s| s.holdout.as_ref()) {
+            blocks.push(Block::Paragraph(format!(
+                "`{}` is a hold-out registered in `{}`; predicted by code at `{}`, measured by code at `{}` (`git merge-base --is-ancestor {} <measuring commit>` checks the order).",
+                e.experiment, h.registered, h.predicted_by, h.measured_by, h.registered
+            )));
+        }
     }
     blocks
 }

@@ -28,6 +28,11 @@ pub struct SimBackend {
 pub struct SimError(String);
 
 impl SimBackend {
+    /// The profile it predicts from.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
     /// A model of the GPU that `profile` describes.
     pub fn new(profile: Profile) -> SimBackend {
         SimBackend { profile }
@@ -279,6 +284,7 @@ impl Backend for SimBackend {
             calibration_points: self.calibration_points(experiment.family),
             vramlab_version: env!("CARGO_PKG_VERSION").to_string(),
             commit: experiments::CODE_COMMIT.to_string(),
+            holdout_registered: experiment.holdout_registered.clone(),
             points,
         })
     }

@@ -867,6 +867,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             "{} (driver {}, PCI {}), measured by vramlab calibrate on {}",
             d.name, d.driver_version, d.pci_bus_id, calibration.date
         ),
+        machine: base.and_then(|b| b.machine.clone()),
         device: ProfileDevice {
             name: d.name.clone(),
             compute_capability: d.compute_capability.clone(),
