@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Built-in profiles on a freshly started machine (issue 13, must-show 3): every suite but peer
+# on both backends with the built-in profile; then `calibrate --part machine` (the quick one)
+# and the machine's families again with it; then, time allowing, a full calibration and every
+# suite again. Each step's wall time goes to times.txt.
+# Usage: scripts/gpu-profiles-travel.sh VRAMLAB_BINARY OUT_DIR PROFILE [SECONDS_FOR_THE_FULL_STEP]
+set -uo pipefail
+bin=${1:?vramlab binary}
+out=${2:?output folder}
+profile=${3:?built-in profile}
+full_budget=${4:-0}
+mkdir -p "$out"
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  hostname
+  nvidia-smi
+  nvidia-smi -q | grep -E -A3 "Product Name|Driver Version|CUDA Version|Bus Id"
+} > "$out/machine.txt" 2>&1
+step() {
+  local name=$1; shift
+  local start=$SECONDS
+  "$@" > "$out/$name.log" 2>&1
+  local status=$?
+  echo "$name $((SECONDS - start)) s exit $status" >> "$out/times.txt"
+}
+step builtin "$bin" run hierarchy transfers growth --backend both --profile "$profile" --out "$out/builtin"
+step quick-calibrate "$bin" calibrate --part machine --into "$profile" --out "$out/quick.toml" --name "$profile-quick"
+step quick "$bin" run transfers growth --backend both --profile "$out/quick.toml" --out "$out/quick"
+if [ "$full_budget" -gt 0 ]; then
+  step full-calibrate timeout "$full_budget" "$bin" calibrate --into "$out/quick.toml" --out "$out/full.toml" --name "$profile-full"
+  [ -f "$out/full.toml" ] && step full "$bin" run hierarchy transfers growth --backend both --profile "$out/full.toml" --out "$out/full"
+fi
+cat "$out/times.txt"
