@@ -23,11 +23,20 @@ step() {
   local status=$?
   echo "$name $((SECONDS - start)) s exit $status" >> "$out/times.txt"
 }
-step builtin "$bin" run hierarchy transfers growth --backend both --profile "$profile" --out "$out/builtin"
+# One experiment at a time, so a failing one does not stop the rest (each run renders its
+# report over everything in the folder so far).
+experiments() { awk -F'"' '/^name = / { if (seen[FILENAME]++) print $2 }' "$@"; }
+each() {
+  local label=$1 profile_file=$2; shift 2
+  for e in $(experiments "$@"); do
+    step "$label-$e" "$bin" run "$e" --backend both --profile "$profile_file" --out "$out/$label"
+  done
+}
+each builtin "$profile" experiments/suites/hierarchy.toml experiments/suites/transfers.toml experiments/suites/growth.toml
 step quick-calibrate "$bin" calibrate --part machine --into "$profile" --out "$out/quick.toml" --name "$profile-quick"
-step quick "$bin" run transfers growth --backend both --profile "$out/quick.toml" --out "$out/quick"
+each quick "$out/quick.toml" experiments/suites/transfers.toml experiments/suites/growth.toml
 if [ "$full_budget" -gt 0 ]; then
   step full-calibrate timeout "$full_budget" "$bin" calibrate --into "$out/quick.toml" --out "$out/full.toml" --name "$profile-full"
-  [ -f "$out/full.toml" ] && step full "$bin" run hierarchy transfers growth --backend both --profile "$out/full.toml" --out "$out/full"
+  [ -f "$out/full.toml" ] && each full "$out/full.toml" experiments/suites/hierarchy.toml experiments/suites/transfers.toml experiments/suites/growth.toml
 fi
 cat "$out/times.txt"
