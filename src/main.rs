@@ -134,9 +134,11 @@ enum Command {
         /// Profile file to write; the raw samples go beside it as <stem>.samples.json.
         #[arg(long, default_value = "profile.toml")]
         out: PathBuf,
-        /// Which parts to measure; the others are kept from --into.
-        #[arg(long, value_enum, default_value_t = Part::All)]
-        part: Part,
+        /// Which parts to measure; the others are kept from --into. `all` (every part but peer),
+        /// `machine` (transfer, growth, migration: what a built-in profile cannot know about
+        /// this host), or one part.
+        #[arg(long, default_value = "all", value_parser = part_names())]
+        part: String,
         /// An existing profile whose unmeasured parts the new one keeps (also the default --out).
         #[arg(long)]
         into: Option<PathBuf>,
@@ -149,21 +151,12 @@ enum Command {
     },
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Part {
-    All,
-    /// The machine's parts only (transfer, growth, migration): what a built-in profile cannot
-    /// know about this host, re-measured quickly.
-    Machine,
-    Transfer,
-    Shared,
-    Global,
-    Latency,
-    Constant,
-    Growth,
-    Spills,
-    Migration,
-    Peer,
+/// `--part`'s choices, from the calibration parts' registry.
+fn part_names() -> clap::builder::PossibleValuesParser {
+    let names = ["all", "machine"]
+        .into_iter()
+        .chain(experiments::CALIBRATION_PARTS.iter().map(|p| p.name));
+    clap::builder::PossibleValuesParser::new(names)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -249,7 +242,7 @@ fn main() -> ExitCode {
             into,
             name,
             seed,
-        } => calibrate(&out, part, into.as_deref(), &name, seed),
+        } => calibrate(&out, &part, into.as_deref(), &name, seed),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -645,7 +638,7 @@ fn explain(topic: Topic, params: &[String], profile: &str) -> Result<()> {
     Ok(())
 }
 
-fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64) -> Result<()> {
+fn calibrate(out: &Path, part: &str, into: Option<&Path>, name: &str, seed: u64) -> Result<()> {
     let base = into.map(|p| Profile::find(&p.display().to_string())).transpose()?;
     let out = match into {
         Some(into) if out == Path::new("profile.toml") => into,
@@ -656,26 +649,15 @@ fn calibrate(out: &Path, part: Part, into: Option<&Path>, name: &str, seed: u64)
         .map(|b| b.name.as_str())
         .filter(|_| name == "calibrated")
         .unwrap_or(name);
-    let parts = hw::Parts {
-        transfer: matches!(part, Part::All | Part::Machine | Part::Transfer),
-        shared: matches!(part, Part::All | Part::Shared),
-        global: matches!(part, Part::All | Part::Global),
-        latency: matches!(part, Part::All | Part::Latency),
-        constant: matches!(part, Part::All | Part::Constant),
-        growth: matches!(part, Part::All | Part::Machine | Part::Growth),
-        spills: matches!(part, Part::All | Part::Spills),
-        migration: matches!(part, Part::All | Part::Machine | Part::Migration),
-        // Two GPUs are rare: `--part all` leaves the peer part to be asked for by name.
-        peer: part == Part::Peer,
-    };
-    let progress = Progress::new(hw::calibration_steps(parts), "cases");
-    let calibration = hw::measure_calibration(parts, seed, &|| progress.tick())?;
+    let parts = hw::Parts::select(part).with_context(|| format!("--part {part}: no such part"))?;
+    let progress = Progress::new(hw::calibration_steps(&parts), "cases");
+    let calibration = hw::measure_calibration(&parts, seed, &|| progress.tick())?;
     progress.finish();
     let samples = out.with_extension("samples.json");
     let json = serde_json::to_vec_pretty(&calibration).context("serialising the calibration samples")?;
     experiments::write_atomically(&samples, &json)?;
     let mut profile = sim::fit_profile(name, &calibration, base.as_ref())?;
-    if parts.transfer || parts.growth || parts.migration {
+    if experiments::machine_parts().iter().any(|name| parts.has(name)) {
         profile.machine = experiments::this_machine();
     }
     experiments::write_atomically(out, profile.to_toml().as_bytes())?;

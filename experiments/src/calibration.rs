@@ -306,3 +306,97 @@ mod tests {
         assert!(sizes.iter().all(|s| !s.is_power_of_two()));
     }
 }
+
+/// One part of a profile that `vramlab calibrate --part NAME` measures: the one list the CLI's
+/// choices, the progress count and the machine/GPU split are made from.
+#[derive(Debug, Clone, Copy)]
+pub struct CalibrationPart {
+    /// Its name (`--part NAME`) and the profile section it writes.
+    pub name: &'static str,
+    /// What it measures, for `--help`.
+    pub measures: &'static str,
+    /// Whether it describes the machine the GPU sits in (host memory, PCIe link, driver) rather
+    /// than the GPU model: `--part machine` re-measures these.
+    pub machine: bool,
+    /// Whether `--part all` measures it (peer needs two GPUs and is asked for by name).
+    pub in_all: bool,
+    /// How many cases it measures (for progress).
+    pub cases: fn() -> usize,
+}
+
+/// Every part, in the order `vramlab calibrate` measures them.
+pub const CALIBRATION_PARTS: [CalibrationPart; 9] = [
+    CalibrationPart {
+        name: "transfer",
+        measures: "pinned and pageable copies both ways, and the kernel launch overhead",
+        machine: true,
+        in_all: true,
+        cases: || 4 * calibration_sizes().len(),
+    },
+    CalibrationPart {
+        name: "shared",
+        measures: "dependent shared-memory loads (banks)",
+        machine: false,
+        in_all: true,
+        cases: || bank_calibration_cases().len(),
+    },
+    CalibrationPart {
+        name: "global",
+        measures: "global-memory reads (coalescing, L2 and DRAM)",
+        machine: false,
+        in_all: true,
+        cases: || global_calibration_cases().len(),
+    },
+    CalibrationPart {
+        name: "latency",
+        measures: "pointer chases (the latency ladder)",
+        machine: false,
+        in_all: true,
+        cases: || latency_calibration_bytes().len(),
+    },
+    CalibrationPart {
+        name: "constant",
+        measures: "constant-memory reads",
+        machine: false,
+        in_all: true,
+        cases: || constant_calibration_cases().len(),
+    },
+    CalibrationPart {
+        name: "growth",
+        measures: "buffer grows, three strategies with and without a reserve",
+        machine: true,
+        in_all: true,
+        cases: || 6 * growth_calibration_bytes().len(),
+    },
+    CalibrationPart {
+        name: "spills",
+        measures: "the spill kernel under register caps",
+        machine: false,
+        in_all: true,
+        cases: || spill_calibration_cases().len(),
+    },
+    CalibrationPart {
+        name: "migration",
+        measures: "managed-memory reads, with and without prefetch",
+        machine: true,
+        in_all: true,
+        cases: || 2 * migration_calibration_bytes().len(),
+    },
+    CalibrationPart {
+        name: "peer",
+        measures: "one GPU reading another's memory (two GPUs)",
+        machine: false,
+        in_all: false,
+        cases: || 2 * peer_calibration_bytes().len(),
+    },
+];
+
+/// The parts `--part SELECTION` names: `all`, `machine`, or one part's name.
+pub fn calibration_parts(selection: &str) -> Option<Vec<&'static CalibrationPart>> {
+    let parts: Vec<&CalibrationPart> = match selection {
+        "all" => CALIBRATION_PARTS.iter().filter(|p| p.in_all).collect(),
+        "machine" => CALIBRATION_PARTS.iter().filter(|p| p.machine).collect(),
+        name => CALIBRATION_PARTS.iter().filter(|p| p.name == name).collect(),
+    };
+    (!parts.is_empty()).then_some(parts)
+}

@@ -188,7 +188,7 @@ impl Family {
         Family::Peer,
     ];
 
-    /// Whether its model reads a profile's machine parts ([`crate::MACHINE_PARTS`]): copies,
+    /// Whether its model reads a profile's machine parts ([`crate::machine_parts`]): copies,
     /// copy/compute overlap, buffer growth, managed migration.
     pub fn uses_machine_parts(self) -> bool {
         matches!(

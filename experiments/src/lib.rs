@@ -24,10 +24,10 @@ mod units;
 pub use alloc_conf::{AllocBackend, AllocConf, ALLOC_CONF_KEYS, ROUNDUP_INTERVALS};
 pub use backend::Backend;
 pub use calibration::{
-    bank_calibration_cases, calibration_sizes, constant_calibration_cases, global_calibration_cases,
+    bank_calibration_cases, calibration_parts, calibration_sizes, constant_calibration_cases, global_calibration_cases,
     growth_calibration_bytes, latency_calibration_bytes, migration_calibration_bytes, peer_calibration_bytes,
-    spill_calibration_cases, BankSample, Calibration, ConstantSample, GlobalSample, GrowthSample, LatencySample,
-    MigrationSample, PeerSample, Sample, SmAttributes, SpillSample,
+    spill_calibration_cases, BankSample, Calibration, CalibrationPart, ConstantSample, GlobalSample, GrowthSample,
+    LatencySample, MigrationSample, PeerSample, Sample, SmAttributes, SpillSample, CALIBRATION_PARTS,
 };
 pub use catalog::Catalog;
 pub use error::{Error, Result};
@@ -41,9 +41,10 @@ pub use files::{unsafe_name, write_atomically};
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
-    grow_sizes, reserved_bytes, this_machine, ConstantParams, GlobalParams, GrowthCost, GrowthParams, LatencyParams,
-    LinkParams, MigrationParams, PeerParams, Profile, ProfileDevice, SharedParams, SmParams, SpillParams, StagedParams,
-    TransferParams, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION, MACHINE_PARTS, MANAGED_LIMIT_FRACTION, VMM_GRANULE,
+    grow_sizes, machine_parts, reserved_bytes, this_machine, ConstantParams, GlobalParams, GrowthCost, GrowthParams,
+    LatencyParams, LinkParams, MigrationParams, PeerParams, Profile, ProfileDevice, SharedParams, SmParams,
+    SpillParams, StagedParams, TransferParams, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION,
+    VMM_GRANULE,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record, CODE_COMMIT};
 pub use replay_record::{

@@ -14,7 +14,7 @@ pub struct Profile {
     pub name: String,
     /// One sentence: which machine, which date.
     pub description: String,
-    /// The host whose machine parts ([`MACHINE_PARTS`]) were measured, as `vramlab calibrate`
+    /// The host whose machine parts ([`machine_parts`]) were measured, as `vramlab calibrate`
     /// wrote it; absent in built-in profiles, which come from other machines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
@@ -531,11 +531,17 @@ pub const DEFAULT_PROFILE: &str = "h100";
 
 /// The parts of a profile that belong to the machine a GPU sits in rather than to the GPU model:
 /// host memory and the PCIe link (copies; pageable ones go through host memory), and the driver
-/// (growing buffers, managed-memory migration). The others (shared, global, latency, constant,
-/// spills, the SM's limits) are the GPU model's own and travel with it. Measured on freshly
-/// started machines (issue 13), built-in profiles held to a few percent for the GPU's parts and
-/// missed by 6-26% median for these.
-pub const MACHINE_PARTS: [&str; 3] = ["transfer", "growth", "migration"];
+/// (growing buffers, managed-memory migration); the [`crate::CALIBRATION_PARTS`] marked
+/// `machine`. The others (shared, global, latency, constant, spills, the SM's limits) are the GPU
+/// model's own and travel with it. Measured on freshly started machines (issue 13), built-in
+/// profiles held to a few percent for the GPU's parts and missed by 6-26% median for these.
+pub fn machine_parts() -> Vec<&'static str> {
+    crate::CALIBRATION_PARTS
+        .iter()
+        .filter(|p| p.machine)
+        .map(|p| p.name)
+        .collect()
+}
 
 /// The host this process runs on (Linux's hostname; `None` where it cannot be read).
 pub fn this_machine() -> Option<String> {
@@ -562,7 +568,7 @@ impl Profile {
             "profile '{}' {origin}, not on {}: its machine parts ({}) describe that machine's host, PCIe link and driver; `vramlab calibrate --part machine --into PROFILE` re-measures them here",
             self.name,
             here.as_deref().unwrap_or("this machine"),
-            MACHINE_PARTS.join(", ")
+            machine_parts().join(", ")
         ))
     }
 

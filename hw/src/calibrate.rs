@@ -19,36 +19,38 @@ use crate::peer::PeerProbe;
 use crate::spills::SpillProbe;
 use crate::transfer::measure_copy;
 
-/// Which parts of a profile to measure. The SM's limits are always read (they are attributes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which parts of a profile to measure ([`experiments::CALIBRATION_PARTS`], by name). The SM's
+/// limits are always read (they are attributes).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Parts {
-    /// Copies at every calibration size and the spin kernel's launch overhead.
-    pub transfer: bool,
-    /// Dependent shared loads at the bank calibration cases.
-    pub shared: bool,
-    /// Global reads at the global calibration cases.
-    pub global: bool,
-    /// Pointer chases at the latency calibration footprints.
-    pub latency: bool,
-    /// Constant-memory reads at the constant calibration cases.
-    pub constant: bool,
-    /// Buffer grows at the growth calibration sizes.
-    pub growth: bool,
-    /// The spill kernel at the spill calibration cases.
-    pub spills: bool,
-    /// Managed-memory reads at the migration calibration sizes.
-    pub migration: bool,
-    /// Peer reads between two GPUs at the peer calibration sizes.
-    pub peer: bool,
+    names: Vec<&'static str>,
+}
+
+impl Parts {
+    /// The parts `--part SELECTION` names (`all`, `machine`, or a part's name).
+    pub fn select(selection: &str) -> Option<Parts> {
+        experiments::calibration_parts(selection).map(|parts| Parts {
+            names: parts.iter().map(|p| p.name).collect(),
+        })
+    }
+
+    /// Whether part `name` is to be measured.
+    pub fn has(&self, name: &str) -> bool {
+        debug_assert!(
+            experiments::CALIBRATION_PARTS.iter().any(|p| p.name == name),
+            "no calibration part '{name}'"
+        );
+        self.names.contains(&name)
+    }
 }
 
 /// Measures the requested parts; parts not requested come back as empty sample lists.
 /// `progress` is called once per measured case.
-pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Result<Calibration> {
+pub fn measure_calibration(parts: &Parts, seed: u64, progress: &dyn Fn()) -> Result<Calibration> {
     let gpu = Gpu::open()?;
     let device = gpu.info()?;
     let measure = |direction, host| -> Result<Vec<Sample>> {
-        if !parts.transfer {
+        if !parts.has("transfer") {
             return Ok(Vec::new());
         }
         calibration_sizes()
@@ -64,38 +66,38 @@ pub fn measure_calibration(parts: Parts, seed: u64, progress: &dyn Fn()) -> Resu
     let d2h_pinned = measure(Direction::DeviceToHost, HostMemory::Pinned)?;
     let h2d_pageable = measure(Direction::HostToDevice, HostMemory::Pageable)?;
     let d2h_pageable = measure(Direction::DeviceToHost, HostMemory::Pageable)?;
-    let kernel_launch_us = if parts.transfer {
+    let kernel_launch_us = if parts.has("transfer") {
         Spin::load(&gpu)?.launch_overhead_us(&gpu, 200)?
     } else {
         0.0
     };
-    let shared = measured_part(parts.shared, progress, || {
+    let shared = measured_part(parts.has("shared"), progress, || {
         BankProbe::load(&gpu)?.calibrate(&gpu, &bank_calibration_cases())
     })?;
     let mut read_kernel_registers = 0;
-    let global = measured_part(parts.global, progress, || {
+    let global = measured_part(parts.has("global"), progress, || {
         let mut probe = ReadProbe::load(&gpu)?;
         read_kernel_registers = probe.registers()?;
         probe.calibrate(&gpu, &global_calibration_cases())
     })?;
-    let latency = measured_part(parts.latency, progress, || {
+    let latency = measured_part(parts.has("latency"), progress, || {
         ChaseProbe::load(&gpu)?.calibrate(&gpu, &latency_calibration_bytes(), seed)
     })?;
-    let constant = measured_part(parts.constant, progress, || {
+    let constant = measured_part(parts.has("constant"), progress, || {
         ConstantProbe::load(&gpu)?.calibrate(&gpu, &constant_calibration_cases())
     })?;
-    let (growth, free_bytes) = if parts.growth {
+    let (growth, free_bytes) = if parts.has("growth") {
         GrowthProbe::load(&gpu)?.calibrate(&gpu, progress)?
     } else {
         (Vec::new(), 0)
     };
-    let spills = measured_part(parts.spills, progress, || {
+    let spills = measured_part(parts.has("spills"), progress, || {
         SpillProbe::new().calibrate(&gpu, &spill_calibration_cases())
     })?;
-    let migration = measured_part(parts.migration, progress, || {
+    let migration = measured_part(parts.has("migration"), progress, || {
         MigrationProbe::load(&gpu)?.calibrate(&gpu)
     })?;
-    let peer = measured_part(parts.peer, progress, || PeerProbe::load(&gpu)?.calibrate(&gpu))?;
+    let peer = measured_part(parts.has("peer"), progress, || PeerProbe::load(&gpu)?.calibrate(&gpu))?;
     Ok(Calibration {
         peer,
         migration,
@@ -127,18 +129,12 @@ fn measured_part<T>(asked: bool, progress: &dyn Fn(), measure: impl FnOnce() -> 
 }
 
 /// How many cases [`measure_calibration`] measures for these parts, for a progress bar.
-pub fn calibration_steps(parts: Parts) -> u64 {
-    let transfer = if parts.transfer {
-        4 * calibration_sizes().len()
-    } else {
-        0
-    };
-    let shared = if parts.shared {
-        bank_calibration_cases().len()
-    } else {
-        0
-    };
-    (transfer + shared) as u64
+pub fn calibration_steps(parts: &Parts) -> u64 {
+    experiments::CALIBRATION_PARTS
+        .iter()
+        .filter(|p| parts.has(p.name))
+        .map(|p| (p.cases)() as u64)
+        .sum()
 }
 
 /// Today's date (UTC) as YYYY-MM-DD, from the system clock.
