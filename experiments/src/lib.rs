@@ -43,8 +43,8 @@ pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
     grow_sizes, machine_parts, reserved_bytes, this_machine, ConstantParams, GlobalParams, GrowthCost, GrowthParams,
     LatencyParams, LinkParams, MigrationParams, PeerParams, Profile, ProfileDevice, SharedParams, SmParams,
-    SpillParams, StagedParams, TransferParams, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION, MANAGED_LIMIT_FRACTION,
-    VMM_GRANULE,
+    SpillParams, StagedParams, TransferParams, Uncertainty, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION,
+    MANAGED_LIMIT_FRACTION, VMM_GRANULE,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record, CODE_COMMIT};
 pub use replay_record::{

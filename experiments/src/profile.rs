@@ -49,6 +49,27 @@ pub struct Profile {
     /// One GPU reading another's memory; measured on a machine with two of this GPU (`--part peer`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<PeerParams>,
+    /// How much measurements of the same point differ between runs and machines of this GPU, per
+    /// family: the band within which a prediction is as good as a measurement can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncertainty: Option<Uncertainty>,
+}
+
+/// The spread of repeated measurements, per family (a fraction: 0.03 is 3%).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Uncertainty {
+    /// How it was found.
+    pub source: String,
+    /// Family name -> relative spread.
+    pub spread: std::collections::BTreeMap<String, f64>,
+}
+
+impl Profile {
+    /// The measured spread of `family`'s primary metric, if the profile has one.
+    pub fn spread_of(&self, family: crate::Family) -> Option<f64> {
+        self.uncertainty.as_ref()?.spread.get(family.name()).copied()
+    }
 }
 
 /// A GPU reading a peer GPU's memory: `latency + bytes / bandwidth` per mapping.
@@ -506,7 +527,8 @@ fn check_number(origin: &str, section: &str, key: &str, value: &toml::Value) -> 
     } else {
         format!("[{section}] {key}")
     };
-    let zero_ok = ZERO_ALLOWED.contains(&key);
+    // A spread of 0 is a measurement (every repeat agreed), not a missing value.
+    let zero_ok = ZERO_ALLOWED.contains(&key) || section == "uncertainty.spread";
     if !x.is_finite() || x < 0.0 || (x == 0.0 && !zero_ok) {
         let want = if zero_ok {
             ">= 0 (and finite)"
@@ -610,6 +632,20 @@ impl Profile {
     }
 
     fn validate(&self, origin: &str) -> Result<()> {
+        if let Some(u) = &self.uncertainty {
+            for (family, &spread) in &u.spread {
+                if crate::Family::from_name(family).is_none() {
+                    return Err(Error::Invalid(format!(
+                        "{origin}: [uncertainty.spread] {family}: no such family"
+                    )));
+                }
+                if !(0.0..=10.0).contains(&spread) {
+                    return Err(Error::Invalid(format!(
+                        "{origin}: [uncertainty.spread] {family} = {spread}: expected a fraction from 0 to 10"
+                    )));
+                }
+            }
+        }
         let t = &self.transfer;
         let positive = [
             ("transfer.h2d_pinned.gb_per_s", t.h2d_pinned.gb_per_s),

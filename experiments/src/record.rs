@@ -92,6 +92,10 @@ pub struct Record {
     /// written before records carried it).
     #[serde(default)]
     pub commit: String,
+    /// For a prediction: the spread of repeated measurements of this family in its profile
+    /// (a fraction), the band within which a measurement cannot tell the model wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncertainty: Option<f64>,
     /// For an experiment of a pre-registered hold-out: the commit that registered it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdout_registered: Option<String>,

@@ -98,10 +98,25 @@ pub struct ErrorStats {
     /// The error of each group apart (fitted points included here, and only here).
     #[serde(default)]
     pub groups: Vec<GroupStats>,
+    /// Validation points within the spread of repeated measurements (the profile's
+    /// `[uncertainty]`), and outside it; absent when the profile has none for the family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band: Option<BandCount>,
     /// For a hold-out: the commit that registered it, and the commits of the code that made
     /// the prediction and the measurement (for anyone to check the order with git).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdout: Option<HoldoutCommits>,
+}
+
+/// How many validation points the model predicted within the measurements' own spread.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BandCount {
+    /// The spread, a fraction (the profile's `[uncertainty.spread]` for the family).
+    pub spread: f64,
+    /// Points with |relative error| at most the spread.
+    pub inside: usize,
+    /// Points beyond it.
+    pub outside: usize,
 }
 
 /// The commits that make a hold-out checkable.
@@ -181,7 +196,18 @@ impl Analysis {
                     .filter(|e| e.family == family)
                     .flat_map(|e| e.points.iter())
                     .collect();
-                stats(&points).map(|s| (family, s))
+                let mut pooled = stats(&points)?;
+                let bands: Vec<BandCount> = experiments
+                    .iter()
+                    .filter(|e| e.family == family)
+                    .filter_map(|e| e.stats.as_ref()?.band)
+                    .collect();
+                pooled.band = bands.first().map(|first| BandCount {
+                    spread: first.spread,
+                    inside: bands.iter().map(|b| b.inside).sum(),
+                    outside: bands.iter().map(|b| b.outside).sum(),
+                });
+                Some((family, pooled))
             })
             .collect();
         Ok(Analysis { experiments, by_family })
@@ -261,6 +287,9 @@ pub fn join(sim: Option<Record>, hw: Option<Record>) -> ExperimentAnalysis {
         }
     }
     let mut stats = stats(&points.iter().collect::<Vec<_>>());
+    if let (Some(stats), Some(spread)) = (stats.as_mut(), sim.as_ref().and_then(|r| r.uncertainty)) {
+        stats.band = Some(band_count(&points.iter().collect::<Vec<_>>(), spread));
+    }
     if let (Some(stats), Some(registered)) = (stats.as_mut(), holdout) {
         let commit = |r: &Option<Record>| r.as_ref().map(|r| r.commit.clone()).unwrap_or_default();
         stats.holdout = Some(HoldoutCommits {
@@ -291,6 +320,21 @@ fn relative_error(predicted: f64, measured: f64) -> f64 {
         0.0
     } else {
         predicted.signum()
+    }
+}
+
+/// The validation points within `spread` of the measurement, and beyond it.
+fn band_count(points: &[&ComparedPoint], spread: f64) -> BandCount {
+    let errors: Vec<f64> = points
+        .iter()
+        .filter(|p| !p.calibration)
+        .filter_map(|p| p.relative_error.map(f64::abs))
+        .collect();
+    let inside = errors.iter().filter(|&&e| e <= spread).count();
+    BandCount {
+        spread,
+        inside,
+        outside: errors.len() - inside,
     }
 }
 
@@ -336,6 +380,7 @@ fn stats(points: &[&ComparedPoint]) -> Option<ErrorStats> {
         worst_abs_error: worst,
         worst_point: worst_point.clone(),
         groups,
+        band: None,
         holdout: None,
     })
 }
@@ -360,6 +405,7 @@ mod tests {
                 .collect(),
             vramlab_version: "0".into(),
             commit: String::new(),
+            uncertainty: None,
             holdout_registered: None,
             points: values
                 .iter()
@@ -402,6 +448,18 @@ mod tests {
         let groups: Vec<(PointGroup, usize)> = held.groups.iter().map(|g| (g.group, g.points)).collect();
         assert_eq!(groups, [(PointGroup::Fit, 1), (PointGroup::HeldOut, 3)]);
         assert_eq!(held.holdout.unwrap().registered, "21009d7");
+    }
+
+    #[test]
+    fn points_inside_and_outside_the_measurement_spread_are_counted() {
+        let sim = Record {
+            uncertainty: Some(0.05),
+            ..record(BackendKind::Sim, &[(1, 10.4), (2, 18.0), (3, 30.0), (4, 40.0)], vec![3])
+        };
+        let hw = record(BackendKind::Hw, &[(1, 10.0), (2, 20.0), (3, 10.0), (4, 40.0)], vec![]);
+        // Errors 4%, 10%, (fitted point), 0%: two within 5%, one beyond.
+        let band = join(Some(sim), Some(hw)).stats.unwrap().band.unwrap();
+        assert_eq!((band.inside, band.outside), (2, 1));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Plot kind 2: the model's relative error at every compared point of one family, with the
-//! +-10% band vramlab aims for; calibration points are drawn hollow.
+//! +-10% band vramlab aims for and, shaded, the spread of repeated measurements when the profile
+//! gives one; calibration points are drawn hollow.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -75,6 +76,19 @@ impl Chart for ErrorChart<'_> {
             .label_style((FONT_FAMILY, 13))
             .draw()
             .map_err(e)?;
+        // The spread of repeated measurements, when the profile gives one: shaded.
+        if let Some(spread) = self
+            .experiments
+            .iter()
+            .find_map(|x| x.stats.as_ref()?.band.map(|b| b.spread * 100.0))
+        {
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x_range.start, -spread), (x_range.end, spread)],
+                    BLUE.mix(0.12).filled(),
+                )))
+                .map_err(e)?;
+        }
         for bound in [-10.0, 10.0] {
             chart
                 .draw_series(LineSeries::new(

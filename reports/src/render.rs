@@ -187,8 +187,42 @@ fn overview(analysis: &Analysis) -> Vec<Block> {
             rows,
         });
         blocks.extend(groups_table(analysis));
+        blocks.extend(band_table(analysis));
     }
     blocks
+}
+
+/// How many validation points the model predicted within the spread of repeated measurements
+/// (the profile's `[uncertainty]`): nothing when the profile has none.
+fn band_table(analysis: &Analysis) -> Vec<Block> {
+    let rows: Vec<Vec<String>> = analysis
+        .by_family
+        .iter()
+        .filter_map(|(family, s)| {
+            let b = s.band?;
+            Some(vec![
+                family.name().to_string(),
+                format!("±{}", percent(b.spread)),
+                b.inside.to_string(),
+                b.outside.to_string(),
+            ])
+        })
+        .collect();
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        Block::Heading(3, "Within the measurements' own spread".into()),
+        Block::Paragraph(
+            "The band is how much measurements of the same point differed between runs and machines of this GPU (the profile's `[uncertainty]`, 90th percentile); inside it, a measurement cannot tell the model wrong. The error plots shade it.".into(),
+        ),
+        Block::Table {
+            header: ["family", "band", "validation points inside", "outside"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        },
+    ]
 }
 
 /// The error of each group of points apart: used to fit, seen while designing, held out; and

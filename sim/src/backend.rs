@@ -284,6 +284,7 @@ impl Backend for SimBackend {
             calibration_points: self.calibration_points(experiment.family),
             vramlab_version: env!("CARGO_PKG_VERSION").to_string(),
             commit: experiments::CODE_COMMIT.to_string(),
+            uncertainty: self.profile.spread_of(experiment.family),
             holdout_registered: experiment.holdout_registered.clone(),
             points,
         })

@@ -868,6 +868,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             d.name, d.driver_version, d.pci_bus_id, calibration.date
         ),
         machine: base.and_then(|b| b.machine.clone()),
+        uncertainty: base.and_then(|b| b.uncertainty.clone()),
         device: ProfileDevice {
             name: d.name.clone(),
             compute_capability: d.compute_capability.clone(),
