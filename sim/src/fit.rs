@@ -689,6 +689,23 @@ pub fn fit_staged(link: &LinkParams, direction: Direction, samples: &[Sample]) -
     Ok(best.expect("the grid is not empty").1)
 }
 
+/// The SM's unified L1 data cache / shared memory array per compute capability, from NVIDIA's
+/// architecture whitepapers: A100 (8.0) 192 KB, GA10x (8.6) 128 KB, Ada (8.9) 128 KB, H100 and
+/// H200 (9.0) 256 KB. A device not listed is said to be unknown rather than guessed.
+const UNIFIED_L1: [(&str, u64); 4] = [
+    ("8.0", 192 << 10),
+    ("8.6", 128 << 10),
+    ("8.9", 128 << 10),
+    ("9.0", 256 << 10),
+];
+
+fn unified_l1_bytes(compute_capability: &str) -> Option<u64> {
+    UNIFIED_L1
+        .iter()
+        .find(|(cc, _)| *cc == compute_capability)
+        .map(|(_, bytes)| *bytes)
+}
+
 /// The SM's occupancy rules: the driver's attributes plus what CUDA's occupancy calculator
 /// (cuda_occupancy.h) defines per compute capability. Only 8.x and 9.x are known here.
 pub fn sm_params(compute_capability: &str, attributes: &SmAttributes) -> Result<SmParams, FitError> {
@@ -772,17 +789,28 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
     let latency = if calibration.latency.is_empty() {
         base.and_then(|b| b.latency.clone())
     } else {
-        // The L1 a kernel without shared memory gets: the SM's unified L1/shared array (256 KiB
-        // on compute capability 8.0 and 9.0, per NVIDIA's A100 and H100 whitepapers) less the
+        // The L1 a kernel without shared memory gets: the SM's unified L1/shared array less the
         // smallest shared-memory carveout that holds the driver's reserved bytes (8 KiB).
-        let l1_bytes = (256 << 10) - (8 << 10);
+        let unified = unified_l1_bytes(&d.compute_capability).ok_or_else(|| FitError::BadSamples {
+            what: "the latency ladder",
+            reason: format!(
+                "the L1 size of compute capability {} is not known to vramlab (it knows {})",
+                d.compute_capability,
+                UNIFIED_L1.map(|(cc, _)| cc).join(", ")
+            ),
+        })?;
+        let l1_bytes = unified - (8 << 10);
         Some(fit_latency(
             &calibration.latency,
             l1_bytes,
             calibration.l2_bytes,
             format!(
-                "vramlab calibrate on {} ({}): median clock64 cycles per load of a one-thread random pointer chase at calibration_bytes (12 KiB, 6 MiB, 768 MiB: the latencies; 384 KiB: how sharply the L1 stops serving; 28, 40, 56, 80 MiB: the two steps in which the L2 runs out); L1 248 KiB (256 KiB unified L1/shared per SM, H100 whitepaper, less an 8 KiB carveout); L2 size from cuDeviceGetAttribute",
-                d.name, calibration.date
+                "vramlab calibrate on {} ({}): median clock64 cycles per load of a one-thread random pointer chase at calibration_bytes (12 KiB, 6 MiB, 768 MiB: the latencies; 384 KiB: how sharply the L1 stops serving; 28, 40, 56, 80 MiB: the two steps in which the L2 runs out); L1 {} KiB ({} KiB unified L1/shared per SM of compute capability {}, NVIDIA's whitepaper, less an 8 KiB carveout); L2 size from cuDeviceGetAttribute",
+                d.name,
+                calibration.date,
+                l1_bytes >> 10,
+                unified >> 10,
+                d.compute_capability
             ),
         )?)
     };
@@ -918,6 +946,19 @@ fn fit_transfer(calibration: &Calibration) -> Result<TransferParams, FitError> {
         h2d_pageable,
         d2h_pageable,
     })
+}
+
+#[cfg(test)]
+mod l1_tests {
+    use super::unified_l1_bytes;
+
+    #[test]
+    fn the_l1_comes_from_the_devices_whitepaper_or_is_unknown() {
+        assert_eq!(unified_l1_bytes("9.0"), Some(256 << 10));
+        assert_eq!(unified_l1_bytes("8.0"), Some(192 << 10));
+        assert_eq!(unified_l1_bytes("8.6"), Some(128 << 10));
+        assert_eq!(unified_l1_bytes("10.0"), None);
+    }
 }
 
 #[cfg(test)]
