@@ -12,6 +12,10 @@
 //! measured cases. The rule has no fitted constant; the strides added afterwards and the
 //! H200 run validate it on cases it was not derived from.
 
+use crate::fit::FitError;
+use crate::solve::fit_line;
+use experiments::BankSample;
+
 use experiments::{BankPoint, SharedParams};
 
 /// What one warp-wide shared load costs.
@@ -87,6 +91,63 @@ pub fn bank_wavefronts(shared: &SharedParams, point: &BankPoint) -> u32 {
 /// Predicted cycles of one dependent load with this pattern.
 pub fn bank_cycles(shared: &SharedParams, point: &BankPoint) -> f64 {
     shared.base_cycles + f64::from(bank_wavefronts(shared, point) - 1) * shared.wavefront_cycles
+}
+
+/// Fits shared memory's base and per-wavefront cycles on measured bank patterns.
+pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams, FitError> {
+    let what = "shared-memory bank costs";
+    let shape = SharedParams {
+        source,
+        banks: 32,
+        bank_bytes: 4,
+        base_cycles: 1.0,
+        wavefront_cycles: 0.0,
+        calibration_cases: Vec::new(),
+    };
+    let points: Vec<(f64, f64)> = samples
+        .iter()
+        .map(|s| {
+            (
+                f64::from(
+                    bank_access(
+                        &shape,
+                        &BankPoint {
+                            width: s.width,
+                            stride: s.stride,
+                        },
+                    )
+                    .wavefronts
+                        - 1,
+                ),
+                s.cycles,
+            )
+        })
+        .collect();
+    if points
+        .iter()
+        .map(|p| p.0 as u64)
+        .collect::<std::collections::BTreeSet<u64>>()
+        .len()
+        < 2
+    {
+        return Err(FitError::BadSamples {
+            what,
+            reason: "need patterns with at least two wavefront counts".into(),
+        });
+    }
+    if let Some(bad) = samples.iter().find(|s| !(s.cycles.is_finite() && s.cycles > 0.0)) {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!("{bad:?} is not a positive cycle count"),
+        });
+    }
+    let (base_cycles, wavefront_cycles) = fit_line(&points);
+    Ok(SharedParams {
+        base_cycles,
+        wavefront_cycles: wavefront_cycles.max(0.0),
+        calibration_cases: samples.iter().map(|s| (s.width, s.stride)).collect(),
+        ..shape
+    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@
 //! is larger than half the L2, else L2 traffic in sectors. The kernel's time is bounded by
 //! that traffic over bandwidth and by the latency of each warp's loads (see [`ReadTime`]).
 
+use crate::fit::FitError;
+use crate::solve::minimise_positive;
+use experiments::GlobalSample;
+
 use experiments::{
     CoalescingPoint, GlobalParams, OccupancyPoint, SmParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
@@ -184,6 +188,174 @@ pub fn read_time(
         total_us,
     })
 }
+
+/// Fits the read kernel's model to the global calibration cases: DRAM and L2 bandwidth, the
+/// DRAM page-open rate, the L2's line-request rate, the latency of one warp's load from each
+/// level and per extra line, how the two bounds combine, and DRAM's fetch size (32, 64 or 128 bytes, whichever predicts best). Every
+/// continuous parameter is fitted jointly by least absolute relative error.
+pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: String) -> Result<GlobalParams, FitError> {
+    let what = "global-memory reads";
+    let launch_us = machine.launch_us;
+    if let Some(bad) = samples
+        .iter()
+        .find(|s| !(s.time_us.is_finite() && s.time_us > launch_us))
+    {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!("{bad:?} is not longer than the launch cost ({launch_us} us)"),
+        });
+    }
+    if samples.len() < 9 || machine.read_kernel_registers == 0 {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!(
+                "need the nine calibration cases and the read kernel's registers, got {} cases and {} registers",
+                samples.len(),
+                machine.read_kernel_registers
+            ),
+        });
+    }
+    let as_point = |s: &GlobalSample| CoalescingPoint::calibration(s.width, s.stride, s.bytes);
+    let with = |fetch: u32, x: &GlobalFree| GlobalParams {
+        source: source.clone(),
+        sector_bytes: 32,
+        line_bytes: 128,
+        l2_bytes: machine.l2_bytes,
+        dram_fetch_bytes: fetch,
+        dram_gb_per_s: x.dram_gb_per_s,
+        dram_page_bytes: DRAM_PAGE_BYTES,
+        dram_page_gb_per_s: x.dram_page_gb_per_s,
+        l2_gb_per_s: x.l2_gb_per_s,
+        l2_lines_g_per_s: x.l2_lines_g_per_s,
+        dram_latency_ns: x.dram_latency_ns,
+        l2_latency_ns: x.l2_latency_ns,
+        line_latency_ns: x.line_latency_ns,
+        overlap_exponent: 1.0 + x.overlap_excess,
+        read_kernel_registers: machine.read_kernel_registers,
+        launch_us,
+        calibration_cases: samples.iter().map(|s| (s.width, s.stride, s.bytes)).collect(),
+    };
+    let error = |params: &GlobalParams| -> f64 {
+        samples
+            .iter()
+            .map(
+                |s| match read_time(params, &machine.sm, machine.multiprocessors, &as_point(s)) {
+                    Some(t) => ((t.total_us - s.time_us) / s.time_us).abs(),
+                    None => f64::INFINITY,
+                },
+            )
+            .sum()
+    };
+    // Start from what each kind of case says alone (bandwidth from bytes over time, latency
+    // from time over loads per warp, with the other bound ignored), at a few exponents; then
+    // fit everything together from each start and keep the best.
+    let time_of = |width: u32, stride: u32, bytes: u64| {
+        samples
+            .iter()
+            .find(|s| (s.width, s.stride, s.bytes) == (width, stride, bytes))
+            .map_or(f64::NAN, |s| s.time_us - launch_us)
+    };
+    let grid_warps = f64::from(machine.multiprocessors * READ_KERNEL_BLOCKS_PER_SM * (READ_KERNEL_THREADS / 32));
+    let loads = |width: u32, bytes: u64| {
+        let point = CoalescingPoint::calibration(width, 1, bytes);
+        (point.warps() as f64 / grid_warps).ceil() * f64::from(point.passes())
+    };
+    let guess = |value: f64, fallback: f64| {
+        if value.is_finite() && value > 0.0 {
+            value
+        } else {
+            fallback
+        }
+    };
+    let gib = (1u64 << 30) as f64;
+    let base = GlobalFree {
+        dram_gb_per_s: guess(gib / time_of(16, 1, 1 << 30) / 1e3, 3000.0),
+        dram_page_gb_per_s: 30000.0,
+        l2_gb_per_s: guess(gib / time_of(16, 1, 16 << 20) / 1e3, 8000.0),
+        dram_latency_ns: guess(time_of(1, 1, 1 << 30) / loads(1, 1 << 30) * 1e3, 400.0),
+        l2_latency_ns: guess(time_of(1, 1, 16 << 20) / loads(1, 16 << 20) * 1e3, 150.0),
+        overlap_excess: 1.0,
+        l2_lines_g_per_s: guess((gib / 128.0) / time_of(4, 32, 16 << 20) / 1e3, 100.0),
+        line_latency_ns: 5.0,
+    };
+    let mut best: Option<(f64, GlobalParams)> = None;
+    for fetch in [32, 64, 128] {
+        for exponent in [0.5, 1.5, 3.0] {
+            let start = GlobalFree {
+                overlap_excess: exponent,
+                ..base
+            };
+            let x = minimise_positive(&start.values(), |x| error(&with(fetch, &GlobalFree::from_values(x))));
+            let params = with(fetch, &GlobalFree::from_values(&x));
+            let e = error(&params);
+            if best.as_ref().is_none_or(|(b, _)| e < *b) {
+                best = Some((e, params));
+            }
+        }
+    }
+    Ok(best.expect("nine starts").1)
+}
+
+/// The global fit's free parameters, named; the solver sees them as a list in this order
+/// (coordinate descent visits them in turn, so the order is part of the fit).
+#[derive(Debug, Clone, Copy)]
+struct GlobalFree {
+    dram_gb_per_s: f64,
+    dram_page_gb_per_s: f64,
+    l2_gb_per_s: f64,
+    dram_latency_ns: f64,
+    l2_latency_ns: f64,
+    /// The overlap exponent less 1 (the solver keeps parameters positive).
+    overlap_excess: f64,
+    l2_lines_g_per_s: f64,
+    line_latency_ns: f64,
+}
+
+impl GlobalFree {
+    fn values(&self) -> [f64; 8] {
+        [
+            self.dram_gb_per_s,
+            self.dram_page_gb_per_s,
+            self.l2_gb_per_s,
+            self.dram_latency_ns,
+            self.l2_latency_ns,
+            self.overlap_excess,
+            self.l2_lines_g_per_s,
+            self.line_latency_ns,
+        ]
+    }
+
+    fn from_values(x: &[f64]) -> GlobalFree {
+        GlobalFree {
+            dram_gb_per_s: x[0],
+            dram_page_gb_per_s: x[1],
+            l2_gb_per_s: x[2],
+            dram_latency_ns: x[3],
+            l2_latency_ns: x[4],
+            overlap_excess: x[5],
+            l2_lines_g_per_s: x[6],
+            line_latency_ns: x[7],
+        }
+    }
+}
+
+/// What the global fit needs to know about the machine besides the samples.
+#[derive(Debug, Clone)]
+pub struct GlobalMachine {
+    /// L2 capacity, bytes.
+    pub l2_bytes: u64,
+    /// Fixed cost of a kernel launch, microseconds.
+    pub launch_us: f64,
+    /// The SM's limits, for the read kernel's occupancy.
+    pub sm: SmParams,
+    /// SMs on the device.
+    pub multiprocessors: u32,
+    /// Registers per thread of the read kernel.
+    pub read_kernel_registers: u32,
+}
+
+/// HBM3's page (row) size per pseudo-channel: 1 KiB (JEDEC JESD238, HBM3 DRAM standard).
+pub(crate) const DRAM_PAGE_BYTES: u32 = 1024;
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,9 @@
 //! Constant memory: one address per pass, so a warp access naming `n` different words is
 //! served `n` times over; a broadcast (one word) is one pass.
 
+use crate::fit::FitError;
+use experiments::ConstantSample;
+
 use experiments::{ConstantParams, ConstantPoint};
 
 /// Predicted cycles of one dependent constant access. A warm chain naming more lines than
@@ -13,6 +16,59 @@ pub fn constant_cycles(params: &ConstantParams, point: &ConstantPoint) -> f64 {
         (params.warm_cycles, params.warm_per_extra)
     };
     first + f64::from(point.distinct.max(1) - 1) * per_extra
+}
+
+/// Fits constant memory: for each cache state, the line through its 1- and 2-word samples.
+pub fn fit_constant(samples: &[ConstantSample], source: String) -> Result<ConstantParams, FitError> {
+    let what = "constant-memory serialization";
+    let line = |cold: bool| -> Result<(f64, f64), FitError> {
+        let at = |distinct: u32| {
+            samples
+                .iter()
+                .find(|s| s.cold == cold && s.distinct == distinct)
+                .map(|s| s.cycles)
+                .ok_or_else(|| FitError::BadSamples {
+                    what,
+                    reason: format!(
+                        "no {} sample with {distinct} distinct words",
+                        if cold { "cold" } else { "warm" }
+                    ),
+                })
+        };
+        let (one, two) = (at(1)?, at(2)?);
+        if !(one > 0.0 && two >= one) {
+            return Err(FitError::BadSamples {
+                what,
+                reason: format!("{one} and {two} cycles do not grow with addresses"),
+            });
+        }
+        Ok((one, two - one))
+    };
+    let (warm_cycles, warm_per_extra) = line(false)?;
+    let (cold_cycles, cold_per_extra) = line(true)?;
+    // The capacity: one less than the fewest warm lines that cost more like a cold chain than
+    // a warm one (or, if every warm case hit, the most lines calibration tried).
+    let mut warm_cases: Vec<&ConstantSample> = samples.iter().filter(|s| !s.cold).collect();
+    warm_cases.sort_by_key(|s| s.distinct);
+    let missed = warm_cases.iter().find(|s| {
+        let extra = f64::from(s.distinct - 1);
+        let as_warm = warm_cycles + extra * warm_per_extra;
+        let as_cold = cold_cycles + extra * cold_per_extra;
+        (s.cycles - as_cold).abs() < (s.cycles - as_warm).abs()
+    });
+    let capacity_lines = match missed {
+        Some(s) => s.distinct - 1,
+        None => warm_cases.last().map_or(1, |s| s.distinct),
+    };
+    Ok(ConstantParams {
+        source,
+        warm_cycles,
+        warm_per_extra,
+        cold_cycles,
+        cold_per_extra,
+        capacity_lines,
+        calibration_cases: samples.iter().map(|s| (s.distinct, s.cold)).collect(),
+    })
 }
 
 #[cfg(test)]

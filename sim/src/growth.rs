@@ -7,6 +7,10 @@
 //! every size is set aside first: copy allocates it outright (a grow then moves nothing), managed
 //! allocates it unbacked and a grow prefetches the new half, vmm reserves addresses only.
 
+use crate::fit::FitError;
+use crate::solve::{fit_line, weighted_median};
+use experiments::{growth_calibration_bytes, GrowthCost, GrowthSample};
+
 use experiments::{grow_sizes, reserved_bytes, GrowthParams, GrowthPoint, GrowthStrategy, MANAGED_LIMIT_FRACTION};
 
 /// What the model says about one grow.
@@ -35,6 +39,59 @@ pub fn predict_growth(params: &GrowthParams, point: &GrowthPoint) -> Option<Grow
     Some(GrowthPrediction {
         grow_us: fits.then_some(cost.fixed_us + cost.us_per_gib * gib),
         peak_bytes: peak,
+    })
+}
+
+/// Fits each growth strategy's cost line, `fixed + per GiB x size`, on its calibration grows
+/// by least absolute relative error.
+pub fn fit_growth(samples: &[GrowthSample], free_bytes: u64, source: String) -> Result<GrowthParams, FitError> {
+    let what = "buffer growth";
+    let mut costs = Vec::new();
+    for strategy in GrowthStrategy::ALL {
+        for reserve in [false, true] {
+            let points: Vec<(f64, f64)> = samples
+                .iter()
+                .filter(|s| s.strategy == strategy && s.reserve == reserve)
+                .map(|s| (s.bytes as f64 / (1u64 << 30) as f64, s.grow_us))
+                .collect();
+            if points.len() < 2 || points.iter().any(|p| !(p.1.is_finite() && p.1 > 0.0)) {
+                return Err(FitError::BadSamples {
+                    what,
+                    reason: format!(
+                        "{} (reserve {reserve}): need two or more positive grow times, got {points:?}",
+                        strategy.name()
+                    ),
+                });
+            }
+            // Neither part of a grow can cost less than nothing: a line with a negative part
+            // (a grow that costs the same at every size) is refitted with that part at zero.
+            let (mut fixed_us, mut us_per_gib) = fit_line(&points);
+            if us_per_gib < 0.0 {
+                us_per_gib = 0.0;
+                fixed_us = weighted_median(points.iter().map(|&(_, t)| (t, 1.0 / t)).collect());
+            } else if fixed_us < 0.0 {
+                fixed_us = 0.0;
+                us_per_gib = weighted_median(points.iter().map(|&(x, t)| (t / x, x / t)).collect());
+            }
+            costs.push(GrowthCost {
+                strategy,
+                reserve,
+                fixed_us,
+                us_per_gib,
+            });
+        }
+    }
+    if free_bytes == 0 {
+        return Err(FitError::BadSamples {
+            what,
+            reason: "the device's free memory was not recorded".into(),
+        });
+    }
+    Ok(GrowthParams {
+        source,
+        free_bytes,
+        costs,
+        calibration_bytes: growth_calibration_bytes(),
     })
 }
 

@@ -7,6 +7,10 @@
 //! run out. The L2 runs out in two steps: past what its near half holds for a chase, the far
 //! half still serves a share of the lines, until it runs out as well. A chase through `F` takes, per load, each level's latency weighted by its share.
 
+use crate::fit::FitError;
+use crate::solve::minimise_positive;
+use experiments::LatencySample;
+
 use experiments::{LatencyParams, LatencyPoint};
 
 /// The share of a chase through `footprint` bytes a cache of `capacity` bytes serves.
@@ -34,6 +38,143 @@ pub fn level_shares(params: &LatencyParams, bytes: u64) -> [f64; 3] {
 pub fn chase_cycles(params: &LatencyParams, point: &LatencyPoint) -> f64 {
     let [l1, l2, dram] = level_shares(params, point.bytes);
     l1 * params.l1_cycles + l2 * params.l2_cycles + dram * params.dram_cycles
+}
+
+/// The free parameters of where the L2 runs out, named; the solver sees them in this order.
+#[derive(Debug, Clone, Copy)]
+struct L2Edge {
+    /// The near part's capacity, MiB.
+    near_mib: f64,
+    sharpness: f64,
+    /// The far part's share of what the near part misses.
+    far_share: f64,
+    /// How far past the near part the far part reaches, MiB.
+    far_extra_mib: f64,
+}
+
+impl L2Edge {
+    fn values(&self) -> [f64; 4] {
+        [self.near_mib, self.sharpness, self.far_share, self.far_extra_mib]
+    }
+
+    fn from_values(x: &[f64]) -> L2Edge {
+        L2Edge {
+            near_mib: x[0],
+            sharpness: x[1],
+            far_share: x[2],
+            far_extra_mib: x[3],
+        }
+    }
+}
+
+/// Fits the latency ladder. The L1, L2 and DRAM footprints (the smallest, 6 MiB and the
+/// largest sample) fix each level's latency given the others' shares; the footprint just past
+/// the L1 fixes how sharply the L1 stops serving; the four where the L2 runs out fix its near
+/// capacity, the far half's share and capacity, and the sharpness (jointly, least absolute
+/// relative error). Shape and latencies are fitted in turn until they settle.
+pub fn fit_latency(
+    samples: &[LatencySample],
+    l1_bytes: u64,
+    l2_bytes: u64,
+    source: String,
+) -> Result<LatencyParams, FitError> {
+    let what = "the latency ladder";
+    let mut sorted = samples.to_vec();
+    sorted.sort_by_key(|s| s.bytes);
+    if sorted.len() != 8 || sorted.iter().any(|s| !(s.cycles.is_finite() && s.cycles > 0.0)) {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!(
+                "need eight positive samples (L1, past-L1, L2, four L2-edge and DRAM footprints), got {sorted:?}"
+            ),
+        });
+    }
+    let (l1_sample, past_l1, l2_sample, dram_sample) = (sorted[0], sorted[1], sorted[2], sorted[7]);
+    let edges = &sorted[3..7];
+    let mut params = LatencyParams {
+        source,
+        l1_bytes,
+        l2_bytes,
+        l1_cycles: 0.0,
+        l2_cycles: 0.0,
+        dram_cycles: 0.0,
+        l1_sharpness: 8.0,
+        l2_effective_bytes: l2_bytes / 2,
+        l2_sharpness: 8.0,
+        l2_far_share: 0.5,
+        l2_far_bytes: l2_bytes,
+        calibration_bytes: sorted.iter().map(|s| s.bytes).collect(),
+    };
+    for _ in 0..4 {
+        for (level, sample) in [l1_sample, l2_sample, dram_sample].iter().enumerate() {
+            let shares = level_shares(&params, sample.bytes);
+            if shares[level] < 0.5 {
+                return Err(FitError::BadSamples {
+                    what,
+                    reason: format!(
+                        "the {} B footprint is not served mostly by level {level} (share {:.2})",
+                        sample.bytes, shares[level]
+                    ),
+                });
+            }
+            let known = [params.l1_cycles, params.l2_cycles, params.dram_cycles];
+            let others: f64 = (0..3).filter(|&l| l != level).map(|l| shares[l] * known[l]).sum();
+            let cycles = (sample.cycles - others) / shares[level];
+            match level {
+                0 => params.l1_cycles = cycles,
+                1 => params.l2_cycles = cycles,
+                _ => params.dram_cycles = cycles,
+            }
+        }
+        let l1_hit = ((params.l2_cycles - past_l1.cycles) / (params.l2_cycles - params.l1_cycles)).clamp(1e-6, 1.0);
+        let ratio = l1_bytes as f64 / past_l1.bytes as f64;
+        if l1_hit < 1.0 && ratio < 1.0 {
+            params.l1_sharpness = (l1_hit.ln() / ratio.ln()).clamp(0.1, 200.0);
+        }
+        let mib = (1u64 << 20) as f64;
+        let with = |x: &[f64]| {
+            let edge = L2Edge::from_values(x);
+            LatencyParams {
+                l2_effective_bytes: (edge.near_mib * mib) as u64,
+                l2_sharpness: edge.sharpness,
+                l2_far_share: edge.far_share.min(1.0),
+                l2_far_bytes: ((edge.near_mib + edge.far_extra_mib) * mib) as u64,
+                ..params.clone()
+            }
+        };
+        let error = |x: &[f64]| -> f64 {
+            let p = with(x);
+            edges
+                .iter()
+                .map(|s| (chase_cycles(&p, &experiments::LatencyPoint { bytes: s.bytes }) / s.cycles - 1.0).abs())
+                .sum()
+        };
+        // A few starts (sharp or gentle, small or large far share); the best fit wins.
+        let current = L2Edge {
+            near_mib: params.l2_effective_bytes as f64 / mib,
+            sharpness: params.l2_sharpness,
+            far_share: params.l2_far_share.max(1e-3),
+            far_extra_mib: (params.l2_far_bytes.saturating_sub(params.l2_effective_bytes) as f64 / mib).max(1.0),
+        };
+        let half = l2_bytes as f64 / mib / 2.0;
+        let mut best = minimise_positive(&current.values(), error);
+        for sharpness in [2.0, 6.0, 20.0] {
+            for far_share in [0.2, 0.5] {
+                let start = L2Edge {
+                    near_mib: half,
+                    sharpness,
+                    far_share,
+                    far_extra_mib: half,
+                };
+                let x = minimise_positive(&start.values(), error);
+                if error(&x) < error(&best) {
+                    best = x;
+                }
+            }
+        }
+        params = with(&best);
+    }
+    Ok(params)
 }
 
 #[cfg(test)]

@@ -13,20 +13,18 @@ mod latency;
 mod occupancy;
 mod overlap;
 mod pcie;
+mod solve;
 mod spills;
 
 pub use backend::{SimBackend, SimError};
-pub use banks::{bank_access, bank_cycles, bank_wavefronts, BankAccess};
-pub use coalescing::{pass_traffic, read_time, warp_footprint, ReadTime, WarpFootprint};
-pub use constant::constant_cycles;
+pub use banks::{bank_access, bank_cycles, bank_wavefronts, fit_shared, BankAccess};
+pub use coalescing::{fit_global, pass_traffic, read_time, warp_footprint, GlobalMachine, ReadTime, WarpFootprint};
+pub use constant::{constant_cycles, fit_constant};
 pub use explain::{explain, explain_banks, explain_coalescing, explain_constant, explain_occupancy, EXPLAIN_TOPICS};
-pub use fit::{
-    fit_constant, fit_global, fit_growth, fit_latency, fit_link, fit_profile, fit_shared, fit_spills, fit_staged,
-    sm_params, FitError, GlobalMachine,
-};
-pub use growth::{predict_growth, GrowthPrediction};
-pub use latency::{chase_cycles, level_shares};
+pub use fit::{fit_profile, sm_params, FitError};
+pub use growth::{fit_growth, predict_growth, GrowthPrediction};
+pub use latency::{chase_cycles, fit_latency, level_shares};
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
-pub use pcie::{copy_us, pageable_copy_us, pinned_copy_us};
-pub use spills::{compiled_spills, predict_spills, SpillPrediction};
+pub use pcie::{copy_us, fit_link, fit_staged, pageable_copy_us, pinned_copy_us};
+pub use spills::{compiled_spills, fit_spills, predict_spills, SpillPrediction};

@@ -5,6 +5,10 @@
 //! staging buffers, one chunk at a time, double-buffered, so the host-side copy of
 //! one chunk overlaps the DMA of the previous one. That is a two-stage pipeline.
 
+use crate::fit::FitError;
+use crate::solve::{fit_line, weighted_median};
+use experiments::{Calibration, Sample};
+
 use experiments::{Direction, HostMemory, LinkParams, StagedParams, TransferParams, TransferPoint};
 
 /// Bytes per microsecond for a bandwidth in 10^9 bytes per second.
@@ -76,6 +80,120 @@ pub fn copy_us(params: &TransferParams, point: &TransferPoint) -> f64 {
         HostMemory::Pinned => pinned_copy_us(link, point.bytes),
         HostMemory::Pageable => pageable_copy_us(link, staged, point.direction, point.bytes),
     }
+}
+
+/// Candidate staging chunk sizes: 64 KiB to 16 MiB.
+const STAGING_CANDIDATES: std::ops::RangeInclusive<u32> = 16..=24;
+
+pub(crate) fn check(what: &'static str, samples: &[Sample], needed: usize) -> Result<(), FitError> {
+    if samples.len() < needed {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!("{} samples, need {needed}", samples.len()),
+        });
+    }
+    if let Some(bad) = samples
+        .iter()
+        .find(|s| !(s.time_us.is_finite() && s.time_us > 0.0) || s.bytes == 0)
+    {
+        return Err(FitError::BadSamples {
+            what,
+            reason: format!("sample {bad:?} is not a positive size and time"),
+        });
+    }
+    Ok(())
+}
+
+/// Fits `time = latency + bytes / bandwidth` minimising the sum of absolute relative errors.
+pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
+    check("a pinned link", samples, 2)?;
+    let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.bytes as f64, s.time_us)).collect();
+    let (latency, slope) = fit_line(&points);
+    if !(slope.is_finite() && slope > 0.0) {
+        return Err(FitError::BadSamples {
+            what: "a pinned link",
+            reason: "time does not grow with size".into(),
+        });
+    }
+    Ok(LinkParams {
+        latency_us: latency,
+        gb_per_s: 1.0 / slope / 1e3,
+    })
+}
+
+/// Fits a link line on the samples `pick` keeps, as size and time.
+pub(crate) fn fit_link_of<T>(samples: &[T], pick: impl Fn(&T) -> Option<Sample>) -> Result<LinkParams, FitError> {
+    fit_link(&samples.iter().filter_map(pick).collect::<Vec<_>>())
+}
+
+/// Fits the pageable pipeline given the pinned link: a grid over staging chunk size and
+/// host copy bandwidth, with the latency solved exactly (a weighted median) at each grid point.
+pub fn fit_staged(link: &LinkParams, direction: Direction, samples: &[Sample]) -> Result<StagedParams, FitError> {
+    check("a pageable pipeline", samples, 3)?;
+    let mut best: Option<(f64, StagedParams)> = None;
+    for chunk_log in STAGING_CANDIDATES {
+        for step in 0..=400 {
+            // Host bandwidth from 0.5 to 200 GB/s, log-spaced.
+            let host_gb_per_s = 0.5 * (400.0f64).powf(f64::from(step) / 400.0);
+            let shape = StagedParams {
+                latency_us: 0.0,
+                host_gb_per_s,
+                staging_bytes: 1 << chunk_log,
+            };
+            let pipeline: Vec<f64> = samples
+                .iter()
+                .map(|s| pageable_copy_us(link, &shape, direction, s.bytes))
+                .collect();
+            // sum |p + L - t| / t is minimised by the 1/t-weighted median of t - p; the
+            // objective is convex in L, so clamping at zero keeps the constrained optimum.
+            let residuals = samples
+                .iter()
+                .zip(&pipeline)
+                .map(|(s, p)| (s.time_us - p, 1.0 / s.time_us))
+                .collect();
+            let latency_us = weighted_median(residuals).max(0.0);
+            let error: f64 = samples
+                .iter()
+                .zip(&pipeline)
+                .map(|(s, p)| ((p + latency_us - s.time_us) / s.time_us).abs())
+                .sum();
+            if best.as_ref().is_none_or(|(e, _)| error < *e) {
+                best = Some((error, StagedParams { latency_us, ..shape }));
+            }
+        }
+    }
+    Ok(best.expect("the grid is not empty").1)
+}
+
+pub(crate) fn fit_transfer(calibration: &Calibration) -> Result<TransferParams, FitError> {
+    let h2d_pinned = fit_link(&calibration.h2d_pinned)?;
+    let d2h_pinned = fit_link(&calibration.d2h_pinned)?;
+    let h2d_pageable = fit_staged(&h2d_pinned, Direction::HostToDevice, &calibration.h2d_pageable)?;
+    let d2h_pageable = fit_staged(&d2h_pinned, Direction::DeviceToHost, &calibration.d2h_pageable)?;
+    let mut calibration_bytes: Vec<u64> = [
+        &calibration.h2d_pinned,
+        &calibration.d2h_pinned,
+        &calibration.h2d_pageable,
+        &calibration.d2h_pageable,
+    ]
+    .iter()
+    .flat_map(|samples| samples.iter().map(|s| s.bytes))
+    .collect();
+    calibration_bytes.sort_unstable();
+    calibration_bytes.dedup();
+    let d = &calibration.device;
+    Ok(TransferParams {
+        source: format!(
+            "vramlab calibrate on {} ({}): medians of event-timed copies at calibration_bytes, fitted by least absolute relative error (pinned: iteratively reweighted least squares; pageable: grid over staging size and host bandwidth)",
+            d.name, calibration.date
+        ),
+        calibration_bytes,
+        kernel_launch_us: calibration.kernel_launch_us,
+        h2d_pinned,
+        d2h_pinned,
+        h2d_pageable,
+        d2h_pageable,
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! Register spills: what the compiler spills under a register cap (its rule, read off the
 //! SASS), and what moving the spilled words through the L2 (or DRAM) costs a full GPU.
 
+use crate::fit::FitError;
+use experiments::{median, SpillSample};
+
 use experiments::{GlobalParams, OccupancyPoint, SmParams, SpillParams, SpillPoint, SPILL_KERNEL_THREADS};
 
 use crate::occupancy::occupancy;
@@ -89,6 +92,119 @@ pub fn predict_spills(
         l2_share,
         ns_per_iteration: (issue_ns.powf(p) + traffic_ns.powf(p)).powf(1.0 / p),
     }
+}
+
+/// The compiler's spill rule for `kernels/spills.cu`, read off its SASS (LDL/STL and
+/// instructions in the iteration loop) by `scripts/spill_sass.py` for 84 caps at 40 and 96 live
+/// values and a 15 x 15 grid (299 cases), with NVRTC, ptxas and nvdisasm 13.5 (PyPI's
+/// nvidia-cuda-nvrtc, -nvcc, -nvdisasm). The registers and frame bytes ptxas chose equal the
+/// H100 driver's JIT at all 108 points both measured. Loads: `min(10 + 2 g, 23 + g)`, exact at
+/// all 153 cases with `g = live - cap >= -1`; 4 loop instructions besides the FMAs and spills.
+const SPILL_SASS_SOURCE: &str = "SASS of kernels/spills.cu (NVRTC + ptxas + nvdisasm 13.5, scripts/spill_sass.py): spilled loads per iteration min(10 + 2g, 23 + g), g = live - cap, stores one fewer, 4 loop instructions besides the FMAs and spills; registers and frames equal the H100 driver's at all 108 points both measured (reports/reference/compiler/spills-sass.json, reports/reference/h100/spills-v2/explore/)";
+const SPILL_LOADS_AT_EQUAL: f64 = 10.0;
+const SPILL_LOADS_PER_REGISTER_SMALL: f64 = 2.0;
+const SPILL_LOADS_BEYOND_DEFICIT: f64 = 23.0;
+const SPILL_LOOP_INSTRUCTIONS: f64 = 4.0;
+
+/// Fits the spill model on the calibration cases:
+/// - overhead registers and the issue time per warp instruction from the uncapped cases;
+/// - the frame at `cap = live` and the large-deficit frame base from the local bytes measured;
+/// - how issue and traffic combine, and the reserved local memory the L2 holds, by least
+///   absolute relative error over the spilling cases, with the L2 and DRAM bandwidths of the
+///   profile's `[global]` section (fitted on other kernels).
+pub fn fit_spills(
+    samples: &[SpillSample],
+    sm: &SmParams,
+    multiprocessors: u32,
+    global: &GlobalParams,
+    source: String,
+) -> Result<SpillParams, FitError> {
+    let what = "register spills";
+    let bad = |reason: String| FitError::BadSamples { what, reason };
+    if let Some(s) = samples
+        .iter()
+        .find(|s| !s.ns_per_iteration.is_finite() || s.ns_per_iteration <= 0.0 || s.warps_per_sm == 0)
+    {
+        return Err(bad(format!(
+            "the case with {} live values under a cap of {} did not run ({} ns, {} warps per SM)",
+            s.live, s.registers, s.ns_per_iteration, s.warps_per_sm
+        )));
+    }
+    let uncapped: Vec<&SpillSample> = samples.iter().filter(|s| s.local_bytes == 0).collect();
+    let g = |s: &SpillSample| f64::from(s.live) - f64::from(s.registers);
+    let mut at_equal: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.live == s.registers && s.local_bytes > 0)
+        .map(|s| f64::from(s.local_bytes))
+        .collect();
+    let mut large: Vec<f64> = samples
+        .iter()
+        .filter(|s| g(s) >= 32.0 && s.local_bytes > 0)
+        .map(|s| f64::from(s.local_bytes) - 4.0 * g(s))
+        .collect();
+    if uncapped.is_empty() || at_equal.is_empty() || large.is_empty() {
+        return Err(bad(
+            "needs uncapped cases, cases capped at their live count, and cases 32 or more registers short".into(),
+        ));
+    }
+    let overhead_registers = uncapped
+        .iter()
+        .map(|s| s.registers_used.saturating_sub(s.live))
+        .max()
+        .unwrap_or(0);
+    let instruction_ns = uncapped
+        .iter()
+        .map(|s| s.ns_per_iteration / (f64::from(s.warps_per_sm) * (f64::from(s.live) + SPILL_LOOP_INSTRUCTIONS)))
+        .sum::<f64>()
+        / uncapped.len() as f64;
+    let mut params = SpillParams {
+        source,
+        compiler_source: SPILL_SASS_SOURCE.into(),
+        overhead_registers,
+        loads_at_equal: SPILL_LOADS_AT_EQUAL,
+        loads_per_register_small: SPILL_LOADS_PER_REGISTER_SMALL,
+        loads_beyond_deficit: SPILL_LOADS_BEYOND_DEFICIT,
+        frame_bytes_at_equal: median(&mut at_equal),
+        frame_bytes_large_base: median(&mut large),
+        loop_instructions: SPILL_LOOP_INSTRUCTIONS,
+        instruction_ns,
+        overlap_exponent: 2.0,
+        local_capacity_bytes: global.l2_bytes as f64,
+        local_sharpness: 1.0,
+        calibration_cases: samples.iter().map(|s| (s.live, s.registers)).collect(),
+    };
+    let spilling: Vec<&SpillSample> = samples.iter().filter(|s| s.local_bytes > 0).collect();
+    let error = |p: &SpillParams| -> f64 {
+        spilling
+            .iter()
+            .map(|s| {
+                let point = SpillPoint {
+                    live: s.live,
+                    registers: s.registers,
+                };
+                (predict_spills(p, sm, multiprocessors, global, &point).ns_per_iteration / s.ns_per_iteration - 1.0)
+                    .abs()
+            })
+            .sum()
+    };
+    let l2 = global.l2_bytes as f64;
+    let mut best = (f64::INFINITY, params.clone());
+    for exponent in [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0] {
+        for step in 0..=175 {
+            // 0.5x to 4x the L2, 2% apart
+            let capacity = l2 * 0.5 * 1.02f64.powi(step);
+            for sharpness in [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0] {
+                params.overlap_exponent = exponent;
+                params.local_capacity_bytes = capacity;
+                params.local_sharpness = sharpness;
+                let e = error(&params);
+                if e < best.0 {
+                    best = (e, params.clone());
+                }
+            }
+        }
+    }
+    Ok(best.1)
 }
 
 #[cfg(test)]
