@@ -11,10 +11,12 @@ use crate::coalescing::{read_time, warp_footprint};
 use crate::constant::constant_cycles;
 use crate::growth::predict_growth;
 use crate::latency::chase_cycles;
+use crate::migration::migration_us;
 use crate::occupancy::occupancy;
 use crate::overlap::{overlapped_us, serial_us};
-use crate::pcie::{copy_us, pinned_copy_us};
+use crate::peer::peer_us;
 use crate::spills::predict_spills;
+use crate::transfer::copy_us;
 
 /// The model as a [`Backend`]: predicts every point from a device profile, in parallel.
 #[derive(Debug, Clone)]
@@ -73,19 +75,12 @@ impl SimBackend {
                 metrics
             }
             Workload::Peer(point) => {
-                let peer = self.section(&self.profile.peer, "peer")?;
-                let link = if point.vmm { &peer.vmm } else { &peer.peer_access };
-                transfer_metrics(pinned_copy_us(link, point.bytes), point.bytes)
+                transfer_metrics(peer_us(self.section(&self.profile.peer, "peer")?, point), point.bytes)
             }
-            Workload::Migration(point) => {
-                let migration = self.section(&self.profile.migration, "migration")?;
-                let link = if point.prefetch {
-                    &migration.prefetch
-                } else {
-                    &migration.on_demand
-                };
-                transfer_metrics(pinned_copy_us(link, point.bytes), point.bytes)
-            }
+            Workload::Migration(point) => transfer_metrics(
+                migration_us(self.section(&self.profile.migration, "migration")?, point),
+                point.bytes,
+            ),
             Workload::Spills(point) => {
                 let spills = self.section(&self.profile.spills, "spills")?;
                 let global = self.section(&self.profile.global, "global")?;

@@ -1,6 +1,6 @@
 //! `vramlab calibrate`'s maths half: a profile from a calibration's samples. Each family's fit
 //! lives beside its model (`fit_shared` in banks.rs, `fit_global` in coalescing.rs,
-//! `fit_latency`, `fit_constant`, `fit_growth`, `fit_spills`, and the copies' fits in pcie.rs);
+//! `fit_latency`, `fit_constant`, `fit_growth`, `fit_spills`, and the copies' fits in transfer.rs);
 //! the solvers they share, with tests on problems of known optimum, are in solve.rs. This file
 //! assembles them, with the SM's rules from the compute capability.
 
@@ -9,7 +9,7 @@ use experiments::{
     PeerSample, Profile, ProfileDevice, Sample, SmAttributes, SmParams,
 };
 
-use crate::pcie::{fit_link_of, fit_transfer};
+use crate::transfer::{fit_link_of, fit_transfer};
 use crate::{fit_constant, fit_global, fit_growth, fit_latency, fit_shared, fit_spills, GlobalMachine};
 
 /// Why a fit could not be made.
@@ -269,8 +269,8 @@ mod l1_tests {
 #[cfg(test)]
 mod tests {
 
-    use crate::pcie::pinned_copy_us;
     use crate::solve::*;
+    use crate::transfer::pinned_copy_us;
     use crate::*;
     use experiments::Sample;
     use experiments::*;

@@ -10,11 +10,13 @@ mod explain;
 mod fit;
 mod growth;
 mod latency;
+mod migration;
 mod occupancy;
 mod overlap;
-mod pcie;
+mod peer;
 mod solve;
 mod spills;
+mod transfer;
 
 pub use backend::{SimBackend, SimError};
 pub use banks::{bank_access, bank_cycles, bank_wavefronts, fit_shared, BankAccess};
@@ -24,7 +26,9 @@ pub use explain::{explain, explain_banks, explain_coalescing, explain_constant, 
 pub use fit::{fit_profile, sm_params, FitError};
 pub use growth::{fit_growth, predict_growth, GrowthPrediction};
 pub use latency::{chase_cycles, fit_latency, level_shares};
+pub use migration::migration_us;
 pub use occupancy::{occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
-pub use pcie::{copy_us, fit_link, fit_staged, pageable_copy_us, pinned_copy_us};
+pub use peer::peer_us;
 pub use spills::{compiled_spills, fit_spills, predict_spills, SpillPrediction};
+pub use transfer::{copy_us, fit_link, fit_staged, pageable_copy_us, pinned_copy_us};

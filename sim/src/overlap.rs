@@ -8,7 +8,7 @@
 
 use experiments::{OverlapPoint, TransferParams};
 
-use crate::pcie::pinned_copy_us;
+use crate::transfer::pinned_copy_us;
 
 /// Predicted time of the chunked, multi-stream schedule, microseconds.
 pub fn overlapped_us(params: &TransferParams, point: &OverlapPoint) -> f64 {
