@@ -6,6 +6,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use experiments::format_bytes;
 
+use super::slots::Slots;
 use super::{round_up, AllocError, Block, DeviceMemory, FreeSpace, Policy};
 
 const SEGMENT_ROUND: u64 = 2 << 20;
@@ -24,8 +25,7 @@ struct Node {
 pub(super) struct BestFit {
     grow_by: u64,
     alignment: u64,
-    nodes: Vec<Node>,
-    vacant: Vec<usize>,
+    nodes: Slots<Node>,
     /// Free blocks by (size, address): best fit is the first at or above the request.
     free_set: BTreeSet<(u64, u64, usize)>,
     /// Handed-out blocks by address.
@@ -42,8 +42,7 @@ impl BestFit {
         BestFit {
             grow_by,
             alignment,
-            nodes: Vec::new(),
-            vacant: Vec::new(),
+            nodes: Slots::default(),
             free_set: BTreeSet::new(),
             handed_out: HashMap::default(),
             segments: BTreeMap::new(),
@@ -54,16 +53,7 @@ impl BestFit {
     }
 
     fn add_node(&mut self, node: Node) -> usize {
-        match self.vacant.pop() {
-            Some(idx) => {
-                self.nodes[idx] = node;
-                idx
-            }
-            None => {
-                self.nodes.push(node);
-                self.nodes.len() - 1
-            }
-        }
+        self.nodes.add(node)
     }
 
     fn insert_free(&mut self, idx: usize) {
@@ -106,7 +96,7 @@ impl BestFit {
                 segment.1 = idx;
             }
         }
-        self.vacant.push(other);
+        self.nodes.release(other);
         self.merges += 1;
     }
 
@@ -193,7 +183,7 @@ impl Policy for BestFit {
             .collect();
         for (base, size, idx) in whole {
             self.remove_free(idx);
-            self.vacant.push(idx);
+            self.nodes.release(idx);
             self.segments.remove(&base);
             device.free(base, size);
         }

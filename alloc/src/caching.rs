@@ -29,6 +29,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use experiments::{format_bytes, AllocConf, BlockView, PytorchStats, SegmentView};
 
+use super::slots::Slots;
 use super::{round_up, AllocError, Block, DeviceMemory, FreeSpace, Policy};
 
 const MIN_BLOCK: u64 = 512;
@@ -132,8 +133,7 @@ pub(super) struct Caching {
     small_page: u64,
     /// `allowed_memory_maximum` once a cap is set (`set_per_process_memory_fraction`).
     allowed: Option<u64>,
-    nodes: Vec<Node>,
-    vacant: Vec<usize>,
+    nodes: Slots<Node>,
     pools: [PoolState; 2],
     active: HashMap<u64, usize>,
     segments: Vec<ExpandableSegment>,
@@ -174,8 +174,7 @@ impl Caching {
             conf,
             small_page,
             allowed: None,
-            nodes: Vec::new(),
-            vacant: Vec::new(),
+            nodes: Slots::default(),
             pools: [PoolState::default(), PoolState::default()],
             active: HashMap::default(),
             segments: Vec::new(),
@@ -218,16 +217,7 @@ impl Caching {
     }
 
     fn add_node(&mut self, node: Node) -> usize {
-        match self.vacant.pop() {
-            Some(idx) => {
-                self.nodes[idx] = node;
-                idx
-            }
-            None => {
-                self.nodes.push(node);
-                self.nodes.len() - 1
-            }
-        }
+        self.nodes.add(node)
     }
 
     fn free_key(&self, idx: usize) -> FreeKey {
@@ -311,7 +301,7 @@ impl Caching {
             }
         }
         self.nodes[dst].size += s.size;
-        self.vacant.push(src);
+        self.nodes.release(src);
         self.merges += 1;
         s.size
     }
@@ -516,7 +506,7 @@ impl Caching {
         self.stats.segments.sub(1);
         self.stats.reserved.sub(size);
         self.stats.device_frees += 1;
-        self.vacant.push(idx);
+        self.nodes.release(idx);
     }
 
     /// `garbage_collect_cached_blocks`: under a cap, once more than the threshold's share of it
@@ -671,7 +661,7 @@ impl Caching {
         } else {
             let whole = &self.segments[segment];
             device.release(whole.base, whole.size);
-            self.vacant.push(middle);
+            self.nodes.release(middle);
         }
     }
 
@@ -863,11 +853,11 @@ impl Policy for Caching {
     }
 
     fn segments(&self) -> Vec<SegmentView> {
-        let vacant: std::collections::HashSet<usize> = self.vacant.iter().copied().collect();
         // A segment starts at a mapped block with no mapped block before it (PyTorch reports
         // each mapped range of an expandable segment as a segment of its own).
-        let mut out: Vec<SegmentView> = (0..self.nodes.len())
-            .filter(|i| !vacant.contains(i))
+        let mut out: Vec<SegmentView> = self
+            .nodes
+            .in_use()
             .filter(|&i| {
                 let n = &self.nodes[i];
                 n.mapped && n.prev.is_none_or(|p| !self.nodes[p].mapped)

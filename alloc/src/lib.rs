@@ -17,6 +17,7 @@ mod choice;
 mod device;
 mod replay;
 mod simple;
+mod slots;
 mod tune;
 mod vmm;
 

@@ -1,0 +1,58 @@
+//! The nodes of a policy's block lists, by index: an index let go is used again, so a long
+//! replay holds as many nodes as blocks exist at once, not as many as were ever made.
+
+use std::ops::{Index, IndexMut};
+
+pub(crate) struct Slots<T> {
+    items: Vec<T>,
+    vacant: Vec<usize>,
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots {
+            items: Vec::new(),
+            vacant: Vec::new(),
+        }
+    }
+}
+
+impl<T> Slots<T> {
+    /// Stores `item`, in a vacant slot when there is one; returns its index.
+    pub(crate) fn add(&mut self, item: T) -> usize {
+        match self.vacant.pop() {
+            Some(idx) => {
+                self.items[idx] = item;
+                idx
+            }
+            None => {
+                self.items.push(item);
+                self.items.len() - 1
+            }
+        }
+    }
+
+    /// Lets slot `idx` be used again (its item stays until then, unread).
+    pub(crate) fn release(&mut self, idx: usize) {
+        self.vacant.push(idx);
+    }
+
+    /// The indices in use, ascending.
+    pub(crate) fn in_use(&self) -> impl Iterator<Item = usize> + '_ {
+        let vacant: std::collections::HashSet<usize> = self.vacant.iter().copied().collect();
+        (0..self.items.len()).filter(move |i| !vacant.contains(i))
+    }
+}
+
+impl<T> Index<usize> for Slots<T> {
+    type Output = T;
+    fn index(&self, idx: usize) -> &T {
+        &self.items[idx]
+    }
+}
+
+impl<T> IndexMut<usize> for Slots<T> {
+    fn index_mut(&mut self, idx: usize) -> &mut T {
+        &mut self.items[idx]
+    }
+}
