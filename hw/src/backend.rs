@@ -86,7 +86,7 @@ impl HwBackend {
                 spill_metrics(s.ns_per_iteration, s.warps_per_sm, s.registers_used, s.local_bytes)
             }
             Workload::Growth(point) => {
-                grown_metrics(&loaded(&mut self.growth, || GrowthProbe::load(gpu))?.measure(gpu, point)?)
+                grown_metrics(&loaded(&mut self.growth, || GrowthProbe::load(gpu))?.measure(gpu, point, true)?)
             }
             Workload::Constant(point) => {
                 cycles_metrics(loaded(&mut self.constant, || ConstantProbe::load(gpu))?.measure(gpu, point)?)

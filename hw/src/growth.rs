@@ -56,10 +56,11 @@ impl GrowthProbe {
         }
     }
 
-    /// The grow's median time over its timed repeats, then its peak from one more, untimed
-    /// repeat that asks the driver what is in use at the grow's fullest moment (asking inside a
-    /// timed grow would add the query's own time to it).
-    pub(crate) fn measure(&mut self, gpu: &Gpu, point: &GrowthPoint) -> Result<Grown> {
+    /// The grow's median time over its timed repeats, then (with `peak`) its peak from one
+    /// more, untimed repeat that asks the driver what is in use at the grow's fullest moment
+    /// (asking inside a timed grow would add the query's own time to it). Calibration fits times
+    /// only and skips it.
+    pub(crate) fn measure(&mut self, gpu: &Gpu, point: &GrowthPoint, peak: bool) -> Result<Grown> {
         let mut times = Vec::new();
         let mut last = None;
         for _ in 0..Self::repeats(point.bytes) {
@@ -75,7 +76,9 @@ impl GrowthProbe {
         if grown.not_measured {
             return Ok(grown);
         }
-        grown.peak_bytes = self.once(gpu, point, true)?.peak_bytes;
+        if peak {
+            grown.peak_bytes = self.once(gpu, point, true)?.peak_bytes;
+        }
         if grown.grow_us.is_some() {
             times.sort_by(f64::total_cmp);
             grown.grow_us = Some(times[times.len() / 2]);
@@ -157,7 +160,7 @@ impl GrowthProbe {
                         reserve,
                         bytes,
                     };
-                    let grown = self.measure(gpu, &point)?;
+                    let grown = self.measure(gpu, &point, false)?;
                     let grow_us = grown.grow_us.ok_or_else(|| {
                         HwError::Unsupported(format!(
                             "calibration grow of {} to {bytes} B was refused",
