@@ -57,9 +57,9 @@ enum Command {
     },
     /// Show, for one case, what the model decides and why (a teaching view).
     Explain {
-        /// What to explain: occupancy, banks, coalescing or constant.
-        #[arg(value_enum)]
-        topic: Topic,
+        /// What to explain (the families with a teaching view).
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(sim::EXPLAIN_TOPICS))]
+        topic: String,
         /// The case, as name=value pairs (e.g. threads=256 registers=64 dynamic_shared="40 KiB";
         /// width=4 stride=2; distinct=5 cache=cold).
         params: Vec<String>,
@@ -160,14 +160,6 @@ fn part_names() -> clap::builder::PossibleValuesParser {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Topic {
-    Occupancy,
-    Banks,
-    Coalescing,
-    Constant,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ReplayBackend {
     Sim,
     Hw,
@@ -202,7 +194,7 @@ fn main() -> ExitCode {
             seed,
         } => run(&targets, backend, &profile, &out, seed),
         Command::Report { dir } => report(&dir),
-        Command::Explain { topic, params, profile } => explain(topic, &params, &profile),
+        Command::Explain { topic, params, profile } => explain(&topic, &params, &profile),
         Command::Replay {
             trace,
             policy,
@@ -626,14 +618,8 @@ fn report(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn explain(topic: Topic, params: &[String], profile: &str) -> Result<()> {
+fn explain(topic: &str, params: &[String], profile: &str) -> Result<()> {
     let profile = Profile::find(profile)?;
-    let topic = match topic {
-        Topic::Occupancy => "occupancy",
-        Topic::Banks => "banks",
-        Topic::Coalescing => "coalescing",
-        Topic::Constant => "constant",
-    };
     print!("{}", sim::explain(topic, params, &profile)?);
     Ok(())
 }
