@@ -300,6 +300,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn part_selections_name_their_parts() {
+        let names = |selection: &str| -> Vec<&str> {
+            calibration_parts(selection)
+                .unwrap_or_default()
+                .iter()
+                .map(|p| p.name)
+                .collect()
+        };
+        assert_eq!(names("machine"), ["transfer", "growth", "migration"]);
+        let all = names("all");
+        assert!(all.contains(&"latency") && !all.contains(&"peer"), "{all:?}");
+        assert_eq!(names("peer"), ["peer"]);
+        assert!(calibration_parts("bogus").is_none());
+        // Progress counts every case of every part, not only the copies and banks.
+        let cases: usize = calibration_parts("all").unwrap().iter().map(|p| (p.cases)()).sum();
+        assert!(cases > 4 * calibration_sizes().len() + bank_calibration_cases().len());
+    }
+
+    #[test]
     fn calibration_sizes_are_never_powers_of_two() {
         let sizes = calibration_sizes();
         assert_eq!(sizes.len(), 10);
