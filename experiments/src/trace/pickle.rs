@@ -5,12 +5,14 @@
 //! refused, so a trace file can never run code.
 //!
 //! The input is read as a stream, through a window of a few megabytes, and a snapshot's device
-//! traces are handed over event by event as the pickle builds them ([`EventSink`]): each batch
-//! of events (the pickler appends them 1,000 at a time) is given to the sink and then forgotten,
-//! containers, memo entries and all, so memory stays bounded however long the trace. Should the
-//! pickle later refer back to something forgotten (Python's pickler shares equal objects, such
-//! as stack frames, through its memo), decoding stops with [`PickleError::needs_whole`] and the
-//! caller decodes again keeping everything.
+//! traces are handed over event by event as the pickle builds them ([`EventSink`]). A first pass
+//! ([`scan_reads`]) finds which memo entries the pickle reads back; the second makes no memo
+//! entry nothing reads, and forgets each batch of events (the pickler appends them 1,000 at a
+//! time) once the sink has it, unless a container made in the batch is read back (Python's
+//! pickler shares equal objects, such as stack frames, through its memo). Should a forgotten
+//! container be reached anyway (a pickle that fills an older container from inside a batch),
+//! decoding stops with [`PickleError::needs_whole`] and the caller decodes again keeping
+//! everything.
 
 use std::io::Read;
 use std::rc::Rc;
@@ -285,27 +287,6 @@ impl<R> Reader<R> {
     }
 }
 
-/// What streaming has forgotten: memo keys written and then dropped with their batch.
-#[derive(Default)]
-struct Forgotten {
-    ranges: Vec<(u64, u64)>,
-}
-
-impl Forgotten {
-    fn contains(&self, key: u64) -> bool {
-        let i = self.ranges.partition_point(|&(_, end)| end <= key);
-        self.ranges.get(i).is_some_and(|&(start, _)| start <= key)
-    }
-
-    fn add(&mut self, start: u64, end: u64) {
-        match self.ranges.last_mut() {
-            Some(last) if last.1 == start => last.1 = end,
-            _ if start < end => self.ranges.push((start, end)),
-            _ => {}
-        }
-    }
-}
-
 /// Where a MARK was set: the stack's length then, and (for streaming) how far the memo and the
 /// arenas had come, so that a batch of events can be forgotten whole once it is read.
 #[derive(Clone, Copy)]
@@ -407,7 +388,6 @@ pub(crate) fn decode(
     let mut marks: Vec<Mark> = Vec::new();
     let mut memo: HashMap<u64, Value> = HashMap::default();
     let mut memo_next: u64 = 0;
-    let mut forgotten = Forgotten::default();
 
     loop {
         if reader.at_end()? {
@@ -498,7 +478,6 @@ pub(crate) fn decode(
                                     && matches!(memo.get(&key), Some(Value::List(_) | Value::Tuple(_) | Value::Dict(_)))
                             });
                             if !shared {
-                                forgotten.add(mark.memo, memo_next);
                                 out.forget_since(&mark);
                             }
                         }
@@ -603,7 +582,6 @@ pub(crate) fn decode(
                 let key = if op == b'h' { reader.uint(1)? } else { reader.uint(4)? };
                 let value = match memo.get(&key) {
                     Some(value) => value.clone(),
-                    None if forgotten.contains(key) => return Err(stale(&reader)),
                     None => return Err(reader.error(format!("memo entry {key} read before it was written"))),
                 };
                 stack.push(value);

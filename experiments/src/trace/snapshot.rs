@@ -28,13 +28,8 @@ pub(super) fn import(name: &str, open: &Opener<'_>, device: Option<usize>, limit
 fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64, stream: bool) -> Result<Trace> {
     let mut builders: Vec<(SnapshotBuilder, usize)> = Vec::new();
     let mut failure: Option<String> = None;
-    let streamed = if !stream {
-        Err(pickle::PickleError {
-            at: 0,
-            message: String::new(),
-            needs_whole: true,
-        })
-    } else {
+    let pickle_error = |e: pickle::PickleError| Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message));
+    let streamed = if stream {
         let mut sink = |d: usize, pickle: &Pickle, event: &Value| -> std::result::Result<(), String> {
             if builders.len() <= d {
                 builders.resize_with(d + 1, || (SnapshotBuilder::new(), 0));
@@ -47,22 +42,23 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
             push_event(builder, pickle, event, d).inspect_err(|what| failure = Some(what.clone()))
         };
         let sink: &mut EventSink<'_> = &mut sink;
-        let reads = pickle::scan_reads(open()?, limit)
-            .map_err(|e| Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message)))?;
-        pickle::decode(open()?, limit, Some((sink, &reads)))
+        let reads = pickle::scan_reads(open()?, limit).map_err(pickle_error)?;
+        Some(pickle::decode(open()?, limit, Some((sink, &reads))))
+    } else {
+        None
     };
     let schema = |what: &str| Error::Invalid(format!("{name}: not a PyTorch memory snapshot: {what}"));
     if let Some(what) = failure {
         return Err(schema(&what));
     }
-    let pickle_error = |e: pickle::PickleError| Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message));
     let pickle = match streamed {
-        Ok(pickle) => pickle,
-        Err(e) if e.needs_whole => {
+        Some(Ok(pickle)) => pickle,
+        Some(Err(e)) if !e.needs_whole => return Err(pickle_error(e)),
+        // Not streamed, or streaming reached something it had forgotten: read it whole.
+        _ => {
             builders.clear();
             pickle::decode(open()?, limit, None).map_err(pickle_error)?
         }
-        Err(e) => return Err(pickle_error(e)),
     };
     let root = pickle.root.as_ref().ok_or_else(|| schema("empty pickle"))?;
     // Events name no pool: a private pool's (CUDA graphs, MemPool) would be replayed in the
