@@ -5,7 +5,7 @@
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys;
 
-use super::context::{bind, Gpu, Stream};
+use super::context::{Gpu, Stream};
 use super::driver::{self, is_out_of_memory};
 use super::launch::{launch_pattern, Kernel};
 use super::memory::{prefetch_to_device, DeviceBuffer, DeviceSpan, ManagedBuffer};
@@ -290,7 +290,7 @@ fn copy(gpu: &Gpu, to: DeviceSpan<'_>, from: DeviceSpan<'_>, bytes: u64) -> std:
     if bytes > to.bytes || bytes > from.bytes {
         return Err(DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE));
     }
-    bind(&gpu.ctx).map_err(|_| DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT))?;
+    gpu.ctx.bind_to_thread()?;
     // SAFETY: both spans are live allocations borrowed from their owners, at least `bytes` long
     // (checked); cuMemcpy between device allocations completes before it returns.
     driver::call(|| unsafe { sys::cuMemcpy(to.ptr, from.ptr, bytes as usize) }.result())

@@ -50,7 +50,7 @@ impl std::fmt::Debug for DeviceBuffer {
 impl DeviceBuffer {
     /// `bytes` of device memory in `ctx`; the driver's error as it gave it.
     pub(super) fn new(ctx: &Arc<CudaContext>, bytes: usize) -> std::result::Result<DeviceBuffer, DriverError> {
-        bind(ctx).map_err(|_| DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT))?;
+        ctx.bind_to_thread()?;
         // SAFETY: allocates in the bound context; the value owns it from here and frees it once.
         let ptr = driver::call(|| unsafe { result::malloc_sync(bytes) })?;
         driver::made();
@@ -154,7 +154,7 @@ pub(crate) struct ManagedBuffer {
 impl ManagedBuffer {
     /// `bytes` of managed memory (no device pages until touched or prefetched).
     pub(super) fn allocate(ctx: &Arc<CudaContext>, bytes: usize) -> std::result::Result<ManagedBuffer, DriverError> {
-        bind(ctx).map_err(|_| DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT))?;
+        ctx.bind_to_thread()?;
         let mut ptr = 0;
         let flags = sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32;
         // SAFETY: writes one address through a valid pointer; the value owns the memory from here.

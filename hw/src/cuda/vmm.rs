@@ -56,7 +56,7 @@ pub(crate) struct Reservation {
 
 impl Reservation {
     pub(super) fn new(ctx: &Arc<CudaContext>, bytes: u64) -> std::result::Result<Reservation, DriverError> {
-        bind(ctx).map_err(|_| DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT))?;
+        ctx.bind_to_thread()?;
         let mut base: sys::CUdeviceptr = 0;
         // SAFETY: writes one address through a valid pointer; reserves address space only.
         driver::call(|| unsafe { sys::cuMemAddressReserve(&mut base, bytes as usize, 0, 0, 0) }.result())?;
@@ -108,12 +108,7 @@ impl Mapping {
         if !reservation.covers(addr, bytes) {
             return Err(("cuMemMap", DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE)));
         }
-        bind(ctx).map_err(|_| {
-            (
-                "cuCtxSetCurrent",
-                DriverError(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT),
-            )
-        })?;
+        ctx.bind_to_thread().map_err(|e| ("cuCtxSetCurrent", e))?;
         let prop = pinned_device_prop(owner);
         let mut handle: sys::CUmemGenericAllocationHandle = 0;
         // SAFETY: writes one handle through a valid pointer; prop is initialised.
