@@ -10,11 +10,7 @@ tests=${3:?hw gpu test binary}
 out=${4:?output folder}
 profile=${5:?built-in profile}
 mkdir -p "$out"
-{
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  nvidia-smi
-  nvidia-smi -q | grep -E -A3 "Product Name|Driver Version|CUDA Version|Bus Id"
-} > "$out/machine.txt" 2>&1
+"$(dirname "$0")/machine-info.sh" "$out/machine.txt"
 status=0
 "$unit" --ignored --test-threads 1 2>&1 | tee "$out/unit-gpu-tests.log" || status=1
 "$tests" --ignored --test-threads 1 2>&1 | tee "$out/gpu-tests.log" || status=1

@@ -8,11 +8,7 @@ tests=${2:?hw gpu test binary}
 out=${3:?output folder}
 base=${4:?built-in profile to start from}
 mkdir -p "$out"
-{
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  nvidia-smi
-  nvidia-smi -q | grep -E -A3 "Product Name|Driver Version|CUDA Version|Bus Id"
-} > "$out/machine.txt" 2>&1
+"$(dirname "$0")/machine-info.sh" "$out/machine.txt"
 status=0
 "$tests" --ignored --test-threads 1 2>&1 | tee "$out/gpu-tests.log" || status=1
 "$bin" calibrate --part growth --into "$base" --out "$out/profile-$base.toml" --name "$base" 2>&1 | tee "$out/calibrate-growth.log" || status=1

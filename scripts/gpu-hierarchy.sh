@@ -7,11 +7,7 @@ bin=${1:?vramlab binary}
 out=${2:?output folder}
 base=${3:?built-in profile to start from}
 mkdir -p "$out"
-{
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  nvidia-smi
-  nvidia-smi -q | grep -E -A3 "Product Name|Driver Version|CUDA Version|Bus Id|Clocks$|Max Clocks"
-} > "$out/machine.txt" 2>&1
+"$(dirname "$0")/machine-info.sh" "$out/machine.txt"
 status=0
 # Each part writes its own profile and samples file; the second starts from the first.
 "$bin" calibrate --part global --into "$base" --out "$out/global-$base.toml" --name "$base" 2>&1 | tee "$out/calibrate-global.log" || status=1

@@ -8,7 +8,7 @@ base=${3:?built-in profile to start from}
 part=${4:?part to calibrate}
 shift 4
 mkdir -p "$out"
-{ date -u +%Y-%m-%dT%H:%M:%SZ; nvidia-smi; } > "$out/machine.txt" 2>&1
+"$(dirname "$0")/machine-info.sh" "$out/machine.txt"
 status=0
 "$bin" calibrate --part "$part" --into "$base" --out "$out/profile-$base.toml" --name "$base" 2>&1 | tee "$out/calibrate-$part.log" || status=1
 "$bin" run "$@" --backend both --profile "$out/profile-$base.toml" --out "$out/run" 2>&1 | tee "$out/run.log" || status=1

@@ -10,12 +10,7 @@ out=${2:?output folder}
 profile=${3:?built-in profile}
 full_budget=${4:-0}
 mkdir -p "$out"
-{
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  hostname
-  nvidia-smi
-  nvidia-smi -q | grep -E -A3 "Product Name|Driver Version|CUDA Version|Bus Id"
-} > "$out/machine.txt" 2>&1
+"$(dirname "$0")/machine-info.sh" "$out/machine.txt"
 step() {
   local name=$1; shift
   local start=$SECONDS

@@ -8,14 +8,7 @@ out=${2:?output folder}
 tag=${3:?gpu tag, e.g. h100}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-{
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  uname -a
-  nvidia-smi
-  nvidia-smi -q | grep -E -A3 "Product Name|Driver Version|CUDA Version|PCIe Generation|Link Width|Bus Id|Clocks$|Max Clocks"
-  nvidia-smi topo -m
-  lscpu | head -20
-} > "$out/machine.txt" 2>&1
+"$(dirname "$0")/machine-info.sh" "$out/machine.txt"
 status=0
 "$bin" calibrate --out "$out/profile-$tag.toml" --name "$tag" 2>&1 | tee "$out/calibrate.log" || status=1
 "$bin" run transfers --backend both --profile "$out/profile-$tag.toml" --out "$out/run" 2>&1 | tee "$out/run.log" || status=1

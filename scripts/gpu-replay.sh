@@ -7,12 +7,7 @@ bin=${1:?vramlab binary}
 tests=${2:?hw gpu test binary}
 out=${3:?output folder}
 mkdir -p "$out"
-{
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  nvidia-smi
-  nvidia-smi -q | grep -E -A3 "Product Name|Driver Version|CUDA Version|Bus Id"
-  lscpu | head -20
-} > "$out/machine.txt" 2>&1
+"$(dirname "$0")/machine-info.sh" "$out/machine.txt"
 status=0
 "$tests" --ignored --test-threads 1 2>&1 | tee "$out/gpu-tests.log" || status=1
 for trace in resnet18_default resnet18_expandable; do
