@@ -7,7 +7,7 @@ bin=${1:?vramlab binary}
 out=${2:?output folder}
 base=${3:?built-in profile to start from}
 mkdir -p "$out"
-{ date -u +%Y-%m-%dT%H:%M:%SZ; nvidia-smi; } > "$out/machine.txt" 2>&1
+"$(dirname "$0")/machine-info.sh" "$out/machine.txt"
 status=0
 "$bin" calibrate --part spills --into "$base" --out "$out/profile-$base.toml" --name "$base" 2>&1 | tee "$out/calibrate-spills.log" || status=1
 "$bin" run spills --backend both --profile "$out/profile-$base.toml" --out "$out/run" 2>&1 | tee "$out/run.log" || status=1
