@@ -28,11 +28,12 @@ enum Backing {
 }
 
 impl Backing {
-    fn span(&self, bytes: u64) -> Option<DeviceSpan<'_>> {
+    /// All the memory it holds now (for vmm, what is mapped).
+    fn span(&self) -> Option<DeviceSpan<'_>> {
         match self {
             Backing::Plain(buffer) => Some(buffer.span()),
             Backing::Managed(buffer) => Some(buffer.span()),
-            Backing::Vmm { layout, .. } => layout.base().map(|base| DeviceSpan::held(base, bytes)),
+            Backing::Vmm { layout, .. } => layout.base().map(|base| DeviceSpan::held(base, layout.size())),
             Backing::Empty => None,
         }
     }
@@ -186,12 +187,12 @@ impl<'g> GrowingBuffer<'g> {
                 };
                 // From here the new allocation is owned by `new`: any error below frees it and
                 // leaves the buffer as it was.
-                let to = new.span(bytes).expect("a new allocation");
+                let to = new.span().expect("a new allocation");
                 if self.strategy == Managed {
                     prefetch_to_device(to, self.gpu.ctx.cu_device(), self.stream.raw)
                         .map_err(HwError::cuda("cuMemPrefetchAsync"))?;
                 }
-                if let Some(from) = self.backing.span(old).filter(|_| old > 0) {
+                if let Some(from) = self.backing.span().filter(|_| old > 0) {
                     copy(self.gpu, to, from, old).map_err(HwError::cuda("cuMemcpy"))?;
                 }
                 let peak = self.held()?;
@@ -245,7 +246,7 @@ impl<'g> GrowingBuffer<'g> {
         }
         let block = self
             .backing
-            .span(bytes)
+            .span()
             .ok_or_else(|| HwError::Unsupported("the buffer is empty".into()))?;
         let block = DeviceSpan::held(block.ptr, bytes);
         let mismatches = check.then_some(&self.mismatches);
