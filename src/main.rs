@@ -691,5 +691,11 @@ fn calibrate(out: &Path, part: &str, into: Option<&Path>, name: &str, seed: u64)
         t.kernel_launch_us,
         samples.display()
     );
+    let timings: Vec<String> = calibration
+        .part_seconds
+        .iter()
+        .map(|(part, seconds)| format!("{part} {seconds:.1} s"))
+        .collect();
+    println!("  measured in {}", timings.join(", "));
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! What `vramlab calibrate` measured, before any fitting: the file between the two stages.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::record::DeviceInfo;
@@ -65,6 +67,10 @@ pub struct Calibration {
     /// Peer reads at the peer calibration sizes; empty when not measured.
     #[serde(default)]
     pub peer: Vec<PeerSample>,
+    /// Wall seconds each measured part took, by part name (how long `--part machine` is, and
+    /// which part to shorten).
+    #[serde(default)]
+    pub part_seconds: BTreeMap<String, f64>,
 }
 
 /// One measured peer read.

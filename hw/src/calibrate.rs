@@ -49,55 +49,77 @@ impl Parts {
 pub fn measure_calibration(parts: &Parts, seed: u64, progress: &dyn Fn()) -> Result<Calibration> {
     let gpu = Gpu::open()?;
     let device = gpu.info()?;
+    let clock = PartClock::default();
     let measure = |direction, host| -> Result<Vec<Sample>> {
         if !parts.has("transfer") {
             return Ok(Vec::new());
         }
-        calibration_sizes()
-            .into_iter()
-            .map(|bytes| {
-                let time_us = measure_copy(&gpu, &TransferPoint { direction, host, bytes }, seed)?.median;
-                progress();
-                Ok(Sample { bytes, time_us })
-            })
-            .collect()
+        clock.time("transfer", || {
+            calibration_sizes()
+                .into_iter()
+                .map(|bytes| {
+                    let time_us = measure_copy(&gpu, &TransferPoint { direction, host, bytes }, seed)?.median;
+                    progress();
+                    Ok(Sample { bytes, time_us })
+                })
+                .collect()
+        })
     };
     let h2d_pinned = measure(Direction::HostToDevice, HostMemory::Pinned)?;
     let d2h_pinned = measure(Direction::DeviceToHost, HostMemory::Pinned)?;
     let h2d_pageable = measure(Direction::HostToDevice, HostMemory::Pageable)?;
     let d2h_pageable = measure(Direction::DeviceToHost, HostMemory::Pageable)?;
     let kernel_launch_us = if parts.has("transfer") {
-        Spin::load(&gpu)?.launch_overhead_us(&gpu, 200)?
+        clock.time("transfer", || Spin::load(&gpu)?.launch_overhead_us(&gpu, 200))?
     } else {
         0.0
     };
-    let shared = measured_part(parts.has("shared"), progress, || {
-        BankProbe::load(&gpu)?.calibrate(&gpu, &bank_calibration_cases())
-    })?;
+    let part = |name: &'static str, measure: &mut dyn FnMut() -> Result<usize>| -> Result<()> {
+        if parts.has(name) {
+            let cases = clock.time(name, measure)?;
+            (0..cases).for_each(|_| progress());
+        }
+        Ok(())
+    };
+    let (mut shared, mut global, mut latency, mut constant) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut growth, mut free_bytes, mut spills, mut migration, mut peer) =
+        (Vec::new(), 0, Vec::new(), Vec::new(), Vec::new());
     let mut read_kernel_registers = 0;
-    let global = measured_part(parts.has("global"), progress, || {
+    part("shared", &mut || {
+        shared = BankProbe::load(&gpu)?.calibrate(&gpu, &bank_calibration_cases())?;
+        Ok(shared.len())
+    })?;
+    part("global", &mut || {
         let mut probe = ReadProbe::load(&gpu)?;
         read_kernel_registers = probe.registers()?;
-        probe.calibrate(&gpu, &global_calibration_cases())
+        global = probe.calibrate(&gpu, &global_calibration_cases())?;
+        Ok(global.len())
     })?;
-    let latency = measured_part(parts.has("latency"), progress, || {
-        ChaseProbe::load(&gpu)?.calibrate(&gpu, &latency_calibration_bytes(), seed)
+    part("latency", &mut || {
+        latency = ChaseProbe::load(&gpu)?.calibrate(&gpu, &latency_calibration_bytes(), seed)?;
+        Ok(latency.len())
     })?;
-    let constant = measured_part(parts.has("constant"), progress, || {
-        ConstantProbe::load(&gpu)?.calibrate(&gpu, &constant_calibration_cases())
+    part("constant", &mut || {
+        constant = ConstantProbe::load(&gpu)?.calibrate(&gpu, &constant_calibration_cases())?;
+        Ok(constant.len())
     })?;
-    let (growth, free_bytes) = if parts.has("growth") {
-        GrowthProbe::load(&gpu)?.calibrate(&gpu, progress)?
-    } else {
-        (Vec::new(), 0)
-    };
-    let spills = measured_part(parts.has("spills"), progress, || {
-        SpillProbe::new().calibrate(&gpu, &spill_calibration_cases())
+    part("growth", &mut || {
+        // Growth ticks progress per grow itself: its grows are the slowest cases.
+        (growth, free_bytes) = GrowthProbe::load(&gpu)?.calibrate(&gpu, progress)?;
+        Ok(0)
     })?;
-    let migration = measured_part(parts.has("migration"), progress, || {
-        MigrationProbe::load(&gpu)?.calibrate(&gpu)
+    part("spills", &mut || {
+        spills = SpillProbe::new().calibrate(&gpu, &spill_calibration_cases())?;
+        Ok(spills.len())
     })?;
-    let peer = measured_part(parts.has("peer"), progress, || PeerProbe::load(&gpu)?.calibrate(&gpu))?;
+    part("migration", &mut || {
+        migration = MigrationProbe::load(&gpu)?.calibrate(&gpu)?;
+        Ok(migration.len())
+    })?;
+    part("peer", &mut || {
+        peer = PeerProbe::load(&gpu)?.calibrate(&gpu)?;
+        Ok(peer.len())
+    })?;
     Ok(Calibration {
         peer,
         migration,
@@ -118,14 +140,23 @@ pub fn measure_calibration(parts: &Parts, seed: u64, progress: &dyn Fn()) -> Res
         d2h_pageable,
         kernel_launch_us,
         shared,
+        part_seconds: clock.seconds.into_inner(),
     })
 }
 
-/// The samples of one part when it was asked for, else none; each sample ticks `progress`.
-fn measured_part<T>(asked: bool, progress: &dyn Fn(), measure: impl FnOnce() -> Result<Vec<T>>) -> Result<Vec<T>> {
-    let samples = if asked { measure()? } else { Vec::new() };
-    samples.iter().for_each(|_| progress());
-    Ok(samples)
+/// Wall seconds spent per calibration part, summed over the part's pieces.
+#[derive(Default)]
+struct PartClock {
+    seconds: std::cell::RefCell<std::collections::BTreeMap<String, f64>>,
+}
+
+impl PartClock {
+    fn time<T>(&self, name: &str, measure: impl FnOnce() -> T) -> T {
+        let start = std::time::Instant::now();
+        let result = measure();
+        *self.seconds.borrow_mut().entry(name.to_string()).or_default() += start.elapsed().as_secs_f64();
+        result
+    }
 }
 
 /// How many cases [`measure_calibration`] measures for these parts, for a progress bar.
