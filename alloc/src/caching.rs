@@ -77,6 +77,7 @@ impl Node {
     }
 }
 
+#[derive(Clone)]
 struct ExpandableSegment {
     base: u64,
     page: u64,
@@ -86,7 +87,7 @@ struct ExpandableSegment {
 type FreeKey = (u64, u64, u64, usize);
 type UnmappedKey = (u64, u64, usize);
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct PoolState {
     /// Free mapped blocks, ordered by (stream, size, address): best fit is a range query.
     blocks: BTreeSet<FreeKey>,
@@ -128,11 +129,14 @@ struct Stats {
     device_frees: u64,
 }
 
+#[derive(Clone)]
 pub(super) struct Caching {
     conf: AllocConf,
     small_page: u64,
     /// `allowed_memory_maximum` once a cap is set (`set_per_process_memory_fraction`).
     allowed: Option<u64>,
+    /// The smallest `allowed` that would have refused none of the segments asked for so far.
+    limit_needed: u64,
     nodes: Slots<Node>,
     pools: [PoolState; 2],
     active: HashMap<u64, usize>,
@@ -174,6 +178,7 @@ impl Caching {
             conf,
             small_page,
             allowed: None,
+            limit_needed: 0,
             nodes: Slots::default(),
             pools: [PoolState::default(), PoolState::default()],
             active: HashMap::default(),
@@ -317,7 +322,9 @@ impl Caching {
 
     /// `get_free_block`.
     fn get_free_block(&mut self, pool: Pool, stream: u64, size: u64) -> Option<usize> {
-        if self.gc_enabled() {
+        // PyTorch counts only under a cap; counting without one changes nothing (only garbage
+        // collection reads the count), and lets a capped replay go on from an uncapped one.
+        if self.conf.garbage_collection_threshold > 0.0 {
             self.pools[pool as usize].free_block_calls += 1;
         }
         let set = &self.pools[pool as usize].blocks;
@@ -355,6 +362,7 @@ impl Caching {
             self.stats.retries += 1;
         }
         let bytes = self.allocation_size(size);
+        self.limit_needed = self.limit_needed.max(self.total.saturating_add(bytes));
         if self
             .allowed
             .is_some_and(|allowed| self.total.saturating_add(bytes) > allowed)
@@ -548,6 +556,17 @@ impl Caching {
         }
     }
 
+    /// The smallest `allowed` under which [`Caching::garbage_collect`] would do nothing now.
+    fn least_limit_collecting_nothing(&self) -> u64 {
+        let fraction = self.conf.garbage_collection_threshold;
+        let collects = |allowed: u64| self.total > (fraction * allowed as f64) as u64;
+        let mut allowed = (self.total as f64 / fraction).ceil() as u64;
+        while collects(allowed) {
+            allowed += 1;
+        }
+        allowed
+    }
+
     /// `release_available_cached_blocks`: with `max_split_size` set, returns one cached
     /// oversize block large enough for the request, or the largest ones until enough is freed.
     fn release_available(&mut self, device: &mut dyn DeviceMemory, pool: Pool, stream: u64, size: u64) -> bool {
@@ -732,6 +751,9 @@ impl Policy for Caching {
         let pool = if size <= SMALL_SIZE { Pool::Small } else { Pool::Large };
         let mut found = self.get_free_block(pool, stream, size);
         if found.is_none() {
+            if self.conf.garbage_collection_threshold > 0.0 {
+                self.limit_needed = self.limit_needed.max(self.least_limit_collecting_nothing());
+            }
             if self.gc_enabled() {
                 self.garbage_collect(device);
             }
@@ -831,6 +853,14 @@ impl Policy for Caching {
     fn limit_memory(&mut self, capacity: u64) -> bool {
         self.allowed = Some(capacity);
         true
+    }
+
+    fn resumable_copy(&self) -> Option<Box<dyn Policy>> {
+        Some(Box::new(self.clone()))
+    }
+
+    fn limit_needed(&self) -> u64 {
+        self.limit_needed
     }
 
     fn pytorch_stats(&self) -> Option<PytorchStats> {

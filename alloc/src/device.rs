@@ -112,6 +112,8 @@ pub struct Metered<'d> {
     pub reserved: u64,
     /// The most ever held.
     pub peak_reserved: u64,
+    /// The smallest capacity that would have refused none of the requests so far.
+    pub needed: u64,
     /// Allocation and map calls that succeeded.
     pub allocations: u64,
     /// Free and unmap calls.
@@ -132,6 +134,7 @@ impl<'d> Metered<'d> {
             capacity: capacity.unwrap_or(u64::MAX),
             reserved: 0,
             peak_reserved: 0,
+            needed: 0,
             allocations: 0,
             frees: 0,
             sizes: Vec::new(),
@@ -149,10 +152,10 @@ impl<'d> Metered<'d> {
         });
     }
 
-    fn admit(&self, bytes: u64) -> bool {
-        self.reserved
-            .checked_add(bytes)
-            .is_some_and(|total| total <= self.capacity)
+    fn admit(&mut self, bytes: u64) -> bool {
+        let total = self.reserved.saturating_add(bytes);
+        self.needed = self.needed.max(total);
+        total <= self.capacity && self.reserved.checked_add(bytes).is_some()
     }
 
     fn took(&mut self, bytes: u64) {

@@ -13,6 +13,7 @@ mod best_fit;
 mod binning;
 mod buddy;
 mod caching;
+mod capacity;
 mod choice;
 mod device;
 mod replay;
@@ -23,9 +24,10 @@ mod vmm;
 
 use experiments::{AllocBackend, AllocConf, PolicySpec, PytorchStats, SegmentView};
 
+pub use capacity::{min_capacity, min_capacity_of};
 pub use choice::{choose_policies, replay_choices, PolicyChoice};
 pub use device::{Metered, SimDevice};
-pub use replay::{min_capacity, min_capacity_of, replay, replay_policy, ReplayHooks, ReplayOptions};
+pub use replay::{replay, replay_policy, ReplayHooks, ReplayOptions};
 pub use tune::{rank, tune, tune_grid, DEFAULT_TUNE_GRID};
 pub use vmm::{GrowPath, GrowableLayout, SimVmm, VmmDriver, VmmError};
 
@@ -110,6 +112,20 @@ pub trait Policy {
     /// the device should refuse past it.
     fn limit_memory(&mut self, _capacity: u64) -> bool {
         false
+    }
+    /// A copy of the policy as it is now, for a replay to go on from. The smallest-capacity
+    /// search starts each probe from the unlimited run where the probe's capacity would first
+    /// refuse something, so a copy must only be offered while a capacity changes nothing before
+    /// it refuses, or give in [`Policy::limit_needed`] the least capacity under which it has not
+    /// (PyTorch's garbage collection acts relative to the cap). A policy whose
+    /// [`Policy::limit_memory`] is true must give [`Policy::limit_needed`].
+    fn resumable_copy(&self) -> Option<Box<dyn Policy>> {
+        None
+    }
+    /// For a policy that limits memory itself: the smallest limit under which it would have
+    /// done all it did so far (refused no device request, collected no garbage).
+    fn limit_needed(&self) -> u64 {
+        0
     }
     /// The policy's own statistics, for PyTorch's allocator.
     fn pytorch_stats(&self) -> Option<PytorchStats> {

@@ -10,7 +10,7 @@ use experiments::{
     Trace, TraceEvent,
 };
 
-use super::{build_policy, Block, DeviceMemory, Metered, Policy, SimDevice};
+use super::{build_policy, Block, DeviceMemory, Metered, Policy};
 
 /// How a replay runs.
 #[derive(Debug, Clone, Copy)]
@@ -496,61 +496,4 @@ pub fn replay_policy(
         timeline: timeline.finish(),
         replayed,
     })
-}
-
-/// The smallest capacity, in 2 MiB steps, at which the trace replays in simulation with no
-/// failed request (found by bisection below the unlimited run's peak); `None` when even
-/// unlimited memory fails (a request the policy can never satisfy).
-pub fn min_capacity(trace: &Trace, spec: &PolicySpec, device_bytes: u64) -> Result<Option<u64>, experiments::Error> {
-    build_policy(spec)?;
-    min_capacity_of(trace, &|| build_policy(spec).expect("checked above"), device_bytes)
-}
-
-/// [`min_capacity`] for any policy, built afresh by `build` for each probe.
-pub fn min_capacity_of(
-    trace: &Trace,
-    build: &dyn Fn() -> Box<dyn Policy>,
-    device_bytes: u64,
-) -> Result<Option<u64>, experiments::Error> {
-    const STEP: u64 = SimDevice::GRANULE;
-    let quiet = |capacity| ReplayOptions {
-        capacity,
-        timeline_points: 0,
-        time_ops: false,
-        check_recorded: false,
-        stop_at_first_failure: true,
-        record_events: false,
-    };
-    let run = |capacity: Option<u64>| -> Result<PolicyResult, experiments::Error> {
-        let mut device = SimDevice::new(device_bytes);
-        replay_policy(
-            trace,
-            "probe",
-            build(),
-            &mut device,
-            quiet(capacity),
-            &mut (),
-            BackendKind::Sim,
-        )
-    };
-    let unlimited = run(None)?;
-    if unlimited.failed_allocs > 0 {
-        return Ok(None);
-    }
-    // Below the peak of requested bytes nothing fits, whatever the policy (requested <= allocated
-    // <= reserved <= capacity), so the search starts there rather than at 0.
-    let fits = unlimited.peak_reserved_bytes.div_ceil(STEP);
-    let fails = (unlimited.peak_requested_bytes.div_ceil(STEP))
-        .saturating_sub(1)
-        .min(fits.saturating_sub(1));
-    let (mut fails, mut fits) = (fails, fits);
-    while fits - fails > 1 {
-        let mid = fails + (fits - fails) / 2;
-        if run(Some(mid * STEP))?.failed_allocs == 0 {
-            fits = mid;
-        } else {
-            fails = mid;
-        }
-    }
-    Ok(Some(fits * STEP))
 }

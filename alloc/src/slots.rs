@@ -3,6 +3,7 @@
 
 use std::ops::{Index, IndexMut};
 
+#[derive(Clone)]
 pub(crate) struct Slots<T> {
     items: Vec<T>,
     vacant: Vec<usize>,

@@ -200,3 +200,65 @@ fn what_if_replays_of_the_default_trace_against_the_recorded_runs() {
         "a what-if replay must say 'fits' exactly where PyTorch fitted"
     );
 }
+
+/// The smallest-cap search starts its probes from copies of the unlimited run; its answer must
+/// be the one a search of whole replays (each probe from the first event, through the full
+/// replay) gives, for every recording's own settings and for each workload's default trace
+/// under every other setting.
+#[test]
+fn the_smallest_cap_search_gives_the_answer_of_whole_replays() {
+    use experiments::TraceEvent;
+    let recordings = load_all();
+    let whole_replays = |trace: &Trace, conf: &AllocConf, device_bytes: u64| -> Option<u64> {
+        let step = SimDevice::GRANULE;
+        let fits = |capacity: Option<u64>| {
+            let options = ReplayOptions {
+                capacity,
+                timeline_points: 0,
+                time_ops: false,
+                check_recorded: false,
+                stop_at_first_failure: true,
+                record_events: false,
+            };
+            let mut device = SimDevice::new(device_bytes);
+            let policy = build_pytorch_policy(conf);
+            replay_policy(trace, "probe", policy, &mut device, options, &mut (), BackendKind::Sim).unwrap()
+        };
+        let unlimited = fits(None);
+        if unlimited.failed_allocs > 0 {
+            return None;
+        }
+        let (mut fails, mut fit) = (
+            unlimited.peak_requested_bytes.div_ceil(step).saturating_sub(1),
+            unlimited.peak_reserved_bytes.div_ceil(step),
+        );
+        fails = fails.min(fit.saturating_sub(1));
+        while fit - fails > 1 {
+            let mid = fails + (fit - fails) / 2;
+            if fits(Some(mid * step)).failed_allocs == 0 {
+                fit = mid;
+            } else {
+                fails = mid;
+            }
+        }
+        Some(fit * step)
+    };
+    let mut compared = 0;
+    for rec in &recordings {
+        let workload = rec.name.split('/').next().unwrap();
+        let default = recordings
+            .iter()
+            .find(|r| r.name == format!("{workload}/default"))
+            .unwrap();
+        let conf = AllocConf::parse(rec.meta["alloc_conf"].as_str().unwrap()).unwrap();
+        let device_bytes = rec.meta["device_total_bytes"].as_u64().unwrap();
+        for trace in [&rec.trace, &default.trace] {
+            assert!(trace.events.iter().any(|e| matches!(e, TraceEvent::Alloc { .. })));
+            let build = || build_pytorch_policy(&conf);
+            let resumed = allocators::min_capacity_of(trace, &build, device_bytes).unwrap();
+            assert_eq!(resumed, whole_replays(trace, &conf, device_bytes), "{}", rec.name);
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 2 * recordings.len());
+}

@@ -1,0 +1,324 @@
+//! The smallest capacity a trace fits in: bisection over probes, each a replay reduced to "does
+//! every request succeed", started where its capacity first matters.
+//!
+//! A probe under capacity C makes the same decisions as the unlimited run for as long as every
+//! check of the cap in the unlimited run would have passed C: PyTorch's allocator checks it at
+//! each device request and, with a garbage-collection threshold, at each cache miss. So the
+//! unlimited run leaves copies of its state behind, each with the smallest capacity that agrees
+//! with it up to there, and a probe starts from the latest copy its capacity agrees with
+//! instead of from the first event.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use experiments::{Trace, TraceEvent};
+
+use super::{build_policy, Block, Metered, Policy, PolicySpec, SimDevice};
+
+/// Copies of the unlimited run kept at most, spread evenly over the trace.
+const CHECKPOINTS: usize = 32;
+
+/// The smallest capacity, in 2 MiB steps, at which the trace replays in simulation with no
+/// failed request (found by bisection below the unlimited run's peak); `None` when even
+/// unlimited memory fails (a request the policy can never satisfy).
+pub fn min_capacity(trace: &Trace, spec: &PolicySpec, device_bytes: u64) -> Result<Option<u64>, experiments::Error> {
+    build_policy(spec)?;
+    min_capacity_of(trace, &|| build_policy(spec).expect("checked above"), device_bytes)
+}
+
+/// [`min_capacity`] for any policy, built afresh by `build` for each probe that cannot start
+/// from a copy of the unlimited run (see [`Policy::resumable_copy`]).
+pub fn min_capacity_of(
+    trace: &Trace,
+    build: &dyn Fn() -> Box<dyn Policy>,
+    device_bytes: u64,
+) -> Result<Option<u64>, experiments::Error> {
+    const STEP: u64 = SimDevice::GRANULE;
+    let start = || ProbeState::fresh(build(), device_bytes, trace);
+    let mut checkpoints = Vec::new();
+    let unlimited = start().run(trace, None, Some(&mut checkpoints));
+    if !unlimited.fits {
+        return Ok(None);
+    }
+    let probe = |capacity: u64| -> bool {
+        // `needed` only grows along the trace: the last copy this capacity agrees with.
+        let from = checkpoints.partition_point(|c: &Checkpoint| c.state.needed <= capacity);
+        let state = match from.checked_sub(1).and_then(|i| checkpoints[i].state.copy()) {
+            Some(state) => state,
+            None => start(),
+        };
+        state.run(trace, Some(capacity), None).fits
+    };
+    // Below the peak of requested bytes nothing fits, whatever the policy (requested <= allocated
+    // <= reserved <= capacity), so the search starts there rather than at 0.
+    let fits = unlimited.peak_reserved.div_ceil(STEP);
+    let fails = (unlimited.peak_requested.div_ceil(STEP))
+        .saturating_sub(1)
+        .min(fits.saturating_sub(1));
+    let (mut fails, mut fits) = (fails, fits);
+    while fits - fails > 1 {
+        let mid = fails + (fits - fails) / 2;
+        if probe(mid * STEP) {
+            fits = mid;
+        } else {
+            fails = mid;
+        }
+    }
+    Ok(Some(fits * STEP))
+}
+
+/// A copy of the unlimited run's state.
+struct Checkpoint {
+    state: ProbeState,
+}
+
+/// What a probe ends with.
+struct ProbeEnd {
+    fits: bool,
+    peak_reserved: u64,
+    peak_requested: u64,
+}
+
+/// Everything a probe's replay carries from one event to the next.
+struct ProbeState {
+    policy: Box<dyn Policy>,
+    device: SimDevice,
+    live: LiveBlocks,
+    /// The next event to replay.
+    at: usize,
+    reserved: u64,
+    peak_reserved: u64,
+    /// The smallest capacity that would have refused nothing so far.
+    needed: u64,
+    requested: u64,
+    peak_requested: u64,
+}
+
+impl ProbeState {
+    fn fresh(policy: Box<dyn Policy>, device_bytes: u64, trace: &Trace) -> ProbeState {
+        ProbeState {
+            policy,
+            device: SimDevice::new(device_bytes),
+            live: LiveBlocks::for_trace(trace),
+            at: 0,
+            reserved: 0,
+            peak_reserved: 0,
+            needed: 0,
+            requested: 0,
+            peak_requested: 0,
+        }
+    }
+
+    /// A copy to go on from, when the policy can be copied.
+    fn copy(&self) -> Option<ProbeState> {
+        Some(ProbeState {
+            policy: self.policy.resumable_copy()?,
+            device: self.device.clone(),
+            live: self.live.clone(),
+            ..*self
+        })
+    }
+
+    /// Replays from `at` to the end (or the first refusal) under `capacity`. With `checkpoints`
+    /// (the unlimited run), leaves copies of its state behind, dropping those every probe can
+    /// do without.
+    fn run(mut self, trace: &Trace, capacity: Option<u64>, mut checkpoints: Option<&mut Vec<Checkpoint>>) -> ProbeEnd {
+        let events = trace.events.len();
+        let stride = events.div_ceil(CHECKPOINTS).max(1);
+        let limited_by_policy = capacity.is_some_and(|capacity| self.policy.limit_memory(capacity));
+        let meter_capacity = if limited_by_policy { None } else { capacity };
+        let mut fits = true;
+        while fits && self.at < events {
+            let end = if checkpoints.is_some() {
+                (self.at + stride).min(events)
+            } else {
+                events
+            };
+            fits = self.advance(trace, end, meter_capacity);
+            if let (true, true, Some(kept)) = (fits, end < events, checkpoints.as_deref_mut()) {
+                if let Some(state) = self.copy() {
+                    // Every probe's capacity is at least the trace's peak of requested bytes:
+                    // a copy that agrees with that much makes every earlier one useless.
+                    if state.needed <= self.peak_requested {
+                        kept.clear();
+                    }
+                    kept.push(Checkpoint { state });
+                }
+            }
+        }
+        ProbeEnd {
+            fits,
+            peak_reserved: self.peak_reserved,
+            peak_requested: self.peak_requested,
+        }
+    }
+
+    /// Replays events `at..end`; false at the first request refused. The steps are those of
+    /// [`crate::replay_policy`] with everything but the refusal left out.
+    fn advance(&mut self, trace: &Trace, end: usize, meter_capacity: Option<u64>) -> bool {
+        let mut meter = Metered::new(&mut self.device, meter_capacity);
+        meter.reserved = self.reserved;
+        meter.peak_reserved = self.peak_reserved;
+        meter.needed = self.needed;
+        let policy = &mut self.policy;
+        let live = &mut self.live;
+        let mut fits = true;
+        for event in &trace.events[self.at..end] {
+            match *event {
+                TraceEvent::Alloc { id, size, stream } => {
+                    let result = policy.allocate(&mut meter, size, stream);
+                    for block in policy.drain_finished() {
+                        if let Some(done) = live.let_go_at(block.addr) {
+                            live.remove(done);
+                        }
+                    }
+                    let Ok(block) = result else {
+                        fits = false;
+                        break;
+                    };
+                    live.insert(id, block, size);
+                    self.requested += size;
+                    self.peak_requested = self.peak_requested.max(self.requested);
+                }
+                TraceEvent::FreeRequested { id } => {
+                    if let Some((block, size)) = live.let_go(id) {
+                        self.requested -= size;
+                        policy.free_requested(&mut meter, block);
+                    }
+                }
+                TraceEvent::Free { id } => {
+                    if let Some(entry) = live.remove(id) {
+                        if !entry.let_go {
+                            self.requested -= entry.size;
+                        }
+                        policy.free(&mut meter, entry.block);
+                    }
+                }
+            }
+        }
+        self.at = end;
+        self.reserved = meter.reserved;
+        self.peak_reserved = meter.peak_reserved;
+        // The cap is the policy's or the meter's; whichever it is, both bounds together are safe.
+        self.needed = meter.needed.max(policy.limit_needed());
+        fits
+    }
+}
+
+/// A live block of a probe.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    id: u64,
+    block: Block,
+    size: u64,
+    let_go: bool,
+}
+
+/// The live blocks of a probe, kept together so that a copy costs what is live, not what the
+/// trace's ids span; an index by id finds them.
+#[derive(Clone)]
+struct LiveBlocks {
+    entries: Vec<Entry>,
+    index: LiveIndex,
+}
+
+/// Where each live id's entry is: a vector where the ids are dense (every importer numbers them
+/// from 0), a hash map otherwise.
+#[derive(Clone)]
+enum LiveIndex {
+    Dense(Vec<u32>),
+    Sparse(HashMap<u64, u32>),
+}
+
+const ABSENT: u32 = u32::MAX;
+
+impl LiveBlocks {
+    fn for_trace(trace: &Trace) -> LiveBlocks {
+        let max_id = trace
+            .events
+            .iter()
+            .map(|e| match *e {
+                TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => id,
+            })
+            .max()
+            .unwrap_or(0);
+        let index = if max_id <= 2 * trace.events.len() as u64 + 1024 {
+            LiveIndex::Dense(vec![ABSENT; max_id as usize + 1])
+        } else {
+            LiveIndex::Sparse(HashMap::default())
+        };
+        LiveBlocks {
+            entries: Vec::new(),
+            index,
+        }
+    }
+
+    fn position(&self, id: u64) -> Option<usize> {
+        let at = match &self.index {
+            LiveIndex::Dense(slots) => slots.get(id as usize).copied().unwrap_or(ABSENT),
+            LiveIndex::Sparse(map) => map.get(&id).copied().unwrap_or(ABSENT),
+        };
+        (at != ABSENT).then_some(at as usize)
+    }
+
+    fn set_position(&mut self, id: u64, at: u32) {
+        match &mut self.index {
+            LiveIndex::Dense(slots) => slots[id as usize] = at,
+            LiveIndex::Sparse(map) => {
+                if at == ABSENT {
+                    map.remove(&id);
+                } else {
+                    map.insert(id, at);
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, id: u64, block: Block, size: u64) {
+        if let Some(old) = self.position(id) {
+            // An id allocated again while live replaces its block, as the replay's table does.
+            self.entries[old] = Entry {
+                id,
+                block,
+                size,
+                let_go: false,
+            };
+            return;
+        }
+        self.set_position(id, self.entries.len() as u32);
+        self.entries.push(Entry {
+            id,
+            block,
+            size,
+            let_go: false,
+        });
+    }
+
+    /// Marks `id` let go; its block and requested size, when it was live and not yet let go.
+    fn let_go(&mut self, id: u64) -> Option<(Block, u64)> {
+        let at = self.position(id)?;
+        let entry = &mut self.entries[at];
+        if entry.let_go {
+            return None;
+        }
+        entry.let_go = true;
+        Some((entry.block, entry.size))
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        let at = self.position(id)?;
+        let entry = self.entries.swap_remove(at);
+        self.set_position(id, ABSENT);
+        if let Some(moved) = self.entries.get(at) {
+            self.set_position(moved.id, at as u32);
+        }
+        Some(entry)
+    }
+
+    /// The id of the live block at `addr` that the program has let go of.
+    fn let_go_at(&self, addr: u64) -> Option<u64> {
+        self.entries
+            .iter()
+            .find(|entry| entry.let_go && entry.block.addr == addr)
+            .map(|entry| entry.id)
+    }
+}
