@@ -23,7 +23,7 @@
 //!
 //! Statistics are counted where PyTorch counts them, under its names ([`PytorchStats`]).
 
-use std::collections::BTreeSet;
+use super::ordered_set::OrderedSet;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -90,9 +90,9 @@ type UnmappedKey = (u64, u64, usize);
 #[derive(Default, Clone)]
 struct PoolState {
     /// Free mapped blocks, ordered by (stream, size, address): best fit is a range query.
-    blocks: BTreeSet<FreeKey>,
+    blocks: OrderedSet<FreeKey>,
     /// Unmapped ranges of expandable segments, ordered by (stream, address).
-    unmapped: BTreeSet<UnmappedKey>,
+    unmapped: OrderedSet<UnmappedKey>,
     /// `get_free_blocks_call_count`: counted only while garbage collection can act.
     free_block_calls: u64,
 }

@@ -16,6 +16,7 @@ mod caching;
 mod capacity;
 mod choice;
 mod device;
+mod ordered_set;
 mod replay;
 mod simple;
 mod slots;
