@@ -428,6 +428,13 @@ fn replay(args: &ReplayArgs) -> Result<()> {
     record.save(&args.out.join(format!("replay-{backend}.json")))?;
     write_exports(&exports, &record, args.json)?;
     let rendered = reports::render_replay(args.out)?;
+    // To stderr, so --json stays one document; the trace is streamed, so this is what the
+    // replay itself held.
+    eprintln!(
+        "replay: {} events; this process's peak memory {}",
+        record.events,
+        peak_memory()
+    );
     if args.json {
         println!(
             "{}",
@@ -545,7 +552,21 @@ fn tune(
         }
     }
     println!("tune: {}", rendered.markdown.display());
+    eprintln!("tune: this process's peak memory {}", peak_memory());
     Ok(())
+}
+
+/// This process's peak resident memory (Linux's VmHWM), or "not known" where the kernel does not
+/// say.
+fn peak_memory() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(experiments::format_bytes(kib * 1024))
+        })
+        .unwrap_or_else(|| "not known".to_string())
 }
 
 fn run(targets: &[String], choice: BackendChoice, profile: &str, out: &Path, seed: u64) -> Result<()> {
