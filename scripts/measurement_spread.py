@@ -57,6 +57,7 @@ def main(gpu, as_toml):
     if as_toml:
         print("[uncertainty]")
         print(f'source = "scripts/measurement_spread.py {gpu}: 90th percentile of |a - b| / mean between every pair of committed {NAMES[gpu]} measurements of the same point (runs on different days and machines)"')
+        print("\n[uncertainty.spread]")
         for family, _, _, _, p90, _ in rows:
             print(f"{family} = {p90:.4f}")
         return
