@@ -10,8 +10,8 @@ mkdir -p "$out"
 "$(dirname "$0")/machine-info.sh" "$out/machine.txt"
 status=0
 # Each part writes its own profile and samples file; the second starts from the first.
-"$bin" calibrate --part global --into "$base" --out "$out/global-$base.toml" --name "$base" 2>&1 | tee "$out/calibrate-global.log" || status=1
-"$bin" calibrate --part constant --into "$out/global-$base.toml" --out "$out/profile-$base.toml" 2>&1 | tee "$out/calibrate-constant.log" || status=1
+"$bin" calibrate --part coalescing --into "$base" --out "$out/coalescing-$base.toml" --name "$base" 2>&1 | tee "$out/calibrate-coalescing.log" || status=1
+"$bin" calibrate --part constant --into "$out/coalescing-$base.toml" --out "$out/profile-$base.toml" 2>&1 | tee "$out/calibrate-constant.log" || status=1
 "$bin" run coalescing coalescing_mask coalescing_l2 coalescing_fresh coalescing_l2_fresh coalescing_holdout coalescing_l2_holdout \
   occupancy_bandwidth constant constant_odd \
   --backend both --profile "$out/profile-$base.toml" --out "$out/run" 2>&1 | tee "$out/run.log" || status=1

@@ -681,15 +681,15 @@ fn calibrate(out: &Path, part: &str, into: Option<&Path>, name: &str, seed: u64)
             l.l1_cycles, l.l2_cycles, l.dram_cycles
         );
     }
-    if let Some(g) = &profile.global {
+    if let Some(g) = &profile.coalescing {
         println!(
-            "  global: DRAM {:.0} GB/s in {} B fetches, L2 {:.0} GB/s",
+            "  coalescing: DRAM {:.0} GB/s in {} B fetches, L2 {:.0} GB/s",
             g.dram_gb_per_s, g.dram_fetch_bytes, g.l2_gb_per_s
         );
     }
-    if let Some(s) = &profile.shared {
+    if let Some(s) = &profile.banks {
         println!(
-            "  shared: {:.2} cycles + {:.2} per extra wavefront",
+            "  banks: {:.2} cycles + {:.2} per extra wavefront",
             s.base_cycles, s.wavefront_cycles
         );
     }

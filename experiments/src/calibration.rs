@@ -35,14 +35,14 @@ pub struct Calibration {
     /// The SM limits the driver reports (cuDeviceGetAttribute).
     pub sm: SmAttributes,
     /// Dependent shared-memory loads at the calibration cases; empty when not measured.
-    #[serde(default)]
-    pub shared: Vec<BankSample>,
+    #[serde(default, alias = "shared")]
+    pub banks: Vec<BankSample>,
     /// Registers per thread of the global read kernel (its occupancy); 0 when not measured.
     #[serde(default)]
     pub read_kernel_registers: u32,
     /// Global-memory reads at the calibration cases; empty when not measured.
-    #[serde(default)]
-    pub global: Vec<GlobalSample>,
+    #[serde(default, alias = "global")]
+    pub coalescing: Vec<CoalescingSample>,
     /// L2 capacity, bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
     #[serde(default)]
     pub l2_bytes: u64,
@@ -219,7 +219,7 @@ pub fn latency_calibration_bytes() -> Vec<u64> {
 
 /// One measured global read pattern (all lanes active, no offset).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct GlobalSample {
+pub struct CoalescingSample {
     /// Bytes per lane.
     pub width: u32,
     /// Elements between lanes.
@@ -238,7 +238,7 @@ pub struct GlobalSample {
 /// in each of 32 lines per request: the L2's line-request rate), and 16-byte reads at stride
 /// 32 of 16 MiB (too few warps to fill the GPU: the latency of a 32-line load). Every other
 /// point is left for validation.
-pub fn global_calibration_cases() -> Vec<(u32, u32, u64)> {
+pub fn coalescing_calibration_cases() -> Vec<(u32, u32, u64)> {
     vec![
         (16, 1, 1 << 30),
         (16, 1, 16 << 20),
@@ -359,18 +359,18 @@ pub const CALIBRATION_PARTS: [CalibrationPart; 9] = [
         cases: || 4 * calibration_sizes().len(),
     },
     CalibrationPart {
-        name: "shared",
+        name: "banks",
         measures: "dependent shared-memory loads (banks)",
         machine: false,
         in_all: true,
         cases: || bank_calibration_cases().len(),
     },
     CalibrationPart {
-        name: "global",
+        name: "coalescing",
         measures: "global-memory reads (coalescing, L2 and DRAM)",
         machine: false,
         in_all: true,
-        cases: || global_calibration_cases().len(),
+        cases: || coalescing_calibration_cases().len(),
     },
     CalibrationPart {
         name: "latency",
@@ -421,7 +421,14 @@ pub fn calibration_parts(selection: &str) -> Option<Vec<&'static CalibrationPart
     let parts: Vec<&CalibrationPart> = match selection {
         "all" => CALIBRATION_PARTS.iter().filter(|p| p.in_all).collect(),
         "machine" => CALIBRATION_PARTS.iter().filter(|p| p.machine).collect(),
-        name => CALIBRATION_PARTS.iter().filter(|p| p.name == name).collect(),
+        name => {
+            // The parts' names before each family had one name in every layer.
+            let name = crate::profile::FORMER_NAMES
+                .iter()
+                .find(|(old, _)| *old == name)
+                .map_or(name, |(_, new)| new);
+            CALIBRATION_PARTS.iter().filter(|p| p.name == name).collect()
+        }
     };
     (!parts.is_empty()).then_some(parts)
 }

@@ -24,10 +24,11 @@ mod units;
 pub use alloc_conf::{AllocBackend, AllocConf, ALLOC_CONF_KEYS, ROUNDUP_INTERVALS};
 pub use backend::Backend;
 pub use calibration::{
-    bank_calibration_cases, calibration_parts, calibration_sizes, constant_calibration_cases, global_calibration_cases,
-    growth_calibration_bytes, latency_calibration_bytes, migration_calibration_bytes, peer_calibration_bytes,
-    spill_calibration_cases, BankSample, Calibration, CalibrationPart, ConstantSample, GlobalSample, GrowthSample,
-    LatencySample, MigrationSample, PeerSample, Sample, SmAttributes, SpillSample, CALIBRATION_PARTS,
+    bank_calibration_cases, calibration_parts, calibration_sizes, coalescing_calibration_cases,
+    constant_calibration_cases, growth_calibration_bytes, latency_calibration_bytes, migration_calibration_bytes,
+    peer_calibration_bytes, spill_calibration_cases, BankSample, Calibration, CalibrationPart, CoalescingSample,
+    ConstantSample, GrowthSample, LatencySample, MigrationSample, PeerSample, Sample, SmAttributes, SpillSample,
+    CALIBRATION_PARTS,
 };
 pub use catalog::Catalog;
 pub use error::{Error, Result};
@@ -41,8 +42,8 @@ pub use files::{unsafe_name, write_atomically};
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
-    grow_sizes, machine_parts, reserved_bytes, this_machine, ConstantParams, GlobalParams, GrowthCost, GrowthParams,
-    LatencyParams, LinkParams, MigrationParams, PeerParams, Profile, ProfileDevice, SharedParams, SmParams,
+    grow_sizes, machine_parts, reserved_bytes, this_machine, BankParams, CoalescingParams, ConstantParams, GrowthCost,
+    GrowthParams, LatencyParams, LinkParams, MigrationParams, PeerParams, Profile, ProfileDevice, SmParams,
     SpillParams, StagedParams, TransferParams, Uncertainty, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION,
     MANAGED_LIMIT_FRACTION, VMM_GRANULE,
 };

@@ -24,13 +24,15 @@ pub struct Profile {
     pub transfer: TransferParams,
     /// The SM's resource limits and allocation rules, for the occupancy calculator.
     pub sm: SmParams,
-    /// Shared memory's banks and what a conflict costs; absent in profiles calibrated before
-    /// vramlab measured it (`vramlab calibrate --part shared --into FILE` adds it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared: Option<SharedParams>,
-    /// Global memory: sectors, lines, L2 and DRAM; absent until calibrated (`--part global`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub global: Option<GlobalParams>,
+    /// Shared memory's banks and what a conflict costs, for the `banks` family; absent in
+    /// profiles calibrated before vramlab measured it (`vramlab calibrate --part banks --into
+    /// FILE` adds it). Profiles written before the rename call the section `[shared]`.
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "shared")]
+    pub banks: Option<BankParams>,
+    /// Global memory: sectors, lines, L2 and DRAM, for the `coalescing` family; absent until
+    /// calibrated (`--part coalescing`). Formerly `[global]`.
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "global")]
+    pub coalescing: Option<CoalescingParams>,
     /// Load-to-use latency of each level; absent until calibrated (`--part latency`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyParams>,
@@ -275,7 +277,7 @@ fn one() -> f64 {
 /// of `line_bytes` lines; the L2 holds `l2_bytes`; DRAM is read in `dram_fetch_bytes` pieces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GlobalParams {
+pub struct CoalescingParams {
     /// Where these numbers came from.
     pub source: String,
     /// Sector size, bytes (32 on every architecture since compute capability 5.0).
@@ -318,7 +320,7 @@ pub struct GlobalParams {
 /// (passes over the banks) takes `base_cycles + (w - 1) x wavefront_cycles` in a dependent chain.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SharedParams {
+pub struct BankParams {
     /// Where these numbers came from.
     pub source: String,
     /// Banks (32 on every architecture since compute capability 2.0).
@@ -462,12 +464,12 @@ const ZERO_ALLOWED: &[&str] = &[
 
 /// Upper bounds on counts that size what a model allocates or loops over.
 const UPPER_BOUNDS: &[(&str, &str, f64)] = &[
-    ("shared", "banks", 1024.0),
-    ("shared", "bank_bytes", 1024.0),
-    ("global", "sector_bytes", 1_048_576.0),
-    ("global", "line_bytes", 1_048_576.0),
-    ("global", "dram_fetch_bytes", 1_048_576.0),
-    ("global", "dram_page_bytes", 1_048_576.0),
+    ("banks", "banks", 1024.0),
+    ("banks", "bank_bytes", 1024.0),
+    ("coalescing", "sector_bytes", 1_048_576.0),
+    ("coalescing", "line_bytes", 1_048_576.0),
+    ("coalescing", "dram_fetch_bytes", 1_048_576.0),
+    ("coalescing", "dram_page_bytes", 1_048_576.0),
     ("sm", "warp_size", 1024.0),
     ("sm", "sub_partitions", 1024.0),
     ("device", "multiprocessors", 65_536.0),
@@ -548,13 +550,38 @@ fn check_number(origin: &str, section: &str, key: &str, value: &toml::Value) -> 
     Ok(())
 }
 
+/// Section (and calibration part) names from before each family had one name in every layer,
+/// and the family's name that replaced them.
+pub(crate) const FORMER_NAMES: [(&str, &str); 2] = [("shared", "banks"), ("global", "coalescing")];
+
+/// `text` with the old section headers (`[shared]`, `[global]`) under the families' names, line
+/// for line, so that old profiles read, and are checked, as new ones.
+fn with_family_section_names(text: &str) -> String {
+    let renamed = |line: &str| -> Option<String> {
+        let header = line.trim_start().strip_prefix('[')?;
+        FORMER_NAMES.iter().find_map(|(old, new)| {
+            let rest = header.strip_prefix(old)?;
+            (rest.starts_with(']') || rest.starts_with('.')).then(|| format!("[{new}{rest}"))
+        })
+    };
+    let mut out: String = text
+        .lines()
+        .map(|line| renamed(line).unwrap_or_else(|| line.to_string()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
 /// The profile `vramlab run` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "h100";
 
 /// The parts of a profile that belong to the machine a GPU sits in rather than to the GPU model:
 /// host memory and the PCIe link (copies; pageable ones go through host memory), and the driver
 /// (growing buffers, managed-memory migration); the [`crate::CALIBRATION_PARTS`] marked
-/// `machine`. The others (shared, global, latency, constant, spills, the SM's limits) are the GPU
+/// `machine`. The others (banks, coalescing, latency, constant, spills, the SM's limits) are the GPU
 /// model's own and travel with it. Measured on freshly started machines (issue 13), built-in
 /// profiles held to a few percent for the GPU's parts and missed by 6-26% median for these.
 pub fn machine_parts() -> Vec<&'static str> {
@@ -596,6 +623,7 @@ impl Profile {
 
     /// Parses a profile's TOML; `origin` names it in errors.
     pub fn parse(origin: &str, text: &str) -> Result<Profile> {
+        let text = &with_family_section_names(text);
         let profile: Profile = toml::from_str(text).map_err(|e| Error::from_toml(origin, text, &e))?;
         let table: toml::Table = toml::from_str(text).map_err(|e| Error::from_toml(origin, text, &e))?;
         check_numbers(origin, "", &toml::Value::Table(table))?;
@@ -697,24 +725,24 @@ impl Profile {
                 return Err(Error::Invalid(format!("{origin}: {name} = 0: must be positive")));
             }
         }
-        if let Some(shared) = &self.shared {
+        if let Some(shared) = &self.banks {
             // Written so that NaN fails too.
             let physical = shared.base_cycles > 0.0 && shared.wavefront_cycles >= 0.0;
             if shared.banks == 0 || shared.bank_bytes == 0 || !physical {
                 return Err(Error::Invalid(format!(
-                    "{origin}: [shared] needs banks, bank_bytes and base_cycles > 0 and wavefront_cycles >= 0"
+                    "{origin}: [banks] needs banks, bank_bytes and base_cycles > 0 and wavefront_cycles >= 0"
                 )));
             }
         }
-        if let Some(global) = &self.global {
+        if let Some(global) = &self.coalescing {
             for (name, value) in [
-                ("global.dram_gb_per_s", global.dram_gb_per_s),
-                ("global.dram_page_gb_per_s", global.dram_page_gb_per_s),
-                ("global.l2_gb_per_s", global.l2_gb_per_s),
-                ("global.l2_lines_g_per_s", global.l2_lines_g_per_s),
-                ("global.dram_latency_ns", global.dram_latency_ns),
-                ("global.l2_latency_ns", global.l2_latency_ns),
-                ("global.line_latency_ns", global.line_latency_ns),
+                ("coalescing.dram_gb_per_s", global.dram_gb_per_s),
+                ("coalescing.dram_page_gb_per_s", global.dram_page_gb_per_s),
+                ("coalescing.l2_gb_per_s", global.l2_gb_per_s),
+                ("coalescing.l2_lines_g_per_s", global.l2_lines_g_per_s),
+                ("coalescing.dram_latency_ns", global.dram_latency_ns),
+                ("coalescing.l2_latency_ns", global.l2_latency_ns),
+                ("coalescing.line_latency_ns", global.line_latency_ns),
             ] {
                 if !(value.is_finite() && value > 0.0) {
                     return Err(Error::Invalid(format!("{origin}: {name} = {value}: must be positive")));
@@ -722,7 +750,7 @@ impl Profile {
             }
             if global.overlap_exponent.is_nan() || global.overlap_exponent < 1.0 {
                 return Err(Error::Invalid(format!(
-                    "{origin}: global.overlap_exponent = {}: must be at least 1",
+                    "{origin}: coalescing.overlap_exponent = {}: must be at least 1",
                     global.overlap_exponent
                 )));
             }
@@ -739,6 +767,25 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profile_written_before_the_rename_reads_as_the_same_profile() {
+        let text = BUILTIN_PROFILES.iter().find(|p| p.name == "h100").unwrap().text;
+        let old = text.replace("[banks]", "[shared]").replace("[coalescing]", "[global]");
+        assert_ne!(old, text);
+        let builtin = Profile::parse("new", text).unwrap();
+        assert_eq!(Profile::parse("old", &old).unwrap().to_toml(), builtin.to_toml());
+        assert!(builtin.to_toml().contains("[banks]") && !builtin.to_toml().contains("[shared]"));
+        // Old names are checked as the new ones are, and named by their new names.
+        let too_many = old.replacen("banks = 32", "banks = 4294967295", 1);
+        let err = Profile::parse("old", &too_many).unwrap_err().to_string();
+        assert!(
+            err.contains("[banks] banks = 4294967295: must be at most 1024"),
+            "{err}"
+        );
+        let parts = crate::calibration_parts("global").unwrap();
+        assert_eq!(parts.iter().map(|p| p.name).collect::<Vec<_>>(), ["coalescing"]);
+    }
 
     #[test]
     fn a_profile_from_another_machine_says_so() {
@@ -789,13 +836,13 @@ mod tests {
             (
                 "sector_bytes =",
                 "sector_bytes = 0",
-                "[global] sector_bytes = 0: must be positive (and finite)",
+                "[coalescing] sector_bytes = 0: must be positive (and finite)",
             ),
-            ("sector_bytes =", "sector_bytes = -0", "[global] sector_bytes = 0"),
+            ("sector_bytes =", "sector_bytes = -0", "[coalescing] sector_bytes = 0"),
             (
                 "banks =",
                 "banks = 4294967295",
-                "[shared] banks = 4294967295: must be at most 1024",
+                "[banks] banks = 4294967295: must be at most 1024",
             ),
             (
                 "multiprocessors =",
@@ -848,8 +895,8 @@ mod tests {
             let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
             let profile = Profile::find(&stem).unwrap_or_else(|e| panic!("{} is not built in: {e}", path.display()));
             assert!(
-                profile.shared.is_some()
-                    && profile.global.is_some()
+                profile.banks.is_some()
+                    && profile.coalescing.is_some()
                     && profile.latency.is_some()
                     && profile.constant.is_some()
                     && profile.growth.is_some()

@@ -1,7 +1,7 @@
 //! `vramlab calibrate`, measuring half: the samples a profile is fitted on.
 
 use experiments::{
-    bank_calibration_cases, calibration_sizes, constant_calibration_cases, global_calibration_cases,
+    bank_calibration_cases, calibration_sizes, coalescing_calibration_cases, constant_calibration_cases,
     latency_calibration_bytes, spill_calibration_cases, Calibration, Direction, HostMemory, Sample, TransferPoint,
 };
 
@@ -85,14 +85,14 @@ pub fn measure_calibration(parts: &Parts, seed: u64, progress: &dyn Fn()) -> Res
     let (mut growth, mut free_bytes, mut spills, mut migration, mut peer) =
         (Vec::new(), 0, Vec::new(), Vec::new(), Vec::new());
     let mut read_kernel_registers = 0;
-    part("shared", &mut || {
+    part("banks", &mut || {
         shared = BankProbe::load(&gpu)?.calibrate(&gpu, &bank_calibration_cases())?;
         Ok(shared.len())
     })?;
-    part("global", &mut || {
+    part("coalescing", &mut || {
         let mut probe = ReadProbe::load(&gpu)?;
         read_kernel_registers = probe.registers()?;
-        global = probe.calibrate(&gpu, &global_calibration_cases())?;
+        global = probe.calibrate(&gpu, &coalescing_calibration_cases())?;
         Ok(global.len())
     })?;
     part("latency", &mut || {
@@ -129,7 +129,7 @@ pub fn measure_calibration(parts: &Parts, seed: u64, progress: &dyn Fn()) -> Res
         read_kernel_registers,
         constant,
         latency,
-        global,
+        coalescing: global,
         l2_bytes: l2_bytes(&gpu)?,
         sm: sm_attributes(&gpu)?,
         device,
@@ -139,7 +139,7 @@ pub fn measure_calibration(parts: &Parts, seed: u64, progress: &dyn Fn()) -> Res
         h2d_pageable,
         d2h_pageable,
         kernel_launch_us,
-        shared,
+        banks: shared,
         part_seconds: clock.seconds.into_inner(),
     })
 }

@@ -2,7 +2,7 @@
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 
-use experiments::{CoalescingPoint, GlobalSample, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS};
+use experiments::{CoalescingPoint, CoalescingSample, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS};
 
 use crate::cuda::{kernel_for_width, Arg, DeviceBuffer, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
@@ -89,12 +89,12 @@ impl ReadProbe {
     }
 
     /// The calibration reads, measured.
-    pub(crate) fn calibrate(&mut self, gpu: &Gpu, cases: &[(u32, u32, u64)]) -> Result<Vec<GlobalSample>> {
+    pub(crate) fn calibrate(&mut self, gpu: &Gpu, cases: &[(u32, u32, u64)]) -> Result<Vec<CoalescingSample>> {
         cases
             .iter()
             .map(|&(width, stride, bytes)| {
                 let point = CoalescingPoint::calibration(width, stride, bytes);
-                Ok(GlobalSample {
+                Ok(CoalescingSample {
                     width,
                     stride,
                     bytes,

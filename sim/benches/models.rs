@@ -23,8 +23,8 @@ fn bank_points() -> Vec<BankPoint> {
 fn banks(c: &mut Criterion) {
     let shared = Profile::find("h100")
         .expect("built-in profile")
-        .shared
-        .expect("h100 has [shared]");
+        .banks
+        .expect("h100 has [banks]");
     let points = bank_points();
     let mut group = c.benchmark_group("banks");
     group.throughput(Throughput::Elements(points.len() as u64));
@@ -56,8 +56,8 @@ fn coalescing_points() -> Vec<CoalescingPoint> {
 fn coalescing(c: &mut Criterion) {
     let global = Profile::find("h100")
         .expect("built-in profile")
-        .global
-        .expect("h100 has [global]");
+        .coalescing
+        .expect("h100 has [coalescing]");
     let points = coalescing_points();
     let mut group = c.benchmark_group("coalescing");
     group.throughput(Throughput::Elements(points.len() as u64));

@@ -47,7 +47,7 @@ impl SimBackend {
             Workload::Transfer(point) => transfer_metrics(copy_us(params, point), point.bytes),
             Workload::Overlap(point) => overlap_metrics(overlapped_us(params, point), serial_us(params, point)),
             Workload::Banks(point) => {
-                let shared = self.section(&self.profile.shared, "shared")?;
+                let shared = self.section(&self.profile.banks, "banks")?;
                 let access = bank_access(shared, point);
                 let mut metrics = cycles_metrics(bank_cycles(shared, point));
                 metrics.insert("wavefronts".to_string(), f64::from(access.wavefronts));
@@ -55,7 +55,7 @@ impl SimBackend {
                 metrics
             }
             Workload::Coalescing(point) => {
-                let global = self.section(&self.profile.global, "global")?;
+                let global = self.section(&self.profile.coalescing, "coalescing")?;
                 let footprint = warp_footprint(global, point);
                 let time = read_time(global, &self.profile.sm, self.profile.device.multiprocessors, point).ok_or_else(
                     || {
@@ -83,7 +83,7 @@ impl SimBackend {
             ),
             Workload::Spills(point) => {
                 let spills = self.section(&self.profile.spills, "spills")?;
-                let global = self.section(&self.profile.global, "global")?;
+                let global = self.section(&self.profile.coalescing, "coalescing")?;
                 let p = predict_spills(
                     spills,
                     &self.profile.sm,
@@ -150,7 +150,7 @@ impl SimBackend {
                 .collect(),
             Family::Banks => self
                 .profile
-                .shared
+                .banks
                 .iter()
                 .flat_map(|s| s.calibration_cases.iter())
                 .map(|(w, s)| {
@@ -162,7 +162,7 @@ impl SimBackend {
                 .collect(),
             Family::Coalescing => self
                 .profile
-                .global
+                .coalescing
                 .iter()
                 .flat_map(|g| g.calibration_cases.iter())
                 .map(|(w, s, b)| {

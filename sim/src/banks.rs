@@ -16,7 +16,7 @@ use crate::fit::FitError;
 use crate::solve::fit_line;
 use experiments::BankSample;
 
-use experiments::{BankPoint, SharedParams};
+use experiments::{BankParams, BankPoint};
 
 /// What one warp-wide shared load costs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,7 @@ impl BankAccess {
 const WARP: u32 = 32;
 
 /// The banks one warp-wide load touches and the wavefronts it needs.
-pub fn bank_access(shared: &SharedParams, point: &BankPoint) -> BankAccess {
+pub fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess {
     let words_per_lane = u64::from((point.width / shared.bank_bytes).max(1));
     let banks = u64::from(shared.banks);
     let first_word = |lane: u32| u64::from(lane) * u64::from(point.stride) * words_per_lane;
@@ -75,7 +75,7 @@ pub fn bank_access(shared: &SharedParams, point: &BankPoint) -> BankAccess {
 /// `g = gcd(stride x k, 32)`, each `g` times; since `k` divides `stride x k`, `k <= g`, so each
 /// bank that is hit holds exactly `g` distinct words. A broadcast (stride 0) is one pass.
 /// Other bank or warp counts fall back to counting.
-pub fn bank_wavefronts(shared: &SharedParams, point: &BankPoint) -> u32 {
+pub fn bank_wavefronts(shared: &BankParams, point: &BankPoint) -> u32 {
     if shared.banks != WARP || shared.bank_bytes != 4 {
         return bank_access(shared, point).wavefronts;
     }
@@ -89,14 +89,14 @@ pub fn bank_wavefronts(shared: &SharedParams, point: &BankPoint) -> u32 {
 }
 
 /// Predicted cycles of one dependent load with this pattern.
-pub fn bank_cycles(shared: &SharedParams, point: &BankPoint) -> f64 {
+pub fn bank_cycles(shared: &BankParams, point: &BankPoint) -> f64 {
     shared.base_cycles + f64::from(bank_wavefronts(shared, point) - 1) * shared.wavefront_cycles
 }
 
 /// Fits shared memory's base and per-wavefront cycles on measured bank patterns.
-pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams, FitError> {
+pub fn fit_banks(samples: &[BankSample], source: String) -> Result<BankParams, FitError> {
     let what = "shared-memory bank costs";
-    let shape = SharedParams {
+    let shape = BankParams {
         source,
         banks: 32,
         bank_bytes: 4,
@@ -142,7 +142,7 @@ pub fn fit_shared(samples: &[BankSample], source: String) -> Result<SharedParams
         });
     }
     let (base_cycles, wavefront_cycles) = fit_line(&points);
-    Ok(SharedParams {
+    Ok(BankParams {
         base_cycles,
         wavefront_cycles: wavefront_cycles.max(0.0),
         calibration_cases: samples.iter().map(|s| (s.width, s.stride)).collect(),
@@ -155,8 +155,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn shared() -> SharedParams {
-        SharedParams {
+    fn shared() -> BankParams {
+        BankParams {
             source: "test".into(),
             banks: 32,
             bank_bytes: 4,

@@ -10,10 +10,10 @@
 
 use crate::fit::FitError;
 use crate::solve::minimise_positive;
-use experiments::GlobalSample;
+use experiments::CoalescingSample;
 
 use experiments::{
-    CoalescingPoint, GlobalParams, OccupancyPoint, SmParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    CoalescingParams, CoalescingPoint, OccupancyPoint, SmParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
 };
 
 use crate::occupancy::occupancy;
@@ -68,7 +68,7 @@ fn pieces_in_warp(point: &CoalescingPoint, unit: u64) -> u64 {
 }
 
 /// Sectors, lines and efficiency of one warp's read (warp 0; every warp is the same shape).
-pub fn warp_footprint(global: &GlobalParams, point: &CoalescingPoint) -> WarpFootprint {
+pub fn warp_footprint(global: &CoalescingParams, point: &CoalescingPoint) -> WarpFootprint {
     let sectors = pieces_in_warp(point, u64::from(global.sector_bytes)) as u32;
     let lines = pieces_in_warp(point, u64::from(global.line_bytes)) as u32;
     let useful_bytes = point.active_lanes * point.width;
@@ -106,7 +106,7 @@ pub struct PassTraffic {
 }
 
 /// What one pass over the array asks of memory.
-pub fn pass_traffic(global: &GlobalParams, point: &CoalescingPoint) -> PassTraffic {
+pub fn pass_traffic(global: &CoalescingParams, point: &CoalescingPoint) -> PassTraffic {
     let dram_bytes = pieces_per_pass(point, u64::from(global.dram_fetch_bytes)) * f64::from(global.dram_fetch_bytes);
     let l2_bytes = pieces_per_pass(point, u64::from(global.sector_bytes)) * f64::from(global.sector_bytes);
     PassTraffic {
@@ -138,7 +138,7 @@ pub struct ReadTime {
 /// Predicted time of the read kernel over `point`, on a GPU with `multiprocessors` SMs.
 /// `None` when the kernel cannot launch (its shared memory does not fit an SM).
 pub fn read_time(
-    global: &GlobalParams,
+    global: &CoalescingParams,
     sm: &SmParams,
     multiprocessors: u32,
     point: &CoalescingPoint,
@@ -193,7 +193,11 @@ pub fn read_time(
 /// DRAM page-open rate, the L2's line-request rate, the latency of one warp's load from each
 /// level and per extra line, how the two bounds combine, and DRAM's fetch size (32, 64 or 128 bytes, whichever predicts best). Every
 /// continuous parameter is fitted jointly by least absolute relative error.
-pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: String) -> Result<GlobalParams, FitError> {
+pub fn fit_coalescing(
+    samples: &[CoalescingSample],
+    machine: &CoalescingMachine,
+    source: String,
+) -> Result<CoalescingParams, FitError> {
     let what = "global-memory reads";
     let launch_us = machine.launch_us;
     if let Some(bad) = samples
@@ -215,8 +219,8 @@ pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: Str
             ),
         });
     }
-    let as_point = |s: &GlobalSample| CoalescingPoint::calibration(s.width, s.stride, s.bytes);
-    let with = |fetch: u32, x: &GlobalFree| GlobalParams {
+    let as_point = |s: &CoalescingSample| CoalescingPoint::calibration(s.width, s.stride, s.bytes);
+    let with = |fetch: u32, x: &CoalescingFree| CoalescingParams {
         source: source.clone(),
         sector_bytes: 32,
         line_bytes: 128,
@@ -235,7 +239,7 @@ pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: Str
         launch_us,
         calibration_cases: samples.iter().map(|s| (s.width, s.stride, s.bytes)).collect(),
     };
-    let error = |params: &GlobalParams| -> f64 {
+    let error = |params: &CoalescingParams| -> f64 {
         samples
             .iter()
             .map(
@@ -268,7 +272,7 @@ pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: Str
         }
     };
     let gib = (1u64 << 30) as f64;
-    let base = GlobalFree {
+    let base = CoalescingFree {
         dram_gb_per_s: guess(gib / time_of(16, 1, 1 << 30) / 1e3, 3000.0),
         dram_page_gb_per_s: 30000.0,
         l2_gb_per_s: guess(gib / time_of(16, 1, 16 << 20) / 1e3, 8000.0),
@@ -278,15 +282,17 @@ pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: Str
         l2_lines_g_per_s: guess((gib / 128.0) / time_of(4, 32, 16 << 20) / 1e3, 100.0),
         line_latency_ns: 5.0,
     };
-    let mut best: Option<(f64, GlobalParams)> = None;
+    let mut best: Option<(f64, CoalescingParams)> = None;
     for fetch in [32, 64, 128] {
         for exponent in [0.5, 1.5, 3.0] {
-            let start = GlobalFree {
+            let start = CoalescingFree {
                 overlap_excess: exponent,
                 ..base
             };
-            let x = minimise_positive(&start.values(), |x| error(&with(fetch, &GlobalFree::from_values(x))));
-            let params = with(fetch, &GlobalFree::from_values(&x));
+            let x = minimise_positive(&start.values(), |x| {
+                error(&with(fetch, &CoalescingFree::from_values(x)))
+            });
+            let params = with(fetch, &CoalescingFree::from_values(&x));
             let e = error(&params);
             if best.as_ref().is_none_or(|(b, _)| e < *b) {
                 best = Some((e, params));
@@ -299,7 +305,7 @@ pub fn fit_global(samples: &[GlobalSample], machine: &GlobalMachine, source: Str
 /// The global fit's free parameters, named; the solver sees them as a list in this order
 /// (coordinate descent visits them in turn, so the order is part of the fit).
 #[derive(Debug, Clone, Copy)]
-struct GlobalFree {
+struct CoalescingFree {
     dram_gb_per_s: f64,
     dram_page_gb_per_s: f64,
     l2_gb_per_s: f64,
@@ -311,7 +317,7 @@ struct GlobalFree {
     line_latency_ns: f64,
 }
 
-impl GlobalFree {
+impl CoalescingFree {
     fn values(&self) -> [f64; 8] {
         [
             self.dram_gb_per_s,
@@ -325,8 +331,8 @@ impl GlobalFree {
         ]
     }
 
-    fn from_values(x: &[f64]) -> GlobalFree {
-        GlobalFree {
+    fn from_values(x: &[f64]) -> CoalescingFree {
+        CoalescingFree {
             dram_gb_per_s: x[0],
             dram_page_gb_per_s: x[1],
             l2_gb_per_s: x[2],
@@ -341,7 +347,7 @@ impl GlobalFree {
 
 /// What the global fit needs to know about the machine besides the samples.
 #[derive(Debug, Clone)]
-pub struct GlobalMachine {
+pub struct CoalescingMachine {
     /// L2 capacity, bytes.
     pub l2_bytes: u64,
     /// Fixed cost of a kernel launch, microseconds.
@@ -362,8 +368,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn global(fetch: u32) -> GlobalParams {
-        GlobalParams {
+    fn global(fetch: u32) -> CoalescingParams {
+        CoalescingParams {
             source: "test".into(),
             sector_bytes: 32,
             line_bytes: 128,

@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use experiments::{
-    format_bytes, BankPoint, CoalescingPoint, ConstantParams, ConstantPoint, Family, GlobalParams, OccupancyPoint,
-    Profile, SharedParams, SmParams, Workload,
+    format_bytes, BankParams, BankPoint, CoalescingParams, CoalescingPoint, ConstantParams, ConstantPoint, Family,
+    OccupancyPoint, Profile, SmParams, Workload,
 };
 
 use crate::banks::{bank_access, bank_cycles};
@@ -42,13 +42,11 @@ pub fn explain(topic: &str, params: &[String], profile: &Profile) -> Result<Stri
     };
     Ok(match point.workload {
         Workload::Occupancy(kernel) => explain_occupancy(&profile.sm, device, &kernel),
-        Workload::Banks(access) => explain_banks(
-            profile.shared.as_ref().ok_or_else(|| missing("shared"))?,
-            device,
-            &access,
-        ),
+        Workload::Banks(access) => {
+            explain_banks(profile.banks.as_ref().ok_or_else(|| missing("banks"))?, device, &access)
+        }
         Workload::Coalescing(read) => explain_coalescing(
-            profile.global.as_ref().ok_or_else(|| missing("global"))?,
+            profile.coalescing.as_ref().ok_or_else(|| missing("coalescing"))?,
             &profile.sm,
             profile.device.multiprocessors,
             device,
@@ -193,7 +191,7 @@ pub fn explain_occupancy(sm: &SmParams, device: &str, kernel: &OccupancyPoint) -
 }
 
 /// Which bank each lane hits for one shared load, and how many passes the banks need.
-pub fn explain_banks(shared: &SharedParams, device: &str, point: &BankPoint) -> String {
+pub fn explain_banks(shared: &BankParams, device: &str, point: &BankPoint) -> String {
     let access = bank_access(shared, point);
     let mut out = String::new();
     let pattern = if point.stride == 0 {
@@ -248,7 +246,7 @@ pub fn explain_banks(shared: &SharedParams, device: &str, point: &BankPoint) -> 
 /// Which sector and line each lane of one warp's global load touches, what fraction of the
 /// fetched bytes is used, and what bounds the read kernel's time.
 pub fn explain_coalescing(
-    global: &GlobalParams,
+    global: &CoalescingParams,
     sm: &SmParams,
     multiprocessors: u32,
     device: &str,
@@ -445,7 +443,7 @@ mod tests {
     #[test]
     fn coalescing_view_counts_sectors_and_names_the_bound() {
         let profile = experiments::Profile::find("h100").unwrap();
-        let global = profile.global.unwrap();
+        let global = profile.coalescing.unwrap();
         let point = |width, stride| CoalescingPoint {
             width,
             stride,
@@ -495,7 +493,7 @@ mod tests {
 
     #[test]
     fn bank_view_shows_the_transpose_conflict_and_its_fix() {
-        let shared = experiments::Profile::find("h100").unwrap().shared.unwrap();
+        let shared = experiments::Profile::find("h100").unwrap().banks.unwrap();
         let column = explain_banks(&shared, "H100", &BankPoint { width: 4, stride: 32 });
         assert!(
             column.contains("32-way conflict") && column.contains(" 1->0 "),

@@ -1,5 +1,5 @@
 //! `vramlab calibrate`'s maths half: a profile from a calibration's samples. Each family's fit
-//! lives beside its model (`fit_shared` in banks.rs, `fit_global` in coalescing.rs,
+//! lives beside its model (`fit_banks` in banks.rs, `fit_coalescing` in coalescing.rs,
 //! `fit_latency`, `fit_constant`, `fit_growth`, `fit_spills`, and the copies' fits in transfer.rs);
 //! the solvers they share, with tests on problems of known optimum, are in solve.rs. This file
 //! assembles them, with the SM's rules from the compute capability.
@@ -10,7 +10,7 @@ use experiments::{
 };
 
 use crate::transfer::{fit_link_of, fit_transfer};
-use crate::{fit_constant, fit_global, fit_growth, fit_latency, fit_shared, fit_spills, GlobalMachine};
+use crate::{fit_banks, fit_coalescing, fit_constant, fit_growth, fit_latency, fit_spills, CoalescingMachine};
 
 /// Why a fit could not be made.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -92,29 +92,29 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
     } else {
         fit_transfer(calibration)?
     };
-    let shared = if calibration.shared.is_empty() {
-        base.and_then(|b| b.shared.clone())
+    let shared = if calibration.banks.is_empty() {
+        base.and_then(|b| b.banks.clone())
     } else {
-        Some(fit_shared(
-            &calibration.shared,
+        Some(fit_banks(
+            &calibration.banks,
             format!(
                 "vramlab calibrate on {} ({}): median clock64 cycles per dependent shared load over 4-byte strides 1, 2, 4, 8, fitted by least absolute relative error; 32 banks of 4 bytes as the CUDA C++ Programming Guide gives for compute capability 5.0 and later",
                 d.name, calibration.date
             ),
         )?)
     };
-    let global = if calibration.global.is_empty() {
-        base.and_then(|b| b.global.clone())
+    let global = if calibration.coalescing.is_empty() {
+        base.and_then(|b| b.coalescing.clone())
     } else {
-        let machine = GlobalMachine {
+        let machine = CoalescingMachine {
             l2_bytes: calibration.l2_bytes,
             launch_us: transfer.kernel_launch_us,
             sm: sm_params(&d.compute_capability, &calibration.sm)?,
             multiprocessors: d.multiprocessors,
             read_kernel_registers: calibration.read_kernel_registers,
         };
-        Some(fit_global(
-            &calibration.global,
+        Some(fit_coalescing(
+            &calibration.coalescing,
             &machine,
             format!(
                 "vramlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), 16-byte reads at stride 32 of 16 MiB (latency per extra line); 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
@@ -171,7 +171,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             d.multiprocessors,
             global.as_ref().ok_or_else(|| missing("the global part (spill traffic moves at its L2 and DRAM bandwidth)"))?,
             format!(
-                "vramlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [global]",
+                "vramlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [coalescing]",
                 d.name, calibration.date
             ),
         )?)
@@ -242,8 +242,8 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         },
         transfer,
         sm: sm_params(&d.compute_capability, &calibration.sm)?,
-        shared,
-        global,
+        banks: shared,
+        coalescing: global,
         latency,
         constant,
         growth,
@@ -328,7 +328,7 @@ mod tests {
                 cycles: truth(w),
             })
             .collect();
-        let fitted = fit_shared(&samples, "test".into()).unwrap();
+        let fitted = fit_banks(&samples, "test".into()).unwrap();
         assert!(
             (fitted.base_cycles - 29.0).abs() < 1e-6 && (fitted.wavefront_cycles - 2.0).abs() < 1e-6,
             "{fitted:?}"
@@ -347,7 +347,7 @@ mod tests {
             },
         ];
         assert!(
-            fit_shared(&flat, "test".into()).is_err(),
+            fit_banks(&flat, "test".into()).is_err(),
             "one wavefront count cannot fit a slope"
         );
     }
@@ -454,7 +454,7 @@ mod global_tests {
 
     use crate::coalescing::read_time;
     use crate::*;
-    use experiments::global_calibration_cases;
+    use experiments::coalescing_calibration_cases;
     use experiments::*;
 
     fn h100_sm() -> SmParams {
@@ -478,14 +478,14 @@ mod global_tests {
 
     #[test]
     fn recovers_a_known_read_model_from_the_calibration_cases() {
-        let machine = GlobalMachine {
+        let machine = CoalescingMachine {
             l2_bytes: 50 << 20,
             launch_us: 4.0,
             sm: h100_sm(),
             multiprocessors: 132,
             read_kernel_registers: 16,
         };
-        let truth = GlobalParams {
+        let truth = CoalescingParams {
             source: "truth".into(),
             sector_bytes: 32,
             line_bytes: 128,
@@ -504,11 +504,11 @@ mod global_tests {
             launch_us: 4.0,
             calibration_cases: vec![],
         };
-        let samples: Vec<GlobalSample> = global_calibration_cases()
+        let samples: Vec<CoalescingSample> = coalescing_calibration_cases()
             .into_iter()
             .map(|(width, stride, bytes)| {
                 let point = CoalescingPoint::calibration(width, stride, bytes);
-                GlobalSample {
+                CoalescingSample {
                     width,
                     stride,
                     bytes,
@@ -516,7 +516,7 @@ mod global_tests {
                 }
             })
             .collect();
-        let fitted = fit_global(&samples, &machine, "fit".into()).unwrap();
+        let fitted = fit_coalescing(&samples, &machine, "fit".into()).unwrap();
         assert_eq!(fitted.dram_fetch_bytes, 64, "{fitted:?}");
         for (name, got, want) in [
             ("dram", fitted.dram_gb_per_s, 3200.0),

@@ -19,8 +19,10 @@ mod spills;
 mod transfer;
 
 pub use backend::{SimBackend, SimError};
-pub use banks::{bank_access, bank_cycles, bank_wavefronts, fit_shared, BankAccess};
-pub use coalescing::{fit_global, pass_traffic, read_time, warp_footprint, GlobalMachine, ReadTime, WarpFootprint};
+pub use banks::{bank_access, bank_cycles, bank_wavefronts, fit_banks, BankAccess};
+pub use coalescing::{
+    fit_coalescing, pass_traffic, read_time, warp_footprint, CoalescingMachine, ReadTime, WarpFootprint,
+};
 pub use constant::{constant_cycles, fit_constant};
 pub use explain::{explain, explain_banks, explain_coalescing, explain_constant, explain_occupancy, EXPLAIN_TOPICS};
 pub use fit::{fit_profile, sm_params, FitError};

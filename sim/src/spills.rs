@@ -4,7 +4,7 @@
 use crate::fit::FitError;
 use experiments::{median, SpillSample};
 
-use experiments::{GlobalParams, OccupancyPoint, SmParams, SpillParams, SpillPoint, SPILL_KERNEL_THREADS};
+use experiments::{CoalescingParams, OccupancyPoint, SmParams, SpillParams, SpillPoint, SPILL_KERNEL_THREADS};
 
 use crate::occupancy::occupancy;
 
@@ -52,7 +52,7 @@ pub fn predict_spills(
     params: &SpillParams,
     sm: &SmParams,
     multiprocessors: u32,
-    global: &GlobalParams,
+    global: &CoalescingParams,
     point: &SpillPoint,
 ) -> SpillPrediction {
     let (registers_used, loads, frame_bytes) = compiled_spills(params, point);
@@ -111,12 +111,12 @@ const SPILL_LOOP_INSTRUCTIONS: f64 = 4.0;
 /// - the frame at `cap = live` and the large-deficit frame base from the local bytes measured;
 /// - how issue and traffic combine, and the reserved local memory the L2 holds, by least
 ///   absolute relative error over the spilling cases, with the L2 and DRAM bandwidths of the
-///   profile's `[global]` section (fitted on other kernels).
+///   profile's `[coalescing]` section (fitted on other kernels).
 pub fn fit_spills(
     samples: &[SpillSample],
     sm: &SmParams,
     multiprocessors: u32,
-    global: &GlobalParams,
+    global: &CoalescingParams,
     source: String,
 ) -> Result<SpillParams, FitError> {
     let what = "register spills";
@@ -220,7 +220,7 @@ mod tests {
             profile.spills.as_ref().unwrap(),
             &profile.sm,
             profile.device.multiprocessors,
-            profile.global.as_ref().unwrap(),
+            profile.coalescing.as_ref().unwrap(),
             &SpillPoint { live, registers },
         )
     }
