@@ -153,9 +153,20 @@ enum Command {
 
 /// `--part`'s choices, from the calibration parts' registry.
 fn part_names() -> clap::builder::PossibleValuesParser {
+    let former = |name: &'static str| {
+        experiments::FORMER_NAMES
+            .iter()
+            .filter(move |(_, new)| *new == name)
+            .map(|(old, _)| *old)
+    };
     let names = ["all", "machine"]
         .into_iter()
-        .chain(experiments::CALIBRATION_PARTS.iter().map(|p| p.name));
+        .map(clap::builder::PossibleValue::new)
+        .chain(
+            experiments::CALIBRATION_PARTS
+                .iter()
+                .map(move |p| clap::builder::PossibleValue::new(p.name).aliases(former(p.name))),
+        );
     clap::builder::PossibleValuesParser::new(names)
 }
 

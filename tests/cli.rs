@@ -182,6 +182,10 @@ fn hw_without_a_gpu_says_so_in_one_line() {
         &["run", "--backend", "hw"][..],
         &["run", "--backend", "both"][..],
         &["calibrate"][..],
+        // The parts' names before banks and coalescing had one name in every layer still parse.
+        &["calibrate", "--part", "coalescing"][..],
+        &["calibrate", "--part", "global"][..],
+        &["calibrate", "--part", "shared"][..],
     ] {
         let output = vramlab(args, tmp.path());
         assert_clean_failure(&output, &["needs an NVIDIA GPU"]);

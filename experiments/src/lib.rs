@@ -44,7 +44,7 @@ pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
     grow_sizes, machine_parts, reserved_bytes, this_machine, BankParams, CoalescingParams, ConstantParams, GrowthCost,
     GrowthParams, LatencyParams, LinkParams, MigrationParams, PeerParams, Profile, ProfileDevice, SmParams,
-    SpillParams, StagedParams, TransferParams, Uncertainty, DEFAULT_PROFILE, GROWTH_RESERVE_FRACTION,
+    SpillParams, StagedParams, TransferParams, Uncertainty, DEFAULT_PROFILE, FORMER_NAMES, GROWTH_RESERVE_FRACTION,
     MANAGED_LIMIT_FRACTION, VMM_GRANULE,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record, CODE_COMMIT};

@@ -552,7 +552,7 @@ fn check_number(origin: &str, section: &str, key: &str, value: &toml::Value) -> 
 
 /// Section (and calibration part) names from before each family had one name in every layer,
 /// and the family's name that replaced them.
-pub(crate) const FORMER_NAMES: [(&str, &str); 2] = [("shared", "banks"), ("global", "coalescing")];
+pub const FORMER_NAMES: [(&str, &str); 2] = [("shared", "banks"), ("global", "coalescing")];
 
 /// `text` with the old section headers (`[shared]`, `[global]`) under the families' names, line
 /// for line, so that old profiles read, and are checked, as new ones.
