@@ -14,6 +14,8 @@
 
 use crate::fit::FitError;
 use crate::solve::fit_line;
+use std::fmt::Write as _;
+
 use experiments::BankSample;
 
 use experiments::{BankParams, BankPoint};
@@ -150,10 +152,75 @@ pub fn fit_banks(samples: &[BankSample], source: String) -> Result<BankParams, F
     })
 }
 
+/// Which bank each lane hits for one shared load, and how many passes the banks need.
+pub fn explain_banks(shared: &BankParams, device: &str, point: &BankPoint) -> String {
+    let access = bank_access(shared, point);
+    let mut out = String::new();
+    let pattern = if point.stride == 0 {
+        "every lane loads the same element".to_string()
+    } else {
+        format!("lane i loads element i x {}", point.stride)
+    };
+    let _ = writeln!(
+        out,
+        "{}-byte shared loads, {pattern}, on {device} ({} banks of {} bytes)
+",
+        point.width, shared.banks, shared.bank_bytes
+    );
+    let _ = writeln!(out, "  lane -> first bank");
+    for row in access.lane_banks.chunks(8).enumerate() {
+        let cells: Vec<String> = row
+            .1
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("{:>2}->{:<2}", row.0 * 8 + i, b))
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join("  "));
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{} wavefront(s) where {} would do: {}, {} replay(s); about {:.0} cycles per dependent load.",
+        access.wavefronts,
+        access.min_wavefronts,
+        if access.conflict_degree == 1 {
+            "no conflict".to_string()
+        } else {
+            format!("{}-way conflict", access.conflict_degree)
+        },
+        access.replays(),
+        bank_cycles(shared, point)
+    );
+    let why = if point.stride == 0 {
+        "Why: lanes that read the same word share it (broadcast); one pass serves them all.".to_string()
+    } else if access.conflict_degree == 1 {
+        "Why: the busiest bank holds no more distinct words than the load's size requires.".to_string()
+    } else {
+        format!(
+            "Why: the busiest bank must deliver {} different words, one per pass. A stride whose words are odd-spaced (e.g. one word of padding) spreads lanes over all banks.",
+            access.wavefronts
+        )
+    };
+    let _ = writeln!(out, "{why}");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn bank_view_shows_the_transpose_conflict_and_its_fix() {
+        let shared = experiments::Profile::find("h100").unwrap().banks.unwrap();
+        let column = explain_banks(&shared, "H100", &BankPoint { width: 4, stride: 32 });
+        assert!(
+            column.contains("32-way conflict") && column.contains(" 1->0 "),
+            "{column}"
+        );
+        let padded = explain_banks(&shared, "H100", &BankPoint { width: 4, stride: 33 });
+        assert!(padded.contains("no conflict") && padded.contains(" 1->1 "), "{padded}");
+    }
 
     fn shared() -> BankParams {
         BankParams {

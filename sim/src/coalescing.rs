@@ -10,10 +10,13 @@
 
 use crate::fit::FitError;
 use crate::solve::minimise_positive;
+use std::fmt::Write as _;
+
 use experiments::CoalescingSample;
 
 use experiments::{
-    CoalescingParams, CoalescingPoint, OccupancyPoint, SmParams, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS,
+    format_bytes, CoalescingParams, CoalescingPoint, OccupancyPoint, SmParams, READ_KERNEL_BLOCKS_PER_SM,
+    READ_KERNEL_THREADS,
 };
 
 use crate::occupancy::occupancy;
@@ -363,10 +366,142 @@ pub struct CoalescingMachine {
 /// HBM3's page (row) size per pseudo-channel: 1 KiB (JEDEC JESD238, HBM3 DRAM standard).
 pub(crate) const DRAM_PAGE_BYTES: u32 = 1024;
 
+/// Which sector and line each lane of one warp's global load touches, what fraction of the
+/// fetched bytes is used, and what bounds the read kernel's time.
+pub fn explain_coalescing(
+    global: &CoalescingParams,
+    sm: &SmParams,
+    multiprocessors: u32,
+    device: &str,
+    point: &CoalescingPoint,
+) -> String {
+    let mut out = String::new();
+    let element = |lane: u32| u64::from(point.offset) + u64::from(lane) * u64::from(point.stride);
+    let address = |lane: u32| element(lane) * u64::from(point.width);
+    let (sector, line) = (u64::from(global.sector_bytes), u64::from(global.line_bytes));
+    let first_sector = address(0) / sector;
+    let first_line = address(0) / line;
+    let _ = writeln!(
+        out,
+        "{}-byte loads, lane i reads element {} + i x {}, {} of 32 lanes active, {} array, on {device}\n",
+        point.width,
+        point.offset,
+        point.stride,
+        point.active_lanes,
+        format_bytes(point.bytes)
+    );
+    let _ = writeln!(out, "  lane -> sector (line), counted from the first lane's");
+    let lanes: Vec<u32> = (0..point.active_lanes).collect();
+    for row in lanes.chunks(8) {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|&lane| {
+                format!(
+                    "{:>2}->{:<3}({})",
+                    lane,
+                    address(lane) / sector - first_sector,
+                    address(lane) / line - first_line
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join(" "));
+    }
+    let f = warp_footprint(global, point);
+    let _ = writeln!(
+        out,
+        "\n{} sector(s) in {} line(s): {} of {} bytes fetched are used, {:.0}% efficiency.",
+        f.sectors,
+        f.lines,
+        f.useful_bytes,
+        f.sectors * global.sector_bytes,
+        100.0 * f.efficiency
+    );
+    if let Some(t) = read_time(global, sm, multiprocessors, point) {
+        let traffic = pass_traffic(global, point);
+        let level = if traffic.from_l2 {
+            format!(
+                "the L2 ({} per pass at {:.0} GB/s)",
+                format_bytes(traffic.l2_bytes as u64),
+                global.l2_gb_per_s
+            )
+        } else {
+            format!(
+                "DRAM ({} per pass in {} B pieces at {:.0} GB/s, plus opening pages)",
+                format_bytes(traffic.dram_bytes as u64),
+                global.dram_fetch_bytes,
+                global.dram_gb_per_s
+            )
+        };
+        let bound = if t.latency_us > t.bandwidth_us {
+            "latency"
+        } else {
+            "throughput"
+        };
+        let useful = point.warps() as f64 * f64::from(point.useful_bytes_per_warp()) * f64::from(point.passes());
+        let _ = writeln!(
+            out,
+            "Reading the array {} time(s) with {} resident blocks per SM: latency bound {:.1} us, throughput bound {:.1} us, served by {level}; predicted {:.1} us, {:.0} GB/s of useful bytes ({bound} bound).",
+            point.passes(),
+            t.blocks_per_sm,
+            t.latency_us,
+            t.bandwidth_us,
+            t.total_us,
+            useful / t.total_us / 1e3
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "The read kernel cannot launch: its block's shared memory does not fit an SM."
+        );
+    }
+    let step = u64::from(point.stride) * u64::from(point.width);
+    let why = if f.efficiency >= 0.999 {
+        "Why: neighbouring lanes read neighbouring bytes, so every byte of every sector fetched is used.".to_string()
+    } else if step >= sector {
+        format!(
+            "Why: lanes are {step} bytes apart, so each needs a sector of its own and uses {} of its {sector} bytes; reading neighbouring elements (stride 1) would use them all.",
+            point.width
+        )
+    } else if point.offset > 0 && point.stride == 1 {
+        "Why: the misalignment makes the warp's bytes straddle one more sector than they fill.".to_string()
+    } else {
+        format!(
+            "Why: lanes are {step} bytes apart, so part of every sector fetched is skipped; stride 1 would use every byte."
+        )
+    };
+    let _ = writeln!(out, "{why}");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn coalescing_view_counts_sectors_and_names_the_bound() {
+        let profile = experiments::Profile::find("h100").unwrap();
+        let global = profile.coalescing.unwrap();
+        let point = |width, stride| CoalescingPoint {
+            width,
+            stride,
+            offset: 0,
+            active_lanes: 32,
+            bytes: 1 << 30,
+            dynamic_shared: 0,
+        };
+        let dense = explain_coalescing(&global, &profile.sm, 132, "H100", &point(4, 1));
+        assert!(
+            dense.contains("4 sector(s) in 1 line(s): 128 of 128 bytes") && dense.contains("100% efficiency"),
+            "{dense}"
+        );
+        let strided = explain_coalescing(&global, &profile.sm, 132, "H100", &point(4, 8));
+        assert!(
+            strided.contains("32 sector(s) in 8 line(s)") && strided.contains(" 1->1  (0)"),
+            "{strided}"
+        );
+        assert!(strided.contains("lanes are 32 bytes apart"), "{strided}");
+    }
 
     fn global(fetch: u32) -> CoalescingParams {
         CoalescingParams {

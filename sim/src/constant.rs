@@ -2,6 +2,8 @@
 //! served `n` times over; a broadcast (one word) is one pass.
 
 use crate::fit::FitError;
+use std::fmt::Write as _;
+
 use experiments::ConstantSample;
 
 use experiments::{ConstantParams, ConstantPoint};
@@ -71,10 +73,90 @@ pub fn fit_constant(samples: &[ConstantSample], source: String) -> Result<Consta
     })
 }
 
+/// Which word each lane of one warp reads from constant memory, and what that costs.
+pub fn explain_constant(params: &ConstantParams, device: &str, point: &ConstantPoint) -> String {
+    let mut out = String::new();
+    let state = if point.cold {
+        "cold (every access misses)"
+    } else {
+        "warm"
+    };
+    let _ = writeln!(
+        out,
+        "One warp reading {} distinct word(s) of __constant__ memory, each in its own 128-byte line, cache {state}, on {device}\n",
+        point.distinct
+    );
+    let _ = writeln!(out, "  lane -> word");
+    let lanes: Vec<u32> = (0..32).collect();
+    for row in lanes.chunks(8) {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|&lane| format!("{:>2}->{:<2}", lane, lane % point.distinct.max(1)))
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join("  "));
+    }
+    let spills = !point.cold && point.distinct > params.capacity_lines;
+    let (first, extra) = if point.cold || spills {
+        (params.cold_cycles, params.cold_per_extra)
+    } else {
+        (params.warm_cycles, params.warm_per_extra)
+    };
+    let _ = writeln!(
+        out,
+        "\n{} address(es): served one after another, {} pass(es); about {:.0} cycles per dependent access ({:.0} + {} x {:.0}).",
+        point.distinct,
+        point.distinct,
+        constant_cycles(params, point),
+        first,
+        point.distinct.saturating_sub(1),
+        extra
+    );
+    if spills {
+        let _ = writeln!(
+            out,
+            "{} lines are more than the constant cache keeps ({}): each is evicted before its turn comes again, so this warm chain costs what a cold one does.",
+            point.distinct, params.capacity_lines
+        );
+    }
+    let why = if point.distinct == 1 {
+        "Why: every lane reads the same word, which the constant cache broadcasts to the whole warp in one pass."
+    } else {
+        "Why: the constant cache serves one address per pass; a warp whose lanes name different words waits for each in turn. Constant memory pays off when a warp reads one word (a loop bound, a coefficient)."
+    };
+    let _ = writeln!(out, "{why}");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn constant_view_serializes_and_knows_the_capacity() {
+        let params = experiments::Profile::find("h100").unwrap().constant.unwrap();
+        let one = explain_constant(
+            &params,
+            "H100",
+            &ConstantPoint {
+                distinct: 1,
+                cold: false,
+            },
+        );
+        assert!(one.contains("broadcasts"), "{one}");
+        let many = explain_constant(
+            &params,
+            "H100",
+            &ConstantPoint {
+                distinct: 24,
+                cold: false,
+            },
+        );
+        assert!(
+            many.contains("24 address(es)") && many.contains("costs what a cold one does"),
+            "{many}"
+        );
+    }
 
     fn params() -> ConstantParams {
         ConstantParams {

@@ -19,17 +19,18 @@ mod spills;
 mod transfer;
 
 pub use backend::{SimBackend, SimError};
-pub use banks::{bank_access, bank_cycles, bank_wavefronts, fit_banks, BankAccess};
+pub use banks::{bank_access, bank_cycles, bank_wavefronts, explain_banks, fit_banks, BankAccess};
 pub use coalescing::{
-    fit_coalescing, pass_traffic, read_time, warp_footprint, CoalescingMachine, ReadTime, WarpFootprint,
+    explain_coalescing, fit_coalescing, pass_traffic, read_time, warp_footprint, CoalescingMachine, ReadTime,
+    WarpFootprint,
 };
-pub use constant::{constant_cycles, fit_constant};
-pub use explain::{explain, explain_banks, explain_coalescing, explain_constant, explain_occupancy, EXPLAIN_TOPICS};
+pub use constant::{constant_cycles, explain_constant, fit_constant};
+pub use explain::{explain, EXPLAIN_TOPICS};
 pub use fit::{fit_profile, sm_params, FitError};
 pub use growth::{fit_growth, predict_growth, GrowthPrediction};
 pub use latency::{chase_cycles, fit_latency, level_shares};
 pub use migration::migration_us;
-pub use occupancy::{occupancy, Limiter, Occupancy};
+pub use occupancy::{explain_occupancy, occupancy, Limiter, Occupancy};
 pub use overlap::{overlapped_us, serial_us};
 pub use peer::peer_us;
 pub use spills::{compiled_spills, fit_spills, predict_spills, SpillPrediction};
