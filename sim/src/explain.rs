@@ -1,5 +1,5 @@
 //! Teaching views: what the models decide for one case, with the working shown.
-
+//!
 //! Each family's view lives beside its model (`explain_occupancy` in `occupancy.rs`, and so on);
 //! this file only picks one by topic.
 
