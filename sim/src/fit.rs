@@ -92,7 +92,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
     } else {
         fit_transfer(calibration)?
     };
-    let shared = if calibration.banks.is_empty() {
+    let banks = if calibration.banks.is_empty() {
         base.and_then(|b| b.banks.clone())
     } else {
         Some(fit_banks(
@@ -103,7 +103,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             ),
         )?)
     };
-    let global = if calibration.coalescing.is_empty() {
+    let coalescing = if calibration.coalescing.is_empty() {
         base.and_then(|b| b.coalescing.clone())
     } else {
         let machine = CoalescingMachine {
@@ -169,7 +169,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             &calibration.spills,
             &sm_params(&d.compute_capability, &calibration.sm)?,
             d.multiprocessors,
-            global.as_ref().ok_or_else(|| missing("the global part (spill traffic moves at its L2 and DRAM bandwidth)"))?,
+            coalescing.as_ref().ok_or_else(|| missing("the coalescing part (spill traffic moves at its L2 and DRAM bandwidth)"))?,
             format!(
                 "vramlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [coalescing]",
                 d.name, calibration.date
@@ -242,8 +242,8 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         },
         transfer,
         sm: sm_params(&d.compute_capability, &calibration.sm)?,
-        banks: shared,
-        coalescing: global,
+        banks,
+        coalescing,
         latency,
         constant,
         growth,
