@@ -17,6 +17,10 @@ use super::{build_policy, Block, Metered, Policy, PolicySpec, SimDevice};
 /// Copies of the unlimited run kept at most, spread evenly over the trace.
 const CHECKPOINTS: usize = 32;
 
+/// Live blocks all kept copies may hold together (each costs its live table and the policy's
+/// nodes), so that memory stays bounded whatever the trace holds live.
+const COPIED_BLOCKS: usize = 4_000_000;
+
 /// The smallest capacity, in 2 MiB steps, at which the trace replays in simulation with no
 /// failed request (found by bisection below the unlimited run's peak); `None` when even
 /// unlimited memory fails (a request the policy can never satisfy).
@@ -32,12 +36,27 @@ pub fn min_capacity_of(
     build: &dyn Fn() -> Box<dyn Policy>,
     device_bytes: u64,
 ) -> Result<Option<u64>, experiments::Error> {
+    Ok(search(trace, build, device_bytes, COPIED_BLOCKS).0)
+}
+
+/// The search, its copies holding at most `copied_blocks` live blocks together; also says how
+/// many copies it kept.
+fn search(
+    trace: &Trace,
+    build: &dyn Fn() -> Box<dyn Policy>,
+    device_bytes: u64,
+    copied_blocks: usize,
+) -> (Option<u64>, usize) {
     const STEP: u64 = SimDevice::GRANULE;
     let start = || ProbeState::fresh(build(), device_bytes, trace);
-    let mut checkpoints = Vec::new();
-    let unlimited = start().run(trace, None, Some(&mut checkpoints));
+    let mut copies = Copies {
+        kept: Vec::new(),
+        blocks_budget: copied_blocks,
+    };
+    let unlimited = start().run(trace, None, Some(&mut copies));
+    let checkpoints = copies.kept;
     if !unlimited.fits {
-        return Ok(None);
+        return (None, checkpoints.len());
     }
     let probe = |capacity: u64| -> bool {
         // `needed` only grows along the trace: the last copy this capacity agrees with.
@@ -63,12 +82,41 @@ pub fn min_capacity_of(
             fails = mid;
         }
     }
-    Ok(Some(fits * STEP))
+    (Some(fits * STEP), checkpoints.len())
 }
 
 /// A copy of the unlimited run's state.
 struct Checkpoint {
     state: ProbeState,
+}
+
+/// The copies the unlimited run keeps, and how many live blocks they may hold together.
+struct Copies {
+    kept: Vec<Checkpoint>,
+    blocks_budget: usize,
+}
+
+impl Copies {
+    fn keep(&mut self, state: ProbeState, peak_requested: u64) {
+        // Every probe's capacity is at least the trace's peak of requested bytes: a copy that
+        // agrees with that much makes every earlier one useless.
+        if state.needed <= peak_requested {
+            self.kept.clear();
+        }
+        self.kept.push(Checkpoint { state });
+        // Past the budget, every other copy but the latest goes: fewer copies only make probes
+        // start earlier, with the same answer.
+        let held = |kept: &Vec<Checkpoint>| kept.iter().map(|c| c.state.live.entries.len()).sum::<usize>();
+        while self.kept.len() > 1 && held(&self.kept) > self.blocks_budget {
+            let latest = self.kept.len() - 1;
+            let mut index = 0;
+            self.kept.retain(|_| {
+                let keep = index % 2 == 1 || index == latest;
+                index += 1;
+                keep
+            });
+        }
+    }
 }
 
 /// What a probe ends with.
@@ -121,7 +169,7 @@ impl ProbeState {
     /// Replays from `at` to the end (or the first refusal) under `capacity`. With `checkpoints`
     /// (the unlimited run), leaves copies of its state behind, dropping those every probe can
     /// do without.
-    fn run(mut self, trace: &Trace, capacity: Option<u64>, mut checkpoints: Option<&mut Vec<Checkpoint>>) -> ProbeEnd {
+    fn run(mut self, trace: &Trace, capacity: Option<u64>, mut checkpoints: Option<&mut Copies>) -> ProbeEnd {
         let events = trace.events.len();
         let stride = events.div_ceil(CHECKPOINTS).max(1);
         let limited_by_policy = capacity.is_some_and(|capacity| self.policy.limit_memory(capacity));
@@ -134,14 +182,9 @@ impl ProbeState {
                 events
             };
             fits = self.advance(trace, end, meter_capacity);
-            if let (true, true, Some(kept)) = (fits, end < events, checkpoints.as_deref_mut()) {
+            if let (true, true, Some(copies)) = (fits, end < events, checkpoints.as_deref_mut()) {
                 if let Some(state) = self.copy() {
-                    // Every probe's capacity is at least the trace's peak of requested bytes:
-                    // a copy that agrees with that much makes every earlier one useless.
-                    if state.needed <= self.peak_requested {
-                        kept.clear();
-                    }
-                    kept.push(Checkpoint { state });
+                    copies.keep(state, self.peak_requested);
                 }
             }
         }
@@ -320,5 +363,26 @@ impl LiveBlocks {
             .iter()
             .find(|entry| entry.let_go && entry.block.addr == addr)
             .map(|entry| entry.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build_pytorch_policy;
+    use experiments::AllocConf;
+
+    #[test]
+    fn copies_past_their_budget_are_thinned_and_the_answer_stays() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");
+        let trace = Trace::load(&path).unwrap();
+        let conf = AllocConf::parse("").unwrap();
+        let build = || build_pytorch_policy(&conf);
+        let (answer, copies) = search(&trace, &build, 80 << 30, COPIED_BLOCKS);
+        let (thinned, one) = search(&trace, &build, 80 << 30, 0);
+        assert!(copies > 1, "the resnet18 trace keeps several copies: {copies}");
+        assert_eq!(one, 1);
+        assert_eq!(answer, thinned);
+        assert!(answer.is_some());
     }
 }
