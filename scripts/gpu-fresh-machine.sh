@@ -16,14 +16,7 @@ out=${5:?output folder}
 profile=${6:?built-in profile}
 full_budget=${7:-0}
 mkdir -p "$out"
-step() {
-  local name=$1; shift
-  local start=$SECONDS
-  "$@" > "$out/$name.log" 2>&1
-  local status=$?
-  echo "$name $((SECONDS - start)) s exit $status" >> "$out/times.txt"
-}
-experiments() { awk -F'"' '/^name = / { if (seen[FILENAME]++) print $2 }' "$@"; }
+. "$(dirname "$0")/steps.sh"
 case $phase in
   measure)
     "$(dirname "$0")/machine-info.sh" "$out/machine.txt"

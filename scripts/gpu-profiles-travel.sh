@@ -11,16 +11,9 @@ profile=${3:?built-in profile}
 full_budget=${4:-0}
 mkdir -p "$out"
 "$(dirname "$0")/machine-info.sh" "$out/machine.txt"
-step() {
-  local name=$1; shift
-  local start=$SECONDS
-  "$@" > "$out/$name.log" 2>&1
-  local status=$?
-  echo "$name $((SECONDS - start)) s exit $status" >> "$out/times.txt"
-}
+. "$(dirname "$0")/steps.sh"
 # One experiment at a time, so a failing one does not stop the rest (each run renders its
 # report over everything in the folder so far).
-experiments() { awk -F'"' '/^name = / { if (seen[FILENAME]++) print $2 }' "$@"; }
 each() {
   local label=$1 profile_file=$2; shift 2
   for e in $(experiments "$@"); do

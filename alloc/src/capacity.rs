@@ -276,18 +276,9 @@ const ABSENT: u32 = u32::MAX;
 
 impl LiveBlocks {
     fn for_trace(trace: &Trace) -> LiveBlocks {
-        let max_id = trace
-            .events
-            .iter()
-            .map(|e| match *e {
-                TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => id,
-            })
-            .max()
-            .unwrap_or(0);
-        let index = if max_id <= 2 * trace.events.len() as u64 + 1024 {
-            LiveIndex::Dense(vec![ABSENT; max_id as usize + 1])
-        } else {
-            LiveIndex::Sparse(HashMap::default())
+        let index = match crate::replay::dense_id_slots(trace) {
+            Some(slots) => LiveIndex::Dense(vec![ABSENT; slots]),
+            None => LiveIndex::Sparse(HashMap::default()),
         };
         LiveBlocks {
             entries: Vec::new(),

@@ -181,20 +181,25 @@ enum LiveTable {
     Sparse(HashMap<u64, Live>),
 }
 
+/// How many slots a table indexed by the trace's ids needs, when the ids are dense enough for
+/// one (every importer numbers them from 0); `None` when a hash map should hold them.
+pub(crate) fn dense_id_slots(trace: &Trace) -> Option<usize> {
+    let max_id = trace
+        .events
+        .iter()
+        .map(|e| match *e {
+            TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => id,
+        })
+        .max()
+        .unwrap_or(0);
+    (max_id <= 2 * trace.events.len() as u64 + 1024).then(|| max_id as usize + 1)
+}
+
 impl LiveTable {
     fn for_trace(trace: &Trace) -> LiveTable {
-        let max_id = trace
-            .events
-            .iter()
-            .map(|e| match *e {
-                TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => id,
-            })
-            .max()
-            .unwrap_or(0);
-        if max_id <= 2 * trace.events.len() as u64 + 1024 {
-            LiveTable::Dense((0..=max_id).map(|_| None).collect())
-        } else {
-            LiveTable::Sparse(HashMap::default())
+        match dense_id_slots(trace) {
+            Some(slots) => LiveTable::Dense((0..slots).map(|_| None).collect()),
+            None => LiveTable::Sparse(HashMap::default()),
         }
     }
 
