@@ -239,6 +239,17 @@ impl Caching {
         self.free_bytes += self.nodes[idx].size;
     }
 
+    /// A cached block (its key `whole` from before the split) gives its place in the free set to
+    /// `rest`, the part of it a split left free: one shift of the set instead of two.
+    fn replace_free(&mut self, whole: FreeKey, rest: usize) {
+        let key = self.free_key(rest);
+        let pool = self.nodes[rest].pool as usize;
+        self.nodes[rest].gc_base = self.pools[pool].free_block_calls;
+        let replaced = self.pools[pool].blocks.replace(&whole, key);
+        debug_assert!(replaced, "block {} was not in the free set", whole.3);
+        self.free_bytes = self.free_bytes - whole.1 + self.nodes[rest].size;
+    }
+
     fn remove_free(&mut self, idx: usize) {
         let key = self.free_key(idx);
         let removed = self.pools[self.nodes[idx].pool as usize].blocks.remove(&key);
@@ -345,7 +356,7 @@ impl Caching {
         {
             return None;
         }
-        self.remove_free(chosen);
+        // Left in the free set: the caller takes it out, or puts what a split leaves in its place.
         Some(chosen)
     }
 
@@ -750,6 +761,7 @@ impl Policy for Caching {
         let size = self.round_size(request);
         let pool = if size <= SMALL_SIZE { Pool::Small } else { Pool::Large };
         let mut found = self.get_free_block(pool, stream, size);
+        let cached = found.is_some();
         if found.is_none() {
             if self.conf.garbage_collection_threshold > 0.0 {
                 self.limit_needed = self.limit_needed.max(self.least_limit_collecting_nothing());
@@ -781,8 +793,12 @@ impl Policy for Caching {
             size < self.conf.max_split_size && remaining > SMALL_SIZE
         };
         if split {
+            let whole = cached.then(|| self.free_key(idx));
             let rest = self.split_off(idx, size, true);
-            self.insert_free(rest);
+            match whole {
+                Some(whole) => self.replace_free(whole, rest),
+                None => self.insert_free(rest),
+            }
             self.splits += 1;
             if !expandable {
                 if already_split {
@@ -791,8 +807,13 @@ impl Policy for Caching {
                     self.stats.inactive_split.add(self.nodes[rest].size);
                 }
             }
-        } else if already_split && !expandable {
-            self.stats.inactive_split.sub(self.nodes[idx].size);
+        } else {
+            if cached {
+                self.remove_free(idx);
+            }
+            if already_split && !expandable {
+                self.stats.inactive_split.sub(self.nodes[idx].size);
+            }
         }
         let node = &mut self.nodes[idx];
         node.state = State::Allocated;

@@ -60,6 +60,28 @@ impl<K: Ord + Copy> OrderedSet<K> {
         }
     }
 
+    /// Puts `new` in place of `old`; false (and nothing changed) when `old` was not there.
+    /// `new` must not be in the set already.
+    pub(crate) fn replace(&mut self, old: &K, new: K) -> bool {
+        match self {
+            OrderedSet::Small(keys) => {
+                let Some(at) = keys.iter().position(|k| k == old) else {
+                    return false;
+                };
+                let to = first(keys, |k| *k >= new);
+                if to <= at {
+                    keys[to..=at].rotate_right(1);
+                    keys[to] = new;
+                } else {
+                    keys[at..to].rotate_left(1);
+                    keys[to - 1] = new;
+                }
+                true
+            }
+            OrderedSet::Large(set) => set.remove(old) && set.insert(new),
+        }
+    }
+
     /// The keys within `range`, in order (and in reverse with `.rev()`).
     pub(crate) fn range(&self, range: impl RangeBounds<K>) -> Keys<'_, K> {
         match self {
@@ -134,7 +156,19 @@ mod tests {
             // Grow past LARGE and shrink below LARGE / 4 again, several times over.
             let phase = (step / 2_000) % 2 == 0;
             let key = (state % 3, state % 200);
-            if phase != state.is_multiple_of(4) {
+            if state.is_multiple_of(7) {
+                // Replace a key that is there (or one that is not) by one that is not.
+                let old = theirs
+                    .iter()
+                    .nth((state >> 20) as usize % (theirs.len() + 1))
+                    .copied()
+                    .unwrap_or(key);
+                let new = (state % 3, (state >> 12) % 200);
+                if !theirs.contains(&new) {
+                    let expected = theirs.remove(&old) && theirs.insert(new);
+                    assert_eq!(ours.replace(&old, new), expected);
+                }
+            } else if phase != state.is_multiple_of(4) {
                 assert_eq!(ours.insert(key), theirs.insert(key));
             } else {
                 assert_eq!(ours.remove(&key), theirs.remove(&key));
