@@ -364,6 +364,57 @@ mod tests {
     use experiments::AllocConf;
 
     #[test]
+    fn every_policy_gets_the_answer_of_whole_replays() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");
+        let trace = Trace::load(&path).unwrap();
+        let device_bytes = 80 << 30;
+        for info in experiments::POLICIES {
+            let spec = PolicySpec::parse(info.name).unwrap();
+            let build = || build_policy(&spec).unwrap();
+            let fits = |capacity: Option<u64>| {
+                let options = crate::ReplayOptions::probe(capacity);
+                let mut device = SimDevice::new(device_bytes);
+                let result = crate::replay_policy(
+                    &trace,
+                    "probe",
+                    build(),
+                    &mut device,
+                    options,
+                    &mut (),
+                    experiments::BackendKind::Sim,
+                )
+                .unwrap();
+                (
+                    result.failed_allocs == 0,
+                    result.peak_reserved_bytes,
+                    result.peak_requested_bytes,
+                )
+            };
+            let step = SimDevice::GRANULE;
+            let (ok, reserved, requested) = fits(None);
+            let whole = ok.then(|| {
+                let (mut fails, mut fit) = (requested.div_ceil(step).saturating_sub(1), reserved.div_ceil(step));
+                fails = fails.min(fit.saturating_sub(1));
+                while fit - fails > 1 {
+                    let mid = fails + (fit - fails) / 2;
+                    if fits(Some(mid * step)).0 {
+                        fit = mid;
+                    } else {
+                        fails = mid;
+                    }
+                }
+                fit * step
+            });
+            assert_eq!(
+                min_capacity_of(&trace, &build, device_bytes).unwrap(),
+                whole,
+                "{}",
+                info.name
+            );
+        }
+    }
+
+    #[test]
     fn copies_past_their_budget_are_thinned_and_the_answer_stays() {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");
         let trace = Trace::load(&path).unwrap();

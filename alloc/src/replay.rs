@@ -43,6 +43,21 @@ impl Default for ReplayOptions {
     }
 }
 
+impl ReplayOptions {
+    /// A replay that only asks whether the trace fits under `capacity`: no timeline, no clock,
+    /// stopping at the first refusal.
+    pub fn probe(capacity: Option<u64>) -> ReplayOptions {
+        ReplayOptions {
+            capacity,
+            timeline_points: 0,
+            time_ops: false,
+            check_recorded: false,
+            stop_at_first_failure: true,
+            record_events: false,
+        }
+    }
+}
+
 /// What a backend does around each operation; none of it is timed. `hw` writes every block
 /// handed out with a kernel and checks it when it comes back.
 pub trait ReplayHooks {

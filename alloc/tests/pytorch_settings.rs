@@ -212,14 +212,7 @@ fn the_smallest_cap_search_gives_the_answer_of_whole_replays() {
     let whole_replays = |trace: &Trace, conf: &AllocConf, device_bytes: u64| -> Option<u64> {
         let step = SimDevice::GRANULE;
         let fits = |capacity: Option<u64>| {
-            let options = ReplayOptions {
-                capacity,
-                timeline_points: 0,
-                time_ops: false,
-                check_recorded: false,
-                stop_at_first_failure: true,
-                record_events: false,
-            };
+            let options = ReplayOptions::probe(capacity);
             let mut device = SimDevice::new(device_bytes);
             let policy = build_pytorch_policy(conf);
             replay_policy(trace, "probe", policy, &mut device, options, &mut (), BackendKind::Sim).unwrap()
