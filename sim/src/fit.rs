@@ -1,16 +1,17 @@
 //! `vramlab calibrate`'s maths half: a profile from a calibration's samples. Each family's fit
 //! lives beside its model (`fit_banks` in banks.rs, `fit_coalescing` in coalescing.rs,
-//! `fit_latency`, `fit_constant`, `fit_growth`, `fit_spills`, and the copies' fits in transfer.rs);
+//! `fit_latency`, `fit_constant`, `fit_growth`, `fit_spills`, `fit_migration`, `fit_peer`, and the
+//! copies' fits in transfer.rs);
 //! the solvers they share, with tests on problems of known optimum, are in solve.rs. This file
 //! assembles them, with the SM's rules from the compute capability.
 
-use experiments::{
-    migration_calibration_bytes, peer_calibration_bytes, Calibration, MigrationParams, MigrationSample, PeerParams,
-    PeerSample, Profile, ProfileDevice, Sample, SmAttributes, SmParams,
-};
+use experiments::{Calibration, Profile, ProfileDevice, SmAttributes, SmParams};
 
-use crate::transfer::{fit_link_of, fit_transfer};
-use crate::{fit_banks, fit_coalescing, fit_constant, fit_growth, fit_latency, fit_spills, CoalescingMachine};
+use crate::transfer::fit_transfer;
+use crate::{
+    fit_banks, fit_coalescing, fit_constant, fit_growth, fit_latency, fit_migration, fit_peer, fit_spills,
+    CoalescingMachine,
+};
 
 /// Why a fit could not be made.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -179,40 +180,24 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
     let migration = if calibration.migration.is_empty() {
         base.and_then(|b| b.migration.clone())
     } else {
-        let time = |s: &MigrationSample, prefetch: bool| {
-            (s.prefetch == prefetch).then_some(Sample {
-                bytes: s.bytes,
-                time_us: s.time_us,
-            })
-        };
-        Some(MigrationParams {
-            source: format!(
+        Some(fit_migration(
+            &calibration.migration,
+            format!(
                 "vramlab calibrate on {} ({}): event-timed prefetch (if any) plus a kernel reading host-written managed memory at calibration_bytes, median of 5, a line fitted by least absolute relative error",
                 d.name, calibration.date
             ),
-            on_demand: fit_link_of(&calibration.migration, |s| time(s, false))?,
-            prefetch: fit_link_of(&calibration.migration, |s| time(s, true))?,
-            calibration_bytes: migration_calibration_bytes(),
-        })
+        )?)
     };
     let peer = if calibration.peer.is_empty() {
         base.and_then(|b| b.peer.clone())
     } else {
-        let time = |s: &PeerSample, vmm: bool| {
-            (s.vmm == vmm).then_some(Sample {
-                bytes: s.bytes,
-                time_us: s.time_us,
-            })
-        };
-        Some(PeerParams {
-            source: format!(
+        Some(fit_peer(
+            &calibration.peer,
+            format!(
                 "vramlab calibrate on two {} ({}): event-timed kernel on the second GPU reading the first's memory at calibration_bytes (ld.global.cg, 16-byte dense reads), median of 7, a line fitted by least absolute relative error",
                 d.name, calibration.date
             ),
-            vmm: fit_link_of(&calibration.peer, |s| time(s, true))?,
-            peer_access: fit_link_of(&calibration.peer, |s| time(s, false))?,
-            calibration_bytes: peer_calibration_bytes(),
-        })
+        )?)
     };
     let constant = if calibration.constant.is_empty() {
         base.and_then(|b| b.constant.clone())
