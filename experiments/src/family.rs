@@ -172,46 +172,110 @@ pub const READ_KERNEL_BLOCKS_PER_SM: u32 = 8;
 /// Threads per block of the read kernel.
 pub const READ_KERNEL_THREADS: u32 = 256;
 
+/// What the rest of vramlab needs to know of a family, one row each: its name, parameters,
+/// axis, compared metric and whether its model reads the machine's parts of a profile.
+struct FamilyInfo {
+    family: Family,
+    name: &'static str,
+    params: &'static [ParamSpec],
+    x_param: &'static str,
+    primary_metric: &'static str,
+    uses_machine_parts: bool,
+}
+
+const fn info(
+    family: Family,
+    name: &'static str,
+    params: &'static [ParamSpec],
+    x_param: &'static str,
+    primary_metric: &'static str,
+    uses_machine_parts: bool,
+) -> FamilyInfo {
+    FamilyInfo {
+        family,
+        name,
+        params,
+        x_param,
+        primary_metric,
+        uses_machine_parts,
+    }
+}
+
+/// Every family's row, in the enum's order (a test holds it so).
+const FAMILIES: [FamilyInfo; 11] = [
+    info(Family::Transfer, "transfer", TRANSFER_PARAMS, "bytes", "gb_per_s", true),
+    info(Family::Overlap, "overlap", OVERLAP_PARAMS, "streams", "speedup", true),
+    info(
+        Family::Occupancy,
+        "occupancy",
+        OCCUPANCY_PARAMS,
+        "threads",
+        "blocks_per_sm",
+        false,
+    ),
+    info(Family::Banks, "banks", BANK_PARAMS, "stride", "cycles", false),
+    info(
+        Family::Coalescing,
+        "coalescing",
+        COALESCING_PARAMS,
+        "stride",
+        "gb_per_s",
+        false,
+    ),
+    info(Family::Latency, "latency", LATENCY_PARAMS, "bytes", "cycles", false),
+    info(
+        Family::Constant,
+        "constant",
+        CONSTANT_PARAMS,
+        "distinct",
+        "cycles",
+        false,
+    ),
+    info(Family::Growth, "growth", GROWTH_PARAMS, "bytes", "grow_us", true),
+    info(
+        Family::Spills,
+        "spills",
+        SPILL_PARAMS,
+        "registers",
+        "ns_per_iteration",
+        false,
+    ),
+    info(
+        Family::Migration,
+        "migration",
+        MIGRATION_PARAMS,
+        "bytes",
+        "gb_per_s",
+        true,
+    ),
+    info(Family::Peer, "peer", PEER_PARAMS, "bytes", "gb_per_s", false),
+];
+
 impl Family {
     /// Every family, in the order `vramlab list` shows them.
-    pub const ALL: [Family; 11] = [
-        Family::Transfer,
-        Family::Overlap,
-        Family::Occupancy,
-        Family::Banks,
-        Family::Coalescing,
-        Family::Latency,
-        Family::Constant,
-        Family::Growth,
-        Family::Spills,
-        Family::Migration,
-        Family::Peer,
-    ];
+    pub const ALL: [Family; 11] = {
+        let mut all = [Family::Transfer; 11];
+        let mut i = 0;
+        while i < FAMILIES.len() {
+            all[i] = FAMILIES[i].family;
+            i += 1;
+        }
+        all
+    };
+
+    fn info(self) -> &'static FamilyInfo {
+        &FAMILIES[self as usize]
+    }
 
     /// Whether its model reads a profile's machine parts ([`crate::machine_parts`]): copies,
     /// copy/compute overlap, buffer growth, managed migration.
     pub fn uses_machine_parts(self) -> bool {
-        matches!(
-            self,
-            Family::Transfer | Family::Overlap | Family::Growth | Family::Migration
-        )
+        self.info().uses_machine_parts
     }
 
     /// The name used in experiment files.
     pub fn name(self) -> &'static str {
-        match self {
-            Family::Transfer => "transfer",
-            Family::Overlap => "overlap",
-            Family::Occupancy => "occupancy",
-            Family::Banks => "banks",
-            Family::Coalescing => "coalescing",
-            Family::Latency => "latency",
-            Family::Constant => "constant",
-            Family::Growth => "growth",
-            Family::Spills => "spills",
-            Family::Migration => "migration",
-            Family::Peer => "peer",
-        }
+        self.info().name
     }
 
     /// Looks a family up by the name used in experiment files.
@@ -220,46 +284,17 @@ impl Family {
     }
 
     pub(crate) fn params(self) -> &'static [ParamSpec] {
-        match self {
-            Family::Transfer => TRANSFER_PARAMS,
-            Family::Overlap => OVERLAP_PARAMS,
-            Family::Occupancy => OCCUPANCY_PARAMS,
-            Family::Banks => BANK_PARAMS,
-            Family::Coalescing => COALESCING_PARAMS,
-            Family::Latency => LATENCY_PARAMS,
-            Family::Constant => CONSTANT_PARAMS,
-            Family::Growth => GROWTH_PARAMS,
-            Family::Spills => SPILL_PARAMS,
-            Family::Migration => MIGRATION_PARAMS,
-            Family::Peer => PEER_PARAMS,
-        }
+        self.info().params
     }
 
     /// The parameter plotted along the x axis.
     pub fn x_param(self) -> &'static str {
-        match self {
-            Family::Transfer => "bytes",
-            Family::Overlap => "streams",
-            Family::Occupancy => "threads",
-            Family::Banks | Family::Coalescing => "stride",
-            Family::Latency | Family::Growth | Family::Migration | Family::Peer => "bytes",
-            Family::Constant => "distinct",
-            Family::Spills => "registers",
-        }
+        self.info().x_param
     }
 
     /// The metric that reports compare between prediction and measurement.
     pub fn primary_metric(self) -> &'static str {
-        match self {
-            Family::Transfer | Family::Migration | Family::Peer => "gb_per_s",
-            Family::Overlap => "speedup",
-            Family::Occupancy => "blocks_per_sm",
-            Family::Banks => "cycles",
-            Family::Coalescing => "gb_per_s",
-            Family::Latency | Family::Constant => "cycles",
-            Family::Growth => "grow_us",
-            Family::Spills => "ns_per_iteration",
-        }
+        self.info().primary_metric
     }
 
     /// Builds the typed point from checked parameters.
@@ -659,4 +694,27 @@ pub fn coalescing_metrics(time_us: f64, point: &CoalescingPoint) -> Metrics {
 /// The metrics of a point measured in clock cycles per access: `cycles`.
 pub fn cycles_metrics(cycles: f64) -> Metrics {
     Metrics::from([("cycles".to_string(), cycles)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_family_finds_its_own_row() {
+        for (i, row) in FAMILIES.iter().enumerate() {
+            assert_eq!(row.family as usize, i, "{} is out of the enum's order", row.name);
+            assert_eq!(Family::from_name(row.name), Some(row.family));
+            assert!(
+                row.params.iter().any(|p| p.name == row.x_param),
+                "{}: its axis {} is not one of its parameters",
+                row.name,
+                row.x_param
+            );
+        }
+        let mut names: Vec<_> = FAMILIES.iter().map(|row| row.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), FAMILIES.len());
+    }
 }
