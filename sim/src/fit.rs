@@ -79,6 +79,20 @@ pub fn sm_params(compute_capability: &str, attributes: &SmAttributes) -> Result<
     })
 }
 
+/// A part's section: fitted when the calibration measured `samples`, else kept from the base
+/// profile (`None` when there is none to keep).
+fn fitted_or_kept<S, T: Clone>(
+    samples: &[S],
+    kept: Option<&T>,
+    fit: impl FnOnce() -> Result<T, FitError>,
+) -> Result<Option<T>, FitError> {
+    if samples.is_empty() {
+        Ok(kept.cloned())
+    } else {
+        fit().map(Some)
+    }
+}
+
 /// Fits a profile to a calibration run. Parts the run did not measure (an empty sample list)
 /// are taken from `base`, so one part of an existing profile can be re-measured alone.
 pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>) -> Result<Profile, FitError> {
@@ -93,39 +107,37 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
     } else {
         fit_transfer(calibration)?
     };
-    let banks = if calibration.banks.is_empty() {
-        base.and_then(|b| b.banks.clone())
-    } else {
-        Some(fit_banks(
+    let banks = fitted_or_kept(&calibration.banks, base.and_then(|b| b.banks.as_ref()), || {
+        fit_banks(
             &calibration.banks,
             format!(
                 "vramlab calibrate on {} ({}): median clock64 cycles per dependent shared load over 4-byte strides 1, 2, 4, 8, fitted by least absolute relative error; 32 banks of 4 bytes as the CUDA C++ Programming Guide gives for compute capability 5.0 and later",
                 d.name, calibration.date
             ),
-        )?)
-    };
-    let coalescing = if calibration.coalescing.is_empty() {
-        base.and_then(|b| b.coalescing.clone())
-    } else {
-        let machine = CoalescingMachine {
-            l2_bytes: calibration.l2_bytes,
-            launch_us: transfer.kernel_launch_us,
-            sm: sm_params(&d.compute_capability, &calibration.sm)?,
-            multiprocessors: d.multiprocessors,
-            read_kernel_registers: calibration.read_kernel_registers,
-        };
-        Some(fit_coalescing(
+        )
+    })?;
+    let coalescing = fitted_or_kept(
+        &calibration.coalescing,
+        base.and_then(|b| b.coalescing.as_ref()),
+        || {
+            let machine = CoalescingMachine {
+                l2_bytes: calibration.l2_bytes,
+                launch_us: transfer.kernel_launch_us,
+                sm: sm_params(&d.compute_capability, &calibration.sm)?,
+                multiprocessors: d.multiprocessors,
+                read_kernel_registers: calibration.read_kernel_registers,
+            };
+            fit_coalescing(
             &calibration.coalescing,
             &machine,
             format!(
                 "vramlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), 16-byte reads at stride 32 of 16 MiB (latency per extra line); 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
                 d.name, calibration.date
             ),
-        )?)
-    };
-    let latency = if calibration.latency.is_empty() {
-        base.and_then(|b| b.latency.clone())
-    } else {
+        )
+        },
+    )?;
+    let latency = fitted_or_kept(&calibration.latency, base.and_then(|b| b.latency.as_ref()), || {
         // The L1 a kernel without shared memory gets: the SM's unified L1/shared array less the
         // smallest shared-memory carveout that holds the driver's reserved bytes (8 KiB).
         let unified = unified_l1_bytes(&d.compute_capability).ok_or_else(|| FitError::BadSamples {
@@ -137,7 +149,7 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             ),
         })?;
         let l1_bytes = unified - (8 << 10);
-        Some(fit_latency(
+        fit_latency(
             &calibration.latency,
             l1_bytes,
             calibration.l2_bytes,
@@ -149,24 +161,20 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
                 unified >> 10,
                 d.compute_capability
             ),
-        )?)
-    };
-    let growth = if calibration.growth.is_empty() {
-        base.and_then(|b| b.growth.clone())
-    } else {
-        Some(fit_growth(
+        )
+    })?;
+    let growth = fitted_or_kept(&calibration.growth, base.and_then(|b| b.growth.as_ref()), || {
+        fit_growth(
             &calibration.growth,
             calibration.free_bytes,
             format!(
                 "vramlab calibrate on {} ({}): host time of each grow (synchronized) while doubling to 3 MiB x 2^k, k = 1..14 (5 repeats up to 1 GiB, 3 above, median), for each strategy with and without a reserve, a line in the size fitted by least absolute relative error; free memory from cuMemGetInfo at the start",
                 d.name, calibration.date
             ),
-        )?)
-    };
-    let spills = if calibration.spills.is_empty() {
-        base.and_then(|b| b.spills.clone())
-    } else {
-        Some(fit_spills(
+        )
+    })?;
+    let spills = fitted_or_kept(&calibration.spills, base.and_then(|b| b.spills.as_ref()), || {
+        fit_spills(
             &calibration.spills,
             &sm_params(&d.compute_capability, &calibration.sm)?,
             d.multiprocessors,
@@ -175,41 +183,35 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
                 "vramlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [coalescing]",
                 d.name, calibration.date
             ),
-        )?)
-    };
-    let migration = if calibration.migration.is_empty() {
-        base.and_then(|b| b.migration.clone())
-    } else {
-        Some(fit_migration(
+        )
+    })?;
+    let migration = fitted_or_kept(&calibration.migration, base.and_then(|b| b.migration.as_ref()), || {
+        fit_migration(
             &calibration.migration,
             format!(
                 "vramlab calibrate on {} ({}): event-timed prefetch (if any) plus a kernel reading host-written managed memory at calibration_bytes, median of 5, a line fitted by least absolute relative error",
                 d.name, calibration.date
             ),
-        )?)
-    };
-    let peer = if calibration.peer.is_empty() {
-        base.and_then(|b| b.peer.clone())
-    } else {
-        Some(fit_peer(
+        )
+    })?;
+    let peer = fitted_or_kept(&calibration.peer, base.and_then(|b| b.peer.as_ref()), || {
+        fit_peer(
             &calibration.peer,
             format!(
                 "vramlab calibrate on two {} ({}): event-timed kernel on the second GPU reading the first's memory at calibration_bytes (ld.global.cg, 16-byte dense reads), median of 7, a line fitted by least absolute relative error",
                 d.name, calibration.date
             ),
-        )?)
-    };
-    let constant = if calibration.constant.is_empty() {
-        base.and_then(|b| b.constant.clone())
-    } else {
-        Some(fit_constant(
+        )
+    })?;
+    let constant = fitted_or_kept(&calibration.constant, base.and_then(|b| b.constant.as_ref()), || {
+        fit_constant(
             &calibration.constant,
             format!(
                 "vramlab calibrate on {} ({}): median clock64 cycles per dependent constant load of one warp at calibration_cases (1 and 2 distinct words, warm and cold), a line through each pair; capacity_lines = one less than the fewest warm lines (14, 15, 17, 18, 19, 24 tried) that cost more like a cold chain",
                 d.name, calibration.date
             ),
-        )?)
-    };
+        )
+    })?;
     Ok(Profile {
         name: name.to_string(),
         description: format!(
