@@ -60,8 +60,8 @@ fn search(
     }
     let probe = |capacity: u64| -> bool {
         // `needed` only grows along the trace: the last copy this capacity agrees with.
-        let from = checkpoints.partition_point(|c: &Checkpoint| c.state.needed <= capacity);
-        let state = match from.checked_sub(1).and_then(|i| checkpoints[i].state.copy()) {
+        let from = checkpoints.partition_point(|copy| copy.needed <= capacity);
+        let state = match from.checked_sub(1).and_then(|i| checkpoints[i].copy()) {
             Some(state) => state,
             None => start(),
         };
@@ -69,11 +69,10 @@ fn search(
     };
     // Below the peak of requested bytes nothing fits, whatever the policy (requested <= allocated
     // <= reserved <= capacity), so the search starts there rather than at 0.
-    let fits = unlimited.peak_reserved.div_ceil(STEP);
-    let fails = (unlimited.peak_requested.div_ceil(STEP))
+    let mut fits = unlimited.peak_reserved.div_ceil(STEP);
+    let mut fails = (unlimited.peak_requested.div_ceil(STEP))
         .saturating_sub(1)
         .min(fits.saturating_sub(1));
-    let (mut fails, mut fits) = (fails, fits);
     while fits - fails > 1 {
         let mid = fails + (fits - fails) / 2;
         if probe(mid * STEP) {
@@ -85,14 +84,10 @@ fn search(
     (Some(fits * STEP), checkpoints.len())
 }
 
-/// A copy of the unlimited run's state.
-struct Checkpoint {
-    state: ProbeState,
-}
-
-/// The copies the unlimited run keeps, and how many live blocks they may hold together.
+/// The copies of its state the unlimited run keeps, and how many live blocks they may hold
+/// together.
 struct Copies {
-    kept: Vec<Checkpoint>,
+    kept: Vec<ProbeState>,
     blocks_budget: usize,
 }
 
@@ -103,10 +98,10 @@ impl Copies {
         if state.needed <= peak_requested {
             self.kept.clear();
         }
-        self.kept.push(Checkpoint { state });
+        self.kept.push(state);
         // Past the budget, every other copy but the latest goes: fewer copies only make probes
         // start earlier, with the same answer.
-        let held = |kept: &Vec<Checkpoint>| kept.iter().map(|c| c.state.live.entries.len()).sum::<usize>();
+        let held = |kept: &Vec<ProbeState>| kept.iter().map(|copy| copy.live.entries.len()).sum::<usize>();
         while self.kept.len() > 1 && held(&self.kept) > self.blocks_budget {
             let latest = self.kept.len() - 1;
             let mut index = 0;

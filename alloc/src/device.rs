@@ -153,9 +153,9 @@ impl<'d> Metered<'d> {
     }
 
     fn admit(&mut self, bytes: u64) -> bool {
-        let total = self.reserved.saturating_add(bytes);
-        self.needed = self.needed.max(total);
-        total <= self.capacity && self.reserved.checked_add(bytes).is_some()
+        let total = self.reserved.checked_add(bytes);
+        self.needed = self.needed.max(total.unwrap_or(u64::MAX));
+        total.is_some_and(|total| total <= self.capacity)
     }
 
     fn took(&mut self, bytes: u64) {
