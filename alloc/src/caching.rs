@@ -93,7 +93,8 @@ struct PoolState {
     blocks: OrderedSet<FreeKey>,
     /// Unmapped ranges of expandable segments, ordered by (stream, address).
     unmapped: OrderedSet<UnmappedKey>,
-    /// `get_free_blocks_call_count`: counted only while garbage collection can act.
+    /// `get_free_blocks_call_count`: counted whenever a garbage-collection threshold is set
+    /// (PyTorch counts it only under a cap too; only the collection reads it).
     free_block_calls: u64,
 }
 
@@ -232,22 +233,26 @@ impl Caching {
 
     /// `insert_into_blocks`: caches a free mapped block, restarting its garbage-collection age.
     fn insert_free(&mut self, idx: usize) {
-        let key = self.free_key(idx);
-        let pool = self.nodes[idx].pool as usize;
-        self.nodes[idx].gc_base = self.pools[pool].free_block_calls;
+        let (pool, key) = self.becoming_free(idx);
         self.pools[pool].blocks.insert(key);
-        self.free_bytes += self.nodes[idx].size;
     }
 
     /// A cached block (its key `whole` from before the split) gives its place in the free set to
     /// `rest`, the part of it a split left free: one shift of the set instead of two.
     fn replace_free(&mut self, whole: FreeKey, rest: usize) {
-        let key = self.free_key(rest);
-        let pool = self.nodes[rest].pool as usize;
-        self.nodes[rest].gc_base = self.pools[pool].free_block_calls;
+        let (pool, key) = self.becoming_free(rest);
         let replaced = self.pools[pool].blocks.replace(&whole, key);
         debug_assert!(replaced, "block {} was not in the free set", whole.3);
-        self.free_bytes = self.free_bytes - whole.1 + self.nodes[rest].size;
+        self.free_bytes -= whole.1;
+    }
+
+    /// What caching `idx` changes besides the set: its garbage-collection age restarts and its
+    /// bytes count as free. Its pool and key, for the set.
+    fn becoming_free(&mut self, idx: usize) -> (usize, FreeKey) {
+        let pool = self.nodes[idx].pool as usize;
+        self.nodes[idx].gc_base = self.pools[pool].free_block_calls;
+        self.free_bytes += self.nodes[idx].size;
+        (pool, self.free_key(idx))
     }
 
     fn remove_free(&mut self, idx: usize) {
@@ -373,11 +378,9 @@ impl Caching {
             self.stats.retries += 1;
         }
         let bytes = self.allocation_size(size);
-        self.limit_needed = self.limit_needed.max(self.total.saturating_add(bytes));
-        if self
-            .allowed
-            .is_some_and(|allowed| self.total.saturating_add(bytes) > allowed)
-        {
+        let held_after = self.total.saturating_add(bytes);
+        self.limit_needed = self.limit_needed.max(held_after);
+        if self.allowed.is_some_and(|allowed| held_after > allowed) {
             return None;
         }
         if self.conf.expandable_segments {
