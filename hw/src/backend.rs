@@ -15,12 +15,13 @@ use crate::occupancy::OccupancyProbe;
 use crate::overlap::{measure_overlap, Spin};
 use crate::peer::PeerProbe;
 use crate::spills::SpillProbe;
-use crate::transfer::measure_copy;
+use crate::transfer::{measure_copy, CopyArena};
 
 /// A CUDA GPU as a [`Backend`]: measures every point, one at a time, on device 0.
 pub struct HwBackend {
     gpu: Gpu,
     device: DeviceInfo,
+    copy_arena: Option<CopyArena>,
     spin: Option<Spin>,
     occupancy: Option<OccupancyProbe>,
     banks: Option<BankProbe>,
@@ -41,6 +42,7 @@ impl HwBackend {
         Ok(HwBackend {
             gpu,
             device,
+            copy_arena: None,
             spin: None,
             occupancy: None,
             banks: None,
@@ -56,9 +58,14 @@ impl HwBackend {
 
     fn measure(&mut self, workload: &Workload, seed: u64) -> Result<experiments::Metrics> {
         let gpu = &self.gpu;
+        if !matches!(workload, Workload::Transfer(_)) {
+            // The copies' arena holds device memory that other families (growth above all,
+            // which measures what is free) must find free.
+            self.copy_arena = None;
+        }
         Ok(match workload {
             Workload::Transfer(point) => {
-                let timing = measure_copy(gpu, point, seed)?;
+                let timing = measure_copy(gpu, &mut self.copy_arena, point, seed)?;
                 let mut metrics = transfer_metrics(timing.median, point.bytes);
                 metrics.insert("time_us_min".into(), timing.min);
                 metrics.insert("time_us_max".into(), timing.max);

@@ -3,12 +3,14 @@
 
 use cudarc::driver::sys::CUdevice_attribute;
 
-use experiments::OverlapPoint;
+use experiments::{median, OverlapPoint};
 
 use crate::cuda::{Event, Gpu, Kernel, LaunchConfig, Stream};
 use crate::error::{HwError, Result};
 use crate::timing::{fill_pattern, median_us, Repeats};
 
+/// Timed samples of each schedule per point.
+const OVERLAP_SAMPLES: usize = 9;
 const SPIN_SOURCE: &str = include_str!("../../kernels/spin.cu");
 
 /// The spin kernel, configured to fill the GPU with one block per SM.
@@ -64,35 +66,48 @@ pub(crate) fn measure_overlap(gpu: &Gpu, spin: &Spin, point: &OverlapPoint, seed
     let streams: Vec<Stream> = (0..point.streams).map(|_| gpu.stream()).collect::<Result<_>>()?;
     let joins: Vec<Event> = (0..point.streams).map(|_| gpu.event()).collect::<Result<_>>()?;
     let (start, end) = (gpu.event()?, gpu.event()?);
-    let repeats = Repeats { warmup: 2, samples: 9 };
     let total_ns = (point.kernel_us * 1e3).round() as u64;
     let chunk_ns = (point.kernel_us * 1e3 / f64::from(point.chunks)).round() as u64;
     let main = &streams[0];
 
-    let serial = median_us(gpu, main, repeats, &start, &end, |q| {
-        q.upload(main, &device, 0, &host, 0..bytes)?;
-        q.launch_u64(main, &spin.kernel, spin.config, total_ns)
-    })?
-    .median;
-
-    let overlapped = median_us(gpu, main, repeats, &start, &end, |q| {
-        for stream in &streams[1..] {
-            q.wait(stream, &start)?;
-        }
-        let mut offset = 0usize;
-        for chunk in 0..point.chunks {
-            let stream = &streams[(chunk % point.streams) as usize];
-            let len = point.chunk_bytes(chunk) as usize;
-            q.upload(stream, &device, offset, &host, offset..offset + len)?;
-            q.launch_u64(stream, &spin.kernel, spin.config, chunk_ns)?;
-            offset += len;
-        }
-        for (stream, join) in streams.iter().zip(&joins).skip(1) {
-            q.record(join, stream)?;
-            q.wait(main, join)?;
-        }
-        Ok(())
-    })?
-    .median;
+    let serial = |repeats| {
+        median_us(gpu, main, repeats, &start, &end, |q| {
+            q.upload(main, &device, 0, &host, 0..bytes)?;
+            q.launch_u64(main, &spin.kernel, spin.config, total_ns)
+        })
+        .map(|t| t.median)
+    };
+    let overlapped = |repeats| {
+        median_us(gpu, main, repeats, &start, &end, |q| {
+            for stream in &streams[1..] {
+                q.wait(stream, &start)?;
+            }
+            let mut offset = 0usize;
+            for chunk in 0..point.chunks {
+                let stream = &streams[(chunk % point.streams) as usize];
+                let len = point.chunk_bytes(chunk) as usize;
+                q.upload(stream, &device, offset, &host, offset..offset + len)?;
+                q.launch_u64(stream, &spin.kernel, spin.config, chunk_ns)?;
+                offset += len;
+            }
+            for (stream, join) in streams.iter().zip(&joins).skip(1) {
+                q.record(join, stream)?;
+                q.wait(main, join)?;
+            }
+            Ok(())
+        })
+        .map(|t| t.median)
+    };
+    // The two schedules take turns, sample by sample, so a slow spell of the machine slows
+    // both alike instead of only the one measured while it lasted (a serial reference timed
+    // alone once came out 35% slow and made one stream look faster than serial).
+    serial(Repeats { warmup: 2, samples: 1 })?;
+    overlapped(Repeats { warmup: 2, samples: 1 })?;
+    let (mut serial_us, mut overlapped_us) = (Vec::new(), Vec::new());
+    for _ in 0..OVERLAP_SAMPLES {
+        serial_us.push(serial(Repeats { warmup: 0, samples: 1 })?);
+        overlapped_us.push(overlapped(Repeats { warmup: 0, samples: 1 })?);
+    }
+    let (serial, overlapped) = (median(&mut serial_us), median(&mut overlapped_us));
     Ok((serial, overlapped))
 }

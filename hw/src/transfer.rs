@@ -4,12 +4,17 @@
 //! both sides, so no copy finds its data in a CPU or GPU cache left warm by the previous one:
 //! without this, pageable uploads of a few MiB run from the CPU's last-level cache and look
 //! 60% faster than uploads of data the program has not just touched.
+//!
+//! The arena is kept from one point to the next while the host memory stays the same kind
+//! ([`CopyArena`]): allocating, pinning and filling a fresh gigabyte for every point took most of
+//! a calibration's copy time. Before each point the side the copies write is overwritten, so a
+//! copy that did not happen cannot pass the check with bytes an earlier point left.
 
 use std::cell::Cell;
 
 use experiments::{Direction, HostMemory, TransferPoint};
 
-use crate::cuda::{Gpu, HostBuffer};
+use crate::cuda::{DeviceBuffer, Gpu, HostBuffer};
 use crate::error::{HwError, Result};
 use crate::timing::{fill_pattern, median_us, Repeats, Timing};
 
@@ -18,9 +23,94 @@ const BATCH_BYTES: u64 = 16 << 20;
 const MAX_BATCH: u64 = 100;
 /// Footprint the copies rotate through: larger than any CPU last-level cache or GPU L2.
 const ARENA_BYTES: u64 = 1 << 30;
+/// The pattern restarts its generator every this many bytes, so any range can be rebuilt alone.
+const PATTERN_BLOCK: usize = 64 << 10;
+/// What the written side holds before a point's copies.
+const POISON: u8 = 0xA5;
+
+/// The memory copies of one host kind rotate through, with what each side holds now.
+pub(crate) struct CopyArena {
+    host_memory: HostMemory,
+    seed: u64,
+    host: HostBuffer,
+    device: DeviceBuffer,
+    host_holds_pattern: bool,
+    device_holds_pattern: bool,
+}
+
+impl CopyArena {
+    fn new(gpu: &Gpu, host_memory: HostMemory, bytes: usize, seed: u64) -> Result<CopyArena> {
+        let device = gpu.device_buffer(bytes)?;
+        let host = match host_memory {
+            HostMemory::Pinned => gpu.pinned_buffer(bytes)?,
+            HostMemory::Pageable => HostBuffer::pageable(bytes),
+        };
+        Ok(CopyArena {
+            host_memory,
+            seed,
+            host,
+            device,
+            host_holds_pattern: false,
+            device_holds_pattern: false,
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.device.len()
+    }
+
+    fn fill_host_with_pattern(&mut self) {
+        if !self.host_holds_pattern {
+            for (block, chunk) in self.host.contents_mut().chunks_mut(PATTERN_BLOCK).enumerate() {
+                fill_pattern(chunk, self.seed, block as u64);
+            }
+            self.host_holds_pattern = true;
+        }
+    }
+
+    /// Readies the side `direction` reads to hold the pattern and the side it writes to hold
+    /// [`POISON`].
+    fn prepare(&mut self, gpu: &Gpu, direction: Direction) -> Result<()> {
+        self.fill_host_with_pattern();
+        match direction {
+            Direction::HostToDevice => {
+                gpu.fill(&self.device, POISON)?;
+                self.device_holds_pattern = false;
+            }
+            Direction::DeviceToHost => {
+                if !self.device_holds_pattern {
+                    gpu.upload(&self.device, self.host.contents())?;
+                    self.device_holds_pattern = true;
+                }
+                self.host.contents_mut().fill(POISON);
+                self.host_holds_pattern = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The pattern's bytes at `range` of the arena.
+fn pattern_at(seed: u64, range: std::ops::Range<usize>) -> Vec<u8> {
+    let first = range.start / PATTERN_BLOCK;
+    let last = range.end.div_ceil(PATTERN_BLOCK);
+    let mut blocks = vec![0u8; (last - first) * PATTERN_BLOCK];
+    for (i, chunk) in blocks.chunks_mut(PATTERN_BLOCK).enumerate() {
+        fill_pattern(chunk, seed, (first + i) as u64);
+    }
+    let skip = range.start - first * PATTERN_BLOCK;
+    blocks[skip..skip + range.len()].to_vec()
+}
 
 /// Median, fastest and slowest time of one copy, after checking that the bytes arrived intact.
-pub(crate) fn measure_copy(gpu: &Gpu, point: &TransferPoint, seed: u64) -> Result<Timing> {
+/// `arena` is kept for the next point; it is replaced when the host memory's kind, the seed or
+/// the size needed changes.
+pub(crate) fn measure_copy(
+    gpu: &Gpu,
+    arena: &mut Option<CopyArena>,
+    point: &TransferPoint,
+    seed: u64,
+) -> Result<Timing> {
     let too_large = || {
         HwError::Unsupported(format!(
             "a {} B copy does not fit this machine's address space",
@@ -28,22 +118,18 @@ pub(crate) fn measure_copy(gpu: &Gpu, point: &TransferPoint, seed: u64) -> Resul
         ))
     };
     let bytes = usize::try_from(point.bytes).map_err(|_| too_large())?;
-    let slots = usize::try_from((ARENA_BYTES / point.bytes).max(1)).map_err(|_| too_large())?;
-    let arena = bytes.checked_mul(slots).ok_or_else(too_large)?;
-    let device = gpu.device_buffer(arena)?;
-    let mut host = match point.host {
-        HostMemory::Pinned => gpu.pinned_buffer(arena)?,
-        HostMemory::Pageable => HostBuffer::pageable(arena),
-    };
-    // Slot i holds pattern (seed, i) on whichever side the copy reads from.
-    let pattern = |slot: usize, out: &mut [u8]| fill_pattern(out, seed ^ point.bytes, slot as u64);
-    for (slot, chunk) in host.contents_mut().chunks_mut(bytes).enumerate() {
-        pattern(slot, chunk);
+    let needed = usize::try_from(point.bytes.max(ARENA_BYTES)).map_err(|_| too_large())?;
+    let reusable = arena
+        .as_ref()
+        .is_some_and(|a| a.host_memory == point.host && a.seed == seed && a.len() >= needed);
+    if !reusable {
+        // The old arena is freed before the new one is taken, so both never hold memory at once.
+        *arena = None;
+        *arena = Some(CopyArena::new(gpu, point.host, needed, seed)?);
     }
-    if point.direction == Direction::DeviceToHost {
-        gpu.upload(&device, host.contents())?;
-        host.contents_mut().fill(0xA5);
-    }
+    let arena = arena.as_mut().expect("made above");
+    arena.prepare(gpu, point.direction)?;
+    let slots = arena.len() / bytes;
     let batch = (BATCH_BYTES / point.bytes).clamp(1, MAX_BATCH) as usize;
     let repeats = Repeats {
         warmup: 3,
@@ -52,25 +138,25 @@ pub(crate) fn measure_copy(gpu: &Gpu, point: &TransferPoint, seed: u64) -> Resul
     let stream = gpu.stream()?;
     let (start, end) = (gpu.event()?, gpu.event()?);
     let copies = Cell::new(0usize);
+    let (device, host) = (&arena.device, &mut arena.host);
     let timing = median_us(gpu, &stream, repeats, &start, &end, |q| {
         (0..batch).try_for_each(|_| {
             let slot = copies.get() % slots;
             copies.set(copies.get() + 1);
             let range = slot * bytes..(slot + 1) * bytes;
             match point.direction {
-                Direction::HostToDevice => q.upload(&stream, &device, range.start, &host, range),
-                Direction::DeviceToHost => q.download(&stream, &host, range, &device, slot * bytes),
+                Direction::HostToDevice => q.upload(&stream, device, range.start, &*host, range),
+                Direction::DeviceToHost => q.download(&stream, &*host, range, device, slot * bytes),
             }
         })
     })?;
     // Check the first slot and the last one written.
-    let mut expected = vec![0u8; bytes];
     let mut arrived = vec![0u8; bytes];
     for slot in [0, (copies.get() - 1) % slots] {
-        pattern(slot, &mut expected);
         let range = slot * bytes..(slot + 1) * bytes;
+        let expected = pattern_at(seed, range.clone());
         match point.direction {
-            Direction::HostToDevice => gpu.download_range(&mut arrived, &device, range.start)?,
+            Direction::HostToDevice => gpu.download_range(&mut arrived, device, range.start)?,
             Direction::DeviceToHost => arrived.copy_from_slice(&host.contents()[range]),
         }
         if let Some(at) = arrived.iter().zip(&expected).position(|(a, e)| a != e) {
@@ -81,4 +167,27 @@ pub(crate) fn measure_copy(gpu: &Gpu, point: &TransferPoint, seed: u64) -> Resul
         }
     }
     Ok(timing.per(batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_range_of_the_pattern_is_rebuilt_alone() {
+        let seed = 42;
+        let mut whole = vec![0u8; 5 * PATTERN_BLOCK];
+        for (block, chunk) in whole.chunks_mut(PATTERN_BLOCK).enumerate() {
+            fill_pattern(chunk, seed, block as u64);
+        }
+        for range in [
+            0..3 << 10,
+            3 << 10..6 << 10,
+            PATTERN_BLOCK - 7..3 * PATTERN_BLOCK + 5,
+            0..5 * PATTERN_BLOCK,
+        ] {
+            assert_eq!(pattern_at(seed, range.clone()), whole[range]);
+        }
+        assert_ne!(pattern_at(seed + 1, 0..64), whole[..64]);
+    }
 }

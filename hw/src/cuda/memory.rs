@@ -65,6 +65,11 @@ impl DeviceBuffer {
     pub(crate) fn span(&self) -> DeviceSpan<'_> {
         DeviceSpan::held(self.ptr, self.bytes as u64)
     }
+
+    /// Its size, bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.bytes
+    }
 }
 
 impl Drop for DeviceBuffer {
