@@ -5,268 +5,67 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::record::DeviceInfo;
+use crate::{Family, Sample};
 
-/// One measured copy: its size and its median time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    /// Bytes copied.
-    pub bytes: u64,
-    /// Median time, microseconds.
-    pub time_us: f64,
+macro_rules! calibration_struct {
+    ($( $(#[$doc:meta])* $module:ident : $Variant:ident($Point:ty) $([$Section:ty])? $({$Sample:ty})? ),* $(,)?) => {
+        /// The raw measurements a profile is fitted on.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        pub struct Calibration {
+            /// The GPU measured.
+            pub device: DeviceInfo,
+            /// When, as an ISO date (UTC).
+            pub date: String,
+            /// Pinned uploads (every transfer list is empty when transfers were not measured).
+            pub h2d_pinned: Vec<Sample>,
+            /// Pinned downloads.
+            pub d2h_pinned: Vec<Sample>,
+            /// Pageable uploads.
+            pub h2d_pageable: Vec<Sample>,
+            /// Pageable downloads.
+            pub d2h_pageable: Vec<Sample>,
+            /// Median time per kernel of a run of back-to-back zero-length kernels, microseconds.
+            pub kernel_launch_us: f64,
+            /// The SM limits the driver reports (cuDeviceGetAttribute).
+            pub sm: SmAttributes,
+            /// Registers per thread of the global read kernel (its occupancy); 0 when not measured.
+            #[serde(default)]
+            pub read_kernel_registers: u32,
+            /// L2 capacity, bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
+            #[serde(default)]
+            pub l2_bytes: u64,
+            /// Device memory free when the growth calibration began, bytes; 0 when not measured.
+            #[serde(default)]
+            pub free_bytes: u64,
+            $( $(
+                #[doc = concat!("The `", stringify!($module), "` part's samples; empty when not measured.")]
+                #[serde(default)]
+                pub $module: Vec<$Sample>,
+            )? )*
+            /// Wall seconds each measured part took, by part name (how long `--part machine` is, and
+            /// which part to shorten).
+            #[serde(default)]
+            pub part_seconds: BTreeMap<String, f64>,
+        }
+    };
 }
+crate::for_each_family!(calibration_struct);
 
-/// The raw measurements a transfer profile is fitted on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Calibration {
-    /// The GPU measured.
-    pub device: DeviceInfo,
-    /// When, as an ISO date (UTC).
-    pub date: String,
-    /// Pinned uploads (every transfer list is empty when transfers were not measured).
-    pub h2d_pinned: Vec<Sample>,
-    /// Pinned downloads.
-    pub d2h_pinned: Vec<Sample>,
-    /// Pageable uploads.
-    pub h2d_pageable: Vec<Sample>,
-    /// Pageable downloads.
-    pub d2h_pageable: Vec<Sample>,
-    /// Median time per kernel of a run of back-to-back zero-length kernels, microseconds.
-    pub kernel_launch_us: f64,
-    /// The SM limits the driver reports (cuDeviceGetAttribute).
-    pub sm: SmAttributes,
-    /// Dependent shared-memory loads at the calibration cases; empty when not measured.
-    #[serde(default, alias = "shared")]
-    pub banks: Vec<BankSample>,
-    /// Registers per thread of the global read kernel (its occupancy); 0 when not measured.
-    #[serde(default)]
-    pub read_kernel_registers: u32,
-    /// Global-memory reads at the calibration cases; empty when not measured.
-    #[serde(default, alias = "global")]
-    pub coalescing: Vec<CoalescingSample>,
-    /// L2 capacity, bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
-    #[serde(default)]
-    pub l2_bytes: u64,
-    /// Pointer chases at the latency calibration footprints; empty when not measured.
-    #[serde(default)]
-    pub latency: Vec<LatencySample>,
-    /// Constant-memory reads at the constant calibration cases; empty when not measured.
-    #[serde(default)]
-    pub constant: Vec<ConstantSample>,
-    /// Buffer grows at the growth calibration sizes; empty when not measured.
-    #[serde(default)]
-    pub growth: Vec<GrowthSample>,
-    /// Device memory free when the growth calibration began, bytes; 0 when not measured.
-    #[serde(default)]
-    pub free_bytes: u64,
-    /// The spill kernel at the spill calibration cases; empty when not measured.
-    #[serde(default)]
-    pub spills: Vec<SpillSample>,
-    /// Managed-memory reads at the migration calibration sizes; empty when not measured.
-    #[serde(default)]
-    pub migration: Vec<MigrationSample>,
-    /// Peer reads at the peer calibration sizes; empty when not measured.
-    #[serde(default)]
-    pub peer: Vec<PeerSample>,
-    /// Wall seconds each measured part took, by part name (how long `--part machine` is, and
-    /// which part to shorten).
-    #[serde(default)]
-    pub part_seconds: BTreeMap<String, f64>,
-}
-
-/// One measured peer read.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct PeerSample {
-    /// Bytes read.
-    pub bytes: u64,
-    /// VMM mapping (else peer access).
-    pub vmm: bool,
-    /// Median kernel time, microseconds.
-    pub time_us: f64,
-}
-
-/// The peer calibration sizes: 3 x 4^k MiB, 3 MiB to 3 GiB (the suite reads powers of two).
-pub fn peer_calibration_bytes() -> Vec<u64> {
-    (0..6).map(|k| (3u64 << 20) << (2 * k)).collect()
-}
-
-/// One measured read of host-written managed memory.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MigrationSample {
-    /// Bytes read.
-    pub bytes: u64,
-    /// Whether they were prefetched first.
-    pub prefetch: bool,
-    /// Median time of prefetch (if any) plus the kernel, microseconds.
-    pub time_us: f64,
-}
-
-/// The migration calibration sizes: 3 x 4^k MiB, 3 MiB to 3 GiB (the suite reads powers of two).
-pub fn migration_calibration_bytes() -> Vec<u64> {
-    (0..6).map(|k| (3u64 << 20) << (2 * k)).collect()
-}
-
-/// One measured spill case.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct SpillSample {
-    /// Live values.
-    pub live: u32,
-    /// Register cap.
-    pub registers: u32,
-    /// Registers the compiler used (CU_FUNC_ATTRIBUTE_NUM_REGS).
-    pub registers_used: u32,
-    /// Local bytes per thread (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).
-    pub local_bytes: u32,
-    /// Warps resident per SM with the GPU full.
-    pub warps_per_sm: u32,
-    /// Median kernel time per loop iteration with the GPU full, ns.
-    pub ns_per_iteration: f64,
-}
-
-/// The spill calibration cases, as (live, registers). 40 and 120 live values uncapped give the
-/// issue rate; 104 and 120 at their own count give how issue and spill traffic overlap; 104 and
-/// 120 under caps of 32 to 64 reserve 90 to 140 MB of local memory, around where the L2 stops
-/// holding it. The suite keeps other live counts, so none of these is a validation point.
-pub fn spill_calibration_cases() -> Vec<(u32, u32)> {
-    vec![
-        (40, 255),
-        (120, 255),
-        (104, 104),
-        (120, 120),
-        (104, 32),
-        (104, 40),
-        (104, 48),
-        (120, 40),
-        (120, 48),
-        (120, 56),
-        (120, 64),
-    ]
-}
-
-/// One measured grow.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct GrowthSample {
-    /// The strategy.
-    pub strategy: crate::family::GrowthStrategy,
-    /// Whether room was reserved up front.
-    pub reserve: bool,
-    /// The size grown to (from half of it).
-    pub bytes: u64,
-    /// Host time of the grow, synchronized, microseconds.
-    pub grow_us: f64,
-}
-
-/// The sizes the growth calibration doubles to: 3 MiB x 2^k, 6 MiB to 48 GiB (the suites
-/// double through powers of two, so none of these is a validation point, yet they span the
-/// same range).
-pub fn growth_calibration_bytes() -> Vec<u64> {
-    (1..=14).map(|k| (3u64 << 20) << k).collect()
-}
-
-/// One measured constant-memory pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ConstantSample {
-    /// Distinct words per warp access.
-    pub distinct: u32,
-    /// Whether every access missed the constant cache.
-    pub cold: bool,
-    /// Median cycles per dependent access.
-    pub cycles: f64,
-}
-
-/// The constant cases calibration measures: 1 and 2 distinct words, warm and cold (the two
-/// lines), and warm chains of 14, 15, 17, 18, 19 and 24 distinct lines (where the cache runs
-/// out). The suites' counts (powers of two, 3, 5, 7, 12, 20, 31) are left for validation.
-pub fn constant_calibration_cases() -> Vec<(u32, bool)> {
-    vec![
-        (1, false),
-        (2, false),
-        (1, true),
-        (2, true),
-        (14, false),
-        (15, false),
-        (17, false),
-        (18, false),
-        (19, false),
-        (24, false),
-    ]
-}
-
-/// One measured pointer-chase footprint.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct LatencySample {
-    /// Footprint, bytes.
-    pub bytes: u64,
-    /// Median cycles per dependent load.
-    pub cycles: f64,
-}
-
-/// The footprints calibration chases: 12 KiB (well inside the L1), 6 MiB (inside the L2, far
-/// beyond the L1) and 768 MiB (far beyond the L2) for the three latencies; 384 KiB (just past
-/// the L1) for how sharply the L1 stops serving; 28, 40, 56 and 80 MiB for the two steps in
-/// which the L2 runs out. None is a point of the latency suites.
-pub fn latency_calibration_bytes() -> Vec<u64> {
-    vec![
-        12 << 10,
-        384 << 10,
-        6 << 20,
-        28 << 20,
-        40 << 20,
-        56 << 20,
-        80 << 20,
-        768 << 20,
-    ]
-}
-
-/// One measured global read pattern (all lanes active, no offset).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CoalescingSample {
-    /// Bytes per lane.
-    pub width: u32,
-    /// Elements between lanes.
-    pub stride: u32,
-    /// Array size, bytes.
-    pub bytes: u64,
-    /// Median kernel time, microseconds.
-    pub time_us: f64,
-}
-
-/// The global-memory cases calibration measures, as (width, stride, bytes): dense 16-byte
-/// reads of 1 GiB and of 16 MiB (DRAM and L2 bandwidth), dense 1-byte reads of both (one small
-/// load in flight per warp: latency bound), dense 4-byte reads of 1 GiB (where the two bounds
-/// meet), 4- and 16-byte reads at stride 32 (one element per line and per four lines: DRAM's
-/// fetch size and the cost of opening pages), 4-byte reads at stride 32 of 16 MiB (one sector
-/// in each of 32 lines per request: the L2's line-request rate), and 16-byte reads at stride
-/// 32 of 16 MiB (too few warps to fill the GPU: the latency of a 32-line load). Every other
-/// point is left for validation.
-pub fn coalescing_calibration_cases() -> Vec<(u32, u32, u64)> {
-    vec![
-        (16, 1, 1 << 30),
-        (16, 1, 16 << 20),
-        (1, 1, 1 << 30),
-        (1, 1, 16 << 20),
-        (4, 1, 1 << 30),
-        (4, 32, 1 << 30),
-        (16, 32, 1 << 30),
-        (4, 32, 16 << 20),
-        (16, 32, 16 << 20),
-    ]
-}
-
-/// One measured shared-memory access pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct BankSample {
-    /// Bytes each lane loads (4, 8 or 16).
-    pub width: u32,
-    /// Distance between neighbouring lanes, in elements of `width` (0: all lanes the same).
-    pub stride: u32,
-    /// Median cycles per dependent load.
-    pub cycles: f64,
-}
-
-/// The shared-memory cases calibration measures: 4-byte loads at strides 1, 2, 4 and 8
-/// (1 to 8 wavefronts). Every other width, stride and broadcast is left for validation.
-pub fn bank_calibration_cases() -> Vec<(u32, u32)> {
-    vec![(4, 1), (4, 2), (4, 4), (4, 8)]
+impl Calibration {
+    /// Reads a calibration's JSON (`vramlab calibrate`'s samples file), also one written before
+    /// each family had one name in every layer ([`crate::FORMER_NAMES`]).
+    pub fn from_json(origin: &str, text: &str) -> crate::Result<Calibration> {
+        let invalid = |e: serde_json::Error| crate::Error::Invalid(format!("{origin}: {e}"));
+        let mut value: serde_json::Value = serde_json::from_str(text).map_err(invalid)?;
+        if let Some(fields) = value.as_object_mut() {
+            for (old, new) in crate::FORMER_NAMES {
+                if let Some(samples) = fields.remove(old) {
+                    fields.insert(new.to_string(), samples);
+                }
+            }
+        }
+        serde_json::from_value(value).map_err(invalid)
+    }
 }
 
 /// SM limits as device attributes; the occupancy rules that are not attributes come from the
@@ -295,12 +94,6 @@ pub struct SmAttributes {
     pub reserved_shared_bytes_per_block: u32,
 }
 
-/// The copy sizes calibration measures: 3 x 2^k for k = 10, 12, ..., 28 (3 KiB to 768 MiB).
-/// None is a power of two, so none coincides with a point of the transfer suite.
-pub fn calibration_sizes() -> Vec<u64> {
-    (10..=28).step_by(2).map(|k| 3u64 << k).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,14 +114,7 @@ mod tests {
         assert!(calibration_parts("bogus").is_none());
         // Progress counts every case of every part, not only the copies and banks.
         let cases: usize = calibration_parts("all").unwrap().iter().map(|p| (p.cases)()).sum();
-        assert!(cases > 4 * calibration_sizes().len() + bank_calibration_cases().len());
-    }
-
-    #[test]
-    fn calibration_sizes_are_never_powers_of_two() {
-        let sizes = calibration_sizes();
-        assert_eq!(sizes.len(), 10);
-        assert!(sizes.iter().all(|s| !s.is_power_of_two()));
+        assert!(cases > 4 * crate::calibration_sizes().len() + crate::bank_calibration_cases().len());
     }
 }
 
@@ -349,72 +135,44 @@ pub struct CalibrationPart {
     pub cases: fn() -> usize,
 }
 
-/// Every part, in the order `vramlab calibrate` measures them.
-pub const CALIBRATION_PARTS: [CalibrationPart; 9] = [
-    CalibrationPart {
-        name: "transfer",
-        measures: "pinned and pageable copies both ways, and the kernel launch overhead",
-        machine: true,
-        in_all: true,
-        cases: || 4 * calibration_sizes().len(),
-    },
-    CalibrationPart {
-        name: "banks",
-        measures: "dependent shared-memory loads (banks)",
-        machine: false,
-        in_all: true,
-        cases: || bank_calibration_cases().len(),
-    },
-    CalibrationPart {
-        name: "coalescing",
-        measures: "global-memory reads (coalescing, L2 and DRAM)",
-        machine: false,
-        in_all: true,
-        cases: || coalescing_calibration_cases().len(),
-    },
-    CalibrationPart {
-        name: "latency",
-        measures: "pointer chases (the latency ladder)",
-        machine: false,
-        in_all: true,
-        cases: || latency_calibration_bytes().len(),
-    },
-    CalibrationPart {
-        name: "constant",
-        measures: "constant-memory reads",
-        machine: false,
-        in_all: true,
-        cases: || constant_calibration_cases().len(),
-    },
-    CalibrationPart {
-        name: "growth",
-        measures: "buffer grows, three strategies with and without a reserve",
-        machine: true,
-        in_all: true,
-        cases: || 6 * growth_calibration_bytes().len(),
-    },
-    CalibrationPart {
-        name: "spills",
-        measures: "the spill kernel under register caps",
-        machine: false,
-        in_all: true,
-        cases: || spill_calibration_cases().len(),
-    },
-    CalibrationPart {
-        name: "migration",
-        measures: "managed-memory reads, with and without prefetch",
-        machine: true,
-        in_all: true,
-        cases: || 2 * migration_calibration_bytes().len(),
-    },
-    CalibrationPart {
-        name: "peer",
-        measures: "one GPU reading another's memory (two GPUs)",
+/// Every part, in the order `vramlab calibrate` measures them: the families that have one.
+pub const CALIBRATION_PARTS: [CalibrationPart; part_count()] = {
+    let placeholder = CalibrationPart {
+        name: "",
+        measures: "",
         machine: false,
         in_all: false,
-        cases: || 2 * peer_calibration_bytes().len(),
-    },
-];
+        cases: || 0,
+    };
+    let mut parts = [placeholder; part_count()];
+    let (mut i, mut n) = (0, 0);
+    while i < Family::ALL.len() {
+        let row = Family::ALL[i].info();
+        if let Some(c) = row.calibration {
+            parts[n] = CalibrationPart {
+                name: row.name,
+                measures: c.measures,
+                machine: c.machine,
+                in_all: c.in_all,
+                cases: c.cases,
+            };
+            n += 1;
+        }
+        i += 1;
+    }
+    parts
+};
+
+const fn part_count() -> usize {
+    let (mut i, mut n) = (0, 0);
+    while i < Family::ALL.len() {
+        if Family::ALL[i].info().calibration.is_some() {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
 
 /// The parts `--part SELECTION` names: `all`, `machine`, or one part's name.
 pub fn calibration_parts(selection: &str) -> Option<Vec<&'static CalibrationPart>> {
@@ -423,7 +181,7 @@ pub fn calibration_parts(selection: &str) -> Option<Vec<&'static CalibrationPart
         "machine" => CALIBRATION_PARTS.iter().filter(|p| p.machine).collect(),
         name => {
             // The parts' names before each family had one name in every layer.
-            let name = crate::profile::FORMER_NAMES
+            let name = crate::FORMER_NAMES
                 .iter()
                 .find(|(old, _)| *old == name)
                 .map_or(name, |(_, new)| new);

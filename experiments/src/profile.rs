@@ -6,56 +6,69 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// A device profile: what `sim` needs to predict one GPU, and where each number came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Profile {
-    /// Short name (`--profile NAME`).
-    pub name: String,
-    /// One sentence: which machine, which date.
-    pub description: String,
-    /// The host whose machine parts ([`machine_parts`]) were measured, as `vramlab calibrate`
-    /// wrote it; absent in built-in profiles, which come from other machines.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<String>,
-    /// The GPU the parameters describe.
-    pub device: ProfileDevice,
-    /// Host <-> device copies and launch overhead.
-    pub transfer: TransferParams,
-    /// The SM's resource limits and allocation rules, for the occupancy calculator.
-    pub sm: SmParams,
-    /// Shared memory's banks and what a conflict costs, for the `banks` family; absent in
-    /// profiles calibrated before vramlab measured it (`vramlab calibrate --part banks --into
-    /// FILE` adds it). Profiles written before the rename call the section `[shared]`.
-    #[serde(default, skip_serializing_if = "Option::is_none", alias = "shared")]
-    pub banks: Option<BankParams>,
-    /// Global memory: sectors, lines, L2 and DRAM, for the `coalescing` family; absent until
-    /// calibrated (`--part coalescing`). Formerly `[global]`.
-    #[serde(default, skip_serializing_if = "Option::is_none", alias = "global")]
-    pub coalescing: Option<CoalescingParams>,
-    /// Load-to-use latency of each level; absent until calibrated (`--part latency`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<LatencyParams>,
-    /// Constant-memory serialization; absent until calibrated (`--part constant`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub constant: Option<ConstantParams>,
-    /// Growing a device buffer; absent until calibrated (`--part growth`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub growth: Option<GrowthParams>,
-    /// Register spills; absent until calibrated (`--part spills`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spills: Option<SpillParams>,
-    /// Managed-memory migration to the device; absent until calibrated (`--part migration`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub migration: Option<MigrationParams>,
-    /// One GPU reading another's memory; measured on a machine with two of this GPU (`--part peer`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peer: Option<PeerParams>,
-    /// How much measurements of the same point differ between runs and machines of this GPU, per
-    /// family: the band within which a prediction is as good as a measurement can tell.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uncertainty: Option<Uncertainty>,
+/// A profile section of one family: how its numbers are checked beyond "finite and not
+/// negative" (which [`Profile::parse`] checks of every number).
+pub(crate) trait Section {
+    /// Upper bounds on counts that size what a model allocates or loops over, by key.
+    const UPPER_BOUNDS: &'static [(&'static str, f64)] = &[];
+
+    /// Refuses values that make no sense together; the error names `origin` and the key.
+    fn validate(&self, _origin: &str) -> Result<()> {
+        Ok(())
+    }
 }
+
+macro_rules! profile_struct {
+    ($( $(#[$doc:meta])* $module:ident : $Variant:ident($Point:ty) $([$Section:ty])? $({$Sample:ty})? ),* $(,)?) => {
+        /// A device profile: what `sim` needs to predict one GPU, and where each number came from.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct Profile {
+            /// Short name (`--profile NAME`).
+            pub name: String,
+            /// One sentence: which machine, which date.
+            pub description: String,
+            /// The host whose machine parts ([`machine_parts`]) were measured, as `vramlab calibrate`
+            /// wrote it; absent in built-in profiles, which come from other machines.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub machine: Option<String>,
+            /// The GPU the parameters describe.
+            pub device: ProfileDevice,
+            /// Host <-> device copies and launch overhead.
+            pub transfer: crate::TransferParams,
+            /// The SM's resource limits and allocation rules, for the occupancy calculator.
+            pub sm: SmParams,
+            $( $(
+                #[doc = concat!("The `", stringify!($module), "` family's parameters; absent until calibrated (`vramlab calibrate --part ", stringify!($module), " --into FILE` adds it).")]
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $module: Option<$Section>,
+            )? )*
+            /// How much measurements of the same point differ between runs and machines of this GPU, per
+            /// family: the band within which a prediction is as good as a measurement can tell.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub uncertainty: Option<Uncertainty>,
+        }
+
+        impl Profile {
+            /// Every family section's own checks.
+            fn validate_sections(&self, origin: &str) -> Result<()> {
+                $( $( if let Some(section) = &self.$module {
+                    <$Section as Section>::validate(section, origin)?;
+                } )? )*
+                Ok(())
+            }
+        }
+
+        /// The upper bounds of the family section `name`.
+        fn section_bounds(name: &str) -> &'static [(&'static str, f64)] {
+            $( $( if name == stringify!($module) {
+                return <$Section as Section>::UPPER_BOUNDS;
+            } )? )*
+            &[]
+        }
+    };
+}
+crate::for_each_family!(profile_struct);
 
 /// The spread of repeated measurements, per family (a fraction: 0.03 is 3%).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,267 +85,6 @@ impl Profile {
     pub fn spread_of(&self, family: crate::Family) -> Option<f64> {
         self.uncertainty.as_ref()?.spread.get(family.name()).copied()
     }
-}
-
-/// A GPU reading a peer GPU's memory: `latency + bytes / bandwidth` per mapping.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PeerParams {
-    /// Where these numbers came from.
-    pub source: String,
-    /// A VMM allocation mapped for both devices.
-    pub vmm: LinkParams,
-    /// A cuMemAlloc buffer with peer access enabled.
-    pub peer_access: LinkParams,
-    /// The sizes calibration measured; reports exclude them.
-    pub calibration_bytes: Vec<u64>,
-}
-
-/// A kernel reading host-written managed memory: `latency + bytes / bandwidth` with the pages
-/// moved by the kernel's faults or prefetched first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MigrationParams {
-    /// Where these numbers came from.
-    pub source: String,
-    /// Pages moved by faults.
-    pub on_demand: LinkParams,
-    /// Pages prefetched, then read.
-    pub prefetch: LinkParams,
-    /// The sizes calibration measured; reports exclude them.
-    pub calibration_bytes: Vec<u64>,
-}
-
-/// Register spills, in two parts. The compiler: `spills.cu` uncapped uses `live +
-/// overhead_registers` registers; with `g = live - cap` it loads
-/// `max(0, min(loads_at_equal + loads_per_register_small x g, loads_beyond_deficit + g))` spilled
-/// words per iteration (and stores one fewer), in a frame of
-/// `min(frame_bytes_at_equal + 8 g, frame_bytes_large_base + 4 g)` bytes per thread. The GPU:
-/// with every SM full (blocks of 128 threads, warps per SM from the occupancy calculator), an
-/// iteration takes the issue time `W x (live + loads + stores + loop_instructions) x
-/// instruction_ns` combined, `(a^p + b^p)^(1/p)`, with the time to move the spill traffic
-/// (128 bytes per warp load or store) at the profile's L2 bandwidth, or at its DRAM bandwidth
-/// for the share the L2 cannot hold: the local memory the driver sets aside (frame x threads
-/// per SM x SMs) is served from the L2 with probability `min(1, (local_capacity_bytes /
-/// reserved)^local_sharpness)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SpillParams {
-    /// Where these numbers came from.
-    pub source: String,
-    /// Where the compiler's rule (loads, frame, loop instructions) came from.
-    pub compiler_source: String,
-    /// Registers the kernel needs beyond its live values (calibration, uncapped cases).
-    pub overhead_registers: u32,
-    /// Spilled loads per iteration when the cap equals the live values.
-    pub loads_at_equal: f64,
-    /// Loads each register of deficit adds while the deficit is small.
-    pub loads_per_register_small: f64,
-    /// For large deficits, loads per iteration are the deficit plus this.
-    pub loads_beyond_deficit: f64,
-    /// Spill frame per thread when the cap equals the live values, bytes.
-    pub frame_bytes_at_equal: f64,
-    /// For large deficits the frame is this plus 4 bytes per register of deficit.
-    pub frame_bytes_large_base: f64,
-    /// Instructions of the loop besides the live values' FMAs and the spill loads and stores.
-    pub loop_instructions: f64,
-    /// Time one SM takes per warp instruction issued, ns (calibration, uncapped cases).
-    pub instruction_ns: f64,
-    /// How the issue time and the traffic time combine (calibration).
-    pub overlap_exponent: f64,
-    /// Reserved local memory the L2 holds for spills, bytes (calibration).
-    pub local_capacity_bytes: f64,
-    /// How sharply the L2 stops holding it (calibration).
-    pub local_sharpness: f64,
-    /// The (live, registers) cases calibration measured; reports exclude them.
-    pub calibration_cases: Vec<(u32, u32)>,
-}
-
-/// What one grow costs with one strategy: `fixed_us + us_per_gib x (size grown to, GiB)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GrowthCost {
-    /// The strategy.
-    pub strategy: crate::family::GrowthStrategy,
-    /// Whether room was reserved up front.
-    pub reserve: bool,
-    /// Calls and synchronization, microseconds.
-    pub fixed_us: f64,
-    /// What each GiB of the new size adds (allocating, mapping, copying the old half), microseconds.
-    pub us_per_gib: f64,
-}
-
-/// Growing a device buffer by doubling: what each strategy's grow costs, and the memory the
-/// device has free when a series starts (which decides where a strategy runs out).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GrowthParams {
-    /// Where these numbers came from.
-    pub source: String,
-    /// Device memory free at the start of a series (cuMemGetInfo), bytes.
-    pub free_bytes: u64,
-    /// One cost per strategy and reserve choice.
-    pub costs: Vec<GrowthCost>,
-    /// The sizes calibration grew to; reports exclude them.
-    pub calibration_bytes: Vec<u64>,
-}
-
-impl GrowthParams {
-    /// The cost line of one strategy and reserve choice.
-    pub fn cost(&self, strategy: crate::family::GrowthStrategy, reserve: bool) -> Option<&GrowthCost> {
-        self.costs
-            .iter()
-            .find(|c| c.strategy == strategy && c.reserve == reserve)
-    }
-}
-
-/// The share of free device memory `reserve = yes` sets aside before the first grow (vramlab's
-/// choice: room for every size a series tries, short of the whole device).
-pub const GROWTH_RESERVE_FRACTION: f64 = 0.85;
-
-/// VMM and the driver hand out memory in 2 MiB granules (cuMemGetAllocationGranularity on
-/// the H100 and H200, GPU.md).
-pub const VMM_GRANULE: u64 = 2 << 20;
-
-/// Bytes a growth point's `reserve = yes` sets aside, given the device's free memory.
-pub fn reserved_bytes(free_bytes: u64) -> u64 {
-    ((free_bytes as f64 * GROWTH_RESERVE_FRACTION) as u64) / VMM_GRANULE * VMM_GRANULE
-}
-
-/// The sizes a grow to `bytes` goes from and to: `bytes` rounded up to the granule, and half that.
-pub fn grow_sizes(bytes: u64) -> (u64, u64) {
-    let new = bytes.div_ceil(VMM_GRANULE) * VMM_GRANULE;
-    (new / 2, new)
-}
-
-/// Managed memory is never asked for beyond this share of free device memory: oversubscribing
-/// managed memory can hang a shared GPU (see GPU.md), so a managed grow that would stops there.
-pub const MANAGED_LIMIT_FRACTION: f64 = 0.95;
-
-/// Constant memory serves one address per pass: a warp access naming `n` words takes
-/// `first + (n - 1) x per_extra` cycles in a dependent chain, warm or cold.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConstantParams {
-    /// Where these numbers came from.
-    pub source: String,
-    /// Cycles of a broadcast (one word) from a warm constant cache.
-    pub warm_cycles: f64,
-    /// Cycles each further distinct word adds, warm.
-    pub warm_per_extra: f64,
-    /// Cycles of a broadcast that misses the constant cache.
-    pub cold_cycles: f64,
-    /// Cycles each further distinct word adds, cold.
-    pub cold_per_extra: f64,
-    /// Distinct 128-byte lines the SM's constant cache keeps: a warm access naming more, in a
-    /// repeating chain, misses on every line (as cold).
-    pub capacity_lines: u32,
-    /// The (distinct, cold) cases calibration measured; reports exclude them.
-    pub calibration_cases: Vec<(u32, bool)>,
-}
-
-/// The latency ladder: cycles of one dependent load served by each level, and the capacities
-/// that decide which level serves a random chase through a footprint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LatencyParams {
-    /// Where these numbers came from.
-    pub source: String,
-    /// L1 data cache capacity a kernel without shared memory gets, bytes.
-    pub l1_bytes: u64,
-    /// L2 capacity, bytes.
-    pub l2_bytes: u64,
-    /// Cycles of a load that hits the L1.
-    pub l1_cycles: f64,
-    /// Cycles of a load that misses the L1 and hits the L2 (near and far halves averaged).
-    pub l2_cycles: f64,
-    /// Cycles of a load served by DRAM.
-    pub dram_cycles: f64,
-    /// How sharply the L1 stops serving a chase longer than it: it serves (l1_bytes / F)^k of
-    /// a footprint F beyond it (1: every line equally likely kept; large: an LRU cliff).
-    #[serde(default = "one")]
-    pub l1_sharpness: f64,
-    /// The L2 capacity a chase from one SM sees (the near half, mostly), bytes; 0: `l2_bytes`.
-    #[serde(default)]
-    pub l2_effective_bytes: u64,
-    /// As `l1_sharpness`, for the L2 and `l2_effective_bytes`.
-    #[serde(default = "one")]
-    pub l2_sharpness: f64,
-    /// Share of the lines a chase past `l2_effective_bytes` still finds in the L2 (those held
-    /// in the far half), up to `l2_far_bytes`; 0: none.
-    #[serde(default)]
-    pub l2_far_share: f64,
-    /// Footprint up to which the far half keeps serving its share, bytes.
-    #[serde(default)]
-    pub l2_far_bytes: u64,
-    /// The footprints calibration measured; reports exclude them.
-    pub calibration_bytes: Vec<u64>,
-}
-
-fn one() -> f64 {
-    1.0
-}
-
-/// Global memory as the coalescing model sees it: reads are served in `sector_bytes` sectors
-/// of `line_bytes` lines; the L2 holds `l2_bytes`; DRAM is read in `dram_fetch_bytes` pieces.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CoalescingParams {
-    /// Where these numbers came from.
-    pub source: String,
-    /// Sector size, bytes (32 on every architecture since compute capability 5.0).
-    pub sector_bytes: u32,
-    /// Cache line size, bytes (128).
-    pub line_bytes: u32,
-    /// L2 capacity, bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
-    pub l2_bytes: u64,
-    /// Bytes DRAM delivers for each piece the L2 asks for (fitted: 32, 64 or 128).
-    pub dram_fetch_bytes: u32,
-    /// Sustained DRAM read bandwidth for the bytes fetched, 10^9 B/s.
-    pub dram_gb_per_s: f64,
-    /// DRAM page (row) size, bytes: a read opens every page it touches.
-    pub dram_page_bytes: u32,
-    /// Rate at which DRAM opens the pages a read touches, in page bytes per second (10^9):
-    /// the cost sparse reads pay beyond the bytes they fetch.
-    pub dram_page_gb_per_s: f64,
-    /// Sustained L2 read bandwidth, 10^9 B/s.
-    pub l2_gb_per_s: f64,
-    /// 128-byte line requests the L2 answers per second, 10^9: what bounds reads that touch
-    /// one sector in each of many lines.
-    pub l2_lines_g_per_s: f64,
-    /// Time one warp waits for a load served by DRAM, nanoseconds, when few are in flight.
-    pub dram_latency_ns: f64,
-    /// The same for a load served by the L2.
-    pub l2_latency_ns: f64,
-    /// What each further 128-byte line one warp's load touches adds to its latency, nanoseconds.
-    pub line_latency_ns: f64,
-    /// How the latency bound and the bandwidth bound combine: time = (lat^p + bw^p)^(1/p).
-    pub overlap_exponent: f64,
-    /// Registers per thread of the read kernel (cuFuncGetAttribute), for its occupancy.
-    pub read_kernel_registers: u32,
-    /// Fixed cost of the read kernel's launch, microseconds.
-    pub launch_us: f64,
-    /// The (width, stride, bytes) cases calibration measured; reports exclude them.
-    pub calibration_cases: Vec<(u32, u32, u64)>,
-}
-
-/// Shared memory: `banks` banks of `bank_bytes` each; a warp access that needs `w` wavefronts
-/// (passes over the banks) takes `base_cycles + (w - 1) x wavefront_cycles` in a dependent chain.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BankParams {
-    /// Where these numbers came from.
-    pub source: String,
-    /// Banks (32 on every architecture since compute capability 2.0).
-    pub banks: u32,
-    /// Bytes per bank word.
-    pub bank_bytes: u32,
-    /// Cycles of one dependent 4-byte shared load that needs one wavefront.
-    pub base_cycles: f64,
-    /// Cycles each further wavefront adds.
-    pub wavefront_cycles: f64,
-    /// The (width, stride) cases calibration measured; reports exclude them from validation.
-    pub calibration_cases: Vec<(u32, u32)>,
 }
 
 /// What one SM has and how it hands it out: the occupancy calculator's inputs.
@@ -398,39 +150,6 @@ pub struct LinkParams {
     pub gb_per_s: f64,
 }
 
-/// A pageable copy, which the driver pipelines through pinned staging buffers:
-/// the host copies one staging chunk while the copy engine moves the previous one.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StagedParams {
-    /// Fixed cost per copy, microseconds.
-    pub latency_us: f64,
-    /// Bandwidth of the host-side copy between pageable and staging memory, 10^9 B/s.
-    pub host_gb_per_s: f64,
-    /// Size of one staging chunk, bytes.
-    pub staging_bytes: u64,
-}
-
-/// Transfer parameters, fitted by `vramlab calibrate` on sizes the transfer suite never uses.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TransferParams {
-    /// Where these numbers came from (command, machine, date).
-    pub source: String,
-    /// The copy sizes calibration measured; reports exclude them from validation.
-    pub calibration_bytes: Vec<u64>,
-    /// Cost of launching one kernel behind another on a stream, microseconds.
-    pub kernel_launch_us: f64,
-    /// Pinned uploads.
-    pub h2d_pinned: LinkParams,
-    /// Pinned downloads.
-    pub d2h_pinned: LinkParams,
-    /// Pageable uploads (the DMA stage uses `h2d_pinned`'s bandwidth).
-    pub h2d_pageable: StagedParams,
-    /// Pageable downloads (the DMA stage uses `d2h_pinned`'s bandwidth).
-    pub d2h_pageable: StagedParams,
-}
-
 struct BuiltinProfile {
     name: &'static str,
     text: &'static str,
@@ -462,14 +181,8 @@ const ZERO_ALLOWED: &[&str] = &[
     "cold_per_extra",
 ];
 
-/// Upper bounds on counts that size what a model allocates or loops over.
+/// Upper bounds on counts in the sections that belong to no family.
 const UPPER_BOUNDS: &[(&str, &str, f64)] = &[
-    ("banks", "banks", 1024.0),
-    ("banks", "bank_bytes", 1024.0),
-    ("coalescing", "sector_bytes", 1_048_576.0),
-    ("coalescing", "line_bytes", 1_048_576.0),
-    ("coalescing", "dram_fetch_bytes", 1_048_576.0),
-    ("coalescing", "dram_page_bytes", 1_048_576.0),
     ("sm", "warp_size", 1024.0),
     ("sm", "sub_partitions", 1024.0),
     ("device", "multiprocessors", 65_536.0),
@@ -540,7 +253,12 @@ fn check_number(origin: &str, section: &str, key: &str, value: &toml::Value) -> 
         return Err(Error::Invalid(format!("{origin}: {place} = {value}: must be {want}")));
     }
     let top = section.split(['.', '[']).next().unwrap_or_default();
-    if let Some((_, _, max)) = UPPER_BOUNDS.iter().find(|(s, k, _)| *s == top && *k == key) {
+    let family_bound = section_bounds(top).iter().find(|(k, _)| *k == key).map(|(_, max)| max);
+    let other_bound = UPPER_BOUNDS
+        .iter()
+        .find(|(s, k, _)| *s == top && *k == key)
+        .map(|(_, _, max)| max);
+    if let Some(max) = family_bound.or(other_bound) {
         if x > *max {
             return Err(Error::Invalid(format!(
                 "{origin}: {place} = {value}: must be at most {max}"
@@ -550,16 +268,12 @@ fn check_number(origin: &str, section: &str, key: &str, value: &toml::Value) -> 
     Ok(())
 }
 
-/// Section (and calibration part) names from before each family had one name in every layer,
-/// and the family's name that replaced them.
-pub const FORMER_NAMES: [(&str, &str); 2] = [("shared", "banks"), ("global", "coalescing")];
-
 /// `text` with the old section headers (`[shared]`, `[global]`) under the families' names, line
 /// for line, so that old profiles read, and are checked, as new ones.
 fn with_family_section_names(text: &str) -> String {
     let renamed = |line: &str| -> Option<String> {
         let header = line.trim_start().strip_prefix('[')?;
-        FORMER_NAMES.iter().find_map(|(old, new)| {
+        crate::FORMER_NAMES.iter().find_map(|(old, new)| {
             let rest = header.strip_prefix(old)?;
             (rest.starts_with(']') || rest.starts_with('.')).then(|| format!("[{new}{rest}"))
         })
@@ -725,36 +439,7 @@ impl Profile {
                 return Err(Error::Invalid(format!("{origin}: {name} = 0: must be positive")));
             }
         }
-        if let Some(shared) = &self.banks {
-            // Written so that NaN fails too.
-            let physical = shared.base_cycles > 0.0 && shared.wavefront_cycles >= 0.0;
-            if shared.banks == 0 || shared.bank_bytes == 0 || !physical {
-                return Err(Error::Invalid(format!(
-                    "{origin}: [banks] needs banks, bank_bytes and base_cycles > 0 and wavefront_cycles >= 0"
-                )));
-            }
-        }
-        if let Some(global) = &self.coalescing {
-            for (name, value) in [
-                ("coalescing.dram_gb_per_s", global.dram_gb_per_s),
-                ("coalescing.dram_page_gb_per_s", global.dram_page_gb_per_s),
-                ("coalescing.l2_gb_per_s", global.l2_gb_per_s),
-                ("coalescing.l2_lines_g_per_s", global.l2_lines_g_per_s),
-                ("coalescing.dram_latency_ns", global.dram_latency_ns),
-                ("coalescing.l2_latency_ns", global.l2_latency_ns),
-                ("coalescing.line_latency_ns", global.line_latency_ns),
-            ] {
-                if !(value.is_finite() && value > 0.0) {
-                    return Err(Error::Invalid(format!("{origin}: {name} = {value}: must be positive")));
-                }
-            }
-            if global.overlap_exponent.is_nan() || global.overlap_exponent < 1.0 {
-                return Err(Error::Invalid(format!(
-                    "{origin}: coalescing.overlap_exponent = {}: must be at least 1",
-                    global.overlap_exponent
-                )));
-            }
-        }
+        self.validate_sections(origin)?;
         if self.device.copy_engines == 0 {
             return Err(Error::Invalid(format!(
                 "{origin}: device.copy_engines = 0: must be at least 1"

@@ -431,7 +431,7 @@ fn cartesian(axes: &[(&'static str, Vec<ParamValue>)]) -> Vec<Params> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::family::{Direction, HostMemory};
+    use crate::{Direction, HostMemory};
 
     const GOOD: &str = r#"
 name = "t"

@@ -49,7 +49,7 @@ fn refitting_the_committed_calibration_samples_gives_the_built_in_spill_paramete
         ("h100", "h100/spills-v2/profile-h100.samples.json"),
         ("h200", "h200/spills-v2/profile-h200.samples.json"),
     ] {
-        let calibration: Calibration = serde_json::from_value(reference(samples)).unwrap();
+        let calibration = Calibration::from_json(samples, &reference(samples).to_string()).unwrap();
         let builtin = Profile::find(gpu).unwrap();
         let refitted = fit_profile(gpu, &calibration, Some(&builtin)).unwrap();
         let (a, b) = (refitted.spills.unwrap(), builtin.spills.unwrap());
