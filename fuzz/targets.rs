@@ -71,7 +71,7 @@ pub(crate) fn suite(data: &[u8]) {
 pub(crate) fn profile(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         if let Ok(profile) = Profile::parse("fuzz.toml", text) {
-            for topic in sim::EXPLAIN_TOPICS {
+            for topic in sim::explain_topics() {
                 let params: Vec<String> = match topic {
                     "occupancy" => vec!["threads=256".into(), "registers=64".into()],
                     "banks" => vec!["stride=2".into()],

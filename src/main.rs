@@ -58,7 +58,7 @@ enum Command {
     /// Show, for one case, what the model decides and why (a teaching view).
     Explain {
         /// What to explain (the families with a teaching view).
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(sim::EXPLAIN_TOPICS))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(sim::explain_topics()))]
         topic: String,
         /// The case, as name=value pairs (e.g. threads=256 registers=64 dynamic_shared="40 KiB";
         /// width=4 stride=2; distinct=5 cache=cold).
@@ -680,49 +680,10 @@ fn calibrate(out: &Path, part: &str, into: Option<&Path>, name: &str, seed: u64)
     }
     experiments::write_atomically(out, profile.to_toml().as_bytes())?;
     println!("{}: {}", out.display(), profile.description);
-    if let Some(c) = &profile.constant {
-        println!(
-            "  constant: warm {:.1} + {:.1} per extra word, cold {:.1} + {:.1}",
-            c.warm_cycles, c.warm_per_extra, c.cold_cycles, c.cold_per_extra
-        );
+    for line in sim::profile_summary(&profile) {
+        println!("  {line}");
     }
-    if let Some(l) = &profile.latency {
-        println!(
-            "  latency: L1 {:.0}, L2 {:.0}, DRAM {:.0} cycles per dependent load",
-            l.l1_cycles, l.l2_cycles, l.dram_cycles
-        );
-    }
-    if let Some(g) = &profile.coalescing {
-        println!(
-            "  coalescing: DRAM {:.0} GB/s in {} B fetches, L2 {:.0} GB/s",
-            g.dram_gb_per_s, g.dram_fetch_bytes, g.l2_gb_per_s
-        );
-    }
-    if let Some(s) = &profile.banks {
-        println!(
-            "  banks: {:.2} cycles + {:.2} per extra wavefront",
-            s.base_cycles, s.wavefront_cycles
-        );
-    }
-    let t = &profile.transfer;
-    println!(
-        "  pinned   h2d {:.2} GB/s + {:.2} us, d2h {:.2} GB/s + {:.2} us",
-        t.h2d_pinned.gb_per_s, t.h2d_pinned.latency_us, t.d2h_pinned.gb_per_s, t.d2h_pinned.latency_us
-    );
-    println!(
-        "  pageable h2d host {:.2} GB/s, {} staging, + {:.2} us; d2h host {:.2} GB/s, {} staging, + {:.2} us",
-        t.h2d_pageable.host_gb_per_s,
-        experiments::format_bytes(t.h2d_pageable.staging_bytes),
-        t.h2d_pageable.latency_us,
-        t.d2h_pageable.host_gb_per_s,
-        experiments::format_bytes(t.d2h_pageable.staging_bytes),
-        t.d2h_pageable.latency_us
-    );
-    println!(
-        "  kernel launch {:.2} us; samples in {}",
-        t.kernel_launch_us,
-        samples.display()
-    );
+    println!("  samples in {}", samples.display());
     let timings: Vec<String> = calibration
         .part_seconds
         .iter()

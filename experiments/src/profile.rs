@@ -50,6 +50,21 @@ macro_rules! profile_struct {
         }
 
         impl Profile {
+            /// A profile of its base alone (the GPU, the link, the SM's limits), with every family
+            /// section absent: what a calibration's fits start from when no profile is given.
+            pub fn new(name: &str, device: ProfileDevice, transfer: crate::TransferParams, sm: SmParams) -> Profile {
+                Profile {
+                    name: name.to_string(),
+                    description: String::new(),
+                    machine: None,
+                    device,
+                    transfer,
+                    sm,
+                    $( $( $module: None::<$Section>, )? )*
+                    uncertainty: None,
+                }
+            }
+
             /// Every family section's own checks.
             fn validate_sections(&self, origin: &str) -> Result<()> {
                 $( $( if let Some(section) = &self.$module {

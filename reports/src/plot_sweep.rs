@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use experiments::{Family, Params};
+use experiments::{AxisScale, Params};
 
 use crate::analysis::ExperimentAnalysis;
 use crate::chart::{draw_legend, Chart, Scale, FONT_FAMILY, PALETTE};
@@ -43,14 +43,16 @@ impl<'a> SweepChart<'a> {
 
     /// The same chart for another metric the records carry (growth draws `peak_bytes` too).
     pub(crate) fn of_metric(experiment: &'a ExperimentAnalysis, metric: &'a str) -> SweepChart<'a> {
-        let (x_scale, y_scale) = match experiment.family {
-            _ if metric.ends_with("_bytes") => (Scale::Bytes, Scale::Bytes),
-            Family::Transfer | Family::Migration | Family::Peer => (Scale::Bytes, Scale::Log),
-            Family::Latency => (Scale::Bytes, Scale::Linear),
-            Family::Coalescing => (Scale::Linear, Scale::Log),
-            Family::Growth => (Scale::Bytes, Scale::Log),
-            Family::Spills => (Scale::Linear, Scale::Log),
-            Family::Overlap | Family::Occupancy | Family::Banks | Family::Constant => (Scale::Linear, Scale::Linear),
+        let scale = |axis| match axis {
+            AxisScale::Linear => Scale::Linear,
+            AxisScale::Log => Scale::Log,
+            AxisScale::Bytes => Scale::Bytes,
+        };
+        let (x_scale, y_scale) = if metric.ends_with("_bytes") {
+            (Scale::Bytes, Scale::Bytes)
+        } else {
+            let (x, y) = experiment.family.axes();
+            (scale(x), scale(y))
         };
         let x_name = experiment.x_param.as_str();
         let mut series: Vec<(Params, Series)> = Vec::new();

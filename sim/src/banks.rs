@@ -12,7 +12,12 @@
 //! measured cases. The rule has no fitted constant; the strides added afterwards and the
 //! H200 run validate it on cases it was not derived from.
 
+use experiments::{Calibration, Family, Metrics, Params, Profile};
+
+use crate::backend::SimError;
 use crate::fit::FitError;
+use crate::models::{explained, fitted_or_kept, int, params, required, Model};
+
 use crate::solve::fit_line;
 use std::fmt::Write as _;
 
@@ -203,6 +208,54 @@ pub fn explain_banks(shared: &BankParams, device: &str, point: &BankPoint) -> St
     };
     let _ = writeln!(out, "{why}");
     out
+}
+
+/// The banks model.
+pub(crate) struct FamilyModel;
+
+impl Model for FamilyModel {
+    type Point = BankPoint;
+
+    fn predict(profile: &Profile, point: &BankPoint) -> Result<Metrics, SimError> {
+        let params = required(profile, &profile.banks, Family::Banks)?;
+        let access = bank_access(params, point);
+        let mut metrics = experiments::cycles_metrics(bank_cycles(params, point));
+        metrics.insert("wavefronts".to_string(), f64::from(access.wavefronts));
+        metrics.insert("conflict_degree".to_string(), f64::from(access.conflict_degree));
+        Ok(metrics)
+    }
+
+    fn calibration_points(profile: &Profile) -> Vec<Params> {
+        let cases = profile.banks.iter().flat_map(|s| s.calibration_cases.iter());
+        cases
+            .map(|&(width, stride)| params([("width", int(width)), ("stride", int(stride))]))
+            .collect()
+    }
+
+    fn fit(calibration: &Calibration, base: Option<&Profile>, profile: &mut Profile) -> Result<(), FitError> {
+        let d = &calibration.device;
+        profile.banks = fitted_or_kept(&calibration.banks, base.and_then(|b| b.banks.as_ref()), || {
+            fit_banks(
+                &calibration.banks,
+                format!(
+                    "vramlab calibrate on {} ({}): median clock64 cycles per dependent shared load over 4-byte strides 1, 2, 4, 8, fitted by least absolute relative error; 32 banks of 4 bytes as the CUDA C++ Programming Guide gives for compute capability 5.0 and later",
+                    d.name, calibration.date
+                ),
+            )
+        })?;
+        Ok(())
+    }
+
+    const EXPLAINS: bool = true;
+
+    fn explain(profile: &Profile, point: &BankPoint) -> Result<String, experiments::Error> {
+        Ok(explain_banks(explained(profile, &profile.banks, Family::Banks)?, &profile.device.name, point))
+    }
+
+    fn summary(profile: &Profile) -> Option<String> {
+        let s = profile.banks.as_ref()?;
+        Some(format!("{:.2} cycles + {:.2} per extra wavefront", s.base_cycles, s.wavefront_cycles))
+    }
 }
 
 #[cfg(test)]

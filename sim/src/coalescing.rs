@@ -8,7 +8,12 @@
 //! is larger than half the L2, else L2 traffic in sectors. The kernel's time is bounded by
 //! that traffic over bandwidth and by the latency of each warp's loads (see [`ReadTime`]).
 
+use experiments::{Calibration, Family, Metrics, Params, Profile};
+
+use crate::backend::SimError;
 use crate::fit::FitError;
+use crate::models::{explained, fitted_or_kept, int, params, required, Model};
+
 use crate::solve::minimise_positive;
 use std::fmt::Write as _;
 
@@ -471,6 +476,92 @@ pub fn explain_coalescing(
     };
     let _ = writeln!(out, "{why}");
     out
+}
+
+/// The coalescing model.
+pub(crate) struct FamilyModel;
+
+impl Model for FamilyModel {
+    type Point = CoalescingPoint;
+
+    fn predict(profile: &Profile, point: &CoalescingPoint) -> Result<Metrics, SimError> {
+        let params = required(profile, &profile.coalescing, Family::Coalescing)?;
+        let footprint = warp_footprint(params, point);
+        let time = read_time(params, &profile.sm, profile.device.multiprocessors, point).ok_or_else(|| {
+            SimError::new(format!(
+                "dynamic_shared = {}: the read kernel's block does not fit an SM of profile '{}'",
+                point.dynamic_shared, profile.name
+            ))
+        })?;
+        let mut metrics = experiments::coalescing_metrics(time.total_us, point);
+        metrics.insert("blocks_per_sm".into(), f64::from(time.blocks_per_sm));
+        metrics.insert("latency_bound_us".into(), time.latency_us);
+        metrics.insert("bandwidth_bound_us".into(), time.bandwidth_us);
+        metrics.insert("sectors_per_warp".into(), f64::from(footprint.sectors));
+        metrics.insert("lines_per_warp".into(), f64::from(footprint.lines));
+        metrics.insert("efficiency".into(), footprint.efficiency);
+        Ok(metrics)
+    }
+
+    fn calibration_points(profile: &Profile) -> Vec<Params> {
+        let cases = profile.coalescing.iter().flat_map(|g| g.calibration_cases.iter());
+        cases
+            .map(|&(width, stride, bytes)| {
+                params([
+                    ("width", int(width)),
+                    ("stride", int(stride)),
+                    ("bytes", int(bytes)),
+                    ("offset", int(0u32)),
+                    ("active_lanes", int(32u32)),
+                    ("dynamic_shared", int(0u32)),
+                ])
+            })
+            .collect()
+    }
+
+    fn fit(calibration: &Calibration, base: Option<&Profile>, profile: &mut Profile) -> Result<(), FitError> {
+        let d = &calibration.device;
+        let kept = base.and_then(|b| b.coalescing.as_ref());
+        profile.coalescing = fitted_or_kept(&calibration.coalescing, kept, || {
+            let machine = CoalescingMachine {
+                l2_bytes: calibration.l2_bytes,
+                launch_us: profile.transfer.kernel_launch_us,
+                sm: profile.sm.clone(),
+                multiprocessors: d.multiprocessors,
+                read_kernel_registers: calibration.read_kernel_registers,
+            };
+            fit_coalescing(
+                &calibration.coalescing,
+                &machine,
+                format!(
+                    "vramlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), 16-byte reads at stride 32 of 16 MiB (latency per extra line); 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
+                    d.name, calibration.date
+                ),
+            )
+        })?;
+        Ok(())
+    }
+
+    const EXPLAINS: bool = true;
+
+    fn explain(profile: &Profile, point: &CoalescingPoint) -> Result<String, experiments::Error> {
+        let params = explained(profile, &profile.coalescing, Family::Coalescing)?;
+        Ok(explain_coalescing(
+            params,
+            &profile.sm,
+            profile.device.multiprocessors,
+            &profile.device.name,
+            point,
+        ))
+    }
+
+    fn summary(profile: &Profile) -> Option<String> {
+        let g = profile.coalescing.as_ref()?;
+        Some(format!(
+            "DRAM {:.0} GB/s in {} B fetches, L2 {:.0} GB/s",
+            g.dram_gb_per_s, g.dram_fetch_bytes, g.l2_gb_per_s
+        ))
+    }
 }
 
 #[cfg(test)]

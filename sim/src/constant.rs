@@ -1,7 +1,12 @@
 //! Constant memory: one address per pass, so a warp access naming `n` different words is
 //! served `n` times over; a broadcast (one word) is one pass.
 
+use experiments::{Calibration, Family, Metrics, Params, Profile};
+
+use crate::backend::SimError;
 use crate::fit::FitError;
+use crate::models::{explained, fitted_or_kept, int, params, required, Model};
+
 use std::fmt::Write as _;
 
 use experiments::ConstantSample;
@@ -125,6 +130,57 @@ pub fn explain_constant(params: &ConstantParams, device: &str, point: &ConstantP
     };
     let _ = writeln!(out, "{why}");
     out
+}
+
+/// The constant-memory model.
+pub(crate) struct FamilyModel;
+
+impl Model for FamilyModel {
+    type Point = ConstantPoint;
+
+    fn predict(profile: &Profile, point: &ConstantPoint) -> Result<Metrics, SimError> {
+        let params = required(profile, &profile.constant, Family::Constant)?;
+        Ok(experiments::cycles_metrics(constant_cycles(params, point)))
+    }
+
+    fn calibration_points(profile: &Profile) -> Vec<Params> {
+        let cases = profile.constant.iter().flat_map(|c| c.calibration_cases.iter());
+        cases
+            .map(|&(distinct, cold)| {
+                let cache = experiments::ParamValue::Text(if cold { "cold" } else { "warm" }.to_string());
+                params([("distinct", int(distinct)), ("cache", cache)])
+            })
+            .collect()
+    }
+
+    fn fit(calibration: &Calibration, base: Option<&Profile>, profile: &mut Profile) -> Result<(), FitError> {
+        let d = &calibration.device;
+        profile.constant = fitted_or_kept(&calibration.constant, base.and_then(|b| b.constant.as_ref()), || {
+            fit_constant(
+                &calibration.constant,
+                format!(
+                    "vramlab calibrate on {} ({}): median clock64 cycles per dependent constant load of one warp at calibration_cases (1 and 2 distinct words, warm and cold), a line through each pair; capacity_lines = one less than the fewest warm lines (14, 15, 17, 18, 19, 24 tried) that cost more like a cold chain",
+                    d.name, calibration.date
+                ),
+            )
+        })?;
+        Ok(())
+    }
+
+    const EXPLAINS: bool = true;
+
+    fn explain(profile: &Profile, point: &ConstantPoint) -> Result<String, experiments::Error> {
+        let params = explained(profile, &profile.constant, Family::Constant)?;
+        Ok(explain_constant(params, &profile.device.name, point))
+    }
+
+    fn summary(profile: &Profile) -> Option<String> {
+        let c = profile.constant.as_ref()?;
+        Some(format!(
+            "warm {:.1} + {:.1} per extra word, cold {:.1} + {:.1}",
+            c.warm_cycles, c.warm_per_extra, c.cold_cycles, c.cold_per_extra
+        ))
+    }
 }
 
 #[cfg(test)]

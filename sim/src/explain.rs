@@ -1,60 +1,29 @@
 //! Teaching views: what the models decide for one case, with the working shown.
 //!
-//! Each family's view lives beside its model (`explain_occupancy` in `occupancy.rs`, and so on);
-//! this file only picks one by topic.
+//! Each family's view lives beside its model (its `FamilyModel::explain`); this file only picks
+//! one by topic.
 
-use experiments::{Family, Profile, Workload};
+use experiments::{Family, Profile};
 
-use crate::banks::explain_banks;
-use crate::coalescing::explain_coalescing;
-use crate::constant::explain_constant;
-use crate::occupancy::explain_occupancy;
+use crate::models::{explain_point, explaining_families};
 
-/// The topics [`explain`] knows.
-pub const EXPLAIN_TOPICS: [&str; 4] = ["occupancy", "banks", "coalescing", "constant"];
+/// The topics [`explain`] knows: the families whose model has a teaching view.
+pub fn explain_topics() -> Vec<&'static str> {
+    explaining_families().into_iter().map(Family::name).collect()
+}
 
-/// One case's teaching view: `topic` is one of [`EXPLAIN_TOPICS`], `params` its `name=value`
+/// One case's teaching view: `topic` is one of [`explain_topics`], `params` its `name=value`
 /// pairs (as `vramlab explain` takes them), read against `profile`.
 pub fn explain(topic: &str, params: &[String], profile: &Profile) -> Result<String, experiments::Error> {
-    let family = match topic {
-        "occupancy" => Family::Occupancy,
-        "banks" => Family::Banks,
-        "coalescing" => Family::Coalescing,
-        "constant" => Family::Constant,
-        other => {
-            return Err(experiments::Error::Unknown {
-                kind: "topic",
-                name: other.to_string(),
-                valid: EXPLAIN_TOPICS.iter().map(|t| t.to_string()).collect(),
-            })
-        }
-    };
+    let family = explaining_families()
+        .into_iter()
+        .find(|f| f.name() == topic)
+        .ok_or_else(|| experiments::Error::Unknown {
+            kind: "topic",
+            name: topic.to_string(),
+            valid: explain_topics().into_iter().map(String::from).collect(),
+        })?;
     let point = experiments::point_from_args(family, params)
         .map_err(|e| experiments::Error::Invalid(format!("explain {topic}: {e}")))?;
-    let device = &profile.device.name;
-    let missing = |name: &str| {
-        experiments::Error::Invalid(format!(
-            "profile '{}' has no [{name}] section (vramlab calibrate --part {name} --into FILE)",
-            profile.name
-        ))
-    };
-    Ok(match point.workload {
-        Workload::Occupancy(kernel) => explain_occupancy(&profile.sm, device, &kernel),
-        Workload::Banks(access) => {
-            explain_banks(profile.banks.as_ref().ok_or_else(|| missing("banks"))?, device, &access)
-        }
-        Workload::Coalescing(read) => explain_coalescing(
-            profile.coalescing.as_ref().ok_or_else(|| missing("coalescing"))?,
-            &profile.sm,
-            profile.device.multiprocessors,
-            device,
-            &read,
-        ),
-        Workload::Constant(read) => explain_constant(
-            profile.constant.as_ref().ok_or_else(|| missing("constant"))?,
-            device,
-            &read,
-        ),
-        _ => unreachable!("point_from_args gives a point of the family asked for"),
-    })
+    explain_point(profile, &point.workload)
 }

@@ -1,17 +1,11 @@
 //! `vramlab calibrate`'s maths half: a profile from a calibration's samples. Each family's fit
-//! lives beside its model (`fit_banks` in banks.rs, `fit_coalescing` in coalescing.rs,
-//! `fit_latency`, `fit_constant`, `fit_growth`, `fit_spills`, `fit_migration`, `fit_peer`, and the
-//! copies' fits in transfer.rs);
-//! the solvers they share, with tests on problems of known optimum, are in solve.rs. This file
-//! assembles them, with the SM's rules from the compute capability.
+//! lives beside its model, in `sim/src/<family>.rs` (its `FamilyModel::fit`); the solvers they
+//! share, with tests on problems of known optimum, are in solve.rs. This file fits the profile's
+//! base (the link and the SM's rules from the compute capability) and calls the families' fits.
 
 use experiments::{Calibration, Profile, ProfileDevice, SmAttributes, SmParams};
 
 use crate::transfer::fit_transfer;
-use crate::{
-    fit_banks, fit_coalescing, fit_constant, fit_growth, fit_latency, fit_migration, fit_peer, fit_spills,
-    CoalescingMachine,
-};
 
 /// Why a fit could not be made.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -36,7 +30,12 @@ const UNIFIED_L1: [(&str, u64); 4] = [
     ("9.0", 256 << 10),
 ];
 
-fn unified_l1_bytes(compute_capability: &str) -> Option<u64> {
+/// The compute capabilities whose L1 is known, for errors.
+pub(crate) fn known_l1_devices() -> String {
+    UNIFIED_L1.map(|(cc, _)| cc).join(", ")
+}
+
+pub(crate) fn unified_l1_bytes(compute_capability: &str) -> Option<u64> {
     UNIFIED_L1
         .iter()
         .find(|(cc, _)| *cc == compute_capability)
@@ -79,165 +78,46 @@ pub fn sm_params(compute_capability: &str, attributes: &SmAttributes) -> Result<
     })
 }
 
-/// A part's section: fitted when the calibration measured `samples`, else kept from the base
-/// profile (`None` when there is none to keep).
-fn fitted_or_kept<S, T: Clone>(
-    samples: &[S],
-    kept: Option<&T>,
-    fit: impl FnOnce() -> Result<T, FitError>,
-) -> Result<Option<T>, FitError> {
-    if samples.is_empty() {
-        Ok(kept.cloned())
-    } else {
-        fit().map(Some)
-    }
-}
-
 /// Fits a profile to a calibration run. Parts the run did not measure (an empty sample list)
-/// are taken from `base`, so one part of an existing profile can be re-measured alone.
+/// are taken from `base`, so one part of an existing profile can be re-measured alone. Each
+/// family's fit is its model's ([`crate::models`]), in the registry's order, so a family can
+/// build on one fitted before it (the spills' traffic on the coalescing part's bandwidths).
 pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>) -> Result<Profile, FitError> {
     let d = &calibration.device;
-    let missing = |part: &'static str| FitError::BadSamples {
-        what: part,
-        reason: "not measured in this calibration, and no profile given to keep it from (--into)".into(),
-    };
-    let transfer = if calibration.h2d_pinned.is_empty() {
-        base.map(|b| b.transfer.clone())
-            .ok_or_else(|| missing("the transfer part"))?
-    } else {
+    // The profile's base, which every family's model may read: the link and launch overhead,
+    // and the SM's limits.
+    let transfer = if !calibration.h2d_pinned.is_empty() {
         fit_transfer(calibration)?
+    } else {
+        base.map(|b| b.transfer.clone()).ok_or_else(|| FitError::BadSamples {
+            what: "the transfer part",
+            reason: "not measured in this calibration, and no profile given to keep it from (--into)".into(),
+        })?
     };
-    let banks = fitted_or_kept(&calibration.banks, base.and_then(|b| b.banks.as_ref()), || {
-        fit_banks(
-            &calibration.banks,
-            format!(
-                "vramlab calibrate on {} ({}): median clock64 cycles per dependent shared load over 4-byte strides 1, 2, 4, 8, fitted by least absolute relative error; 32 banks of 4 bytes as the CUDA C++ Programming Guide gives for compute capability 5.0 and later",
-                d.name, calibration.date
-            ),
-        )
-    })?;
-    let coalescing = fitted_or_kept(
-        &calibration.coalescing,
-        base.and_then(|b| b.coalescing.as_ref()),
-        || {
-            let machine = CoalescingMachine {
-                l2_bytes: calibration.l2_bytes,
-                launch_us: transfer.kernel_launch_us,
-                sm: sm_params(&d.compute_capability, &calibration.sm)?,
-                multiprocessors: d.multiprocessors,
-                read_kernel_registers: calibration.read_kernel_registers,
-            };
-            fit_coalescing(
-            &calibration.coalescing,
-            &machine,
-            format!(
-                "vramlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), 16-byte reads at stride 32 of 16 MiB (latency per extra line); 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
-                d.name, calibration.date
-            ),
-        )
+    let sm = sm_params(&d.compute_capability, &calibration.sm)?;
+    let device = ProfileDevice {
+        name: d.name.clone(),
+        compute_capability: d.compute_capability.clone(),
+        multiprocessors: d.multiprocessors,
+        memory_bytes: d.memory_bytes,
+        copy_engines: d.copy_engines,
+    };
+    let mut profile = match base {
+        Some(base) => Profile {
+            device,
+            transfer,
+            sm,
+            ..base.clone()
         },
-    )?;
-    let latency = fitted_or_kept(&calibration.latency, base.and_then(|b| b.latency.as_ref()), || {
-        // The L1 a kernel without shared memory gets: the SM's unified L1/shared array less the
-        // smallest shared-memory carveout that holds the driver's reserved bytes (8 KiB).
-        let unified = unified_l1_bytes(&d.compute_capability).ok_or_else(|| FitError::BadSamples {
-            what: "the latency ladder",
-            reason: format!(
-                "the L1 size of compute capability {} is not known to vramlab (it knows {})",
-                d.compute_capability,
-                UNIFIED_L1.map(|(cc, _)| cc).join(", ")
-            ),
-        })?;
-        let l1_bytes = unified - (8 << 10);
-        fit_latency(
-            &calibration.latency,
-            l1_bytes,
-            calibration.l2_bytes,
-            format!(
-                "vramlab calibrate on {} ({}): median clock64 cycles per load of a one-thread random pointer chase at calibration_bytes (12 KiB, 6 MiB, 768 MiB: the latencies; 384 KiB: how sharply the L1 stops serving; 28, 40, 56, 80 MiB: the two steps in which the L2 runs out); L1 {} KiB ({} KiB unified L1/shared per SM of compute capability {}, NVIDIA's whitepaper, less an 8 KiB carveout); L2 size from cuDeviceGetAttribute",
-                d.name,
-                calibration.date,
-                l1_bytes >> 10,
-                unified >> 10,
-                d.compute_capability
-            ),
-        )
-    })?;
-    let growth = fitted_or_kept(&calibration.growth, base.and_then(|b| b.growth.as_ref()), || {
-        fit_growth(
-            &calibration.growth,
-            calibration.free_bytes,
-            format!(
-                "vramlab calibrate on {} ({}): host time of each grow (synchronized) while doubling to 3 MiB x 2^k, k = 1..14 (5 repeats up to 1 GiB, 3 above, median), for each strategy with and without a reserve, a line in the size fitted by least absolute relative error; free memory from cuMemGetInfo at the start",
-                d.name, calibration.date
-            ),
-        )
-    })?;
-    let spills = fitted_or_kept(&calibration.spills, base.and_then(|b| b.spills.as_ref()), || {
-        fit_spills(
-            &calibration.spills,
-            &sm_params(&d.compute_capability, &calibration.sm)?,
-            d.multiprocessors,
-            coalescing.as_ref().ok_or_else(|| missing("the coalescing part (spill traffic moves at its L2 and DRAM bandwidth)"))?,
-            format!(
-                "vramlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [coalescing]",
-                d.name, calibration.date
-            ),
-        )
-    })?;
-    let migration = fitted_or_kept(&calibration.migration, base.and_then(|b| b.migration.as_ref()), || {
-        fit_migration(
-            &calibration.migration,
-            format!(
-                "vramlab calibrate on {} ({}): event-timed prefetch (if any) plus a kernel reading host-written managed memory at calibration_bytes, median of 5, a line fitted by least absolute relative error",
-                d.name, calibration.date
-            ),
-        )
-    })?;
-    let peer = fitted_or_kept(&calibration.peer, base.and_then(|b| b.peer.as_ref()), || {
-        fit_peer(
-            &calibration.peer,
-            format!(
-                "vramlab calibrate on two {} ({}): event-timed kernel on the second GPU reading the first's memory at calibration_bytes (ld.global.cg, 16-byte dense reads), median of 7, a line fitted by least absolute relative error",
-                d.name, calibration.date
-            ),
-        )
-    })?;
-    let constant = fitted_or_kept(&calibration.constant, base.and_then(|b| b.constant.as_ref()), || {
-        fit_constant(
-            &calibration.constant,
-            format!(
-                "vramlab calibrate on {} ({}): median clock64 cycles per dependent constant load of one warp at calibration_cases (1 and 2 distinct words, warm and cold), a line through each pair; capacity_lines = one less than the fewest warm lines (14, 15, 17, 18, 19, 24 tried) that cost more like a cold chain",
-                d.name, calibration.date
-            ),
-        )
-    })?;
-    Ok(Profile {
-        name: name.to_string(),
-        description: format!(
-            "{} (driver {}, PCI {}), measured by vramlab calibrate on {}",
-            d.name, d.driver_version, d.pci_bus_id, calibration.date
-        ),
-        machine: base.and_then(|b| b.machine.clone()),
-        uncertainty: base.and_then(|b| b.uncertainty.clone()),
-        device: ProfileDevice {
-            name: d.name.clone(),
-            compute_capability: d.compute_capability.clone(),
-            multiprocessors: d.multiprocessors,
-            memory_bytes: d.memory_bytes,
-            copy_engines: d.copy_engines,
-        },
-        transfer,
-        sm: sm_params(&d.compute_capability, &calibration.sm)?,
-        banks,
-        coalescing,
-        latency,
-        constant,
-        growth,
-        spills,
-        migration,
-        peer,
-    })
+        None => Profile::new(name, device, transfer, sm),
+    };
+    profile.name = name.to_string();
+    profile.description = format!(
+        "{} (driver {}, PCI {}), measured by vramlab calibrate on {}",
+        d.name, d.driver_version, d.pci_bus_id, calibration.date
+    );
+    crate::models::fit_families(calibration, base, &mut profile)?;
+    Ok(profile)
 }
 
 #[cfg(test)]

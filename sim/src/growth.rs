@@ -7,7 +7,12 @@
 //! every size is set aside first: copy allocates it outright (a grow then moves nothing), managed
 //! allocates it unbacked and a grow prefetches the new half, vmm reserves addresses only.
 
+use experiments::{Calibration, Family, Metrics, Params, Profile};
+
+use crate::backend::SimError;
 use crate::fit::FitError;
+use crate::models::{bytes_points, fitted_or_kept, required, Model};
+
 use crate::solve::{fit_line, weighted_median};
 use experiments::{growth_calibration_bytes, GrowthCost, GrowthSample};
 
@@ -93,6 +98,45 @@ pub fn fit_growth(samples: &[GrowthSample], free_bytes: u64, source: String) -> 
         costs,
         calibration_bytes: growth_calibration_bytes(),
     })
+}
+
+/// The growth model.
+pub(crate) struct FamilyModel;
+
+impl Model for FamilyModel {
+    type Point = GrowthPoint;
+
+    fn predict(profile: &Profile, point: &GrowthPoint) -> Result<Metrics, SimError> {
+        let params = required(profile, &profile.growth, Family::Growth)?;
+        let prediction = predict_growth(params, point).ok_or_else(|| {
+            SimError::new(format!(
+                "profile '{}' has no growth cost for strategy {} (reserve {})",
+                profile.name,
+                point.strategy.name(),
+                point.reserve
+            ))
+        })?;
+        Ok(experiments::growth_metrics(prediction.grow_us, prediction.peak_bytes))
+    }
+
+    fn calibration_points(profile: &Profile) -> Vec<Params> {
+        profile.growth.iter().flat_map(|g| bytes_points(&g.calibration_bytes)).collect()
+    }
+
+    fn fit(calibration: &Calibration, base: Option<&Profile>, profile: &mut Profile) -> Result<(), FitError> {
+        let d = &calibration.device;
+        profile.growth = fitted_or_kept(&calibration.growth, base.and_then(|b| b.growth.as_ref()), || {
+            fit_growth(
+                &calibration.growth,
+                calibration.free_bytes,
+                format!(
+                    "vramlab calibrate on {} ({}): host time of each grow (synchronized) while doubling to 3 MiB x 2^k, k = 1..14 (5 repeats up to 1 GiB, 3 above, median), for each strategy with and without a reserve, a line in the size fitted by least absolute relative error; free memory from cuMemGetInfo at the start",
+                    d.name, calibration.date
+                ),
+            )
+        })?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

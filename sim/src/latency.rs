@@ -7,7 +7,12 @@
 //! run out. The L2 runs out in two steps: past what its near half holds for a chase, the far
 //! half still serves a share of the lines, until it runs out as well. A chase through `F` takes, per load, each level's latency weighted by its share.
 
-use crate::fit::FitError;
+use experiments::{Calibration, Family, Metrics, Params, Profile};
+
+use crate::backend::SimError;
+use crate::fit::{known_l1_devices, unified_l1_bytes, FitError};
+use crate::models::{bytes_points, fitted_or_kept, required, Model};
+
 use crate::solve::minimise_positive;
 use experiments::LatencySample;
 
@@ -175,6 +180,61 @@ pub fn fit_latency(
         params = with(&best);
     }
     Ok(params)
+}
+
+/// The latency-ladder model.
+pub(crate) struct FamilyModel;
+
+impl Model for FamilyModel {
+    type Point = LatencyPoint;
+
+    fn predict(profile: &Profile, point: &LatencyPoint) -> Result<Metrics, SimError> {
+        let params = required(profile, &profile.latency, Family::Latency)?;
+        Ok(experiments::cycles_metrics(chase_cycles(params, point)))
+    }
+
+    fn calibration_points(profile: &Profile) -> Vec<Params> {
+        profile.latency.iter().flat_map(|l| bytes_points(&l.calibration_bytes)).collect()
+    }
+
+    fn fit(calibration: &Calibration, base: Option<&Profile>, profile: &mut Profile) -> Result<(), FitError> {
+        let d = &calibration.device;
+        profile.latency = fitted_or_kept(&calibration.latency, base.and_then(|b| b.latency.as_ref()), || {
+            // The L1 a kernel without shared memory gets: the SM's unified L1/shared array less the
+            // smallest shared-memory carveout that holds the driver's reserved bytes (8 KiB).
+            let unified = unified_l1_bytes(&d.compute_capability).ok_or_else(|| FitError::BadSamples {
+                what: "the latency ladder",
+                reason: format!(
+                    "the L1 size of compute capability {} is not known to vramlab (it knows {})",
+                    d.compute_capability,
+                    known_l1_devices()
+                ),
+            })?;
+            let l1_bytes = unified - (8 << 10);
+            fit_latency(
+                &calibration.latency,
+                l1_bytes,
+                calibration.l2_bytes,
+                format!(
+                    "vramlab calibrate on {} ({}): median clock64 cycles per load of a one-thread random pointer chase at calibration_bytes (12 KiB, 6 MiB, 768 MiB: the latencies; 384 KiB: how sharply the L1 stops serving; 28, 40, 56, 80 MiB: the two steps in which the L2 runs out); L1 {} KiB ({} KiB unified L1/shared per SM of compute capability {}, NVIDIA's whitepaper, less an 8 KiB carveout); L2 size from cuDeviceGetAttribute",
+                    d.name,
+                    calibration.date,
+                    l1_bytes >> 10,
+                    unified >> 10,
+                    d.compute_capability
+                ),
+            )
+        })?;
+        Ok(())
+    }
+
+    fn summary(profile: &Profile) -> Option<String> {
+        let l = profile.latency.as_ref()?;
+        Some(format!(
+            "L1 {:.0}, L2 {:.0}, DRAM {:.0} cycles per dependent load",
+            l.l1_cycles, l.l2_cycles, l.dram_cycles
+        ))
+    }
 }
 
 #[cfg(test)]

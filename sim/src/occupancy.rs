@@ -12,6 +12,11 @@
 //! to the device's largest dynamic shared memory per block, under the default carveout
 //! preference, which on compute capability 9.x gives every SM its full shared memory.
 
+use experiments::{Metrics, Profile};
+
+use crate::backend::SimError;
+use crate::models::Model;
+
 use std::fmt;
 
 use std::fmt::Write as _;
@@ -272,6 +277,30 @@ pub fn explain_occupancy(sm: &SmParams, device: &str, kernel: &OccupancyPoint) -
         }
     }
     out
+}
+
+/// The occupancy calculator as a family's model.
+pub(crate) struct FamilyModel;
+
+impl Model for FamilyModel {
+    type Point = OccupancyPoint;
+
+    fn predict(profile: &Profile, point: &OccupancyPoint) -> Result<Metrics, SimError> {
+        let sm = &profile.sm;
+        let blocks = occupancy(sm, point).blocks_per_sm;
+        Ok(experiments::occupancy_metrics(
+            blocks,
+            point.threads,
+            sm.warp_size,
+            sm.max_threads_per_sm / sm.warp_size,
+        ))
+    }
+
+    const EXPLAINS: bool = true;
+
+    fn explain(profile: &Profile, point: &OccupancyPoint) -> Result<String, experiments::Error> {
+        Ok(explain_occupancy(&profile.sm, &profile.device.name, point))
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,11 @@
 //! compute queue. Chunks are issued breadth-first (upload 0, kernel 0, upload 1, ...),
 //! round-robin over the streams, so each queue serves work in issue order.
 
+use experiments::{Metrics, Profile};
+
+use crate::backend::SimError;
+use crate::models::Model;
+
 use experiments::{OverlapPoint, TransferParams};
 
 use crate::transfer::pinned_copy_us;
@@ -30,6 +35,18 @@ pub fn overlapped_us(params: &TransferParams, point: &OverlapPoint) -> f64 {
 /// Predicted time of the serial schedule: one upload of everything, then one kernel.
 pub fn serial_us(params: &TransferParams, point: &OverlapPoint) -> f64 {
     pinned_copy_us(&params.h2d_pinned, point.bytes) + params.kernel_launch_us + point.kernel_us
+}
+
+/// The overlap model: the copies' model plus the kernels, on the copy engines and SMs.
+pub(crate) struct FamilyModel;
+
+impl Model for FamilyModel {
+    type Point = OverlapPoint;
+
+    fn predict(profile: &Profile, point: &OverlapPoint) -> Result<Metrics, SimError> {
+        let params = &profile.transfer;
+        Ok(experiments::overlap_metrics(overlapped_us(params, point), serial_us(params, point)))
+    }
 }
 
 #[cfg(test)]

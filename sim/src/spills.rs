@@ -1,7 +1,12 @@
 //! Register spills: what the compiler spills under a register cap (its rule, read off the
 //! SASS), and what moving the spilled words through the L2 (or DRAM) costs a full GPU.
 
+use experiments::{Calibration, Family, Metrics, Params, Profile};
+
+use crate::backend::SimError;
 use crate::fit::FitError;
+use crate::models::{fitted_or_kept, int, params, required, Model};
+
 use experiments::{median, SpillSample};
 
 use experiments::{CoalescingParams, OccupancyPoint, SmParams, SpillParams, SpillPoint, SPILL_KERNEL_THREADS};
@@ -205,6 +210,53 @@ pub fn fit_spills(
         }
     }
     Ok(best.1)
+}
+
+/// The spills model: the compiler's rule, then the issue and traffic time.
+pub(crate) struct FamilyModel;
+
+impl Model for FamilyModel {
+    type Point = SpillPoint;
+
+    fn predict(profile: &Profile, point: &SpillPoint) -> Result<Metrics, SimError> {
+        let params = required(profile, &profile.spills, Family::Spills)?;
+        let memory = required(profile, &profile.coalescing, Family::Coalescing)?;
+        let p = predict_spills(params, &profile.sm, profile.device.multiprocessors, memory, point);
+        Ok(experiments::spill_metrics(
+            p.ns_per_iteration,
+            p.warps_per_sm,
+            p.registers_used,
+            p.frame_bytes,
+        ))
+    }
+
+    fn calibration_points(profile: &Profile) -> Vec<Params> {
+        let cases = profile.spills.iter().flat_map(|s| s.calibration_cases.iter());
+        cases
+            .map(|&(live, registers)| params([("live", int(live)), ("registers", int(registers))]))
+            .collect()
+    }
+
+    fn fit(calibration: &Calibration, base: Option<&Profile>, profile: &mut Profile) -> Result<(), FitError> {
+        let d = &calibration.device;
+        let spills = fitted_or_kept(&calibration.spills, base.and_then(|b| b.spills.as_ref()), || {
+            fit_spills(
+                &calibration.spills,
+                &profile.sm,
+                d.multiprocessors,
+                profile.coalescing.as_ref().ok_or_else(|| FitError::BadSamples {
+                    what: "the coalescing part (spill traffic moves at its L2 and DRAM bandwidth)",
+                    reason: "not measured in this calibration, and no profile given to keep it from (--into)".into(),
+                })?,
+                format!(
+                    "vramlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [coalescing]",
+                    d.name, calibration.date
+                ),
+            )
+        })?;
+        profile.spills = spills;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

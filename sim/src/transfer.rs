@@ -5,9 +5,14 @@
 //! staging buffers, one chunk at a time, double-buffered, so the host-side copy of
 //! one chunk overlaps the DMA of the previous one. That is a two-stage pipeline.
 
+use experiments::{Calibration, Metrics, Params, Profile};
+
+use crate::backend::SimError;
 use crate::fit::FitError;
+use crate::models::{bytes_points, Model};
+
 use crate::solve::{fit_line, weighted_median};
-use experiments::{Calibration, Sample};
+use experiments::Sample;
 
 use experiments::{Direction, HostMemory, LinkParams, StagedParams, TransferParams, TransferPoint};
 
@@ -194,6 +199,40 @@ pub(crate) fn fit_transfer(calibration: &Calibration) -> Result<TransferParams, 
         h2d_pageable,
         d2h_pageable,
     })
+}
+
+/// The copies' model. The transfer section is the profile's base: kernel launch overhead and
+/// the link, which other families' models read too.
+pub(crate) struct FamilyModel;
+
+impl Model for FamilyModel {
+    type Point = TransferPoint;
+
+    fn predict(profile: &Profile, point: &TransferPoint) -> Result<Metrics, SimError> {
+        Ok(experiments::transfer_metrics(copy_us(&profile.transfer, point), point.bytes))
+    }
+
+    fn calibration_points(profile: &Profile) -> Vec<Params> {
+        bytes_points(&profile.transfer.calibration_bytes)
+    }
+
+    fn summary(profile: &Profile) -> Option<String> {
+        let t = &profile.transfer;
+        Some(format!(
+            "pinned h2d {:.2} GB/s + {:.2} us, d2h {:.2} GB/s + {:.2} us; pageable h2d host {:.2} GB/s, {} staging, + {:.2} us; d2h host {:.2} GB/s, {} staging, + {:.2} us; kernel launch {:.2} us",
+            t.h2d_pinned.gb_per_s,
+            t.h2d_pinned.latency_us,
+            t.d2h_pinned.gb_per_s,
+            t.d2h_pinned.latency_us,
+            t.h2d_pageable.host_gb_per_s,
+            experiments::format_bytes(t.h2d_pageable.staging_bytes),
+            t.h2d_pageable.latency_us,
+            t.d2h_pageable.host_gb_per_s,
+            experiments::format_bytes(t.d2h_pageable.staging_bytes),
+            t.d2h_pageable.latency_us,
+            t.kernel_launch_us
+        ))
+    }
 }
 
 #[cfg(test)]
