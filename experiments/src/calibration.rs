@@ -51,6 +51,33 @@ macro_rules! calibration_struct {
 }
 crate::for_each_family!(calibration_struct);
 
+macro_rules! calibration_new {
+    ($( $(#[$doc:meta])* $module:ident : $Variant:ident($Point:ty) $([$Section:ty])? $({$Sample:ty})? ),* $(,)?) => {
+        impl Calibration {
+            /// A calibration of `device` on `date` with nothing measured yet but the device's
+            /// attributes.
+            pub fn new(device: DeviceInfo, date: String, sm: SmAttributes, l2_bytes: u64) -> Calibration {
+                Calibration {
+                    device,
+                    date,
+                    h2d_pinned: Vec::new(),
+                    d2h_pinned: Vec::new(),
+                    h2d_pageable: Vec::new(),
+                    d2h_pageable: Vec::new(),
+                    kernel_launch_us: 0.0,
+                    sm,
+                    read_kernel_registers: 0,
+                    l2_bytes,
+                    free_bytes: 0,
+                    $( $( $module: Vec::<$Sample>::new(), )? )*
+                    part_seconds: BTreeMap::new(),
+                }
+            }
+        }
+    };
+}
+crate::for_each_family!(calibration_new);
+
 impl Calibration {
     /// Reads a calibration's JSON (`vramlab calibrate`'s samples file), also one written before
     /// each family had one name in every layer ([`crate::FORMER_NAMES`]).

@@ -1,6 +1,9 @@
 //! Shared-memory bank conflicts: cycles per dependent load, from clock64 on the GPU.
 
-use experiments::{BankPoint, BankSample};
+use experiments::{bank_calibration_cases, cycles_metrics, BankPoint, BankSample, Calibration, Metrics};
+
+use crate::probes::Probe;
+
 
 use crate::cuda::{kernel_for_width, Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
@@ -61,5 +64,26 @@ impl BankProbe {
                 })
             })
             .collect()
+    }
+}
+
+pub(crate) type FamilyProbe = BankProbe;
+
+impl Probe for BankProbe {
+    type Point = BankPoint;
+
+    fn load(gpu: &Gpu) -> Result<BankProbe> {
+        BankProbe::load(gpu)
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &BankPoint, _seed: u64) -> Result<Metrics> {
+        Ok(cycles_metrics(BankProbe::measure(self, gpu, point)?))
+    }
+
+    const CALIBRATES: bool = true;
+
+    fn calibrate(gpu: &Gpu, _seed: u64, calibration: &mut Calibration, _progress: &dyn Fn()) -> Result<usize> {
+        calibration.banks = BankProbe::load(gpu)?.calibrate(gpu, &bank_calibration_cases())?;
+        Ok(calibration.banks.len())
     }
 }

@@ -1,8 +1,11 @@
 //! Global-memory reads with a stride, offset and lane mask, timed with events.
 
+use experiments::{coalescing_calibration_cases, coalescing_metrics, Calibration, CoalescingPoint, CoalescingSample, Metrics, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS};
+
+use crate::probes::Probe;
+
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 
-use experiments::{CoalescingPoint, CoalescingSample, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS};
 
 use crate::cuda::{kernel_for_width, Arg, DeviceBuffer, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
@@ -108,4 +111,27 @@ impl ReadProbe {
 /// The L2's size, bytes.
 pub(crate) fn l2_bytes(gpu: &Gpu) -> Result<u64> {
     Ok(gpu.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64)
+}
+
+pub(crate) type FamilyProbe = ReadProbe;
+
+impl Probe for ReadProbe {
+    type Point = CoalescingPoint;
+
+    fn load(gpu: &Gpu) -> Result<ReadProbe> {
+        ReadProbe::load(gpu)
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &CoalescingPoint, _seed: u64) -> Result<Metrics> {
+        Ok(coalescing_metrics(ReadProbe::measure(self, gpu, point)?, point))
+    }
+
+    const CALIBRATES: bool = true;
+
+    fn calibrate(gpu: &Gpu, _seed: u64, calibration: &mut Calibration, _progress: &dyn Fn()) -> Result<usize> {
+        let mut probe = ReadProbe::load(gpu)?;
+        calibration.read_kernel_registers = probe.registers()?;
+        calibration.coalescing = probe.calibrate(gpu, &coalescing_calibration_cases())?;
+        Ok(calibration.coalescing.len())
+    }
 }

@@ -1,6 +1,9 @@
 //! Constant memory: clock64 cycles per dependent access for 1..32 distinct words, warm or cold.
 
-use experiments::{ConstantPoint, ConstantSample};
+use experiments::{constant_calibration_cases, cycles_metrics, Calibration, ConstantPoint, ConstantSample, Metrics};
+
+use crate::probes::Probe;
+
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
@@ -52,5 +55,26 @@ impl ConstantProbe {
                 })
             })
             .collect()
+    }
+}
+
+pub(crate) type FamilyProbe = ConstantProbe;
+
+impl Probe for ConstantProbe {
+    type Point = ConstantPoint;
+
+    fn load(gpu: &Gpu) -> Result<ConstantProbe> {
+        ConstantProbe::load(gpu)
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &ConstantPoint, _seed: u64) -> Result<Metrics> {
+        Ok(cycles_metrics(ConstantProbe::measure(self, gpu, point)?))
+    }
+
+    const CALIBRATES: bool = true;
+
+    fn calibrate(gpu: &Gpu, _seed: u64, calibration: &mut Calibration, _progress: &dyn Fn()) -> Result<usize> {
+        calibration.constant = ConstantProbe::load(gpu)?.calibrate(gpu, &constant_calibration_cases())?;
+        Ok(calibration.constant.len())
     }
 }

@@ -2,12 +2,12 @@
 //! stamps it with a kernel, times the grow on the host clock (the grow ends synchronized), and
 //! checks with a kernel that everything written before is still there, grown or refused.
 
+use experiments::{growth_calibration_bytes, growth_metrics, Calibration, GrowthPoint, GrowthSample, GrowthStrategy, MANAGED_LIMIT_FRACTION, Metrics};
+
+use crate::probes::Probe;
+
 use std::time::Instant;
 
-use experiments::{
-    growth_calibration_bytes, growth_metrics, GrowthPoint, GrowthSample, GrowthStrategy, Metrics,
-    MANAGED_LIMIT_FRACTION,
-};
 
 use crate::cuda::{Gpu, GrowingBuffer, Kernel};
 use crate::error::{HwError, Result};
@@ -192,6 +192,28 @@ pub(crate) fn grown_metrics(grown: &Grown) -> Metrics {
     let mut metrics = growth_metrics(grown.grow_us, grown.peak_bytes);
     metrics.insert("free_bytes".into(), grown.free_bytes as f64);
     metrics
+}
+
+pub(crate) type FamilyProbe = GrowthProbe;
+
+impl Probe for GrowthProbe {
+    type Point = GrowthPoint;
+
+    fn load(gpu: &Gpu) -> Result<GrowthProbe> {
+        GrowthProbe::load(gpu)
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &GrowthPoint, _seed: u64) -> Result<Metrics> {
+        Ok(grown_metrics(&GrowthProbe::measure(self, gpu, point, true)?))
+    }
+
+    const CALIBRATES: bool = true;
+
+    fn calibrate(gpu: &Gpu, _seed: u64, calibration: &mut Calibration, progress: &dyn Fn()) -> Result<usize> {
+        // Growth ticks progress per grow itself: its grows are the slowest cases.
+        (calibration.growth, calibration.free_bytes) = GrowthProbe::load(gpu)?.calibrate(gpu, progress)?;
+        Ok(0)
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! The latency ladder: clock64 cycles per load of a one-thread random pointer chase.
 
-use experiments::{LatencyPoint, LatencySample};
+use experiments::{cycles_metrics, latency_calibration_bytes, Calibration, LatencyPoint, LatencySample, Metrics};
+
+use crate::probes::Probe;
+
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
@@ -89,6 +92,27 @@ fn random_cycle(nodes: u64, seed: u64) -> Vec<u32> {
         next[order[k] as usize] = order[(k + 1) % order.len()];
     }
     next
+}
+
+pub(crate) type FamilyProbe = ChaseProbe;
+
+impl Probe for ChaseProbe {
+    type Point = LatencyPoint;
+
+    fn load(gpu: &Gpu) -> Result<ChaseProbe> {
+        ChaseProbe::load(gpu)
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &LatencyPoint, seed: u64) -> Result<Metrics> {
+        Ok(cycles_metrics(ChaseProbe::measure(self, gpu, point, seed)?))
+    }
+
+    const CALIBRATES: bool = true;
+
+    fn calibrate(gpu: &Gpu, seed: u64, calibration: &mut Calibration, _progress: &dyn Fn()) -> Result<usize> {
+        calibration.latency = ChaseProbe::load(gpu)?.calibrate(gpu, &latency_calibration_bytes(), seed)?;
+        Ok(calibration.latency.len())
+    }
 }
 
 #[cfg(test)]

@@ -5,22 +5,22 @@
 #![deny(missing_docs)]
 
 mod backend;
-mod banks;
 mod calibrate;
-mod coalescing;
-mod constant;
 mod cuda;
 mod error;
-mod growth;
-mod latency;
-mod migration;
-mod occupancy;
-mod overlap;
-mod peer;
+mod probes;
 mod replay;
-mod spills;
+mod spin;
 mod timing;
-mod transfer;
+
+/// Each family's measurements (its probe, kernels and calibration part), in `hw/src/<family>.rs`,
+/// named as [`experiments::for_each_family!`] lists them.
+macro_rules! family_modules {
+    ($( $(#[$doc:meta])* $module:ident : $Variant:ident($Point:ty) $([$Section:ty])? $({$Sample:ty})? ),* $(,)?) => {
+        $( mod $module; )*
+    };
+}
+experiments::for_each_family!(family_modules);
 
 pub use backend::HwBackend;
 pub use calibrate::{calibration_steps, measure_calibration, Parts};

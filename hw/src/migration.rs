@@ -2,7 +2,10 @@
 //! kernel reads and checks every word, after a prefetch or letting its page faults move the
 //! pages. Events time prefetch plus kernel; the host rewrites the buffer before every sample.
 
-use experiments::{median, migration_calibration_bytes, MigrationPoint, MigrationSample};
+use experiments::{median, migration_calibration_bytes, transfer_metrics, Calibration, Metrics, MigrationPoint, MigrationSample};
+
+use crate::probes::Probe;
+
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig, ManagedBuffer};
 use crate::error::{HwError, Result};
@@ -94,5 +97,27 @@ impl MigrationProbe {
             }
         }
         Ok(samples)
+    }
+}
+
+pub(crate) type FamilyProbe = MigrationProbe;
+
+impl Probe for MigrationProbe {
+    type Point = MigrationPoint;
+
+    fn load(gpu: &Gpu) -> Result<MigrationProbe> {
+        MigrationProbe::load(gpu)
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &MigrationPoint, _seed: u64) -> Result<Metrics> {
+        let time_us = MigrationProbe::measure(self, gpu, point)?;
+        Ok(transfer_metrics(time_us, point.bytes))
+    }
+
+    const CALIBRATES: bool = true;
+
+    fn calibrate(gpu: &Gpu, _seed: u64, calibration: &mut Calibration, _progress: &dyn Fn()) -> Result<usize> {
+        calibration.migration = MigrationProbe::load(gpu)?.calibrate(gpu)?;
+        Ok(calibration.migration.len())
     }
 }

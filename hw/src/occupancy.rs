@@ -1,5 +1,8 @@
 //! CUDA's own occupancy answer for the kernel shapes of the occupancy family.
 
+
+use crate::probes::Probe;
+
 use std::collections::HashMap;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
@@ -77,5 +80,19 @@ impl OccupancyProbe {
         metrics.insert("registers_used".into(), f64::from(registers_used));
         metrics.insert("local_bytes_per_thread".into(), f64::from(local_bytes));
         Ok(metrics)
+    }
+}
+
+pub(crate) type FamilyProbe = OccupancyProbe;
+
+impl Probe for OccupancyProbe {
+    type Point = OccupancyPoint;
+
+    fn load(gpu: &Gpu) -> Result<OccupancyProbe> {
+        OccupancyProbe::new(gpu)
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &OccupancyPoint, _seed: u64) -> Result<Metrics> {
+        OccupancyProbe::measure(self, gpu, point)
     }
 }

@@ -1,61 +1,18 @@
 //! Copy/compute overlap: a pinned upload cut into chunks over several streams, each chunk
 //! followed on its stream by a kernel of known duration, against copy-then-compute.
 
-use cudarc::driver::sys::CUdevice_attribute;
+use experiments::{median, overlap_metrics, Metrics, OverlapPoint};
 
-use experiments::{median, OverlapPoint};
+use crate::probes::Probe;
 
-use crate::cuda::{Event, Gpu, Kernel, LaunchConfig, Stream};
+
+use crate::cuda::{Event, Gpu, Stream};
+use crate::spin::Spin;
 use crate::error::{HwError, Result};
 use crate::timing::{fill_pattern, median_us, Repeats};
 
 /// Timed samples of each schedule per point.
 const OVERLAP_SAMPLES: usize = 9;
-const SPIN_SOURCE: &str = include_str!("../../kernels/spin.cu");
-
-/// The spin kernel, configured to fill the GPU with one block per SM.
-pub(crate) struct Spin {
-    kernel: Kernel,
-    config: LaunchConfig,
-}
-
-impl Spin {
-    pub(crate) fn load(gpu: &Gpu) -> Result<Spin> {
-        use CUdevice_attribute::*;
-        let per_sm = gpu.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?;
-        let per_block = gpu.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-        // More than half an SM's shared memory: a second block cannot fit beside the first.
-        let shared_bytes = (per_sm / 2 + 1024).min(per_block);
-        if shared_bytes * 2 <= per_sm {
-            return Err(HwError::Unsupported(format!(
-                "cannot force one block per SM: {per_sm} B shared memory per SM, at most {per_block} B per block"
-            )));
-        }
-        let module = gpu.compile("spin.cu", SPIN_SOURCE)?;
-        let kernel = module.kernel("spin", shared_bytes)?;
-        let blocks = gpu.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-        Ok(Spin {
-            kernel,
-            config: LaunchConfig {
-                blocks,
-                threads: 128,
-                shared_bytes: shared_bytes as u32,
-            },
-        })
-    }
-
-    /// Median time per kernel of `count` back-to-back zero-length spins: the launch overhead
-    /// the overlap model adds to every kernel.
-    pub(crate) fn launch_overhead_us(&self, gpu: &Gpu, count: usize) -> Result<f64> {
-        let stream = gpu.stream()?;
-        let (start, end) = (gpu.event()?, gpu.event()?);
-        let repeats = Repeats { warmup: 2, samples: 9 };
-        let total = median_us(gpu, &stream, repeats, &start, &end, |q| {
-            (0..count).try_for_each(|_| q.launch_u64(&stream, &self.kernel, self.config, 0))
-        })?;
-        Ok(total.median / count as f64)
-    }
-}
 
 /// Median serial and overlapped times of one point, microseconds.
 pub(crate) fn measure_overlap(gpu: &Gpu, spin: &Spin, point: &OverlapPoint, seed: u64) -> Result<(f64, f64)> {
@@ -110,4 +67,20 @@ pub(crate) fn measure_overlap(gpu: &Gpu, spin: &Spin, point: &OverlapPoint, seed
     }
     let (serial, overlapped) = (median(&mut serial_us), median(&mut overlapped_us));
     Ok((serial, overlapped))
+}
+
+/// The overlap probe: the spin kernel, loaded once.
+pub(crate) struct FamilyProbe(Spin);
+
+impl Probe for FamilyProbe {
+    type Point = OverlapPoint;
+
+    fn load(gpu: &Gpu) -> Result<FamilyProbe> {
+        Spin::load(gpu).map(FamilyProbe)
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &OverlapPoint, seed: u64) -> Result<Metrics> {
+        let (serial, overlapped) = measure_overlap(gpu, &self.0, point, seed)?;
+        Ok(overlap_metrics(overlapped, serial))
+    }
 }

@@ -3,9 +3,12 @@
 //! allocation, access set for both devices) or by peer access (cuMemAlloc and
 //! cuCtxEnablePeerAccess). On a machine with one GPU every point reports itself skipped.
 
+use experiments::{peer_calibration_bytes, transfer_metrics, Calibration, Metrics, PeerPoint, PeerSample};
+
+use crate::probes::Probe;
+
 use cudarc::driver::sys::CUdevice_attribute;
 
-use experiments::{peer_calibration_bytes, transfer_metrics, Metrics, PeerPoint, PeerSample};
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig, PeerBuffer};
 use crate::error::{HwError, Result};
@@ -91,5 +94,26 @@ impl PeerProbe {
             }
         }
         Ok(samples)
+    }
+}
+
+pub(crate) type FamilyProbe = PeerProbe;
+
+impl Probe for PeerProbe {
+    type Point = PeerPoint;
+
+    fn load(gpu: &Gpu) -> Result<PeerProbe> {
+        PeerProbe::load(gpu)
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &PeerPoint, _seed: u64) -> Result<Metrics> {
+        self.metrics(gpu, point)
+    }
+
+    const CALIBRATES: bool = true;
+
+    fn calibrate(gpu: &Gpu, _seed: u64, calibration: &mut Calibration, _progress: &dyn Fn()) -> Result<usize> {
+        calibration.peer = PeerProbe::load(gpu)?.calibrate(gpu)?;
+        Ok(calibration.peer.len())
     }
 }

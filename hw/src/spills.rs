@@ -2,12 +2,15 @@
 //! what the compiler used (registers, local bytes), and the kernel time per loop iteration with
 //! every SM holding as many blocks as fit.
 
+use experiments::{spill_calibration_cases, spill_metrics, Calibration, Metrics, SPILL_KERNEL_THREADS, SpillPoint, SpillSample};
+
+use crate::probes::Probe;
+
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 
-use experiments::{SpillPoint, SpillSample, SPILL_KERNEL_THREADS};
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
@@ -94,5 +97,27 @@ impl SpillProbe {
                 })
             })
             .collect()
+    }
+}
+
+pub(crate) type FamilyProbe = SpillProbe;
+
+impl Probe for SpillProbe {
+    type Point = SpillPoint;
+
+    fn load(_gpu: &Gpu) -> Result<SpillProbe> {
+        Ok(SpillProbe::new())
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &SpillPoint, _seed: u64) -> Result<Metrics> {
+        let s = SpillProbe::measure(self, gpu, point)?;
+        Ok(spill_metrics(s.ns_per_iteration, s.warps_per_sm, s.registers_used, s.local_bytes))
+    }
+
+    const CALIBRATES: bool = true;
+
+    fn calibrate(gpu: &Gpu, _seed: u64, calibration: &mut Calibration, _progress: &dyn Fn()) -> Result<usize> {
+        calibration.spills = SpillProbe::new().calibrate(gpu, &spill_calibration_cases())?;
+        Ok(calibration.spills.len())
     }
 }

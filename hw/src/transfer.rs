@@ -10,9 +10,13 @@
 //! a calibration's copy time. Before each point the side the copies write is overwritten, so a
 //! copy that did not happen cannot pass the check with bytes an earlier point left.
 
+use experiments::{calibration_sizes, transfer_metrics, Calibration, Direction, HostMemory, Metrics, Sample, TransferPoint};
+
+use crate::probes::Probe;
+use crate::spin::Spin;
+
 use std::cell::Cell;
 
-use experiments::{Direction, HostMemory, TransferPoint};
 
 use crate::cuda::{DeviceBuffer, Gpu, HostBuffer};
 use crate::error::{HwError, Result};
@@ -167,6 +171,55 @@ pub(crate) fn measure_copy(
         }
     }
     Ok(timing.per(batch))
+}
+
+/// The copies' probe: it keeps one arena between points of one host kind.
+#[derive(Default)]
+pub(crate) struct FamilyProbe {
+    arena: Option<CopyArena>,
+}
+
+impl Probe for FamilyProbe {
+    type Point = TransferPoint;
+
+    fn load(_gpu: &Gpu) -> Result<FamilyProbe> {
+        Ok(FamilyProbe::default())
+    }
+
+    fn measure(&mut self, gpu: &Gpu, point: &TransferPoint, seed: u64) -> Result<Metrics> {
+        let timing = measure_copy(gpu, &mut self.arena, point, seed)?;
+        let mut metrics = transfer_metrics(timing.median, point.bytes);
+        metrics.insert("time_us_min".into(), timing.min);
+        metrics.insert("time_us_max".into(), timing.max);
+        Ok(metrics)
+    }
+
+    fn release(&mut self) {
+        self.arena = None;
+    }
+
+    const CALIBRATES: bool = true;
+
+    fn calibrate(gpu: &Gpu, seed: u64, calibration: &mut Calibration, progress: &dyn Fn()) -> Result<usize> {
+        let mut arena = None;
+        let lists = [
+            (Direction::HostToDevice, HostMemory::Pinned, &mut calibration.h2d_pinned),
+            (Direction::DeviceToHost, HostMemory::Pinned, &mut calibration.d2h_pinned),
+            (Direction::HostToDevice, HostMemory::Pageable, &mut calibration.h2d_pageable),
+            (Direction::DeviceToHost, HostMemory::Pageable, &mut calibration.d2h_pageable),
+        ];
+        for (direction, host, samples) in lists {
+            for bytes in calibration_sizes() {
+                let point = TransferPoint { direction, host, bytes };
+                let time_us = measure_copy(gpu, &mut arena, &point, seed)?.median;
+                progress();
+                samples.push(Sample { bytes, time_us });
+            }
+        }
+        drop(arena);
+        calibration.kernel_launch_us = Spin::load(gpu)?.launch_overhead_us(gpu, 200)?;
+        Ok(0)
+    }
 }
 
 #[cfg(test)]
