@@ -12,6 +12,8 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     primary_metric: "cycles",
     uses_machine_parts: false,
     axes: (AxisScale::Linear, AxisScale::Linear),
+    drawn_as_agreement: false,
+    also_plotted: &[],
     calibration: Some(CalibrationInfo {
         measures: "dependent shared-memory loads (banks)",
         machine: false,

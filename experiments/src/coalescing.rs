@@ -13,6 +13,8 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     primary_metric: "gb_per_s",
     uses_machine_parts: false,
     axes: (AxisScale::Linear, AxisScale::Log),
+    drawn_as_agreement: false,
+    also_plotted: &[],
     calibration: Some(CalibrationInfo {
         measures: "global-memory reads (coalescing, L2 and DRAM)",
         machine: false,

@@ -113,6 +113,11 @@ pub(crate) struct FamilyInfo {
     pub(crate) primary_metric: &'static str,
     pub(crate) uses_machine_parts: bool,
     pub(crate) axes: (AxisScale, AxisScale),
+    /// Whether reports draw it as predicted against measured, which reads best for an exact
+    /// model swept over many parameters, rather than along its axis.
+    pub(crate) drawn_as_agreement: bool,
+    /// Further metrics reports plot along its axis, beside the compared one, with their titles.
+    pub(crate) also_plotted: &'static [(&'static str, &'static str)],
     pub(crate) calibration: Option<CalibrationInfo>,
 }
 
@@ -181,6 +186,24 @@ impl Family {
     pub fn axes(self) -> (AxisScale, AxisScale) {
         self.info().axes
     }
+
+    /// Whether reports draw it as predicted against measured rather than along its axis.
+    pub fn drawn_as_agreement(self) -> bool {
+        self.info().drawn_as_agreement
+    }
+
+    /// Further metrics reports plot along its axis, beside the compared one, with their titles.
+    pub fn also_plotted(self) -> &'static [(&'static str, &'static str)] {
+        self.info().also_plotted
+    }
+}
+
+/// The metrics of a point that moves `bytes` in `time_us`: `time_us` and `gb_per_s` (10^9 bytes/s).
+pub fn throughput_metrics(time_us: f64, bytes: u64) -> Metrics {
+    Metrics::from([
+        ("time_us".to_string(), time_us),
+        ("gb_per_s".to_string(), bytes as f64 / time_us / 1e3),
+    ])
 }
 
 /// The metrics of a point measured in clock cycles per access: `cycles`.

@@ -13,6 +13,8 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     primary_metric: "grow_us",
     uses_machine_parts: true,
     axes: (AxisScale::Bytes, AxisScale::Log),
+    drawn_as_agreement: false,
+    also_plotted: &[("peak_bytes", "peak device memory")],
     calibration: Some(CalibrationInfo {
         measures: "buffer grows, three strategies with and without a reserve",
         machine: true,

@@ -36,7 +36,7 @@ pub use backend::Backend;
 pub use calibration::{calibration_parts, Calibration, CalibrationPart, SmAttributes, CALIBRATION_PARTS};
 pub use catalog::Catalog;
 pub use error::{Error, Result};
-pub use family::{cycles_metrics, AxisScale, Family, Workload};
+pub use family::{cycles_metrics, throughput_metrics, AxisScale, Family, Workload};
 pub use files::{unsafe_name, write_atomically};
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};

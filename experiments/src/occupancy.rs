@@ -12,6 +12,8 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     primary_metric: "blocks_per_sm",
     uses_machine_parts: false,
     axes: (AxisScale::Linear, AxisScale::Linear),
+    drawn_as_agreement: true,
+    also_plotted: &[],
     calibration: None,
 };
 

@@ -12,6 +12,8 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     primary_metric: "speedup",
     uses_machine_parts: true,
     axes: (AxisScale::Linear, AxisScale::Linear),
+    drawn_as_agreement: false,
+    also_plotted: &[],
     calibration: None,
 };
 

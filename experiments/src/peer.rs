@@ -13,6 +13,8 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     primary_metric: "gb_per_s",
     uses_machine_parts: false,
     axes: (AxisScale::Bytes, AxisScale::Log),
+    drawn_as_agreement: false,
+    also_plotted: &[],
     calibration: Some(CalibrationInfo {
         measures: "one GPU reading another's memory (two GPUs)",
         machine: false,

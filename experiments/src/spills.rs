@@ -13,6 +13,8 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     primary_metric: "ns_per_iteration",
     uses_machine_parts: false,
     axes: (AxisScale::Linear, AxisScale::Log),
+    drawn_as_agreement: false,
+    also_plotted: &[],
     calibration: Some(CalibrationInfo {
         measures: "the spill kernel under register caps",
         machine: false,

@@ -13,6 +13,8 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     primary_metric: "gb_per_s",
     uses_machine_parts: true,
     axes: (AxisScale::Bytes, AxisScale::Log),
+    drawn_as_agreement: false,
+    also_plotted: &[],
     calibration: Some(CalibrationInfo {
         measures: "pinned and pageable copies both ways, and the kernel launch overhead",
         machine: true,
@@ -75,14 +77,6 @@ pub struct TransferPoint {
     pub host: HostMemory,
     /// Bytes copied.
     pub bytes: u64,
-}
-
-/// The metrics of a transfer point, from its time: `time_us` and `gb_per_s` (10^9 bytes/s).
-pub fn transfer_metrics(time_us: f64, bytes: u64) -> Metrics {
-    Metrics::from([
-        ("time_us".to_string(), time_us),
-        ("gb_per_s".to_string(), bytes as f64 / time_us / 1e3),
-    ])
 }
 
 /// A pageable copy, which the driver pipelines through pinned staging buffers:

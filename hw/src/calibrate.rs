@@ -1,11 +1,11 @@
 //! `vramlab calibrate`, measuring half: the samples a profile is fitted on.
 
-use experiments::Calibration;
+use cudarc::driver::sys::CUdevice_attribute;
 
-use crate::coalescing::l2_bytes;
+use experiments::{Calibration, SmAttributes};
+
 use crate::cuda::Gpu;
 use crate::error::Result;
-use crate::occupancy::sm_attributes;
 use crate::probes::calibrate_parts;
 
 /// Which parts of a profile to measure ([`experiments::CALIBRATION_PARTS`], by name). The SM's
@@ -42,6 +42,29 @@ pub fn measure_calibration(parts: &Parts, seed: u64, progress: &dyn Fn()) -> Res
     calibrate_parts(&gpu, parts, seed, &mut calibration, &clock, progress)?;
     calibration.part_seconds = clock.seconds.into_inner();
     Ok(calibration)
+}
+
+/// The device's SM limits, as the driver reports them.
+pub(crate) fn sm_attributes(gpu: &Gpu) -> Result<SmAttributes> {
+    use CUdevice_attribute::*;
+    let get = |a| gpu.attribute(a).map(|v| v as u32);
+    Ok(SmAttributes {
+        warp_size: get(CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+        max_threads_per_sm: get(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+        max_threads_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_blocks_per_sm: get(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
+        registers_per_sm: get(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
+        registers_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+        shared_bytes_per_sm: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+        shared_bytes_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        shared_bytes_per_block_optin: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+        reserved_shared_bytes_per_block: get(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)?,
+    })
+}
+
+/// The L2's capacity, bytes.
+fn l2_bytes(gpu: &Gpu) -> Result<u64> {
+    Ok(gpu.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64)
 }
 
 /// Wall seconds spent per calibration part, summed over the part's pieces.

@@ -108,11 +108,6 @@ impl ReadProbe {
     }
 }
 
-/// The L2's size, bytes.
-pub(crate) fn l2_bytes(gpu: &Gpu) -> Result<u64> {
-    Ok(gpu.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64)
-}
-
 pub(crate) type FamilyProbe = ReadProbe;
 
 impl Probe for ReadProbe {

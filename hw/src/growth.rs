@@ -9,7 +9,7 @@ use crate::probes::Probe;
 use std::time::Instant;
 
 
-use crate::cuda::{Gpu, GrowingBuffer, Kernel};
+use crate::cuda::{BackedBy, Gpu, GrowingBuffer, Kernel};
 use crate::error::{HwError, Result};
 
 pub(crate) struct GrowthProbe {
@@ -36,7 +36,7 @@ impl GrowthProbe {
         let (free, _) = gpu.memory_info()?;
         let managed_limit = (free as f64 * MANAGED_LIMIT_FRACTION) as u64;
         for strategy in GrowthStrategy::ALL {
-            let mut buffer = GrowingBuffer::new(gpu, strategy, None)?;
+            let mut buffer = GrowingBuffer::new(gpu, backed_by(strategy), None)?;
             buffer.grow(2 << 30, managed_limit)?;
             buffer.grow(4 << 30, managed_limit)?;
         }
@@ -91,7 +91,7 @@ impl GrowthProbe {
         let (free_bytes, _) = gpu.memory_info()?;
         let capacity = point.reserve.then(|| experiments::reserved_bytes(free_bytes));
         let managed_limit = (free_bytes as f64 * MANAGED_LIMIT_FRACTION) as u64;
-        let mut buffer = GrowingBuffer::new(gpu, point.strategy, capacity)?;
+        let mut buffer = GrowingBuffer::new(gpu, backed_by(point.strategy), capacity)?;
         buffer.measure_peaks(measure_peak);
         let first = buffer.grow(old, managed_limit)?;
         if first.not_measured.is_some() {
@@ -194,6 +194,15 @@ pub(crate) fn grown_metrics(grown: &Grown) -> Metrics {
     metrics
 }
 
+/// The CUDA core's buffer for a strategy.
+fn backed_by(strategy: GrowthStrategy) -> BackedBy {
+    match strategy {
+        GrowthStrategy::Copy => BackedBy::Copy,
+        GrowthStrategy::Managed => BackedBy::Managed,
+        GrowthStrategy::Vmm => BackedBy::Vmm,
+    }
+}
+
 pub(crate) type FamilyProbe = GrowthProbe;
 
 impl Probe for GrowthProbe {
@@ -227,7 +236,7 @@ mod tests {
         let probe = GrowthProbe::load(&gpu).unwrap();
         let (free, _) = gpu.memory_info().unwrap();
         let limit = (free as f64 * MANAGED_LIMIT_FRACTION) as u64;
-        let mut buffer = GrowingBuffer::new(&gpu, GrowthStrategy::Vmm, None).unwrap();
+        let mut buffer = GrowingBuffer::new(&gpu, BackedBy::Vmm, None).unwrap();
         for step in [64u64 << 20, 256 << 20, 1 << 30] {
             assert!(buffer.grow(step, limit).unwrap().grown);
         }
@@ -238,7 +247,7 @@ mod tests {
         buffer.verify(&probe.verify, 256 << 20, 41).unwrap();
         assert_eq!(buffer.mismatches().unwrap(), 0);
         assert_eq!(buffer.size(), 2 << 30);
-        let mut copy = GrowingBuffer::new(&gpu, GrowthStrategy::Copy, None).unwrap();
+        let mut copy = GrowingBuffer::new(&gpu, BackedBy::Copy, None).unwrap();
         assert!(copy.grow(64 << 20, limit).unwrap().grown);
         assert!(copy.shrink(1).is_err(), "only vmm shrinks in place");
     }

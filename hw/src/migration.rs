@@ -2,7 +2,7 @@
 //! kernel reads and checks every word, after a prefetch or letting its page faults move the
 //! pages. Events time prefetch plus kernel; the host rewrites the buffer before every sample.
 
-use experiments::{median, migration_calibration_bytes, transfer_metrics, Calibration, Metrics, MigrationPoint, MigrationSample};
+use experiments::{median, migration_calibration_bytes, throughput_metrics, Calibration, Metrics, MigrationPoint, MigrationSample};
 
 use crate::probes::Probe;
 
@@ -111,7 +111,7 @@ impl Probe for MigrationProbe {
 
     fn measure(&mut self, gpu: &Gpu, point: &MigrationPoint, _seed: u64) -> Result<Metrics> {
         let time_us = MigrationProbe::measure(self, gpu, point)?;
-        Ok(transfer_metrics(time_us, point.bytes))
+        Ok(throughput_metrics(time_us, point.bytes))
     }
 
     const CALIBRATES: bool = true;

@@ -5,32 +5,17 @@ use crate::probes::Probe;
 
 use std::collections::HashMap;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 
 use experiments::{occupancy_metrics, Metrics, OccupancyPoint, SmAttributes};
+
+use crate::calibrate::sm_attributes;
 
 use crate::cuda::{Gpu, Kernel};
 use crate::error::{HwError, Result};
 
 const SOURCE: &str = include_str!("../../kernels/occupancy.cu");
 
-/// The device's SM limits, as the driver reports them.
-pub(crate) fn sm_attributes(gpu: &Gpu) -> Result<SmAttributes> {
-    use CUdevice_attribute::*;
-    let get = |a| gpu.attribute(a).map(|v| v as u32);
-    Ok(SmAttributes {
-        warp_size: get(CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
-        max_threads_per_sm: get(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
-        max_threads_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-        max_blocks_per_sm: get(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
-        registers_per_sm: get(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
-        registers_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
-        shared_bytes_per_sm: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
-        shared_bytes_per_block: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
-        shared_bytes_per_block_optin: get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
-        reserved_shared_bytes_per_block: get(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)?,
-    })
-}
 
 /// Compiled variants of kernels/occupancy.cu, one per (register cap, static shared bytes).
 pub(crate) struct OccupancyProbe {

@@ -3,7 +3,7 @@
 //! allocation, access set for both devices) or by peer access (cuMemAlloc and
 //! cuCtxEnablePeerAccess). On a machine with one GPU every point reports itself skipped.
 
-use experiments::{peer_calibration_bytes, transfer_metrics, Calibration, Metrics, PeerPoint, PeerSample};
+use experiments::{peer_calibration_bytes, throughput_metrics, Calibration, Metrics, PeerPoint, PeerSample};
 
 use crate::probes::Probe;
 
@@ -75,7 +75,7 @@ impl PeerProbe {
 
     pub(crate) fn metrics(&self, first: &Gpu, point: &PeerPoint) -> Result<Metrics> {
         Ok(match self.time_us(first, point)? {
-            Some(us) => transfer_metrics(us, point.bytes),
+            Some(us) => throughput_metrics(us, point.bytes),
             None => Metrics::from([("skipped_one_gpu".to_string(), 1.0)]),
         })
     }

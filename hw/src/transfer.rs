@@ -10,7 +10,7 @@
 //! a calibration's copy time. Before each point the side the copies write is overwritten, so a
 //! copy that did not happen cannot pass the check with bytes an earlier point left.
 
-use experiments::{calibration_sizes, transfer_metrics, Calibration, Direction, HostMemory, Metrics, Sample, TransferPoint};
+use experiments::{calibration_sizes, throughput_metrics, Calibration, Direction, HostMemory, Metrics, Sample, TransferPoint};
 
 use crate::probes::Probe;
 use crate::spin::Spin;
@@ -188,7 +188,7 @@ impl Probe for FamilyProbe {
 
     fn measure(&mut self, gpu: &Gpu, point: &TransferPoint, seed: u64) -> Result<Metrics> {
         let timing = measure_copy(gpu, &mut self.arena, point, seed)?;
-        let mut metrics = transfer_metrics(timing.median, point.bytes);
+        let mut metrics = throughput_metrics(timing.median, point.bytes);
         metrics.insert("time_us_min".into(), timing.min);
         metrics.insert("time_us_max".into(), timing.max);
         Ok(metrics)

@@ -5,7 +5,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use experiments::Family;
+use experiments::{AxisScale, Family};
 
 use crate::analysis::ExperimentAnalysis;
 use crate::chart::{draw_legend, Chart, Scale, FONT_FAMILY, PALETTE};
@@ -23,10 +23,9 @@ impl<'a> ErrorChart<'a> {
             .iter()
             .filter(|e| e.family == family && e.points.iter().any(|p| p.relative_error.is_some()))
             .collect();
-        let x_scale = if family == Family::Transfer {
-            Scale::Bytes
-        } else {
-            Scale::Linear
+        let x_scale = match family.axes().0 {
+            AxisScale::Bytes => Scale::Bytes,
+            AxisScale::Linear | AxisScale::Log => Scale::Linear,
         };
         (!experiments.is_empty()).then_some(ErrorChart {
             family,

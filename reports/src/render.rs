@@ -50,7 +50,7 @@ pub fn render(dir: &Path, analysis: &Analysis) -> Result<Rendered> {
     for experiment in &analysis.experiments {
         let stem = experiment.experiment.clone();
         // Many-parameter sweeps of an exact model read best as predicted against measured.
-        if experiment.family == Family::Occupancy {
+        if experiment.family.drawn_as_agreement() {
             plots.extend(render_both(&plot_dir, &stem, &AgreementChart::new(experiment))?);
         } else {
             plots.extend(render_both(&plot_dir, &stem, &SweepChart::new(experiment))?);
@@ -62,17 +62,19 @@ pub fn render(dir: &Path, analysis: &Analysis) -> Result<Rendered> {
             png: format!("plots/{stem}.png"),
             svg: format!("plots/{stem}.svg"),
         });
-        if experiment.family == Family::Growth {
-            let peak = format!("{stem}_peak");
+        for &(metric, title) in experiment.family.also_plotted() {
+            // `peak_bytes` is drawn as `<experiment>_peak`.
+            let name = metric.split('_').next().unwrap_or(metric);
+            let extra = format!("{stem}_{name}");
             plots.extend(render_both(
                 &plot_dir,
-                &peak,
-                &SweepChart::of_metric(experiment, "peak_bytes"),
+                &extra,
+                &SweepChart::of_metric(experiment, metric),
             )?);
             blocks.push(Block::Image {
-                alt: format!("{stem}: peak device memory"),
-                png: format!("plots/{peak}.png"),
-                svg: format!("plots/{peak}.svg"),
+                alt: format!("{stem}: {title}"),
+                png: format!("plots/{extra}.png"),
+                svg: format!("plots/{extra}.svg"),
             });
         }
         blocks.push(points_table(experiment));

@@ -438,14 +438,14 @@ pub fn explain_coalescing(
             )
         };
         let bound = if t.latency_us > t.bandwidth_us {
-            "latency"
+            "latency bound"
         } else {
-            "throughput"
+            "throughput bound"
         };
         let useful = point.warps() as f64 * f64::from(point.useful_bytes_per_warp()) * f64::from(point.passes());
         let _ = writeln!(
             out,
-            "Reading the array {} time(s) with {} resident blocks per SM: latency bound {:.1} us, throughput bound {:.1} us, served by {level}; predicted {:.1} us, {:.0} GB/s of useful bytes ({bound} bound).",
+            "Reading the array {} time(s) with {} resident blocks per SM: latency bound {:.1} us, throughput bound {:.1} us, served by {level}; predicted {:.1} us, {:.0} GB/s of useful bytes ({bound}).",
             point.passes(),
             t.blocks_per_sm,
             t.latency_us,

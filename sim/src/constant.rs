@@ -100,8 +100,8 @@ pub fn explain_constant(params: &ConstantParams, device: &str, point: &ConstantP
             .collect();
         let _ = writeln!(out, "  {}", cells.join("  "));
     }
-    let spills = !point.cold && point.distinct > params.capacity_lines;
-    let (first, extra) = if point.cold || spills {
+    let overflows = !point.cold && point.distinct > params.capacity_lines;
+    let (first, extra) = if point.cold || overflows {
         (params.cold_cycles, params.cold_per_extra)
     } else {
         (params.warm_cycles, params.warm_per_extra)
@@ -116,7 +116,7 @@ pub fn explain_constant(params: &ConstantParams, device: &str, point: &ConstantP
         point.distinct.saturating_sub(1),
         extra
     );
-    if spills {
+    if overflows {
         let _ = writeln!(
             out,
             "{} lines are more than the constant cache keeps ({}): each is evicted before its turn comes again, so this warm chain costs what a cold one does.",

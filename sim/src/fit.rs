@@ -136,8 +136,8 @@ mod l1_tests {
 #[cfg(test)]
 mod tests {
 
+    use crate::link::pinned_copy_us;
     use crate::solve::*;
-    use crate::transfer::pinned_copy_us;
     use crate::*;
     use experiments::Sample;
     use experiments::*;

@@ -5,6 +5,7 @@
 mod backend;
 mod explain;
 mod fit;
+mod link;
 mod models;
 mod solve;
 
@@ -20,4 +21,5 @@ experiments::for_each_family!(family_modules);
 pub use backend::{SimBackend, SimError};
 pub use explain::{explain, explain_topics};
 pub use fit::{fit_profile, sm_params, FitError};
+pub use link::{fit_link, pinned_copy_us};
 pub use models::profile_summary;

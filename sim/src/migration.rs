@@ -9,7 +9,7 @@ use crate::models::{bytes_points, fitted_or_kept, required, Model};
 
 use experiments::{migration_calibration_bytes, MigrationParams, MigrationPoint, MigrationSample, Sample};
 
-use crate::transfer::{fit_link_of, pinned_copy_us};
+use crate::link::{fit_link_of, pinned_copy_us};
 
 /// Microseconds to read `point.bytes` of managed memory last written by the host.
 pub fn migration_us(params: &MigrationParams, point: &MigrationPoint) -> f64 {
@@ -45,7 +45,7 @@ impl Model for FamilyModel {
 
     fn predict(profile: &Profile, point: &MigrationPoint) -> Result<Metrics, SimError> {
         let params = required(profile, &profile.migration, Family::Migration)?;
-        Ok(experiments::transfer_metrics(migration_us(params, point), point.bytes))
+        Ok(experiments::throughput_metrics(migration_us(params, point), point.bytes))
     }
 
     fn calibration_points(profile: &Profile) -> Vec<Params> {

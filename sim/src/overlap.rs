@@ -13,7 +13,7 @@ use crate::models::Model;
 
 use experiments::{OverlapPoint, TransferParams};
 
-use crate::transfer::pinned_copy_us;
+use crate::link::pinned_copy_us;
 
 /// Predicted time of the chunked, multi-stream schedule, microseconds.
 pub fn overlapped_us(params: &TransferParams, point: &OverlapPoint) -> f64 {

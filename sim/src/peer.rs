@@ -9,7 +9,7 @@ use crate::models::{bytes_points, fitted_or_kept, required, Model};
 
 use experiments::{peer_calibration_bytes, PeerParams, PeerPoint, PeerSample, Sample};
 
-use crate::transfer::{fit_link_of, pinned_copy_us};
+use crate::link::{fit_link_of, pinned_copy_us};
 
 /// Microseconds for the reading GPU's kernel to read `point.bytes` of the other's memory.
 pub fn peer_us(params: &PeerParams, point: &PeerPoint) -> f64 {
@@ -41,7 +41,7 @@ impl Model for FamilyModel {
 
     fn predict(profile: &Profile, point: &PeerPoint) -> Result<Metrics, SimError> {
         let params = required(profile, &profile.peer, Family::Peer)?;
-        Ok(experiments::transfer_metrics(peer_us(params, point), point.bytes))
+        Ok(experiments::throughput_metrics(peer_us(params, point), point.bytes))
     }
 
     fn calibration_points(profile: &Profile) -> Vec<Params> {

@@ -9,22 +9,13 @@ use experiments::{Calibration, Metrics, Params, Profile};
 
 use crate::backend::SimError;
 use crate::fit::FitError;
+use crate::link::{bytes_per_us, check, fit_link, pinned_copy_us};
 use crate::models::{bytes_points, Model};
 
-use crate::solve::{fit_line, weighted_median};
+use crate::solve::weighted_median;
 use experiments::Sample;
 
 use experiments::{Direction, HostMemory, LinkParams, StagedParams, TransferParams, TransferPoint};
-
-/// Bytes per microsecond for a bandwidth in 10^9 bytes per second.
-fn bytes_per_us(gb_per_s: f64) -> f64 {
-    gb_per_s * 1e3
-}
-
-/// Time of one pinned copy, microseconds.
-pub fn pinned_copy_us(link: &LinkParams, bytes: u64) -> f64 {
-    link.latency_us + bytes as f64 / bytes_per_us(link.gb_per_s)
-}
 
 /// Time of a double-buffered two-stage pipeline over `bytes` cut into `chunk` pieces,
 /// where stage one runs at `first_gb_per_s` and stage two at `second_gb_per_s`.
@@ -89,47 +80,6 @@ pub fn copy_us(params: &TransferParams, point: &TransferPoint) -> f64 {
 
 /// Candidate staging chunk sizes: 64 KiB to 16 MiB.
 const STAGING_CANDIDATES: std::ops::RangeInclusive<u32> = 16..=24;
-
-pub(crate) fn check(what: &'static str, samples: &[Sample], needed: usize) -> Result<(), FitError> {
-    if samples.len() < needed {
-        return Err(FitError::BadSamples {
-            what,
-            reason: format!("{} samples, need {needed}", samples.len()),
-        });
-    }
-    if let Some(bad) = samples
-        .iter()
-        .find(|s| !(s.time_us.is_finite() && s.time_us > 0.0) || s.bytes == 0)
-    {
-        return Err(FitError::BadSamples {
-            what,
-            reason: format!("sample {bad:?} is not a positive size and time"),
-        });
-    }
-    Ok(())
-}
-
-/// Fits `time = latency + bytes / bandwidth` minimising the sum of absolute relative errors.
-pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
-    check("a pinned link", samples, 2)?;
-    let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.bytes as f64, s.time_us)).collect();
-    let (latency, slope) = fit_line(&points);
-    if !(slope.is_finite() && slope > 0.0) {
-        return Err(FitError::BadSamples {
-            what: "a pinned link",
-            reason: "time does not grow with size".into(),
-        });
-    }
-    Ok(LinkParams {
-        latency_us: latency,
-        gb_per_s: 1.0 / slope / 1e3,
-    })
-}
-
-/// Fits a link line on the samples `pick` keeps, as size and time.
-pub(crate) fn fit_link_of<T>(samples: &[T], pick: impl Fn(&T) -> Option<Sample>) -> Result<LinkParams, FitError> {
-    fit_link(&samples.iter().filter_map(pick).collect::<Vec<_>>())
-}
 
 /// Fits the pageable pipeline given the pinned link: a grid over staging chunk size and
 /// host copy bandwidth, with the latency solved exactly (a weighted median) at each grid point.
@@ -209,7 +159,7 @@ impl Model for FamilyModel {
     type Point = TransferPoint;
 
     fn predict(profile: &Profile, point: &TransferPoint) -> Result<Metrics, SimError> {
-        Ok(experiments::transfer_metrics(copy_us(&profile.transfer, point), point.bytes))
+        Ok(experiments::throughput_metrics(copy_us(&profile.transfer, point), point.bytes))
     }
 
     fn calibration_points(profile: &Profile) -> Vec<Params> {

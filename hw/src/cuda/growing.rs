@@ -52,13 +52,24 @@ pub(crate) struct GrowOutcome {
     pub(crate) not_measured: Option<String>,
 }
 
+/// What backs a [`GrowingBuffer`], and so how it grows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BackedBy {
+    /// cuMemAlloc the new size, copy, free the old.
+    Copy,
+    /// Managed memory, prefetched to the device.
+    Managed,
+    /// Physical chunks mapped into a reserved virtual range.
+    Vmm,
+}
+
 /// A device buffer that grows by one of the three strategies of the growth family. It owns
 /// every allocation it makes, and each frees itself on every path (after the context is
 /// synchronized); kernels run on it only through [`Gpu::enqueue`], which synchronizes before
 /// any memory can be freed or unmapped.
 pub(crate) struct GrowingBuffer<'g> {
     gpu: &'g Gpu,
-    strategy: experiments::GrowthStrategy,
+    strategy: BackedBy,
     capacity: Option<u64>,
     size: u64,
     /// Device bytes in use before the buffer held anything.
@@ -73,12 +84,8 @@ pub(crate) struct GrowingBuffer<'g> {
 impl<'g> GrowingBuffer<'g> {
     /// An empty buffer; with `capacity`, that much is set aside first (allocated for copy,
     /// allocated unbacked for managed, reserved as addresses for vmm).
-    pub(crate) fn new(
-        gpu: &'g Gpu,
-        strategy: experiments::GrowthStrategy,
-        capacity: Option<u64>,
-    ) -> Result<GrowingBuffer<'g>> {
-        use experiments::GrowthStrategy::*;
+    pub(crate) fn new(gpu: &'g Gpu, strategy: BackedBy, capacity: Option<u64>) -> Result<GrowingBuffer<'g>> {
+        use BackedBy::*;
         let mismatches = gpu.device_buffer(8)?;
         gpu.fill(&mismatches, 0)?;
         let stream = gpu.stream()?;
@@ -131,7 +138,7 @@ impl<'g> GrowingBuffer<'g> {
     /// Grows to `bytes`, keeping the contents. Running out of memory is an outcome, not an error;
     /// a managed grow that would pass `managed_limit` is not tried.
     pub(crate) fn grow(&mut self, bytes: u64, managed_limit: u64) -> Result<GrowOutcome> {
-        use experiments::GrowthStrategy::*;
+        use BackedBy::*;
         let old = self.size;
         let outcome = |grown: bool, peak_bytes: u64, refusal: Option<String>| GrowOutcome {
             grown,
@@ -223,8 +230,8 @@ impl<'g> GrowingBuffer<'g> {
     pub(crate) fn shrink(&mut self, bytes: u64) -> Result<u64> {
         let Backing::Vmm { layout, driver } = &mut self.backing else {
             return Err(HwError::Unsupported(format!(
-                "shrink: a {} buffer cannot give memory back in place",
-                self.strategy.name()
+                "shrink: a {:?} buffer cannot give memory back in place",
+                self.strategy
             )));
         };
         // Nothing may use the chunks being unmapped: every kernel ran inside Gpu::enqueue.
@@ -300,7 +307,6 @@ fn copy(gpu: &Gpu, to: DeviceSpan<'_>, from: DeviceSpan<'_>, bytes: u64) -> std:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use experiments::GrowthStrategy;
 
     /// Every guarded driver call of every strategy's grows is made to fail in turn; each time
     /// the error comes back as an error or a refusal, and once the buffer is gone every
@@ -312,7 +318,7 @@ mod tests {
         let (free, _) = gpu.memory_info().unwrap();
         let limit = free / 2;
         let mut paths = 0;
-        for strategy in GrowthStrategy::ALL {
+        for strategy in [BackedBy::Copy, BackedBy::Managed, BackedBy::Vmm] {
             for capacity in [None, Some(256u64 << 20)] {
                 for (code, name) in [
                     (sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY, "out of memory"),
@@ -331,8 +337,7 @@ mod tests {
                         assert_eq!(
                             driver::live_allocations(),
                             live,
-                            "{} reserve {capacity:?}: {name} at guarded call {fail_at} ({result:?}) left allocations behind",
-                            strategy.name()
+                            "{strategy:?} reserve {capacity:?}: {name} at guarded call {fail_at} ({result:?}) left allocations behind"
                         );
                         paths += 1;
                         if exhausted {

@@ -251,15 +251,18 @@ impl Kernel {
 
     /// CUDA's own answer: resident blocks per SM at this block size and dynamic shared memory.
     pub(crate) fn max_active_blocks(&self, threads: u32, dynamic_shared: u32) -> Result<u32> {
-        // SAFETY: as above; the call only reads the function's attributes.
+        let mut blocks = 0i32;
+        // SAFETY: as above; the call only reads the function's attributes and writes `blocks`.
         unsafe {
-            result::occupancy::max_active_block_per_multiprocessor(
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                &mut blocks,
                 self.function.cu_function(),
                 threads as i32,
                 dynamic_shared as usize,
             )
         }
-        .map(|blocks| blocks as u32)
+        .result()
+        .map(|()| blocks as u32)
         .map_err(HwError::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor"))
     }
 }

@@ -9,7 +9,7 @@
 //! - [`launch`] and [`kernels`]: kernels run only through [`Queue::launch`], which checks the
 //!   arguments against the kernel's declared parameter list and its bounds before the driver
 //!   sees them; device memory is passed as borrowed buffers, never as bare addresses.
-//! - [`policy_memory`], [`growing`], [`peer`]: device memory as the allocator replay, the
+//! - [`policy_memory`], [`growing`], [`cross_device`]: device memory as the allocator replay, the
 //!   growth family and the peer family use it.
 //!
 //! Allocation goes straight to cuMemAlloc / cuMemAllocHost (flags 0, plain pinned memory),
@@ -18,19 +18,19 @@
 //! before it returns: no copy or kernel can outlive the buffers it borrowed.
 
 mod context;
+mod cross_device;
 mod driver;
 mod growing;
 mod kernels;
 mod launch;
 mod memory;
-mod peer;
 mod policy_memory;
 mod vmm;
 
 pub use context::driver_present;
 pub(crate) use context::{Event, Gpu, Stream};
-pub(crate) use growing::GrowingBuffer;
+pub(crate) use cross_device::PeerBuffer;
+pub(crate) use growing::{BackedBy, GrowingBuffer};
 pub(crate) use launch::{kernel_for_width, Arg, Kernel, LaunchConfig, Queue};
 pub(crate) use memory::{DeviceBuffer, HostBuffer, ManagedBuffer};
-pub(crate) use peer::PeerBuffer;
 pub(crate) use policy_memory::PolicyMemory;
