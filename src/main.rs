@@ -153,12 +153,7 @@ enum Command {
 
 /// `--part`'s choices, from the calibration parts' registry.
 fn part_names() -> clap::builder::PossibleValuesParser {
-    let former = |name: &'static str| {
-        experiments::FORMER_NAMES
-            .iter()
-            .filter(move |(_, new)| *new == name)
-            .map(|(old, _)| *old)
-    };
+    let former = |name: &'static str| experiments::Family::from_name(name).and_then(experiments::Family::former_name);
     let names = ["all", "machine"]
         .into_iter()
         .map(clap::builder::PossibleValue::new)

@@ -1,9 +1,10 @@
 //! One home per family: outside its own files, no source file names a family. A family's
-//! files are the registry's line (`experiments/src/registry.rs`), its module in each layer
+//! files are its module in each layer
 //! (`experiments/src/<family>.rs`, `sim/src/<family>.rs`, `hw/src/<family>.rs`), its kernel
 //! (`kernels/<family>.cu`) and, for a family with a kernel, that kernel's launch contract in the
 //! CUDA core (`hw/src/cuda/kernels.rs`), kept there so every kernel's memory bounds are reviewed
-//! in the one module that may hold unsafe code.
+//! in the one module that may hold unsafe code. The registry of families is written at build
+//! time from a line in each family's `experiments` module, so no file lists them.
 //!
 //! The one other file a family may share is the suite catalog (`experiments/src/catalog.rs`),
 //! where a suite named like its family (growth) is listed. And a family's model may build on an
@@ -196,7 +197,6 @@ fn strays(root: &Path) -> BTreeMap<&'static str, Vec<String>> {
             .map(|crate_src| format!("{crate_src}/{family}.rs"))
             .collect();
         homes.push(format!("kernels/{family}.cu"));
-        homes.push("experiments/src/registry.rs".to_string());
         homes.push("experiments/src/catalog.rs".to_string());
         homes
     };
@@ -204,7 +204,7 @@ fn strays(root: &Path) -> BTreeMap<&'static str, Vec<String>> {
     let mut definers: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
     for family in Family::ALL {
         for (file, idents, _) in &files {
-            if homes(family.name()).contains(file) && !file.ends_with("registry.rs") {
+            if homes(family.name()).contains(file) {
                 for item in defined_items(idents) {
                     definers.entry(item).or_default().insert(family.name());
                 }
@@ -251,6 +251,55 @@ fn no_source_file_outside_a_familys_homes_names_it() {
         "families named outside their homes:\n{}",
         found.join("\n")
     );
+}
+
+/// For each family, the source files that name it: its own, then the later families' that
+/// build on it.
+fn files_naming(root: &Path) -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
+    let mut out = BTreeMap::new();
+    for family in Family::ALL {
+        let name = family.name();
+        let kernel = format!("{name}.cu");
+        let mut own: Vec<String> = source_files(root)
+            .into_iter()
+            .map(|path| path.strip_prefix(root).unwrap().display().to_string())
+            .filter(|file| {
+                let text = std::fs::read_to_string(root.join(file)).unwrap();
+                let code = text.split("\n#[cfg(test)]\n").next().unwrap_or_default();
+                let (idents, strings) = tokens(code);
+                let home = file.ends_with(&format!("/{name}.rs")) || file.ends_with(&format!("/{kernel}"));
+                home || idents.iter().any(|i| i == name || *i == camel(name))
+                    || strings.iter().any(|s| s == name || s.contains(&kernel))
+            })
+            .collect();
+        let dependents: Vec<String> = BUILDS_ON
+            .iter()
+            .filter(|(used, _, _)| *used == name)
+            .map(|(_, by, _)| by.to_string())
+            .collect();
+        own.retain(|file| !dependents.contains(file));
+        out.insert(name, (own, dependents));
+    }
+    out
+}
+
+#[test]
+fn a_family_lives_in_at_most_five_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (family, (own, dependents)) in files_naming(root) {
+        eprintln!(
+            "{family}: {} own ({}); built on in {}",
+            own.len(),
+            own.join(", "),
+            dependents.len()
+        );
+        assert!(
+            own.len() <= 5,
+            "{family} lives in {} files: {}",
+            own.len(),
+            own.join(", ")
+        );
+    }
 }
 
 #[test]

@@ -1,4 +1,6 @@
 //! Shared-memory banks: one warp's load, its wavefronts and what a conflict costs.
+//!
+//! family: 4 Banks(BankPoint) [BankParams] {BankSample}
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +22,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
         in_all: true,
         cases: || bank_calibration_cases().len(),
     }),
+    former_name: Some("shared"),
 };
 
 /// The typed point of checked parameters.

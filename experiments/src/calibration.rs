@@ -49,7 +49,7 @@ macro_rules! calibration_struct {
         }
     };
 }
-crate::for_each_family!(calibration_struct);
+for_each_family!(calibration_struct);
 
 macro_rules! calibration_new {
     ($( $(#[$doc:meta])* $module:ident : $Variant:ident($Point:ty) $([$Section:ty])? $({$Sample:ty})? ),* $(,)?) => {
@@ -76,16 +76,16 @@ macro_rules! calibration_new {
         }
     };
 }
-crate::for_each_family!(calibration_new);
+for_each_family!(calibration_new);
 
 impl Calibration {
     /// Reads a calibration's JSON (`vramlab calibrate`'s samples file), also one written before
-    /// each family had one name in every layer ([`crate::FORMER_NAMES`]).
+    /// each family had one name in every layer ([`crate::former_names`]).
     pub fn from_json(origin: &str, text: &str) -> crate::Result<Calibration> {
         let invalid = |e: serde_json::Error| crate::Error::Invalid(format!("{origin}: {e}"));
         let mut value: serde_json::Value = serde_json::from_str(text).map_err(invalid)?;
         if let Some(fields) = value.as_object_mut() {
-            for (old, new) in crate::FORMER_NAMES {
+            for (old, new) in crate::former_names() {
                 if let Some(samples) = fields.remove(old) {
                     fields.insert(new.to_string(), samples);
                 }
@@ -208,10 +208,8 @@ pub fn calibration_parts(selection: &str) -> Option<Vec<&'static CalibrationPart
         "machine" => CALIBRATION_PARTS.iter().filter(|p| p.machine).collect(),
         name => {
             // The parts' names before each family had one name in every layer.
-            let name = crate::FORMER_NAMES
-                .iter()
-                .find(|(old, _)| *old == name)
-                .map_or(name, |(_, new)| new);
+            let renamed = Family::ALL.into_iter().find(|f| f.former_name() == Some(name));
+            let name: &str = renamed.map_or(name, |f| f.name());
             CALIBRATION_PARTS.iter().filter(|p| p.name == name).collect()
         }
     };

@@ -1,4 +1,6 @@
 //! Coalescing: global-memory reads with a stride, offset and lane mask, served by the L2 or DRAM.
+//!
+//! family: 5 Coalescing(CoalescingPoint) [CoalescingParams] {CoalescingSample}
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
         in_all: true,
         cases: || coalescing_calibration_cases().len(),
     }),
+    former_name: Some("global"),
 };
 
 /// The typed point of checked parameters.

@@ -1,4 +1,6 @@
 //! Constant memory: a warp naming 1..32 distinct words, served one address per pass, warm or cold.
+//!
+//! family: 7 Constant(ConstantPoint) [ConstantParams] {ConstantSample}
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +22,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
         in_all: true,
         cases: || constant_calibration_cases().len(),
     }),
+    former_name: None,
 };
 
 /// The typed point of checked parameters.

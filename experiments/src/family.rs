@@ -52,7 +52,7 @@ macro_rules! family_enums {
         }
     };
 }
-crate::for_each_family!(family_enums);
+for_each_family!(family_enums);
 
 /// How a parameter's values are written and checked.
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +119,9 @@ pub(crate) struct FamilyInfo {
     /// Further metrics reports plot along its axis, beside the compared one, with their titles.
     pub(crate) also_plotted: &'static [(&'static str, &'static str)],
     pub(crate) calibration: Option<CalibrationInfo>,
+    /// The name its profile section and calibration part had before each family had one name
+    /// in every layer, still read.
+    pub(crate) former_name: Option<&'static str>,
 }
 
 /// Checked parameters, read by name as the kind their spec gave them.
@@ -180,6 +183,11 @@ impl Family {
     /// The metric that reports compare between prediction and measurement.
     pub fn primary_metric(self) -> &'static str {
         self.info().primary_metric
+    }
+
+    /// The name its profile section and calibration part had before, if it had another.
+    pub fn former_name(self) -> Option<&'static str> {
+        self.info().former_name
     }
 
     /// How its sweeps are drawn: the x axis, then the compared metric's.

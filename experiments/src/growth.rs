@@ -1,4 +1,6 @@
 //! Growth: a device buffer doubled by copying, managed memory or VMM, with or without a reserve.
+//!
+//! family: 8 Growth(GrowthPoint) [GrowthParams] {GrowthSample}
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
         in_all: true,
         cases: || 6 * growth_calibration_bytes().len(),
     }),
+    former_name: None,
 };
 
 /// The typed point of checked parameters.

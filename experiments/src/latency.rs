@@ -1,4 +1,6 @@
 //! The latency ladder: one thread chasing pointers through a footprint, served by the L1, L2 or DRAM.
+//!
+//! family: 6 Latency(LatencyPoint) [LatencyParams] {LatencySample}
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +22,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
         in_all: true,
         cases: || latency_calibration_bytes().len(),
     }),
+    former_name: None,
 };
 
 /// The typed point of checked parameters.

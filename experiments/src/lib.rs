@@ -4,6 +4,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[macro_use]
+mod registry;
 mod alloc_conf;
 mod backend;
 mod calibration;
@@ -15,7 +17,6 @@ mod params;
 mod policy;
 mod profile;
 mod record;
-mod registry;
 mod replay_record;
 mod stats;
 mod suite;
@@ -44,7 +45,7 @@ pub use profile::{
     machine_parts, this_machine, LinkParams, Profile, ProfileDevice, SmParams, Uncertainty, DEFAULT_PROFILE,
 };
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record, CODE_COMMIT};
-pub use registry::FORMER_NAMES;
+pub use registry::former_names;
 pub use replay_record::{
     BlockView, PolicyResult, PytorchStats, ReplayRecord, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint,
 };

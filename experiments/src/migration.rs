@@ -1,4 +1,6 @@
 //! Managed-memory migration: a kernel reading host-written managed memory, on demand or prefetched.
+//!
+//! family: 10 Migration(MigrationPoint) [MigrationParams] {MigrationSample}
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
         in_all: true,
         cases: || 2 * migration_calibration_bytes().len(),
     }),
+    former_name: None,
 };
 
 /// The typed point of checked parameters.

@@ -1,4 +1,6 @@
 //! Occupancy: how many blocks of a kernel shape one SM holds.
+//!
+//! family: 3 Occupancy(OccupancyPoint)
 
 
 use crate::family::{spec, AxisScale, FamilyInfo, ParamKind, ParamReader, ParamSpec};
@@ -15,6 +17,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     drawn_as_agreement: true,
     also_plotted: &[],
     calibration: None,
+    former_name: None,
 };
 
 /// The typed point of checked parameters.

@@ -1,4 +1,6 @@
 //! Copy/compute overlap: a pinned upload cut into chunks over several streams, each chunk followed by a kernel.
+//!
+//! family: 2 Overlap(OverlapPoint)
 
 
 use crate::family::{spec, AxisScale, FamilyInfo, ParamKind, ParamReader, ParamSpec};
@@ -15,6 +17,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
     drawn_as_agreement: false,
     also_plotted: &[],
     calibration: None,
+    former_name: None,
 };
 
 /// The typed point of checked parameters.

@@ -1,4 +1,6 @@
 //! Peer reads: one GPU reading another's memory through a VMM mapping or peer access.
+//!
+//! family: 11 Peer(PeerPoint) [PeerParams] {PeerSample}
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
         in_all: false,
         cases: || 2 * peer_calibration_bytes().len(),
     }),
+    former_name: None,
 };
 
 /// The typed point of checked parameters.

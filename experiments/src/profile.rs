@@ -83,7 +83,7 @@ macro_rules! profile_struct {
         }
     };
 }
-crate::for_each_family!(profile_struct);
+for_each_family!(profile_struct);
 
 /// The spread of repeated measurements, per family (a fraction: 0.03 is 3%).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -288,7 +288,7 @@ fn check_number(origin: &str, section: &str, key: &str, value: &toml::Value) -> 
 fn with_family_section_names(text: &str) -> String {
     let renamed = |line: &str| -> Option<String> {
         let header = line.trim_start().strip_prefix('[')?;
-        crate::FORMER_NAMES.iter().find_map(|(old, new)| {
+        crate::former_names().into_iter().find_map(|(old, new)| {
             let rest = header.strip_prefix(old)?;
             (rest.starts_with(']') || rest.starts_with('.')).then(|| format!("[{new}{rest}"))
         })

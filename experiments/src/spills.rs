@@ -1,4 +1,6 @@
 //! Register spills: a loop keeping values live under a register cap, and its local-memory traffic.
+//!
+//! family: 9 Spills(SpillPoint) [SpillParams] {SpillSample}
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
         in_all: true,
         cases: || spill_calibration_cases().len(),
     }),
+    former_name: None,
 };
 
 /// The typed point of checked parameters.

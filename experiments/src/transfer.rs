@@ -1,4 +1,6 @@
 //! Transfers: one host <-> device copy, pinned or pageable, and what it costs.
+//!
+//! family: 1 Transfer(TransferPoint)
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,7 @@ pub(crate) const FAMILY: FamilyInfo = FamilyInfo {
         in_all: true,
         cases: || 4 * calibration_sizes().len(),
     }),
+    former_name: None,
 };
 
 /// The typed point of checked parameters.
