@@ -2,7 +2,6 @@
 //!
 //! family: 3 Occupancy(OccupancyPoint)
 
-
 use crate::family::{spec, AxisScale, FamilyInfo, ParamKind, ParamReader, ParamSpec};
 use crate::*;
 

@@ -2,7 +2,6 @@
 //!
 //! family: 2 Overlap(OverlapPoint)
 
-
 use crate::family::{spec, AxisScale, FamilyInfo, ParamKind, ParamReader, ParamSpec};
 use crate::*;
 

@@ -4,7 +4,6 @@ use experiments::{bank_calibration_cases, cycles_metrics, BankPoint, BankSample,
 
 use crate::probes::Probe;
 
-
 use crate::cuda::{kernel_for_width, Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
 use crate::timing::median_clock64;

@@ -6,7 +6,6 @@ use crate::probes::Probe;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 
-
 use crate::cuda::{kernel_for_width, Arg, DeviceBuffer, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
 use crate::timing::{median_us, Repeats};

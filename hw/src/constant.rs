@@ -4,7 +4,6 @@ use experiments::{constant_calibration_cases, cycles_metrics, Calibration, Const
 
 use crate::probes::Probe;
 
-
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
 use crate::timing::median_clock64;

@@ -8,7 +8,6 @@ use crate::probes::Probe;
 
 use std::time::Instant;
 
-
 use crate::cuda::{BackedBy, Gpu, GrowingBuffer, Kernel};
 use crate::error::{HwError, Result};
 

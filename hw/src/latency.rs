@@ -4,7 +4,6 @@ use experiments::{cycles_metrics, latency_calibration_bytes, Calibration, Latenc
 
 use crate::probes::Probe;
 
-
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
 use crate::timing::median_clock64;

@@ -8,8 +8,6 @@ use experiments::{median, migration_calibration_bytes, throughput_metrics, Calib
 
 use crate::probes::Probe;
 
-
-
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig, ManagedBuffer};
 use crate::error::{HwError, Result};
 

@@ -1,6 +1,5 @@
 //! CUDA's own occupancy answer for the kernel shapes of the occupancy family.
 
-
 use crate::probes::Probe;
 
 use std::collections::HashMap;
@@ -15,7 +14,6 @@ use crate::cuda::{Gpu, Kernel};
 use crate::error::{HwError, Result};
 
 const SOURCE: &str = include_str!("../../kernels/occupancy.cu");
-
 
 /// Compiled variants of kernels/occupancy.cu, one per (register cap, static shared bytes).
 pub(crate) struct OccupancyProbe {

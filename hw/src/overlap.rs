@@ -5,7 +5,6 @@ use experiments::{median, overlap_metrics, Metrics, OverlapPoint};
 
 use crate::probes::Probe;
 
-
 use crate::cuda::{Event, Gpu, Stream};
 use crate::spin::Spin;
 use crate::error::{HwError, Result};

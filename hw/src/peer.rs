@@ -9,7 +9,6 @@ use crate::probes::Probe;
 
 use cudarc::driver::sys::CUdevice_attribute;
 
-
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig, PeerBuffer};
 use crate::error::{HwError, Result};
 use crate::timing::{median_us, Repeats};

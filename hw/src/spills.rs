@@ -11,7 +11,6 @@ use std::collections::HashMap;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 
-
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
 use crate::timing::{median_us, Repeats};

@@ -17,7 +17,6 @@ use crate::spin::Spin;
 
 use std::cell::Cell;
 
-
 use crate::cuda::{DeviceBuffer, Gpu, HostBuffer};
 use crate::error::{HwError, Result};
 use crate::timing::{fill_pattern, median_us, Repeats, Timing};
