@@ -310,8 +310,7 @@ pub const DEFAULT_PROFILE: &str = "h100";
 /// The parts of a profile that belong to the machine a GPU sits in rather than to the GPU model:
 /// host memory and the PCIe link (copies; pageable ones go through host memory), and the driver
 /// (growing buffers, managed-memory migration); the [`crate::CALIBRATION_PARTS`] marked
-/// `machine`. The others (banks, coalescing, latency, constant, spills, the SM's limits) are the GPU
-/// model's own and travel with it. Measured on freshly started machines (issue 13), built-in
+/// `machine`. The others, and the SM's limits, are the GPU model's own and travel with it. Measured on freshly started machines (issue 13), built-in
 /// profiles held to a few percent for the GPU's parts and missed by 6-26% median for these.
 pub fn machine_parts() -> Vec<&'static str> {
     crate::CALIBRATION_PARTS

@@ -9,7 +9,7 @@
 //! The first version split 8- and 16-byte loads into half- and quarter-warp phases. The H100
 //! showed that wrong for broadcasts (one pass, not 2 or 4, for every lane loading the same
 //! 8 or 16 bytes: reports/reference/h100/hierarchy) and the whole-warp count matched all 57
-//! measured cases. The rule has no fitted constant; the strides added afterwards and the
+//! measured cases. The rule has no fitted term; the strides added afterwards and the
 //! H200 run validate it on cases it was not derived from.
 
 use experiments::{Calibration, Family, Metrics, Params, Profile};
