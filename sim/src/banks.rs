@@ -361,3 +361,47 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fit_tests {
+    
+    
+    use crate::*;
+    
+    use experiments::*;
+
+    #[test]
+    fn recovers_known_bank_costs_and_names_its_cases() {
+        let truth = |wavefronts: f64| 29.0 + 2.0 * (wavefronts - 1.0);
+        let samples: Vec<BankSample> = [(4, 1, 1.0), (4, 2, 2.0), (4, 4, 4.0), (4, 8, 8.0)]
+            .iter()
+            .map(|&(width, stride, w)| BankSample {
+                width,
+                stride,
+                cycles: truth(w),
+            })
+            .collect();
+        let fitted = fit_banks(&samples, "test".into()).unwrap();
+        assert!(
+            (fitted.base_cycles - 29.0).abs() < 1e-6 && (fitted.wavefront_cycles - 2.0).abs() < 1e-6,
+            "{fitted:?}"
+        );
+        assert_eq!(fitted.calibration_cases, vec![(4, 1), (4, 2), (4, 4), (4, 8)]);
+        let flat = [
+            BankSample {
+                width: 4,
+                stride: 1,
+                cycles: 30.0,
+            },
+            BankSample {
+                width: 4,
+                stride: 3,
+                cycles: 30.0,
+            },
+        ];
+        assert!(
+            fit_banks(&flat, "test".into()).is_err(),
+            "one wavefront count cannot fit a slope"
+        );
+    }
+}

@@ -696,3 +696,87 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fit_tests {
+    use crate::fit::sm_params;
+    use crate::coalescing::read_time;
+    use crate::*;
+    use experiments::coalescing_calibration_cases;
+    use experiments::*;
+
+    fn h100_sm() -> SmParams {
+        sm_params(
+            "9.0",
+            &SmAttributes {
+                warp_size: 32,
+                max_threads_per_sm: 2048,
+                max_threads_per_block: 1024,
+                max_blocks_per_sm: 32,
+                registers_per_sm: 65536,
+                registers_per_block: 65536,
+                shared_bytes_per_sm: 233472,
+                shared_bytes_per_block: 49152,
+                shared_bytes_per_block_optin: 232448,
+                reserved_shared_bytes_per_block: 1024,
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn recovers_a_known_read_model_from_the_calibration_cases() {
+        let machine = CoalescingMachine {
+            l2_bytes: 50 << 20,
+            launch_us: 4.0,
+            sm: h100_sm(),
+            multiprocessors: 132,
+            read_kernel_registers: 16,
+        };
+        let truth = CoalescingParams {
+            source: "truth".into(),
+            sector_bytes: 32,
+            line_bytes: 128,
+            l2_bytes: machine.l2_bytes,
+            dram_fetch_bytes: 64,
+            dram_gb_per_s: 3200.0,
+            dram_page_bytes: 1024,
+            dram_page_gb_per_s: 30000.0,
+            l2_gb_per_s: 9000.0,
+            l2_lines_g_per_s: 90.0,
+            dram_latency_ns: 380.0,
+            l2_latency_ns: 160.0,
+            line_latency_ns: 4.0,
+            overlap_exponent: 2.5,
+            read_kernel_registers: 16,
+            launch_us: 4.0,
+            calibration_cases: vec![],
+        };
+        let samples: Vec<CoalescingSample> = coalescing_calibration_cases()
+            .into_iter()
+            .map(|(width, stride, bytes)| {
+                let point = CoalescingPoint::calibration(width, stride, bytes);
+                CoalescingSample {
+                    width,
+                    stride,
+                    bytes,
+                    time_us: read_time(&truth, &machine.sm, 132, &point).unwrap().total_us,
+                }
+            })
+            .collect();
+        let fitted = fit_coalescing(&samples, &machine, "fit".into()).unwrap();
+        assert_eq!(fitted.dram_fetch_bytes, 64, "{fitted:?}");
+        for (name, got, want) in [
+            ("dram", fitted.dram_gb_per_s, 3200.0),
+            ("l2", fitted.l2_gb_per_s, 9000.0),
+            ("dram latency", fitted.dram_latency_ns, 380.0),
+            ("l2 latency", fitted.l2_latency_ns, 160.0),
+            ("exponent", fitted.overlap_exponent, 2.5),
+            ("pages", fitted.dram_page_gb_per_s, 30000.0),
+            ("lines", fitted.l2_lines_g_per_s, 90.0),
+            ("line latency", fitted.line_latency_ns, 4.0),
+        ] {
+            assert!((got / want - 1.0).abs() < 0.03, "{name}: {got} vs {want}; {fitted:?}");
+        }
+    }
+}

@@ -285,3 +285,59 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fit_tests {
+    
+    
+    use crate::*;
+    
+    use experiments::*;
+
+    #[test]
+    fn recovers_a_known_latency_ladder() {
+        let truth = LatencyParams {
+            source: "t".into(),
+            l1_bytes: 248 << 10,
+            l2_bytes: 50 << 20,
+            l1_cycles: 38.0,
+            l2_cycles: 270.0,
+            dram_cycles: 650.0,
+            l1_sharpness: 20.0,
+            l2_effective_bytes: 22 << 20,
+            l2_sharpness: 4.0,
+            l2_far_share: 0.4,
+            l2_far_bytes: 50 << 20,
+            calibration_bytes: vec![],
+        };
+        let samples: Vec<LatencySample> = experiments::latency_calibration_bytes()
+            .into_iter()
+            .map(|bytes| LatencySample {
+                bytes,
+                cycles: crate::latency::chase_cycles(&truth, &experiments::LatencyPoint { bytes }),
+            })
+            .collect();
+        let fitted = fit_latency(&samples, truth.l1_bytes, truth.l2_bytes, "t".into()).unwrap();
+        for (got, want) in [
+            (fitted.l1_cycles, 38.0),
+            (fitted.l2_cycles, 270.0),
+            (fitted.dram_cycles, 650.0),
+            (fitted.l1_sharpness, 20.0),
+        ] {
+            assert!((got / want - 1.0).abs() < 1e-3, "{fitted:?}");
+        }
+        // The L2's two steps may fit with other parameters; what must hold is the prediction.
+        for k in 12..32 {
+            let point = experiments::LatencyPoint { bytes: 1 << k };
+            let (got, want) = (
+                crate::latency::chase_cycles(&fitted, &point),
+                crate::latency::chase_cycles(&truth, &point),
+            );
+            assert!(
+                (got / want - 1.0).abs() < 0.03,
+                "{} B: {got} vs {want}; {fitted:?}",
+                1u64 << k
+            );
+        }
+    }
+}

@@ -56,3 +56,66 @@ pub fn fit_link(samples: &[Sample]) -> Result<LinkParams, FitError> {
 pub(crate) fn fit_link_of<T>(samples: &[T], pick: impl Fn(&T) -> Option<Sample>) -> Result<LinkParams, FitError> {
     fit_link(&samples.iter().filter_map(pick).collect::<Vec<_>>())
 }
+
+#[cfg(test)]
+mod fit_tests {
+    use crate::link::pinned_copy_us;
+    use crate::*;
+    use experiments::Sample;
+    use experiments::*;
+
+    #[test]
+    fn recovers_a_known_link() {
+        let truth = LinkParams {
+            latency_us: 3.0,
+            gb_per_s: 52.0,
+        };
+        let samples: Vec<Sample> = (10..30)
+            .step_by(3)
+            .map(|k| Sample {
+                bytes: 3 << k,
+                time_us: pinned_copy_us(&truth, 3 << k),
+            })
+            .collect();
+        let fitted = fit_link(&samples).unwrap();
+        assert!(
+            (fitted.latency_us - 3.0).abs() < 1e-6 && (fitted.gb_per_s - 52.0).abs() < 1e-6,
+            "{fitted:?}"
+        );
+    }
+
+    #[test]
+    fn one_disturbed_sample_does_not_move_the_link() {
+        let truth = LinkParams {
+            latency_us: 2.0,
+            gb_per_s: 55.0,
+        };
+        let mut samples: Vec<Sample> = (10..=28)
+            .step_by(2)
+            .map(|k| Sample {
+                bytes: 3 << k,
+                time_us: pinned_copy_us(&truth, 3 << k),
+            })
+            .collect();
+        samples[3].time_us *= 3.0;
+        samples[7].time_us *= 1.25;
+        let fitted = fit_link(&samples).unwrap();
+        assert!(
+            (fitted.gb_per_s - 55.0).abs() < 0.05 && (fitted.latency_us - 2.0).abs() < 0.01,
+            "{fitted:?}"
+        );
+    }
+
+    #[test]
+    fn refuses_too_few_or_bad_samples() {
+        assert!(fit_link(&[Sample { bytes: 1, time_us: 1.0 }]).is_err());
+        let bad = [
+            Sample { bytes: 1, time_us: 1.0 },
+            Sample {
+                bytes: 2,
+                time_us: f64::NAN,
+            },
+        ];
+        assert!(fit_link(&bad).unwrap_err().to_string().contains("not a positive"));
+    }
+}

@@ -130,3 +130,14 @@ mod tests {
         assert_eq!(m, 2.0);
     }
 }
+
+#[cfg(test)]
+mod fit_tests {
+    use crate::solve::*;
+
+    #[test]
+    fn weighted_median_minimises_weighted_distance() {
+        assert_eq!(weighted_median(vec![(1.0, 1.0), (2.0, 1.0), (10.0, 1.0)]), 2.0);
+        assert_eq!(weighted_median(vec![(1.0, 5.0), (2.0, 1.0), (10.0, 1.0)]), 1.0);
+    }
+}

@@ -272,3 +272,41 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fit_tests {
+    
+    
+    use crate::*;
+    use experiments::Sample;
+    use experiments::*;
+
+    #[test]
+    fn recovers_a_known_pipeline() {
+        let link = LinkParams {
+            latency_us: 2.0,
+            gb_per_s: 52.0,
+        };
+        let truth = StagedParams {
+            latency_us: 8.0,
+            host_gb_per_s: 20.0,
+            staging_bytes: 1 << 20,
+        };
+        let samples: Vec<Sample> = (10..30)
+            .step_by(3)
+            .map(|k| Sample {
+                bytes: 3 << k,
+                time_us: pageable_copy_us(&link, &truth, Direction::HostToDevice, 3 << k),
+            })
+            .collect();
+        let fitted = fit_staged(&link, Direction::HostToDevice, &samples).unwrap();
+        for s in &samples {
+            let p = pageable_copy_us(&link, &fitted, Direction::HostToDevice, s.bytes);
+            assert!(
+                ((p - s.time_us) / s.time_us).abs() < 0.02,
+                "{fitted:?} at {} B",
+                s.bytes
+            );
+        }
+    }
+}
