@@ -2,10 +2,9 @@
 
 use experiments::{bank_calibration_cases, cycles_metrics, BankPoint, BankSample, Calibration, Metrics};
 
-use crate::probes::Probe;
-
 use crate::cuda::{kernel_for_width, Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
+use crate::probes::Probe;
 use crate::timing::median_clock64;
 
 const SOURCE: &str = include_str!("../../kernels/banks.cu");

@@ -1,13 +1,11 @@
 //! Global-memory reads with a stride, offset and lane mask, timed with events.
 
-use experiments::{coalescing_calibration_cases, coalescing_metrics, Calibration, CoalescingPoint, CoalescingSample, Metrics, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS};
-
-use crate::probes::Probe;
-
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use experiments::{coalescing_calibration_cases, coalescing_metrics, Calibration, CoalescingPoint, CoalescingSample, Metrics, READ_KERNEL_BLOCKS_PER_SM, READ_KERNEL_THREADS};
 
 use crate::cuda::{kernel_for_width, Arg, DeviceBuffer, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
+use crate::probes::Probe;
 use crate::timing::{median_us, Repeats};
 
 const SOURCE: &str = include_str!("../../kernels/coalescing.cu");

@@ -2,10 +2,9 @@
 
 use experiments::{constant_calibration_cases, cycles_metrics, Calibration, ConstantPoint, ConstantSample, Metrics};
 
-use crate::probes::Probe;
-
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
+use crate::probes::Probe;
 use crate::timing::median_clock64;
 
 const SOURCE: &str = include_str!("../../kernels/constant.cu");

@@ -2,14 +2,13 @@
 //! stamps it with a kernel, times the grow on the host clock (the grow ends synchronized), and
 //! checks with a kernel that everything written before is still there, grown or refused.
 
-use experiments::{growth_calibration_bytes, growth_metrics, Calibration, GrowthPoint, GrowthSample, GrowthStrategy, MANAGED_LIMIT_FRACTION, Metrics};
-
-use crate::probes::Probe;
-
 use std::time::Instant;
+
+use experiments::{growth_calibration_bytes, growth_metrics, Calibration, GrowthPoint, GrowthSample, GrowthStrategy, MANAGED_LIMIT_FRACTION, Metrics};
 
 use crate::cuda::{BackedBy, Gpu, GrowingBuffer, Kernel};
 use crate::error::{HwError, Result};
+use crate::probes::Probe;
 
 pub(crate) struct GrowthProbe {
     stamp: Kernel,

@@ -2,10 +2,9 @@
 
 use experiments::{cycles_metrics, latency_calibration_bytes, Calibration, LatencyPoint, LatencySample, Metrics};
 
-use crate::probes::Probe;
-
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::{HwError, Result};
+use crate::probes::Probe;
 use crate::timing::median_clock64;
 
 const SOURCE: &str = include_str!("../../kernels/latency.cu");

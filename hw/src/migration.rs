@@ -2,14 +2,12 @@
 //! kernel reads and checks every word, after a prefetch or letting its page faults move the
 //! pages. Events time prefetch plus kernel; the host rewrites the buffer before every sample.
 
-use rayon::prelude::*;
-
 use experiments::{median, migration_calibration_bytes, throughput_metrics, Calibration, Metrics, MigrationPoint, MigrationSample};
-
-use crate::probes::Probe;
+use rayon::prelude::*;
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig, ManagedBuffer};
 use crate::error::{HwError, Result};
+use crate::probes::Probe;
 
 const SAMPLES: usize = 5;
 

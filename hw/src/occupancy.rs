@@ -1,17 +1,14 @@
 //! CUDA's own occupancy answer for the kernel shapes of the occupancy family.
 
-use crate::probes::Probe;
-
 use std::collections::HashMap;
 
 use cudarc::driver::sys::CUfunction_attribute;
-
 use experiments::{occupancy_metrics, Metrics, OccupancyPoint, SmAttributes};
 
 use crate::calibrate::sm_attributes;
-
 use crate::cuda::{Gpu, Kernel};
 use crate::error::{HwError, Result};
+use crate::probes::Probe;
 
 const SOURCE: &str = include_str!("../../kernels/occupancy.cu");
 

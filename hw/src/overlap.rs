@@ -3,11 +3,10 @@
 
 use experiments::{median, overlap_metrics, Metrics, OverlapPoint};
 
-use crate::probes::Probe;
-
 use crate::cuda::{Event, Gpu, Stream};
-use crate::spin::Spin;
 use crate::error::{HwError, Result};
+use crate::probes::Probe;
+use crate::spin::Spin;
 use crate::timing::{fill_pattern, median_us, Repeats};
 
 /// Timed samples of each schedule per point.

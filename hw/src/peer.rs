@@ -3,14 +3,12 @@
 //! allocation, access set for both devices) or by peer access (cuMemAlloc and
 //! cuCtxEnablePeerAccess). On a machine with one GPU every point reports itself skipped.
 
-use experiments::{peer_calibration_bytes, throughput_metrics, Calibration, Metrics, PeerPoint, PeerSample};
-
-use crate::probes::Probe;
-
 use cudarc::driver::sys::CUdevice_attribute;
+use experiments::{peer_calibration_bytes, throughput_metrics, Calibration, Metrics, PeerPoint, PeerSample};
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig, PeerBuffer};
 use crate::error::{HwError, Result};
+use crate::probes::Probe;
 use crate::timing::{median_us, Repeats};
 
 pub(crate) struct PeerProbe {

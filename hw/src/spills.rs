@@ -2,17 +2,15 @@
 //! what the compiler used (registers, local bytes), and the kernel time per loop iteration with
 //! every SM holding as many blocks as fit.
 
-use experiments::{spill_calibration_cases, spill_metrics, Calibration, Metrics, SPILL_KERNEL_THREADS, SpillPoint, SpillSample};
-
-use crate::probes::Probe;
-
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use experiments::{spill_calibration_cases, spill_metrics, Calibration, Metrics, SPILL_KERNEL_THREADS, SpillPoint, SpillSample};
 
 use crate::cuda::{Arg, Gpu, Kernel, LaunchConfig};
 use crate::error::Result;
+use crate::probes::Probe;
 use crate::timing::{median_us, Repeats};
 
 const SOURCE: &str = include_str!("../../kernels/spills.cu");

@@ -7,18 +7,18 @@
 //!
 //! The arena is kept from one point to the next while the host memory stays the same kind
 //! ([`CopyArena`]): allocating, pinning and filling a fresh gigabyte for every point took most of
-//! a calibration's copy time. Before each point the side the copies write is overwritten, so a
-//! copy that did not happen cannot pass the check with bytes an earlier point left.
-
-use experiments::{calibration_sizes, throughput_metrics, Calibration, Direction, HostMemory, Metrics, Sample, TransferPoint};
-
-use crate::probes::Probe;
-use crate::spin::Spin;
+//! a calibration's copy time. Before each point the slots read back afterwards are overwritten
+//! on the side the copies write, so a copy that did not happen cannot pass the check with bytes
+//! an earlier point left.
 
 use std::cell::Cell;
 
+use experiments::{calibration_sizes, throughput_metrics, Calibration, Direction, HostMemory, Metrics, Sample, TransferPoint};
+
 use crate::cuda::{DeviceBuffer, Gpu, HostBuffer};
 use crate::error::{HwError, Result};
+use crate::probes::Probe;
+use crate::spin::Spin;
 use crate::timing::{fill_pattern, median_us, Repeats, Timing};
 
 /// Small copies are timed in batches so one sample lasts well above the event resolution.
@@ -64,9 +64,7 @@ impl CopyArena {
 
     fn fill_host_with_pattern(&mut self) {
         if !self.host_holds_pattern {
-            for (block, chunk) in self.host.contents_mut().chunks_mut(PATTERN_BLOCK).enumerate() {
-                fill_pattern(chunk, self.seed, block as u64);
-            }
+            fill_pattern_blocks(self.host.contents_mut(), self.seed, 0);
             self.host_holds_pattern = true;
         }
     }
@@ -99,14 +97,20 @@ impl CopyArena {
     }
 }
 
+/// Fills `out` with the arena's pattern from block `first` on: every [`PATTERN_BLOCK`] bytes
+/// restart the generator, keyed by the block's index.
+fn fill_pattern_blocks(out: &mut [u8], seed: u64, first: usize) {
+    for (i, chunk) in out.chunks_mut(PATTERN_BLOCK).enumerate() {
+        fill_pattern(chunk, seed, (first + i) as u64);
+    }
+}
+
 /// The pattern's bytes at `range` of the arena.
 fn pattern_at(seed: u64, range: std::ops::Range<usize>) -> Vec<u8> {
     let first = range.start / PATTERN_BLOCK;
     let last = range.end.div_ceil(PATTERN_BLOCK);
     let mut blocks = vec![0u8; (last - first) * PATTERN_BLOCK];
-    for (i, chunk) in blocks.chunks_mut(PATTERN_BLOCK).enumerate() {
-        fill_pattern(chunk, seed, (first + i) as u64);
-    }
+    fill_pattern_blocks(&mut blocks, seed, first);
     let skip = range.start - first * PATTERN_BLOCK;
     blocks[skip..skip + range.len()].to_vec()
 }
