@@ -664,7 +664,25 @@ fn calibrate(out: &Path, part: &str, into: Option<&Path>, name: &str, seed: u64)
         .unwrap_or(name);
     let parts = hw::Parts::select(part).with_context(|| format!("--part {part}: no such part"))?;
     let progress = Progress::new(hw::calibration_steps(&parts), "cases");
-    let calibration = hw::measure_calibration(&parts, seed, &|| progress.tick())?;
+    // With VRAMLAB_CASE_SECONDS set, each case's wall time goes to stderr: where a calibration's
+    // time goes, for deciding what a quicker one may measure less of.
+    let trace_cases = std::env::var_os("VRAMLAB_CASE_SECONDS").is_some();
+    let (case, case_started) = (
+        std::cell::Cell::new(0u64),
+        std::cell::Cell::new(std::time::Instant::now()),
+    );
+    let calibration = hw::measure_calibration(&parts, seed, &|| {
+        progress.tick();
+        if trace_cases {
+            case.set(case.get() + 1);
+            eprintln!(
+                "case {} {:.3} s",
+                case.get(),
+                case_started.get().elapsed().as_secs_f64()
+            );
+            case_started.set(std::time::Instant::now());
+        }
+    })?;
     progress.finish();
     let samples = out.with_extension("samples.json");
     let json = serde_json::to_vec_pretty(&calibration).context("serialising the calibration samples")?;

@@ -187,7 +187,10 @@ pub fn read_time(
     let lines_per_load = pieces_in_warp(point, u64::from(global.line_bytes)) as f64;
     let latency_ns = first_line_ns + (lines_per_load - 1.0) * global.line_latency_ns;
     let latency_us = loads_per_warp * latency_ns / 1e3;
-    let p = global.overlap_exponent;
+    let p = match global.l2_overlap_exponent {
+        Some(l2) if traffic.from_l2 => l2,
+        _ => global.overlap_exponent,
+    };
     let total_us = global.launch_us + (latency_us.powf(p) + bandwidth_us.powf(p)).powf(1.0 / p);
     Some(ReadTime {
         latency_us,
@@ -221,7 +224,7 @@ pub fn fit_coalescing(
         return Err(FitError::BadSamples {
             what,
             reason: format!(
-                "need the nine calibration cases and the read kernel's registers, got {} cases and {} registers",
+                "need the calibration cases (nine or more) and the read kernel's registers, got {} cases and {} registers",
                 samples.len(),
                 machine.read_kernel_registers
             ),
@@ -243,6 +246,7 @@ pub fn fit_coalescing(
         l2_latency_ns: x.l2_latency_ns,
         line_latency_ns: x.line_latency_ns,
         overlap_exponent: 1.0 + x.overlap_excess,
+        l2_overlap_exponent: x.l2_overlap_excess.map(|excess| 1.0 + excess),
         read_kernel_registers: machine.read_kernel_registers,
         launch_us,
         calibration_cases: samples.iter().map(|s| (s.width, s.stride, s.bytes)).collect(),
@@ -289,6 +293,8 @@ pub fn fit_coalescing(
         overlap_excess: 1.0,
         l2_lines_g_per_s: guess((gib / 128.0) / time_of(4, 32, 16 << 20) / 1e3, 100.0),
         line_latency_ns: 5.0,
+        // Calibrations before the latency-bound 32-line case have one exponent for both levels.
+        l2_overlap_excess: has_latency_bound_lines(samples).then_some(3.0),
     };
     let mut best: Option<(f64, CoalescingParams)> = None;
     for fetch in [32, 64, 128] {
@@ -323,11 +329,13 @@ struct CoalescingFree {
     overlap_excess: f64,
     l2_lines_g_per_s: f64,
     line_latency_ns: f64,
+    /// The L2's exponent less 1, when calibration can tell it apart.
+    l2_overlap_excess: Option<f64>,
 }
 
 impl CoalescingFree {
-    fn values(&self) -> [f64; 8] {
-        [
+    fn values(&self) -> Vec<f64> {
+        let mut values = vec![
             self.dram_gb_per_s,
             self.dram_page_gb_per_s,
             self.l2_gb_per_s,
@@ -336,7 +344,9 @@ impl CoalescingFree {
             self.overlap_excess,
             self.l2_lines_g_per_s,
             self.line_latency_ns,
-        ]
+        ];
+        values.extend(self.l2_overlap_excess);
+        values
     }
 
     fn from_values(x: &[f64]) -> CoalescingFree {
@@ -349,8 +359,17 @@ impl CoalescingFree {
             overlap_excess: x[5],
             l2_lines_g_per_s: x[6],
             line_latency_ns: x[7],
+            l2_overlap_excess: x.get(8).copied(),
         }
     }
+}
+
+/// The calibration case whose 32-line loads are latency bound in the L2 (width, stride, bytes).
+const LATENCY_BOUND_LINES: (u32, u32, u64) = (16, 32, 2 << 20);
+
+/// Whether calibration measured [`LATENCY_BOUND_LINES`] (it did from 2026-11-24 on).
+fn has_latency_bound_lines(samples: &[CoalescingSample]) -> bool {
+    samples.iter().any(|s| (s.width, s.stride, s.bytes) == LATENCY_BOUND_LINES)
 }
 
 /// What the global fit needs to know about the machine besides the samples.
@@ -530,11 +549,16 @@ impl Model for FamilyModel {
                 multiprocessors: d.multiprocessors,
                 read_kernel_registers: calibration.read_kernel_registers,
             };
+            let lines = if has_latency_bound_lines(&calibration.coalescing) {
+                "16-byte reads at stride 32 of 2 MiB (latency per extra line) and of 16 MiB (the L2's exponent)"
+            } else {
+                "16-byte reads at stride 32 of 16 MiB (latency per extra line)"
+            };
             fit_coalescing(
                 &calibration.coalescing,
                 &machine,
                 format!(
-                    "vramlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), 16-byte reads at stride 32 of 16 MiB (latency per extra line); 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
+                    "vramlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), {lines}; 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
                     d.name, calibration.date
                 ),
             )
@@ -610,6 +634,7 @@ mod tests {
             l2_latency_ns: 150.0,
             line_latency_ns: 4.0,
             overlap_exponent: 2.5,
+            l2_overlap_exponent: None,
             read_kernel_registers: 16,
             launch_us: 4.0,
             calibration_cases: vec![],
@@ -748,6 +773,7 @@ mod fit_tests {
             l2_latency_ns: 160.0,
             line_latency_ns: 4.0,
             overlap_exponent: 2.5,
+            l2_overlap_exponent: Some(6.0),
             read_kernel_registers: 16,
             launch_us: 4.0,
             calibration_cases: vec![],
@@ -772,6 +798,7 @@ mod fit_tests {
             ("dram latency", fitted.dram_latency_ns, 380.0),
             ("l2 latency", fitted.l2_latency_ns, 160.0),
             ("exponent", fitted.overlap_exponent, 2.5),
+            ("l2 exponent", fitted.l2_overlap_exponent.unwrap_or(f64::NAN), 6.0),
             ("pages", fitted.dram_page_gb_per_s, 30000.0),
             ("lines", fitted.l2_lines_g_per_s, 90.0),
             ("line latency", fitted.line_latency_ns, 4.0),
