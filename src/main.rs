@@ -148,6 +148,11 @@ enum Command {
         /// Seed for the data patterns copied.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Fit the samples an earlier calibration wrote (its <stem>.samples.json) instead of
+        /// measuring: no GPU needed, so a newer model can refit old measurements. --part is
+        /// then ignored: the parts are those the samples hold.
+        #[arg(long, value_name = "SAMPLES_JSON")]
+        from_samples: Option<PathBuf>,
     },
 }
 
@@ -240,7 +245,11 @@ fn main() -> ExitCode {
             into,
             name,
             seed,
-        } => calibrate(&out, &part, into.as_deref(), &name, seed),
+            from_samples,
+        } => match from_samples {
+            Some(samples) => refit(&samples, &out, into.as_deref(), &name),
+            None => calibrate(&out, &part, into.as_deref(), &name, seed),
+        },
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -651,7 +660,13 @@ fn explain(topic: &str, params: &[String], profile: &str) -> Result<()> {
     Ok(())
 }
 
-fn calibrate(out: &Path, part: &str, into: Option<&Path>, name: &str, seed: u64) -> Result<()> {
+/// The profile `--into` names (if any), where the new one goes, and its name: `--out` defaults
+/// to `--into`, the name to `--into`'s.
+fn calibration_target<'a>(
+    out: &'a Path,
+    into: Option<&'a Path>,
+    name: &'a str,
+) -> Result<(Option<Profile>, &'a Path, String)> {
     let base = into.map(|p| Profile::find(&p.display().to_string())).transpose()?;
     let out = match into {
         Some(into) if out == Path::new("profile.toml") => into,
@@ -659,9 +674,46 @@ fn calibrate(out: &Path, part: &str, into: Option<&Path>, name: &str, seed: u64)
     };
     let name = base
         .as_ref()
-        .map(|b| b.name.as_str())
+        .map(|b| b.name.clone())
         .filter(|_| name == "calibrated")
-        .unwrap_or(name);
+        .unwrap_or_else(|| name.to_string());
+    Ok((base, out, name))
+}
+
+/// Writes the fitted profile and says what it holds.
+fn write_profile(profile: &Profile, out: &Path) -> Result<()> {
+    experiments::write_atomically(out, profile.to_toml().as_bytes())?;
+    println!("{}: {}", out.display(), profile.description);
+    for line in sim::profile_summary(profile) {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+/// `calibrate --from-samples`: the fit alone, on samples measured before.
+fn refit(samples: &Path, out: &Path, into: Option<&Path>, name: &str) -> Result<()> {
+    let (base, out, name) = calibration_target(out, into, name)?;
+    let text = std::fs::read_to_string(samples).with_context(|| format!("reading {}", samples.display()))?;
+    let calibration = experiments::Calibration::from_json(&samples.display().to_string(), &text)?;
+    let mut profile = sim::fit_profile(&name, &calibration, base.as_ref())?;
+    // Machine parts fitted from samples come from a host the samples do not name (older
+    // samples do not say which parts they measured: assume they did).
+    let measured = &calibration.part_seconds;
+    if measured.is_empty()
+        || experiments::machine_parts()
+            .iter()
+            .any(|part| measured.contains_key(*part))
+    {
+        profile.machine = None;
+    }
+    write_profile(&profile, out)?;
+    println!("  fitted from {}", samples.display());
+    Ok(())
+}
+
+fn calibrate(out: &Path, part: &str, into: Option<&Path>, name: &str, seed: u64) -> Result<()> {
+    let (base, out, name) = calibration_target(out, into, name)?;
+    let name = name.as_str();
     let parts = hw::Parts::select(part).with_context(|| format!("--part {part}: no such part"))?;
     let progress = Progress::new(hw::calibration_steps(&parts), "cases");
     // With VRAMLAB_CASE_SECONDS set, each case's wall time goes to stderr: where a calibration's
@@ -691,11 +743,7 @@ fn calibrate(out: &Path, part: &str, into: Option<&Path>, name: &str, seed: u64)
     if experiments::machine_parts().iter().any(|name| parts.has(name)) {
         profile.machine = experiments::this_machine();
     }
-    experiments::write_atomically(out, profile.to_toml().as_bytes())?;
-    println!("{}: {}", out.display(), profile.description);
-    for line in sim::profile_summary(&profile) {
-        println!("  {line}");
-    }
+    write_profile(&profile, out)?;
     println!("  samples in {}", samples.display());
     let timings: Vec<String> = calibration
         .part_seconds

@@ -61,8 +61,9 @@ impl GrowthProbe {
     pub(crate) fn measure(&mut self, gpu: &Gpu, point: &GrowthPoint, peak: bool) -> Result<Grown> {
         let mut times = Vec::new();
         let mut last = None;
+        let mut kept = None;
         for _ in 0..Self::repeats(point.bytes) {
-            let grown = self.once(gpu, point, false)?;
+            let grown = self.once(gpu, point, false, &mut kept)?;
             times.extend(grown.grow_us);
             let refused = grown.grow_us.is_none() || grown.not_measured;
             last = Some(grown);
@@ -75,7 +76,10 @@ impl GrowthProbe {
             return Ok(grown);
         }
         if peak {
-            grown.peak_bytes = self.once(gpu, point, true)?.peak_bytes;
+            grown.peak_bytes = self.once(gpu, point, true, &mut kept)?.peak_bytes;
+        }
+        if kept.take().is_some() {
+            settle(point);
         }
         if grown.grow_us.is_some() {
             times.sort_by(f64::total_cmp);
@@ -84,12 +88,25 @@ impl GrowthProbe {
         Ok(grown)
     }
 
-    fn once(&mut self, gpu: &Gpu, point: &GrowthPoint, measure_peak: bool) -> Result<Grown> {
+    /// One grow. A copy buffer's reserve is handed back emptied in `kept` for the next repeat
+    /// (with the free memory seen before it was taken), and taken from there if one is waiting.
+    fn once<'g>(
+        &mut self,
+        gpu: &'g Gpu,
+        point: &GrowthPoint,
+        measure_peak: bool,
+        kept: &mut Option<(GrowingBuffer<'g>, u64)>,
+    ) -> Result<Grown> {
         let (old, new) = experiments::grow_sizes(point.bytes);
-        let (free_bytes, _) = gpu.memory_info()?;
-        let capacity = point.reserve.then(|| experiments::reserved_bytes(free_bytes));
+        let (mut buffer, free_bytes) = match kept.take() {
+            Some(emptied) => emptied,
+            None => {
+                let (free_bytes, _) = gpu.memory_info()?;
+                let capacity = point.reserve.then(|| experiments::reserved_bytes(free_bytes));
+                (GrowingBuffer::new(gpu, backed_by(point.strategy), capacity)?, free_bytes)
+            }
+        };
         let managed_limit = (free_bytes as f64 * MANAGED_LIMIT_FRACTION) as u64;
-        let mut buffer = GrowingBuffer::new(gpu, backed_by(point.strategy), capacity)?;
         buffer.measure_peaks(measure_peak);
         let first = buffer.grow(old, managed_limit)?;
         if first.not_measured.is_some() {
@@ -134,12 +151,15 @@ impl GrowthProbe {
                 )));
             }
         }
-        drop(buffer);
-        // The driver clears freed memory in the background; a grow that started right after a
-        // large free would wait for it. Let it settle, so each grow starts from a quiet device.
-        std::thread::sleep(std::time::Duration::from_millis(if new >= 1 << 30 { 100 } else { 5 }));
+        let grown_us = outcome.grown.then_some(elapsed_us);
+        if buffer.restart_in_reserve() {
+            *kept = Some((buffer, free_bytes));
+        } else {
+            drop(buffer);
+            settle(point);
+        }
         Ok(Grown {
-            grow_us: outcome.grown.then_some(elapsed_us),
+            grow_us: grown_us,
             peak_bytes: outcome.peak_bytes,
             free_bytes,
             not_measured: outcome.not_measured.is_some(),
@@ -177,6 +197,14 @@ impl GrowthProbe {
         }
         Ok((samples, free_bytes))
     }
+}
+
+/// Waits after a grow's memory was freed: the driver clears freed memory in the background, and
+/// a grow that started right after a large free would wait for it, so each grow starts from a
+/// quiet device.
+fn settle(point: &GrowthPoint) {
+    let (_, new) = experiments::grow_sizes(point.bytes);
+    std::thread::sleep(std::time::Duration::from_millis(if new >= 1 << 30 { 100 } else { 5 }));
 }
 
 /// The metrics of a measured grow.

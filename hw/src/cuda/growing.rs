@@ -239,6 +239,19 @@ impl<'g> GrowingBuffer<'g> {
         Ok(self.size)
     }
 
+    /// Empties a copy buffer that grows inside an allocated reserve, keeping the reserve, so the
+    /// next grows start from nothing without allocating it again (tens of GiB: a quarter of a
+    /// second each time). Its grows move no data, so one in a kept reserve is the grow a fresh
+    /// reserve would see. False, and nothing changed, for any other buffer.
+    pub(crate) fn restart_in_reserve(&mut self) -> bool {
+        let in_reserve =
+            self.strategy == BackedBy::Copy && self.capacity.is_some() && matches!(self.backing, Backing::Plain(_));
+        if in_reserve {
+            self.size = 0;
+        }
+        in_reserve
+    }
+
     /// Bytes the buffer holds now.
     pub(crate) fn size(&self) -> u64 {
         self.size
