@@ -260,53 +260,70 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes `text` to stdout; a reader that stopped reading (`vramlab list | head`) is not an
+/// error, where `print!` would panic.
+fn print_to_stdout(text: &str) -> Result<()> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
+        _ => Ok(()),
+    }
+}
+
 fn list() -> Result<()> {
     let catalog = Catalog::builtin()?;
-    println!("suites and experiments:");
+    let mut lines = Vec::new();
+    lines.push("suites and experiments:".to_string());
     for suite in &catalog.suites {
-        println!("  {} - {}", suite.name, suite.description);
+        lines.push(format!("  {} - {}", suite.name, suite.description));
         for e in &suite.experiments {
-            println!(
+            lines.push(format!(
                 "    {:<16} {:<9} {:>4} points  {}",
                 e.name,
                 e.family.name(),
                 e.points.len(),
                 e.description
-            );
+            ));
         }
     }
-    println!("families: {}", Family::ALL.map(|f| f.name()).join(", "));
-    println!(
+    lines.push(format!("families: {}", Family::ALL.map(|f| f.name()).join(", ")));
+    lines.push(format!(
         "profiles: {} (default {DEFAULT_PROFILE}; or a path to a profile .toml)",
         Profile::builtin_names().join(", ")
-    );
-    println!("backends: sim, hw, both");
-    println!("allocator policies (vramlab replay --policy NAME[:key=value...]):");
+    ));
+    lines.push("backends: sim, hw, both".to_string());
+    lines.push("allocator policies (vramlab replay --policy NAME[:key=value...]):".to_string());
     for policy in experiments::POLICIES {
-        println!("  {:<18} {}", policy.name, policy.summary);
+        lines.push(format!("  {:<18} {}", policy.name, policy.summary));
         for (key, default, meaning) in policy.params {
-            println!("    {key} = {default}: {meaning}");
+            lines.push(format!("    {key} = {default}: {meaning}"));
         }
     }
-    println!("synthetic traces (vramlab replay synthetic:NAME[:key=value...] --seed N):");
+    lines.push("synthetic traces (vramlab replay synthetic:NAME[:key=value...] --seed N):".to_string());
     for generator in experiments::SYNTHETIC_TRACES {
         let params: Vec<String> = generator.params.iter().map(|(k, v, _)| format!("{k}={v}")).collect();
-        println!("  {:<18} {} ({})", generator.name, generator.summary, params.join(", "));
+        lines.push(format!(
+            "  {:<18} {} ({})",
+            generator.name,
+            generator.summary,
+            params.join(", ")
+        ));
     }
-    println!("PyTorch's allocator (vramlab replay --alloc-conf SETTINGS, vramlab tune --grid SETTINGS):");
-    println!("  keys: {}", experiments::ALLOC_CONF_KEYS.join(", "));
-    println!("  tune's default grid:");
+    lines.push("PyTorch's allocator (vramlab replay --alloc-conf SETTINGS, vramlab tune --grid SETTINGS):".to_string());
+    lines.push(format!("  keys: {}", experiments::ALLOC_CONF_KEYS.join(", ")));
+    lines.push("  tune's default grid:".to_string());
     for settings in allocators::DEFAULT_TUNE_GRID {
-        println!(
+        lines.push(format!(
             "    {}",
             if settings.is_empty() {
                 "\"\" (PyTorch's defaults)"
             } else {
                 settings
             }
-        );
+        ));
     }
-    Ok(())
+    lines.push(String::new());
+    print_to_stdout(&lines.join("\n"))
 }
 
 struct ReplayArgs<'a> {
@@ -656,8 +673,7 @@ fn report(dir: &Path) -> Result<()> {
 
 fn explain(topic: &str, params: &[String], profile: &str) -> Result<()> {
     let profile = Profile::find(profile)?;
-    print!("{}", sim::explain(topic, params, &profile)?);
-    Ok(())
+    print_to_stdout(&sim::explain(topic, params, &profile)?)
 }
 
 /// The profile `--into` names (if any), where the new one goes, and its name: `--out` defaults

@@ -737,3 +737,24 @@ fn bad_inputs_from_the_issue_get_one_line_or_a_correct_result() {
         assert_eq!(result["failed_allocs"], 1, "{}", result["policy"]);
     }
 }
+
+#[test]
+fn a_reader_that_stops_reading_is_not_an_error() {
+    // The read end is closed before the listing is written, as `vramlab list | head -0` does.
+    for args in [&["list"][..], &["explain", "coalescing", "width=4", "stride=8"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vramlab"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success() && stderr.is_empty(),
+            "{args:?}: {:?} {stderr}",
+            output.status
+        );
+    }
+}
