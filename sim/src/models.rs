@@ -46,13 +46,18 @@ pub(crate) trait Model {
 
 /// A family's profile section, or the error that says how to add it.
 pub(crate) fn required<'a, T>(profile: &Profile, section: &'a Option<T>, family: Family) -> Result<&'a T, SimError> {
-    section.as_ref().ok_or_else(|| {
-        SimError::new(format!(
-            "profile '{}' has no [{name}] section; add one with vramlab calibrate --part {name} --into <profile.toml> on a GPU",
-            profile.name,
-            name = family.name()
-        ))
-    })
+    section
+        .as_ref()
+        .ok_or_else(|| SimError::new(missing_section(profile, family)))
+}
+
+/// What predicting and explaining both say of a profile without the family's section.
+fn missing_section(profile: &Profile, family: Family) -> String {
+    format!(
+        "profile '{}' has no [{name}] section; add one with vramlab calibrate --part {name} --into <profile.toml> on a GPU",
+        profile.name,
+        name = family.name()
+    )
 }
 
 /// A family's section from a calibration: fitted when it measured `samples`, else kept from
@@ -129,13 +134,9 @@ pub(crate) fn explained<'a, T>(
     section: &'a Option<T>,
     family: Family,
 ) -> Result<&'a T, experiments::Error> {
-    section.as_ref().ok_or_else(|| {
-        experiments::Error::Invalid(format!(
-            "profile '{}' has no [{name}] section (vramlab calibrate --part {name} --into FILE)",
-            profile.name,
-            name = family.name()
-        ))
-    })
+    section
+        .as_ref()
+        .ok_or_else(|| experiments::Error::Invalid(missing_section(profile, family)))
 }
 
 /// A whole-number parameter value.
