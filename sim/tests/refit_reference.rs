@@ -62,3 +62,23 @@ fn same(machine: &str, at: &str, a: &toml::Value, b: &toml::Value) {
         _ => assert_eq!(a, b, "{machine}: {at}"),
     }
 }
+
+#[test]
+fn the_built_in_coalescing_sections_are_the_fits_of_their_committed_samples() {
+    // Calibrated with the latency-bound L2 case on the fresh machines of 2026-11-24.
+    for (gpu, samples) in [("h100", "h100-h"), ("h200", "h200-d")] {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../reports/reference/profiles-travel-2026-11-24")
+            .join(samples)
+            .join("coalescing.samples.json");
+        let calibration = Calibration::from_json(gpu, &std::fs::read_to_string(path).unwrap()).unwrap();
+        let builtin = Profile::find(gpu).unwrap();
+        let refitted = fit_profile(gpu, &calibration, Some(&builtin)).unwrap();
+        let section = |p: &Profile| toml::Value::try_from(p.coalescing.as_ref().unwrap()).unwrap();
+        assert!(
+            builtin.coalescing.as_ref().unwrap().l2_overlap_exponent.is_some(),
+            "{gpu}"
+        );
+        same(gpu, "coalescing", &section(&refitted), &section(&builtin));
+    }
+}
