@@ -169,6 +169,14 @@ pub struct CoalescingParams {
     pub calibration_cases: Vec<(u32, u32, u64)>,
 }
 
+impl CoalescingParams {
+    /// DRAM's bandwidth for a dense read, which fetches every byte and opens every page:
+    /// what traffic of other kernels (spilled registers) moves at.
+    pub fn dense_dram_gb_per_s(&self) -> f64 {
+        1.0 / (1.0 / self.dram_gb_per_s + 1.0 / self.dram_page_gb_per_s)
+    }
+}
+
 /// One measured global read pattern (all lanes active, no offset).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CoalescingSample {

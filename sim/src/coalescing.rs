@@ -231,14 +231,14 @@ pub fn fit_coalescing(
         });
     }
     let as_point = |s: &CoalescingSample| CoalescingPoint::calibration(s.width, s.stride, s.bytes);
-    let with = |fetch: u32, x: &CoalescingFree| CoalescingParams {
+    let with = |fetch: u32, page: u32, x: &CoalescingFree| CoalescingParams {
         source: source.clone(),
         sector_bytes: 32,
         line_bytes: 128,
         l2_bytes: machine.l2_bytes,
         dram_fetch_bytes: fetch,
         dram_gb_per_s: x.dram_gb_per_s,
-        dram_page_bytes: DRAM_PAGE_BYTES,
+        dram_page_bytes: page,
         dram_page_gb_per_s: x.dram_page_gb_per_s,
         l2_gb_per_s: x.l2_gb_per_s,
         l2_lines_g_per_s: x.l2_lines_g_per_s,
@@ -297,23 +297,25 @@ pub fn fit_coalescing(
         l2_overlap_excess: has_latency_bound_lines(samples).then_some(3.0),
     };
     let mut best: Option<(f64, CoalescingParams)> = None;
-    for fetch in [32, 64, 128] {
-        for exponent in [0.5, 1.5, 3.0] {
-            let start = CoalescingFree {
-                overlap_excess: exponent,
-                ..base
-            };
-            let x = minimise_positive(&start.values(), |x| {
-                error(&with(fetch, &CoalescingFree::from_values(x)))
-            });
-            let params = with(fetch, &CoalescingFree::from_values(&x));
-            let e = error(&params);
-            if best.as_ref().is_none_or(|(b, _)| e < *b) {
-                best = Some((e, params));
+    for page in dram_pages(samples) {
+        for fetch in [32, 64, 128] {
+            for exponent in [0.5, 1.5, 3.0] {
+                let start = CoalescingFree {
+                    overlap_excess: exponent,
+                    ..base
+                };
+                let x = minimise_positive(&start.values(), |x| {
+                    error(&with(fetch, page, &CoalescingFree::from_values(x)))
+                });
+                let params = with(fetch, page, &CoalescingFree::from_values(&x));
+                let e = error(&params);
+                if best.as_ref().is_none_or(|(b, _)| e < *b) {
+                    best = Some((e, params));
+                }
             }
         }
     }
-    Ok(best.expect("nine starts").1)
+    Ok(best.expect("nine starts or more").1)
 }
 
 /// The global fit's free parameters, named; the solver sees them as a list in this order
@@ -389,6 +391,19 @@ pub struct CoalescingMachine {
 
 /// HBM3's page (row) size per pseudo-channel: 1 KiB (JEDEC JESD238, HBM3 DRAM standard).
 pub(crate) const DRAM_PAGE_BYTES: u32 = 1024;
+
+/// The DRAM page sizes a calibration chooses among, the datasheet's first (it keeps ties).
+/// What a strided read pays for is the bytes of a row it reaches before the GPU's address
+/// mapping moves on to another channel, which can be less than a row: on h200-f, reads
+/// 256 B to 1 KiB apart cost the same per fetch. Calibrations before 2026-11-24 (no
+/// latency-bound L2 case) keep the datasheet's page.
+fn dram_pages(samples: &[CoalescingSample]) -> Vec<u32> {
+    if has_latency_bound_lines(samples) {
+        vec![DRAM_PAGE_BYTES, 512, 256]
+    } else {
+        vec![DRAM_PAGE_BYTES]
+    }
+}
 
 /// Which sector and line each lane of one warp's global load touches, what fraction of the
 /// fetched bytes is used, and what bounds the read kernel's time.
@@ -549,16 +564,22 @@ impl Model for FamilyModel {
                 multiprocessors: d.multiprocessors,
                 read_kernel_registers: calibration.read_kernel_registers,
             };
-            let lines = if has_latency_bound_lines(&calibration.coalescing) {
-                "16-byte reads at stride 32 of 2 MiB (latency per extra line) and of 16 MiB (the L2's exponent)"
+            let (lines, pages) = if has_latency_bound_lines(&calibration.coalescing) {
+                (
+                    "16-byte reads at stride 32 of 2 MiB (latency per extra line) and of 16 MiB (the L2's exponent)",
+                    "the DRAM page a strided read sees chosen by the fit among 1 KiB (HBM3's row, JEDEC JESD238), 512 and 256 B",
+                )
             } else {
-                "16-byte reads at stride 32 of 16 MiB (latency per extra line)"
+                (
+                    "16-byte reads at stride 32 of 16 MiB (latency per extra line)",
+                    "1 KiB DRAM pages (JEDEC JESD238, HBM3)",
+                )
             };
             fit_coalescing(
                 &calibration.coalescing,
                 &machine,
                 format!(
-                    "vramlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), {lines}; 1 KiB DRAM pages (JEDEC JESD238, HBM3); launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
+                    "vramlab calibrate on {} ({}): median event-timed reads (through the L2 only, ld.global.cg) at calibration_cases, all parameters fitted jointly by least absolute relative error: dense 16-byte reads of 1 GiB and 16 MiB (DRAM and L2 bandwidth), 1-byte dense reads (latency bound: one load in flight per warp), 4-byte dense reads (both bounds: the exponent), 4- and 16-byte reads at stride 32 (fetch size, page-open rate), 4-byte reads at stride 32 of 16 MiB (L2 line-request rate), {lines}; {pages}; launch cost = the transfer part's kernel_launch_us; 32 B sectors and 128 B lines (CUDA C++ Best Practices Guide); L2 size from cuDeviceGetAttribute",
                     d.name, calibration.date
                 ),
             )
@@ -751,6 +772,13 @@ mod fit_tests {
 
     #[test]
     fn recovers_a_known_read_model_from_the_calibration_cases() {
+        // HBM3's 1 KiB row, and the 256 B page the H200's strided reads see.
+        for page in [1024, 256] {
+            recovers_a_known_read_model_with_pages_of(page);
+        }
+    }
+
+    fn recovers_a_known_read_model_with_pages_of(page: u32) {
         let machine = CoalescingMachine {
             l2_bytes: 50 << 20,
             launch_us: 4.0,
@@ -765,7 +793,7 @@ mod fit_tests {
             l2_bytes: machine.l2_bytes,
             dram_fetch_bytes: 64,
             dram_gb_per_s: 3200.0,
-            dram_page_bytes: 1024,
+            dram_page_bytes: page,
             dram_page_gb_per_s: 30000.0,
             l2_gb_per_s: 9000.0,
             l2_lines_g_per_s: 90.0,
@@ -792,6 +820,7 @@ mod fit_tests {
             .collect();
         let fitted = fit_coalescing(&samples, &machine, "fit".into()).unwrap();
         assert_eq!(fitted.dram_fetch_bytes, 64, "{fitted:?}");
+        assert_eq!(fitted.dram_page_bytes, page, "{fitted:?}");
         for (name, got, want) in [
             ("dram", fitted.dram_gb_per_s, 3200.0),
             ("l2", fitted.l2_gb_per_s, 9000.0),

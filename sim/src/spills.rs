@@ -85,7 +85,7 @@ pub fn predict_spills(
     };
     let traffic_bytes = f64::from(loads + stores) * 128.0 * warps * f64::from(multiprocessors);
     // bytes / (10^9 B/s) = ns
-    let traffic_ns = traffic_bytes * (l2_share / global.l2_gb_per_s + (1.0 - l2_share) / global.dram_gb_per_s);
+    let traffic_ns = traffic_bytes * (l2_share / global.l2_gb_per_s + (1.0 - l2_share) / global.dense_dram_gb_per_s());
     let p = params.overlap_exponent;
     SpillPrediction {
         registers_used,
@@ -115,8 +115,8 @@ const SPILL_LOOP_INSTRUCTIONS: f64 = 4.0;
 /// - overhead registers and the issue time per warp instruction from the uncapped cases;
 /// - the frame at `cap = live` and the large-deficit frame base from the local bytes measured;
 /// - how issue and traffic combine, and the reserved local memory the L2 holds, by least
-///   absolute relative error over the spilling cases, with the L2 and DRAM bandwidths of the
-///   profile's `[coalescing]` section (fitted on other kernels).
+///   absolute relative error over the spilling cases, with the L2's bandwidth and DRAM's
+///   dense-read bandwidth of the profile's `[coalescing]` section (fitted on other kernels).
 pub fn fit_spills(
     samples: &[SpillSample],
     sm: &SmParams,
@@ -249,7 +249,7 @@ impl Model for FamilyModel {
                     reason: "not measured in this calibration, and no profile given to keep it from (--into)".into(),
                 })?,
                 format!(
-                    "vramlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 and DRAM bandwidth from [coalescing]",
+                    "vramlab calibrate on {} ({}): kernels/spills.cu compiled by NVRTC and the driver at (live, cap) = calibration_cases, launched to fill every SM (blocks of 128 threads, as many as cuOccupancyMaxActiveBlocksPerMultiprocessor allows); registers and local bytes from cuFuncGetAttribute, median event time of 7 launches of 1000 iterations; issue time from the uncapped cases, frames from the local bytes, the overlap exponent and the L2's hold on reserved local memory by least absolute relative error over the spilling cases; L2 bandwidth and DRAM's dense-read bandwidth (fetches and page openings) from [coalescing]",
                     d.name, calibration.date
                 ),
             )

@@ -25,10 +25,16 @@ fn refitting_the_fresh_machines_full_calibrations_gives_the_profiles_they_wrote(
         let mut refitted = fit_profile(&written.name, &calibration, Some(&quick)).unwrap();
         // The CLI stamps the host after fitting; the fit itself does not know it.
         refitted.machine = written.machine.clone();
-        let ours: toml::Value = toml::from_str(&refitted.to_toml()).unwrap();
+        let mut ours: toml::Value = toml::from_str(&refitted.to_toml()).unwrap();
         // The one wording that changed since: the spill fit names the section it reads.
-        let theirs: toml::Value =
+        let mut theirs: toml::Value =
             toml::from_str(&written.to_toml().replace("from [global]", "from [coalescing]")).unwrap();
+        // The one fit that changed since: spilled traffic moves at DRAM's dense-read bandwidth
+        // (fetches and page openings, 2026-11-24), where these profiles' spill fits read the
+        // fetch rate alone. spills_reference.rs checks the built-in spill sections' refits.
+        for profile in [&mut ours, &mut theirs] {
+            profile.as_table_mut().unwrap().remove("spills");
+        }
         same(machine, "", &ours, &theirs);
     }
 }
