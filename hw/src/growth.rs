@@ -151,7 +151,6 @@ impl GrowthProbe {
                 )));
             }
         }
-        let grown_us = outcome.grown.then_some(elapsed_us);
         if buffer.restart_in_reserve() {
             *kept = Some((buffer, free_bytes));
         } else {
@@ -159,7 +158,7 @@ impl GrowthProbe {
             settle(point);
         }
         Ok(Grown {
-            grow_us: grown_us,
+            grow_us: outcome.grown.then_some(elapsed_us),
             peak_bytes: outcome.peak_bytes,
             free_bytes,
             not_measured: outcome.not_measured.is_some(),

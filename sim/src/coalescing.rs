@@ -230,6 +230,7 @@ pub fn fit_coalescing(
             ),
         });
     }
+    let since_2026_11_24 = has_latency_bound_lines(samples);
     let as_point = |s: &CoalescingSample| CoalescingPoint::calibration(s.width, s.stride, s.bytes);
     let with = |fetch: u32, page: u32, x: &CoalescingFree| CoalescingParams {
         source: source.clone(),
@@ -294,10 +295,10 @@ pub fn fit_coalescing(
         l2_lines_g_per_s: guess((gib / 128.0) / time_of(4, 32, 16 << 20) / 1e3, 100.0),
         line_latency_ns: 5.0,
         // Calibrations before the latency-bound 32-line case have one exponent for both levels.
-        l2_overlap_excess: has_latency_bound_lines(samples).then_some(3.0),
+        l2_overlap_excess: since_2026_11_24.then_some(3.0),
     };
     let mut best: Option<(f64, CoalescingParams)> = None;
-    for page in dram_pages(samples) {
+    for page in dram_pages(since_2026_11_24) {
         for fetch in [32, 64, 128] {
             for exponent in [0.5, 1.5, 3.0] {
                 let start = CoalescingFree {
@@ -397,8 +398,8 @@ pub(crate) const DRAM_PAGE_BYTES: u32 = 1024;
 /// mapping moves on to another channel, which can be less than a row: on h200-f, reads
 /// 256 B to 1 KiB apart cost the same per fetch. Calibrations before 2026-11-24 (no
 /// latency-bound L2 case) keep the datasheet's page.
-fn dram_pages(samples: &[CoalescingSample]) -> Vec<u32> {
-    if has_latency_bound_lines(samples) {
+fn dram_pages(since_2026_11_24: bool) -> Vec<u32> {
+    if since_2026_11_24 {
         vec![DRAM_PAGE_BYTES, 512, 256]
     } else {
         vec![DRAM_PAGE_BYTES]
