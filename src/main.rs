@@ -357,8 +357,26 @@ fn load_trace(text: &str, device: Option<usize>, seed: u64) -> Result<Trace> {
         }
         Trace::synthetic(text, seed)?
     } else {
-        Trace::load_device(Path::new(text), device)?
+        Trace::load_device(Path::new(text), device).map_err(flag_device)?
     })
+}
+
+/// Every device a trace argument holds (one for anything but a multi-device snapshot).
+fn load_traces(text: &str, device: Option<usize>, seed: u64) -> Result<Vec<Trace>> {
+    if Trace::is_synthetic(text) || device.is_some() {
+        return Ok(vec![load_trace(text, device, seed)?]);
+    }
+    Ok(Trace::load_all(Path::new(text), None)?)
+}
+
+/// The library names a device by its index; on the command line it is `--device`.
+fn flag_device(e: experiments::Error) -> experiments::Error {
+    match e {
+        experiments::Error::Invalid(message) => {
+            experiments::Error::Invalid(message.replace(": device ", ": --device "))
+        }
+        other => other,
+    }
 }
 
 /// The exports asked for, as (kind, file) pairs, checked before any work.
@@ -411,7 +429,12 @@ fn write_exports(exports: &[(&str, &Path)], record: &ReplayRecord, json: bool) -
 fn replay(args: &ReplayArgs) -> Result<()> {
     let exports = parse_exports(args.export)?;
     let capacity = parse_capacity(args.capacity)?;
-    let trace = load_trace(args.trace, args.device, args.seed)?;
+    let traces = load_traces(args.trace, args.device, args.seed)?;
+    let trace = traces
+        .iter()
+        .find(|t| !t.is_empty())
+        .cloned()
+        .context("the trace has no events to replay")?;
     let jobs = allocators::choose_policies(&trace, args.policy, args.alloc_conf)?;
     if let Some(path) = args.save_trace {
         trace.save(path)?;
@@ -440,9 +463,10 @@ fn replay(args: &ReplayArgs) -> Result<()> {
             // The built-in profile's device sizes the address range expandable segments reserve.
             let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
             progress.message("replaying");
-            let results = allocators::replay_choices(&trace, &jobs, device_bytes, options)?;
+            let record =
+                allocators::replay_devices(&traces, args.policy, args.alloc_conf, capacity, device_bytes, options)?;
             jobs.iter().for_each(|_| progress.tick());
-            ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results)
+            record
         }
         ReplayBackend::Hw => {
             let policies = jobs.iter().map(|job| (job.label(), job.build())).collect();
@@ -474,13 +498,46 @@ fn replay(args: &ReplayArgs) -> Result<()> {
         );
         return Ok(());
     }
-    println!(
-        "{:<22} {:>14} {:>14} {:>8} {:>8} {:>14} {:>12}",
-        "policy", "peak reserved", "peak alloc'd", "frag", "failed", "min capacity", "a+f p50 ns"
-    );
-    for r in &record.results {
+    let devices = if record.devices.is_empty() {
+        std::slice::from_ref(&record)
+    } else {
+        &record.devices[..]
+    };
+    for device in devices {
+        print_replay(device, !record.devices.is_empty());
+    }
+    println!("replay: {}", rendered.markdown.display());
+    Ok(())
+}
+
+/// One device's replay, as a table and the sentences that go with it.
+fn print_replay(record: &ReplayRecord, label: bool) {
+    if label {
+        println!("\ndevice {}: {} events", record.device_index, record.events);
+    }
+    if let Some(start) = &record.start {
         println!(
-            "{:<22} {:>14} {:>14} {:>7.1}% {:>8} {:>14} {:>12.0}",
+            "window: began with {} reserved in {} segments, {} allocated in {} live blocks",
+            format_bytes(start.reserved_bytes),
+            start.segments,
+            format_bytes(start.allocated_bytes),
+            start.live_blocks
+        );
+    }
+    if let (Some(cap), Some(source)) = (record.capacity_bytes, &record.capacity_source) {
+        println!("cap {}: {source}", format_bytes(cap));
+    }
+    if !record.results.is_empty() {
+        let width = record.results.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(22);
+        println!(
+            "{:<width$} {:>14} {:>14} {:>8} {:>8} {:>14} {:>12}",
+            "policy", "peak reserved", "peak alloc'd", "frag", "failed", "min capacity", "a+f p50 ns"
+        );
+    }
+    for r in &record.results {
+        let width = record.results.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(22);
+        println!(
+            "{:<width$} {:>14} {:>14} {:>7.1}% {:>8} {:>14} {:>12.0}",
             r.policy,
             format_bytes(r.peak_reserved_bytes),
             format_bytes(r.peak_allocated_bytes),
@@ -497,12 +554,15 @@ fn replay(args: &ReplayArgs) -> Result<()> {
                 r.policy, stats.num_alloc_retries, stats.num_ooms, stats.num_device_alloc, stats.num_device_free
             );
         }
-        if let Some(check) = &r.recorded_check {
-            println!("{}: against the recording: {check}", r.policy);
+        if r.recorded_check.verdict != experiments::Verdict::Unchecked
+            || !r.recorded_check.why.starts_with("replayed under other")
+        {
+            println!("{}: against the recording: {}", r.policy, r.recorded_check.summary);
         }
     }
-    println!("replay: {}", rendered.markdown.display());
-    Ok(())
+    for note in &record.notes {
+        println!("note: {note}");
+    }
 }
 
 fn tune(

@@ -27,16 +27,15 @@ use super::ordered_set::OrderedSet;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use experiments::{format_bytes, AllocConf, BlockView, PytorchStats, SegmentView};
+use experiments::{
+    format_bytes, AllocConf, BlockState, BlockView, PytorchStats, SegmentView, StartBlock, StartSegment, StartState,
+};
 
 use super::slots::Slots;
-use super::{round_up, AllocError, Block, DeviceMemory, FreeSpace, Policy};
+use super::{round_up, Adopted, AllocError, Block, DeviceMemory, FreeSpace, Policy};
 
 const MIN_BLOCK: u64 = 512;
 const SMALL_SIZE: u64 = 1 << 20;
-const SMALL_BUFFER: u64 = 2 << 20;
-const MIN_LARGE_ALLOC: u64 = 10 << 20;
-const ROUND_LARGE: u64 = 2 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pool {
@@ -61,6 +60,9 @@ struct Node {
     requested: u64,
     stream: u64,
     pool: Pool,
+    /// The pool family it belongs to: 0 the default pools, k > 0 private pool k (a CUDA
+    /// graph's, a MemPool's).
+    owner: u32,
     state: State,
     mapped: bool,
     prev: Option<usize>,
@@ -139,7 +141,13 @@ pub(super) struct Caching {
     /// The smallest `allowed` that would have refused none of the segments asked for so far.
     limit_needed: u64,
     nodes: Slots<Node>,
-    pools: [PoolState; 2],
+    /// Per pool family (default, then private pools), its small and large pool.
+    pools: Vec<PoolState>,
+    /// The pool family the next request is served from (PyTorch's `get_pool`).
+    current: u32,
+    /// Private pools whose owner has let go of them: their cached memory goes back at the
+    /// next release of the cache (`graph_pools_freeable`).
+    freeable: Vec<bool>,
     active: HashMap<u64, usize>,
     segments: Vec<ExpandableSegment>,
     /// `total_allocated_memory`: bytes held from the device.
@@ -153,24 +161,6 @@ pub(super) struct Caching {
     finished: Vec<Block>,
 }
 
-/// PyTorch's `roundup_power2_next_division`.
-fn next_division(size: u64, divisions: u64) -> u64 {
-    if size.is_power_of_two() {
-        return size;
-    }
-    let floor = 1u64 << size.ilog2();
-    let step = floor >> divisions.ilog2();
-    if step == 0 {
-        return floor << 1;
-    }
-    let rounded = size & !(step - 1);
-    if rounded == size {
-        size
-    } else {
-        rounded.saturating_add(step)
-    }
-}
-
 impl Caching {
     /// PyTorch's allocator under `conf`; `small_page` is the small pool's mapping unit under
     /// expandable segments (2 MiB in PyTorch).
@@ -181,7 +171,9 @@ impl Caching {
             allowed: None,
             limit_needed: 0,
             nodes: Slots::default(),
-            pools: [PoolState::default(), PoolState::default()],
+            pools: vec![PoolState::default(), PoolState::default()],
+            current: 0,
+            freeable: vec![false],
             active: HashMap::default(),
             segments: Vec::new(),
             total: 0,
@@ -196,26 +188,206 @@ impl Caching {
 
     /// `round_size`: the bytes a request of `size` takes.
     pub(super) fn round_size(&self, size: u64) -> u64 {
-        if size < MIN_BLOCK {
-            return MIN_BLOCK;
+        self.conf.round_size(size)
+    }
+
+    /// Takes over the state a trace began in: its segments at the addresses the device gives
+    /// them, their blocks as they were, counted as PyTorch counts them (the window's peaks
+    /// start there). Blocks no known segment holds are allocated as requests.
+    fn adopt_start(&mut self, device: &mut dyn DeviceMemory, start: &StartState) -> Result<Vec<Adopted>, AllocError> {
+        let mut adopted = Vec::new();
+        for segment in start.segments.iter().filter(|s| !s.expandable) {
+            self.ensure_family(segment.pool);
+            let base = device.adopt(segment.addr, segment.size).ok_or_else(|| {
+                AllocError(format!(
+                    "the trace's starting segment of {} does not fit on the device",
+                    format_bytes(segment.size)
+                ))
+            })?;
+            self.total += segment.size;
+            self.stats.segments.add(1);
+            self.stats.reserved.add(segment.size);
+            let split = segment.blocks.len() > 1;
+            self.adopt_blocks(segment, &segment.blocks, base, None, true, split, &mut adopted);
         }
-        let divisions = self.conf.divisions_for(size);
-        if divisions > 1 && size > MIN_BLOCK.saturating_mul(divisions) {
-            next_division(size, divisions)
-        } else {
-            round_up(size, MIN_BLOCK)
+        for reservation in &start.reservations {
+            self.ensure_family(reservation.pool);
+            let kind = if reservation.is_large { Pool::Large } else { Pool::Small };
+            let page = self.page_of(kind);
+            let ranges: Vec<&StartSegment> = start
+                .segments
+                .iter()
+                .filter(|s| {
+                    s.expandable
+                        && (s.pool, s.stream, s.is_large)
+                            == (reservation.pool, reservation.stream, reservation.is_large)
+                })
+                .collect();
+            let total = device.total_bytes();
+            let reach = ranges
+                .iter()
+                .map(|r| r.addr + r.size - reservation.base)
+                .max()
+                .unwrap_or(0);
+            let size = round_up(total.saturating_add(total / 8).max(reach).max(1), page);
+            let base = device
+                .adopt_reservation(reservation.base, size)
+                .ok_or_else(|| AllocError("the trace's starting expandable segment has no address range".into()))?;
+            self.segments.push(ExpandableSegment { base, page, size });
+            let segment = self.segments.len() - 1;
+            // The reservation as blocks: unmapped gaps between the mapped ranges' blocks.
+            let mut prev: Option<usize> = None;
+            let mut cursor = reservation.base;
+            let end = reservation.base + size;
+            let gap = |this: &mut Caching, from: u64, to: u64, prev: &mut Option<usize>| {
+                if to > from {
+                    let idx = this.add_node(Node {
+                        addr: base + (from - reservation.base),
+                        size: to - from,
+                        requested: 0,
+                        stream: reservation.stream,
+                        pool: kind,
+                        owner: reservation.pool,
+                        state: State::Free,
+                        mapped: false,
+                        prev: *prev,
+                        next: None,
+                        segment: Some(segment),
+                        gc_base: 0,
+                    });
+                    if let Some(p) = *prev {
+                        this.nodes[p].next = Some(idx);
+                    }
+                    this.insert_unmapped(idx);
+                    *prev = Some(idx);
+                }
+            };
+            for range in ranges {
+                gap(self, cursor, range.addr, &mut prev);
+                if !device.map(base + (range.addr - reservation.base), range.size) {
+                    return Err(AllocError(
+                        "the trace's starting mapped memory does not fit on the device".into(),
+                    ));
+                }
+                self.total += range.size;
+                self.stats.reserved.add(range.size);
+                let offset_base = base + (range.addr - reservation.base);
+                prev = self.adopt_blocks(range, &range.blocks, offset_base, prev, false, false, &mut adopted);
+                cursor = range.addr + range.size;
+            }
+            gap(self, cursor, end, &mut prev);
         }
+        for block in &start.loose {
+            let Some(id) = block.id else { continue };
+            self.select_pool(0);
+            let placed = self.allocate(device, block.requested, block.stream)?;
+            if block.state == BlockState::Pending {
+                self.free_requested(device, placed);
+            }
+            adopted.push(Adopted {
+                id,
+                block: placed,
+                requested: block.requested,
+                stream: block.stream,
+                pending: block.state == BlockState::Pending,
+            });
+        }
+        self.limit_needed = self.limit_needed.max(self.total);
+        Ok(adopted)
+    }
+
+    /// Links `blocks` of `segment` (placed at `base` on the device) after `prev`, caching the
+    /// free ones and handing out the live ones; the last node.
+    #[allow(clippy::too_many_arguments)]
+    fn adopt_blocks(
+        &mut self,
+        segment: &StartSegment,
+        blocks: &[StartBlock],
+        base: u64,
+        mut prev: Option<usize>,
+        whole_segment: bool,
+        split: bool,
+        adopted: &mut Vec<Adopted>,
+    ) -> Option<usize> {
+        let kind = if segment.is_large { Pool::Large } else { Pool::Small };
+        let expandable = (!whole_segment).then(|| self.segments.len() - 1);
+        for block in blocks {
+            let addr = base + (block.addr - segment.addr);
+            let state = match block.state {
+                BlockState::Free => State::Free,
+                BlockState::Allocated => State::Allocated,
+                BlockState::Pending => State::Pending,
+            };
+            let idx = self.add_node(Node {
+                addr,
+                size: block.size,
+                requested: block.requested,
+                stream: segment.stream,
+                pool: kind,
+                owner: segment.pool,
+                state,
+                mapped: true,
+                prev,
+                next: None,
+                segment: expandable,
+                gc_base: 0,
+            });
+            if let Some(p) = prev {
+                self.nodes[p].next = Some(idx);
+            }
+            prev = Some(idx);
+            match state {
+                State::Free => {
+                    self.insert_free(idx);
+                    if split && expandable.is_none() {
+                        self.stats.inactive_split.add(block.size);
+                    }
+                }
+                State::Allocated | State::Pending => {
+                    self.active.insert(addr, idx);
+                    self.stats.active.add(block.size);
+                    self.stats.requested.add(block.requested);
+                    if state == State::Allocated {
+                        self.stats.allocated.add(block.size);
+                    }
+                    if let Some(id) = block.id {
+                        adopted.push(Adopted {
+                            id,
+                            block: Block { addr, size: block.size },
+                            requested: block.requested,
+                            stream: segment.stream,
+                            pending: state == State::Pending,
+                        });
+                    }
+                }
+            }
+        }
+        prev
     }
 
     /// `get_allocation_size`: the segment a miss allocates for a rounded request.
     fn allocation_size(&self, size: u64) -> u64 {
-        if size <= SMALL_SIZE {
-            SMALL_BUFFER
-        } else if size < MIN_LARGE_ALLOC {
-            self.conf.large_segment_size
-        } else {
-            round_up(size, ROUND_LARGE)
+        self.conf.allocation_size(size)
+    }
+
+    /// The index of pool `kind` of family `owner` in `pools`.
+    fn slot(owner: u32, kind: Pool) -> usize {
+        owner as usize * 2 + kind as usize
+    }
+
+    /// Makes room for pool family `owner`.
+    fn ensure_family(&mut self, owner: u32) {
+        let families = owner as usize + 1;
+        if self.freeable.len() < families {
+            self.freeable.resize(families, false);
+            self.pools.resize_with(families * 2, PoolState::default);
         }
+    }
+
+    /// The pool a node's free set lives in.
+    fn pool_of(&self, idx: usize) -> usize {
+        let n = &self.nodes[idx];
+        Self::slot(n.owner, n.pool)
     }
 
     fn gc_enabled(&self) -> bool {
@@ -249,7 +421,7 @@ impl Caching {
     /// What caching `idx` changes besides the set: its garbage-collection age restarts and its
     /// bytes count as free. Its pool and key, for the set.
     fn becoming_free(&mut self, idx: usize) -> (usize, FreeKey) {
-        let pool = self.nodes[idx].pool as usize;
+        let pool = self.pool_of(idx);
         self.nodes[idx].gc_base = self.pools[pool].free_block_calls;
         self.free_bytes += self.nodes[idx].size;
         (pool, self.free_key(idx))
@@ -257,19 +429,20 @@ impl Caching {
 
     fn remove_free(&mut self, idx: usize) {
         let key = self.free_key(idx);
-        let removed = self.pools[self.nodes[idx].pool as usize].blocks.remove(&key);
+        let pool = self.pool_of(idx);
+        let removed = self.pools[pool].blocks.remove(&key);
         debug_assert!(removed, "block {idx} was not in the free set");
         self.free_bytes -= self.nodes[idx].size;
     }
 
     fn insert_unmapped(&mut self, idx: usize) {
-        let n = &self.nodes[idx];
-        self.pools[n.pool as usize].unmapped.insert((n.stream, n.addr, idx));
+        let (pool, n) = (self.pool_of(idx), &self.nodes[idx]);
+        self.pools[pool].unmapped.insert((n.stream, n.addr, idx));
     }
 
     fn remove_unmapped(&mut self, idx: usize) {
-        let n = &self.nodes[idx];
-        self.pools[n.pool as usize].unmapped.remove(&(n.stream, n.addr, idx));
+        let (pool, n) = (self.pool_of(idx), &self.nodes[idx]);
+        self.pools[pool].unmapped.remove(&(n.stream, n.addr, idx));
     }
 
     /// Inserts a new free node right after `idx`, covering all but its first `keep` bytes.
@@ -281,6 +454,7 @@ impl Caching {
             requested: 0,
             stream: n.stream,
             pool: n.pool,
+            owner: n.owner,
             state: State::Free,
             mapped,
             prev: Some(idx),
@@ -340,10 +514,11 @@ impl Caching {
     fn get_free_block(&mut self, pool: Pool, stream: u64, size: u64) -> Option<usize> {
         // PyTorch counts only under a cap; counting without one changes nothing (only garbage
         // collection reads the count), and lets a capped replay go on from an uncapped one.
+        let slot = Self::slot(self.current, pool);
         if self.conf.garbage_collection_threshold > 0.0 {
-            self.pools[pool as usize].free_block_calls += 1;
+            self.pools[slot].free_block_calls += 1;
         }
-        let set = &self.pools[pool as usize].blocks;
+        let set = &self.pools[slot].blocks;
         let mut candidates = set.range((stream, size, 0, 0)..).take_while(|key| key.0 == stream);
         let mut chosen = candidates.next()?.3;
         if self.conf.expandable_segments {
@@ -397,6 +572,7 @@ impl Caching {
             requested: 0,
             stream,
             pool,
+            owner: self.current,
             state: State::Free,
             mapped: true,
             prev: None,
@@ -421,7 +597,7 @@ impl Caching {
         stream: u64,
         size: u64,
     ) -> Option<usize> {
-        let tails: Vec<usize> = self.pools[pool as usize]
+        let tails: Vec<usize> = self.pools[Self::slot(self.current, pool)]
             .unmapped
             .range((stream, 0, 0)..)
             .take_while(|key| key.0 == stream)
@@ -457,6 +633,7 @@ impl Caching {
             requested: 0,
             stream,
             pool,
+            owner: self.current,
             state: State::Free,
             mapped: false,
             prev: None,
@@ -541,9 +718,10 @@ impl Caching {
             return;
         }
         let target = self.total - threshold;
-        let calls = self.pools[Pool::Large as usize].free_block_calls;
+        let large = Self::slot(0, Pool::Large);
+        let calls = self.pools[large].free_block_calls;
         let age = |n: &Node| calls - n.gc_base;
-        let unsplit: Vec<usize> = self.pools[Pool::Large as usize]
+        let unsplit: Vec<usize> = self.pools[large]
             .blocks
             .iter()
             .map(|k| k.3)
@@ -555,7 +733,7 @@ impl Caching {
         while reclaimed < target && freed && count > 0 {
             let threshold_age = total_age as f64 / count as f64;
             freed = false;
-            let order: Vec<usize> = self.pools[Pool::Large as usize].blocks.iter().map(|k| k.3).collect();
+            let order: Vec<usize> = self.pools[large].blocks.iter().map(|k| k.3).collect();
             for idx in order {
                 let node = &self.nodes[idx];
                 if !node.is_split() && node.segment.is_none() && age(node) as f64 >= threshold_age {
@@ -589,7 +767,7 @@ impl Caching {
             return false;
         }
         let wanted = size.max(max_split);
-        let set = &self.pools[pool as usize].blocks;
+        let set = &self.pools[Self::slot(self.current, pool)].blocks;
         if let Some(&(_, _, _, idx)) = set.range((stream, wanted, 0, 0)..).next().filter(|k| k.0 == stream) {
             if self.nodes[idx].is_split() {
                 // PyTorch would cudaFree the middle of a segment here; no trace has shown it.
@@ -638,14 +816,22 @@ impl Caching {
             self.finished.push(block);
             self.free_block(idx);
         }
-        self.release_free_segments(device);
+        self.release_free_segments(device, false);
     }
 
-    /// `release_blocks` on both pools: every unsplit cached segment back to the device, every
-    /// whole free page of an expandable segment unmapped.
-    fn release_free_segments(&mut self, device: &mut dyn DeviceMemory) {
-        for pool in [Pool::Large, Pool::Small] {
-            let cached: Vec<usize> = self.pools[pool as usize].blocks.iter().map(|k| k.3).collect();
+    /// `release_blocks` on the default pools (large, then small) and then on every private pool
+    /// whose owner let go of it (small, then large; `everything`: every private pool): every
+    /// unsplit cached segment back to the device, every whole free page of an expandable
+    /// segment unmapped.
+    fn release_free_segments(&mut self, device: &mut dyn DeviceMemory, everything: bool) {
+        let mut order = vec![Self::slot(0, Pool::Large), Self::slot(0, Pool::Small)];
+        for owner in 1..self.freeable.len() as u32 {
+            if everything || self.freeable[owner as usize] {
+                order.extend([Self::slot(owner, Pool::Small), Self::slot(owner, Pool::Large)]);
+            }
+        }
+        for pool in order {
+            let cached: Vec<usize> = self.pools[pool].blocks.iter().map(|k| k.3).collect();
             let mut to_unmap = Vec::new();
             for idx in cached {
                 if self.nodes[idx].segment.is_some() {
@@ -741,7 +927,14 @@ impl Caching {
             ),
             None => "the device".to_string(),
         };
-        let largest = |pool: Pool| self.pools[pool as usize].blocks.iter().map(|k| k.1).max().unwrap_or(0);
+        let largest = |pool: Pool| {
+            self.pools[Self::slot(self.current, pool)]
+                .blocks
+                .iter()
+                .map(|k| k.1)
+                .max()
+                .unwrap_or(0)
+        };
         let cached = self.total - self.stats.allocated.current;
         AllocError(format!(
             "{} requested ({} rounded, {} from the device) is refused by {limit} even after the cache was released; \
@@ -866,8 +1059,27 @@ impl Policy for Caching {
     }
 
     fn release_cached(&mut self, device: &mut dyn DeviceMemory) {
-        // empty_cache after the trace: no stream to synchronise, nothing counted.
-        self.release_free_segments(device);
+        // The cache given back after the trace, every pool's: no stream to synchronise,
+        // nothing counted.
+        self.release_free_segments(device, true);
+    }
+
+    fn empty_cache(&mut self, device: &mut dyn DeviceMemory) {
+        self.release_cached_blocks(device);
+    }
+
+    fn select_pool(&mut self, pool: u32) {
+        self.ensure_family(pool);
+        self.current = pool;
+    }
+
+    fn release_pool(&mut self, pool: u32) {
+        self.ensure_family(pool);
+        self.freeable[pool as usize] = true;
+    }
+
+    fn adopt(&mut self, device: &mut dyn DeviceMemory, start: &StartState) -> Result<Vec<Adopted>, AllocError> {
+        self.adopt_start(device, start)
     }
 
     fn drain_finished(&mut self) -> Vec<Block> {
@@ -937,6 +1149,7 @@ impl Policy for Caching {
                 let n = &self.nodes[head];
                 SegmentView {
                     address: n.addr,
+                    pool: n.owner,
                     stream: n.stream,
                     is_large: n.pool == Pool::Large,
                     is_expandable: n.segment.is_some(),
@@ -963,7 +1176,7 @@ mod tests {
     use super::*;
 
     fn rounded(conf: &str, size: u64) -> u64 {
-        Caching::new(AllocConf::parse(conf).unwrap(), SMALL_BUFFER).round_size(size)
+        Caching::new(AllocConf::parse(conf).unwrap(), 2 << 20).round_size(size)
     }
 
     #[test]
@@ -978,6 +1191,5 @@ mod tests {
         assert_eq!(rounded("roundup_power2_divisions:4", (5 << 20) + 1), 6 << 20);
         assert_eq!(rounded("roundup_power2_divisions:4", (1 << 20) + 1), 1_310_720);
         assert_eq!(rounded("roundup_power2_divisions:1", (1 << 20) + 1), (1 << 20) + 512);
-        assert_eq!(next_division(1200, 4), 1280);
     }
 }

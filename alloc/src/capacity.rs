@@ -137,17 +137,34 @@ struct ProbeState {
 }
 
 impl ProbeState {
-    fn fresh(policy: Box<dyn Policy>, device_bytes: u64, trace: &Trace) -> ProbeState {
+    fn fresh(mut policy: Box<dyn Policy>, device_bytes: u64, trace: &Trace) -> ProbeState {
+        let mut device = SimDevice::new(device_bytes);
+        let mut live = LiveBlocks::for_trace(trace);
+        let (mut reserved, mut needed, mut requested) = (0, 0, 0);
+        if let Some(start) = &trace.start {
+            let mut meter = Metered::new(&mut device, None);
+            meter.priming = true;
+            // A start the policy cannot take fails the replay itself, which says why.
+            for a in policy.adopt(&mut meter, start).unwrap_or_default() {
+                live.insert(a.id, a.block, a.requested);
+                if a.pending {
+                    live.let_go(a.id);
+                } else {
+                    requested += a.requested;
+                }
+            }
+            (reserved, needed) = (meter.reserved, meter.needed.max(policy.limit_needed()));
+        }
         ProbeState {
             policy,
-            device: SimDevice::new(device_bytes),
-            live: LiveBlocks::for_trace(trace),
+            device,
+            live,
             at: 0,
-            reserved: 0,
-            peak_reserved: 0,
-            needed: 0,
-            requested: 0,
-            peak_requested: 0,
+            reserved,
+            peak_reserved: reserved,
+            needed,
+            requested,
+            peak_requested: requested,
         }
     }
 
@@ -200,9 +217,25 @@ impl ProbeState {
         let policy = &mut self.policy;
         let live = &mut self.live;
         let mut fits = true;
+        let pooled = !trace.pool_of_id.is_empty();
         for event in &trace.events[self.at..end] {
             match *event {
+                // Every probe has a cap: a release right before a device allocation is left to
+                // the policy, as in a capped replay.
+                TraceEvent::EmptyCache { within_request: true } => {}
+                TraceEvent::EmptyCache { within_request: false } => {
+                    policy.empty_cache(&mut meter);
+                    for block in policy.drain_finished() {
+                        if let Some(done) = live.let_go_at(block.addr) {
+                            live.remove(done);
+                        }
+                    }
+                }
+                TraceEvent::ReleasePool { pool } => policy.release_pool(pool),
                 TraceEvent::Alloc { id, size, stream } => {
+                    if pooled {
+                        policy.select_pool(trace.pool_of(id));
+                    }
                     let result = policy.allocate(&mut meter, size, stream);
                     for block in policy.drain_finished() {
                         if let Some(done) = live.let_go_at(block.addr) {

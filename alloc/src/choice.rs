@@ -1,7 +1,9 @@
 //! Which policies a replay runs: vramlab's by name, PyTorch's under settings strings, or, for
 //! a snapshot that names them, the settings it was recorded with.
 
-use experiments::{AllocConf, BackendKind, PolicyResult, PolicySpec, Trace, POLICIES};
+use experiments::{
+    AllocConf, BackendKind, DeviceInfo, PolicyResult, PolicySpec, ReplayRecord, Trace, TraceSource, POLICIES,
+};
 use rayon::prelude::*;
 
 use super::{build_policy, build_pytorch_policy, min_capacity_of, replay_policy, Policy, ReplayOptions, SimDevice};
@@ -45,11 +47,15 @@ impl PolicyChoice {
         }
     }
 
-    /// Whether this replays `trace` under the settings it was recorded with.
+    /// Whether this replays `trace` under the settings it was recorded with (for a snapshot
+    /// that does not name them, PyTorch's defaults, which the check then puts to the test).
     pub fn is_recording_of(&self, trace: &Trace) -> bool {
         match (self, &trace.allocator_settings) {
             (PolicyChoice::Pytorch { conf, .. }, Some(recorded)) => {
                 AllocConf::parse(recorded).is_ok_and(|r| &r == conf)
+            }
+            (PolicyChoice::Pytorch { conf, .. }, None) => {
+                trace.source == TraceSource::PytorchSnapshot && *conf == AllocConf::default()
             }
             _ => false,
         }
@@ -64,9 +70,11 @@ pub fn choose_policies(
     alloc_conf: &[String],
 ) -> Result<Vec<PolicyChoice>, experiments::Error> {
     let mut choices = Vec::new();
+    // A snapshot is PyTorch's allocator at work: with no settings named, its defaults.
+    let snapshot = trace.source == TraceSource::PytorchSnapshot;
     let named = match (policy, alloc_conf.is_empty(), &trace.allocator_settings) {
         (Some(policy), _, _) => Some(policy),
-        (None, true, None) => Some("all"),
+        (None, true, None) if !snapshot => Some("all"),
         _ => None,
     };
     if let Some(named) = named {
@@ -84,7 +92,10 @@ pub fn choose_policies(
         }
     }
     let own = (alloc_conf.is_empty() && policy.is_none())
-        .then(|| trace.allocator_settings.clone())
+        .then(|| match &trace.allocator_settings {
+            Some(settings) => Some(settings.clone()),
+            None => snapshot.then(String::new),
+        })
         .flatten();
     for settings in alloc_conf.iter().cloned().chain(own) {
         choices.push(PolicyChoice::pytorch(&settings)?);
@@ -137,4 +148,60 @@ pub fn replay_choices(
             Ok(result)
         })
         .collect()
+}
+
+/// The cap a replay runs under: the one given, or else the device as the recording's
+/// out-of-memory error showed it; with a sentence saying where an inferred cap came from.
+pub fn replay_capacity(trace: &Trace, given: Option<u64>) -> (Option<u64>, Option<String>) {
+    match (given, trace.capacity_from_oom()) {
+        (Some(cap), _) => (Some(cap), None),
+        (None, Some(cap)) => (
+            Some(cap.bytes),
+            Some(format!(
+                "the cap is inferred from the recorded out-of-memory error at event {}: every device allocation before it fitted under {} B, and the request that failed did not fit under {} B, so any cap in between makes the recorded decisions; the lower is taken (the job's true cap, or its device's free memory, is not recorded)",
+                cap.at, cap.lower, cap.upper
+            )),
+        ),
+        (None, None) => (None, None),
+    }
+}
+
+/// Replays every trace of a file (one per device of a snapshot) under the policies chosen for
+/// it, as `vramlab replay` does: each device on its own, labelled, under `capacity` or the cap
+/// its recorded out-of-memory error implies; devices without events are listed with a note.
+pub fn replay_devices(
+    traces: &[Trace],
+    policy: Option<&str>,
+    alloc_conf: &[String],
+    capacity: Option<u64>,
+    device_bytes: u64,
+    options: ReplayOptions,
+) -> Result<ReplayRecord, experiments::Error> {
+    let mut records = Vec::with_capacity(traces.len());
+    for trace in traces {
+        if trace.is_empty() {
+            let mut record = ReplayRecord::new(trace, None, DeviceInfo::default(), Vec::new());
+            record.notes.push(format!(
+                "device {} has no events in the snapshot: nothing to replay",
+                trace.device
+            ));
+            records.push(record);
+            continue;
+        }
+        let choices = choose_policies(trace, policy, alloc_conf)?;
+        let (cap, source) = replay_capacity(trace, capacity);
+        let results = replay_choices(
+            trace,
+            &choices,
+            device_bytes,
+            ReplayOptions {
+                capacity: cap,
+                ..options
+            },
+        )?;
+        let mut record = ReplayRecord::new(trace, cap, DeviceInfo::default(), results);
+        record.capacity_source = source;
+        records.push(record);
+    }
+    ReplayRecord::of_devices(records)
 }

@@ -43,7 +43,22 @@ impl SimDevice {
             .filter(|op| op.action == DeviceAction::SegmentAlloc && op.addr != 0)
             .map(|op| (op.size, op.addr))
             .collect();
+        // Counted addresses start past every recorded one, so the two never meet.
+        let recorded_end = trace
+            .recorded_ops
+            .iter()
+            .filter(|op| op.action != DeviceAction::Oom)
+            .map(|op| op.addr.saturating_add(op.size))
+            .max()
+            .unwrap_or(0);
+        device.skip_past(recorded_end);
         device
+    }
+
+    /// Counts addresses from past `end` on.
+    fn skip_past(&mut self, end: u64) {
+        let next = super::round_up(end, Self::GRANULE).saturating_add(Self::GRANULE);
+        self.next_addr = self.next_addr.max(next);
     }
 
     fn carve(&mut self, bytes: u64) -> u64 {
@@ -69,6 +84,17 @@ impl SimDevice {
 }
 
 impl DeviceMemory for SimDevice {
+    fn adopt(&mut self, addr: u64, bytes: u64) -> Option<u64> {
+        if !self.take(bytes) {
+            return None;
+        }
+        self.skip_past(addr.saturating_add(bytes));
+        Some(addr)
+    }
+    fn adopt_reservation(&mut self, addr: u64, bytes: u64) -> Option<u64> {
+        self.skip_past(addr.saturating_add(bytes));
+        Some(addr)
+    }
     fn allocate(&mut self, bytes: u64) -> Option<u64> {
         if !self.take(bytes) {
             return None;
@@ -124,6 +150,9 @@ pub struct Metered<'d> {
     pub at: usize,
     /// Every allocation, free, map and unmap, in order, where it happened.
     pub ops: Vec<RecordedOp>,
+    /// Taking over a trace's starting state: memory is held, but no operation is logged or
+    /// counted (it happened before the trace).
+    pub priming: bool,
 }
 
 impl<'d> Metered<'d> {
@@ -140,15 +169,20 @@ impl<'d> Metered<'d> {
             sizes: Vec::new(),
             at: 0,
             ops: Vec::new(),
+            priming: false,
         }
     }
 
     fn log(&mut self, action: DeviceAction, size: u64, addr: u64) {
+        if self.priming {
+            return;
+        }
         self.ops.push(RecordedOp {
             at: self.at,
             action,
             size,
             addr,
+            stream: 0,
         });
     }
 
@@ -161,8 +195,10 @@ impl<'d> Metered<'d> {
     fn took(&mut self, bytes: u64) {
         self.reserved += bytes;
         self.peak_reserved = self.peak_reserved.max(self.reserved);
-        self.allocations += 1;
-        self.sizes.push(bytes);
+        if !self.priming {
+            self.allocations += 1;
+            self.sizes.push(bytes);
+        }
     }
 
     fn gave_back(&mut self, bytes: u64) {
@@ -172,6 +208,17 @@ impl<'d> Metered<'d> {
 }
 
 impl DeviceMemory for Metered<'_> {
+    fn adopt(&mut self, addr: u64, bytes: u64) -> Option<u64> {
+        // What was held before the trace is held whatever the cap: a cap below it shows as the
+        // smallest capacity the trace needs, not as a refusal of the past.
+        self.admit(bytes);
+        let addr = self.device.adopt(addr, bytes)?;
+        self.took(bytes);
+        Some(addr)
+    }
+    fn adopt_reservation(&mut self, addr: u64, bytes: u64) -> Option<u64> {
+        self.device.adopt_reservation(addr, bytes)
+    }
     fn allocate(&mut self, bytes: u64) -> Option<u64> {
         if !self.admit(bytes) {
             return None;
@@ -207,7 +254,7 @@ impl DeviceMemory for Metered<'_> {
         self.device.release(addr, bytes)
     }
     fn map(&mut self, addr: u64, bytes: u64) -> bool {
-        if !self.admit(bytes) || !self.device.map(addr, bytes) {
+        if (!self.admit(bytes) && !self.priming) || !self.device.map(addr, bytes) {
             return false;
         }
         self.took(bytes);

@@ -23,10 +23,10 @@ mod slots;
 mod tune;
 mod vmm;
 
-use experiments::{AllocBackend, AllocConf, PolicySpec, PytorchStats, SegmentView};
+use experiments::{AllocBackend, AllocConf, BlockState, PolicySpec, PytorchStats, SegmentView, StartBlock, StartState};
 
 pub use capacity::{min_capacity, min_capacity_of};
-pub use choice::{choose_policies, replay_choices, PolicyChoice};
+pub use choice::{choose_policies, replay_capacity, replay_choices, replay_devices, PolicyChoice};
 pub use device::{Metered, SimDevice};
 pub use replay::{replay, replay_policy, ReplayHooks, ReplayOptions};
 pub use tune::{rank, tune, tune_grid, DEFAULT_TUNE_GRID};
@@ -46,6 +46,17 @@ pub trait DeviceMemory {
     /// Returns an allocation made by [`DeviceMemory::allocate_stream_ordered`].
     fn free_stream_ordered(&mut self, addr: u64, bytes: u64) {
         self.free(addr, bytes)
+    }
+    /// Takes over `bytes` of memory a recording's allocator held at `addr` before the trace
+    /// began; the address it has here (the same where the device can honour it).
+    fn adopt(&mut self, addr: u64, bytes: u64) -> Option<u64> {
+        let _ = addr;
+        self.allocate(bytes)
+    }
+    /// As [`DeviceMemory::adopt`], for an address range of an expandable segment.
+    fn adopt_reservation(&mut self, addr: u64, bytes: u64) -> Option<u64> {
+        let _ = addr;
+        self.reserve(bytes)
     }
     /// Reserves `bytes` of virtual address space with no memory behind it.
     fn reserve(&mut self, bytes: u64) -> Option<u64>;
@@ -86,6 +97,22 @@ impl FreeSpace {
             1.0 - self.largest as f64 / self.total as f64
         }
     }
+}
+
+/// A block live when a trace began, taken over by a policy: the trace's id for it, where it
+/// lies, what was asked for, and whether the program had let go of it already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Adopted {
+    /// The trace's id.
+    pub id: u64,
+    /// Where the policy has it.
+    pub block: Block,
+    /// Bytes asked for.
+    pub requested: u64,
+    /// Its stream.
+    pub stream: u64,
+    /// Let go of, waiting for its stream (`free_requested` before the trace began).
+    pub pending: bool,
 }
 
 /// A request a policy could not satisfy, worded for the user.
@@ -141,8 +168,40 @@ pub trait Policy {
     fn free_space(&self) -> FreeSpace;
     /// The alignment every block it hands out has.
     fn alignment(&self) -> u64;
-    /// Returns every cached byte it can to the device (PyTorch's empty_cache).
+    /// Returns every cached byte it can to the device, every pool's (after a replay).
     fn release_cached(&mut self, device: &mut dyn DeviceMemory);
+    /// The program's `torch.cuda.empty_cache()` (PyTorch also synchronises every stream).
+    fn empty_cache(&mut self, device: &mut dyn DeviceMemory) {
+        self.release_cached(device)
+    }
+    /// Serves the next requests from pool family `pool` (0 the default pools; k a private pool
+    /// of the trace's). Policies without pools ignore it.
+    fn select_pool(&mut self, _pool: u32) {}
+    /// The owner of private pool `pool` let go of it.
+    fn release_pool(&mut self, _pool: u32) {}
+    /// Takes over the state a trace began in (a snapshot whose start was lost); the live blocks,
+    /// with their trace ids. A policy that does not know PyTorch's layout allocates each live
+    /// block as a request, in address order.
+    fn adopt(&mut self, device: &mut dyn DeviceMemory, start: &StartState) -> Result<Vec<Adopted>, AllocError> {
+        let mut live: Vec<&StartBlock> = start.blocks().filter(|b| b.id.is_some()).collect();
+        live.sort_by_key(|b| b.addr);
+        live.into_iter()
+            .map(|b| {
+                let block = self.allocate(device, b.requested, b.stream)?;
+                let pending = b.state == BlockState::Pending;
+                if pending {
+                    self.free_requested(device, block);
+                }
+                Ok(Adopted {
+                    id: b.id.unwrap_or_default(),
+                    block,
+                    requested: b.requested,
+                    stream: b.stream,
+                    pending,
+                })
+            })
+            .collect()
+    }
     /// Policy-specific counts (hits, misses, splits ...).
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()

@@ -6,8 +6,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::time::Instant;
 
 use experiments::{
-    BackendKind, DeviceAction, PolicyResult, PolicySpec, RecordedOp, ReplayedEvent, ReplayedTrace, TimelinePoint,
-    Trace, TraceEvent,
+    BackendKind, BlockState, DeviceAction, FirstDifference, OperationView, PolicyResult, PolicySpec, RecordedCheck,
+    RecordedOp, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint, Trace, TraceEvent, Verdict,
 };
 
 use super::{build_policy, Block, DeviceMemory, Metered, Policy};
@@ -179,6 +179,27 @@ pub fn replay(
     )
 }
 
+/// Takes out of the live table the blocks a flush finished before the trace's own free came
+/// (rare: a scan will do).
+fn settle_finished(
+    policy: &mut dyn Policy,
+    live: &mut LiveTable,
+    mut recorder: Option<&mut Recorder>,
+    hooks: &mut dyn ReplayHooks,
+    index: usize,
+) -> Result<(), String> {
+    for block in policy.drain_finished() {
+        if let Some(done) = live.let_go_at(block.addr) {
+            let entry = live.remove(done).expect("found just now");
+            if let Some(r) = recorder.as_deref_mut() {
+                r.push(index, "free_completed", block.addr, entry.size, entry.stream);
+            }
+            hooks.freeing(done, block)?;
+        }
+    }
+    Ok(())
+}
+
 /// A block the replay has handed to the trace's program.
 struct Live {
     block: Block,
@@ -199,12 +220,15 @@ enum LiveTable {
 /// How many slots a table indexed by the trace's ids needs, when the ids are dense enough for
 /// one (every importer numbers them from 0); `None` when a hash map should hold them.
 pub(crate) fn dense_id_slots(trace: &Trace) -> Option<usize> {
+    let started = trace.start.iter().flat_map(|s| s.blocks()).filter_map(|b| b.id);
     let max_id = trace
         .events
         .iter()
         .map(|e| match *e {
             TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => id,
+            TraceEvent::EmptyCache { .. } | TraceEvent::ReleasePool { .. } => 0,
         })
+        .chain(started)
         .max()
         .unwrap_or(0);
     (max_id <= 2 * trace.events.len() as u64 + 1024).then(|| max_id as usize + 1)
@@ -293,35 +317,158 @@ impl Recorder {
     }
 }
 
-/// Where the replay's device operations first part from those the trace recorded.
-fn compare_recorded(recorded: &[RecordedOp], made: &[RecordedOp]) -> String {
+/// The replay checked against the recording: its device operations, in order and in place,
+/// and the segments it ends with (`own`: replayed under the recording's settings).
+fn check_recorded(trace: &Trace, own: bool, made: &[RecordedOp], segments: Option<Vec<SegmentView>>) -> RecordedCheck {
+    if !own {
+        return RecordedCheck::unchecked("replayed under other settings than the recording's");
+    }
+    let layout = segments.map(|segments| same_layout(&trace.final_segments, &segments));
+    if !trace.records_device_operations() {
+        let why = "the trace records no device operations (no segment events), so the replay's cannot be checked";
+        return match layout {
+            Some(Err(difference)) => RecordedCheck {
+                verdict: Verdict::Differs,
+                operations: 0,
+                first_difference: None,
+                why: format!("{why}; and the segments it ends with differ from the snapshot's: {difference}"),
+                summary: format!("differs: the segments the replay ends with are not the snapshot's ({difference})"),
+            },
+            Some(Ok(())) => RecordedCheck::unchecked(format!(
+                "{why}; the segments it ends with are the snapshot's, block for block"
+            )),
+            None => RecordedCheck::unchecked(why),
+        };
+    }
+    let recorded = &trace.recorded_ops;
+    let view = |op: &RecordedOp| OperationView {
+        action: op.action.name().to_string(),
+        size: op.size,
+        at: op.at,
+    };
     let describe = |op: &RecordedOp| format!("{} of {} B at event {}", op.action.name(), op.size, op.at);
-    match recorded.iter().zip(made).position(|(r, m)| !r.same_as(m)) {
-        Some(i) => format!(
-            "parts from the recording at device operation {i}: recorded {}, replayed {}",
-            describe(&recorded[i]),
-            describe(&made[i])
-        ),
-        None if recorded.len() == made.len() => {
-            format!(
+    let parted = match recorded.iter().zip(made).position(|(r, m)| !r.same_as(m)) {
+        Some(i) => Some((i, Some(&recorded[i]), Some(&made[i]))),
+        None if recorded.len() == made.len() => None,
+        None => {
+            let i = recorded.len().min(made.len());
+            Some((i, recorded.get(i), made.get(i)))
+        }
+    };
+    if let Some((i, r, m)) = parted {
+        let said = |op: Option<&RecordedOp>| op.map_or("nothing more".to_string(), describe);
+        return RecordedCheck {
+            verdict: Verdict::Differs,
+            operations: recorded.len(),
+            first_difference: Some(FirstDifference {
+                operation: Some(i),
+                recorded: r.map(view),
+                replayed: m.map(view),
+            }),
+            why: format!(
+                "device operation {i} of {}: the recording made {}, the replay {}",
+                recorded.len(),
+                said(r),
+                said(m)
+            ),
+            summary: format!(
+                "parts from the recording at device operation {i}: recorded {}, replayed {}",
+                said(r),
+                said(m)
+            ),
+        };
+    }
+    match layout {
+        Some(Err(difference)) => RecordedCheck {
+            verdict: Verdict::Differs,
+            operations: recorded.len(),
+            first_difference: Some(FirstDifference {
+                operation: None,
+                recorded: None,
+                replayed: None,
+            }),
+            why: format!(
+                "all {} recorded device operations reproduced, but the segments the replay ends with are not the snapshot's: {difference}",
+                recorded.len()
+            ),
+            summary: format!("differs in the final segments: {difference}"),
+        },
+        Some(Ok(())) => RecordedCheck {
+            verdict: Verdict::Match,
+            operations: recorded.len(),
+            first_difference: None,
+            why: format!(
+                "all {} recorded device operations reproduced, in order and in place, and the final segments are the snapshot's",
+                recorded.len()
+            ),
+            summary: format!(
+                "all {} recorded device operations reproduced, in order and in place; final segments equal",
+                recorded.len()
+            ),
+        },
+        None => RecordedCheck {
+            verdict: Verdict::Match,
+            operations: recorded.len(),
+            first_difference: None,
+            why: format!(
+                "all {} recorded device operations reproduced, in order and in place (the trace has no final segments to compare)",
+                recorded.len()
+            ),
+            summary: format!(
                 "all {} recorded device operations reproduced, in order and in place",
                 recorded.len()
-            )
-        }
-        None => {
-            let (longer, who) = if recorded.len() > made.len() {
-                (recorded, "the recording")
-            } else {
-                (made, "the replay")
-            };
-            let first = &longer[recorded.len().min(made.len())];
-            format!(
-                "parts from the recording after {} device operations: {who} goes on with {}",
-                recorded.len().min(made.len()),
-                describe(first)
-            )
-        }
+            ),
+        },
     }
+}
+
+/// Whether the replay ends with the segments the snapshot recorded: each segment's pool, size
+/// class and blocks (size, state, request), whatever their addresses.
+fn same_layout(recorded: &[experiments::StartSegment], made: &[SegmentView]) -> Result<(), String> {
+    type Shape = (u32, bool, bool, Vec<(u64, &'static str, u64)>);
+    let state_name = |state: BlockState| match state {
+        BlockState::Free => "inactive",
+        BlockState::Allocated => "active_allocated",
+        BlockState::Pending => "active_pending_free",
+    };
+    let mut want: Vec<Shape> = recorded
+        .iter()
+        .map(|s| {
+            let blocks = s
+                .blocks
+                .iter()
+                .map(|b| (b.size, state_name(b.state), b.requested))
+                .collect();
+            (s.pool, s.is_large, s.expandable, blocks)
+        })
+        .collect();
+    let mut got: Vec<Shape> = made
+        .iter()
+        .map(|s| {
+            let blocks = s
+                .blocks
+                .iter()
+                .map(|b| {
+                    let state = BlockState::from_snapshot(&b.state).map_or("?", state_name);
+                    (b.size, state, b.requested_size)
+                })
+                .collect();
+            (s.pool, s.is_large, s.is_expandable, blocks)
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    if want == got {
+        return Ok(());
+    }
+    let bytes = |shapes: &[Shape]| -> u64 { shapes.iter().flat_map(|s| &s.3).map(|b| b.0).sum() };
+    Err(format!(
+        "the snapshot ends with {} segments ({} B), the replay with {} ({} B)",
+        want.len(),
+        bytes(&want),
+        got.len(),
+        bytes(&got)
+    ))
 }
 
 /// Replays `trace` through any policy (one of vramlab's or your own), reported as `label`.
@@ -349,6 +496,34 @@ pub fn replay_policy(
     });
     let hook_error = |index: usize, e: String| experiments::Error::Invalid(format!("{label}: event {index}: {e}"));
     let timed = |start: Option<Instant>| start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
+    if let Some(start) = &trace.start {
+        meter.priming = true;
+        let adopted = policy
+            .adopt(&mut meter, start)
+            .map_err(|e| experiments::Error::Invalid(format!("{label}: the trace's starting state: {e}")))?;
+        meter.priming = false;
+        for a in adopted {
+            hooks.allocated(a.id, a.block).map_err(|e| hook_error(0, e))?;
+            live.insert(
+                a.id,
+                Live {
+                    block: a.block,
+                    size: a.requested,
+                    stream: a.stream,
+                    ns: 0.0,
+                    let_go: a.pending,
+                },
+            );
+            if !a.pending {
+                allocated += a.block.size;
+                requested += a.requested;
+            }
+        }
+        (peak_allocated, peak_requested) = (allocated, requested);
+        fragmentation = policy.free_space().fragmentation();
+        waste = allocated - requested;
+    }
+    let pooled = !trace.pool_of_id.is_empty();
 
     for (index, event) in trace.events.iter().enumerate() {
         meter.at = index;
@@ -358,6 +533,9 @@ pub fn replay_policy(
                     .as_ref()
                     .and_then(|_| policy.pytorch_stats())
                     .map(|s| s.num_alloc_retries);
+                if pooled {
+                    policy.select_pool(trace.pool_of(id));
+                }
                 let start = options.time_ops.then(Instant::now);
                 let result = policy.allocate(&mut meter, size, stream);
                 let ns = timed(start);
@@ -366,16 +544,8 @@ pub fn replay_policy(
                         r.push(index, "retry", 0, size, stream);
                     }
                 }
-                // Blocks a flush finished before the trace's own free (rare: a scan will do).
-                for block in policy.drain_finished() {
-                    if let Some(done) = live.let_go_at(block.addr) {
-                        let entry = live.remove(done).expect("found just now");
-                        if let Some(r) = recorder.as_mut() {
-                            r.push(index, "free_completed", block.addr, entry.size, entry.stream);
-                        }
-                        hooks.freeing(done, block).map_err(|e| hook_error(index, e))?;
-                    }
-                }
+                settle_finished(policy.as_mut(), &mut live, recorder.as_mut(), hooks, index)
+                    .map_err(|e| hook_error(index, e))?;
                 match result {
                     Ok(block) => {
                         if let Some(r) = recorder.as_mut() {
@@ -412,6 +582,7 @@ pub fn replay_policy(
                             action: DeviceAction::Oom,
                             size,
                             addr: 0,
+                            stream,
                         });
                         if let Some(r) = recorder.as_mut() {
                             r.device_ops(&meter.ops, stream);
@@ -436,6 +607,22 @@ pub fn replay_policy(
                     entry.ns += timed(start);
                 }
             }
+            // Under a cap (and in a probe, which always has one), a release right before a
+            // device allocation may be the allocator's own retry: the policy makes it itself,
+            // when the cap calls for it.
+            TraceEvent::EmptyCache { within_request: true }
+                if options.capacity.is_some() || options.stop_at_first_failure => {}
+            TraceEvent::EmptyCache { within_request } => {
+                // Its operations belong to the request that follows, as the recording has them.
+                meter.at = index + usize::from(within_request);
+                policy.empty_cache(&mut meter);
+                settle_finished(policy.as_mut(), &mut live, recorder.as_mut(), hooks, index)
+                    .map_err(|e| hook_error(index, e))?;
+                if let Some(r) = recorder.as_mut() {
+                    r.device_ops(&meter.ops, 0);
+                }
+            }
+            TraceEvent::ReleasePool { pool } => policy.release_pool(pool),
             TraceEvent::Free { id } => {
                 // A free whose allocation failed, or that a flush already finished, has nothing to return.
                 if let Some(entry) = live.remove(id) {
@@ -464,12 +651,18 @@ pub fn replay_policy(
     }
     // The policy's own statistics describe the trace: taken before anything below is returned.
     let pytorch_stats = policy.pytorch_stats();
+    let final_segments =
+        (options.check_recorded && !trace.final_segments.is_empty() || recorder.is_some()).then(|| policy.segments());
+    let recorded_check = check_recorded(
+        trace,
+        options.check_recorded,
+        &meter.ops,
+        final_segments.clone().filter(|_| !trace.final_segments.is_empty()),
+    );
     let replayed = recorder.map(|r| ReplayedTrace {
         events: r.events,
-        segments: policy.segments(),
+        segments: final_segments.unwrap_or_default(),
     });
-    let recorded_check = (options.check_recorded && !trace.recorded_ops.is_empty())
-        .then(|| compare_recorded(&trace.recorded_ops, &meter.ops));
     // Blocks the trace never frees are returned (untimed, and after every figure above), then
     // the cache: whatever the policy still holds afterwards is memory it cannot give back.
     let end = trace.events.len();

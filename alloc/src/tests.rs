@@ -190,10 +190,10 @@ fn impossible_requests_are_refused_by_every_policy() {
     use experiments::{AllocConf, BackendKind, Trace, TraceEvent, TraceSource};
 
     let alloc = |id, size| TraceEvent::Alloc { id, size, stream: 0 };
-    let trace = Trace {
-        name: "impossible".into(),
-        source: TraceSource::Vramlab,
-        events: vec![
+    let trace = Trace::new(
+        "impossible",
+        TraceSource::Vramlab,
+        vec![
             alloc(0, 3 << 20),
             alloc(1, 4096),
             alloc(2, u64::MAX),
@@ -205,11 +205,7 @@ fn impossible_requests_are_refused_by_every_policy() {
             TraceEvent::Free { id: 1 },
             TraceEvent::Free { id: 5 },
         ],
-        segment_sizes: Vec::new(),
-        warnings: Default::default(),
-        recorded_ops: Vec::new(),
-        allocator_settings: None,
-    };
+    );
     type Build = Box<dyn Fn() -> Box<dyn Policy>>;
     let mut builders: Vec<(String, Build)> = specs()
         .into_iter()

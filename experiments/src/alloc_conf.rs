@@ -340,6 +340,58 @@ impl AllocConf {
         let index = log_size.saturating_sub(20).min(ROUNDUP_INTERVALS - 1);
         self.roundup_power2_divisions[index]
     }
+
+    /// PyTorch's `round_size`: the bytes a request of `size` takes under these settings. Under
+    /// 512 B, 512; else, where the size's interval has d > 1 divisions and the size exceeds
+    /// 512 x d, up to the next 1/d step of its power of two; else up to a multiple of 512.
+    pub fn round_size(&self, size: u64) -> u64 {
+        const MIN_BLOCK: u64 = 512;
+        if size < MIN_BLOCK {
+            return MIN_BLOCK;
+        }
+        let divisions = self.divisions_for(size);
+        if divisions > 1 && size > MIN_BLOCK.saturating_mul(divisions) {
+            next_division(size, divisions)
+        } else {
+            size.div_ceil(MIN_BLOCK).saturating_mul(MIN_BLOCK)
+        }
+    }
+}
+
+impl AllocConf {
+    /// PyTorch's `get_allocation_size`: the segment a cache miss allocates for a request
+    /// already rounded by [`AllocConf::round_size`]: 2 MiB up to 1 MiB, `large_segment_size`
+    /// below 10 MiB, else the request rounded up to 2 MiB.
+    pub fn allocation_size(&self, rounded: u64) -> u64 {
+        const SMALL_SIZE: u64 = 1 << 20;
+        const SMALL_BUFFER: u64 = 2 << 20;
+        const MIN_LARGE_ALLOC: u64 = 10 << 20;
+        if rounded <= SMALL_SIZE {
+            SMALL_BUFFER
+        } else if rounded < MIN_LARGE_ALLOC {
+            self.large_segment_size
+        } else {
+            rounded.div_ceil(SMALL_BUFFER).saturating_mul(SMALL_BUFFER)
+        }
+    }
+}
+
+/// PyTorch's `roundup_power2_next_division`.
+fn next_division(size: u64, divisions: u64) -> u64 {
+    if size.is_power_of_two() {
+        return size;
+    }
+    let floor = 1u64 << size.ilog2();
+    let step = floor >> divisions.ilog2();
+    if step == 0 {
+        return floor << 1;
+    }
+    let rounded = size & !(step - 1);
+    if rounded == size {
+        size
+    } else {
+        rounded.saturating_add(step)
+    }
 }
 
 /// The canonical string: every key that differs from PyTorch's default, in a fixed order, as

@@ -47,12 +47,14 @@ pub use profile::{
 pub use record::{BackendKind, DeviceInfo, PointRecord, Record, CODE_COMMIT};
 pub use registry::former_names;
 pub use replay_record::{
-    BlockView, PolicyResult, PytorchStats, ReplayRecord, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint,
+    BlockView, FirstDifference, OperationView, PolicyResult, PytorchStats, RecordedCheck, ReplayRecord, ReplayedEvent,
+    ReplayedTrace, SegmentView, StartSummary, TimelinePoint, Verdict,
 };
 pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};
 pub use trace::{
-    refuse_private_pool, snapshot_bytes, write_snapshot, DeviceAction, RecordedOp, SnapshotBuilder, SyntheticInfo,
-    Trace, TraceEvent, TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES, SETTINGS_KEYS, SYNTHETIC_TRACES,
+    snapshot_bytes, write_snapshot, BlockState, DeviceAction, InferredCap, RecordedOp, Reservation, StartBlock,
+    StartSegment, StartState, SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES,
+    SYNTHETIC_TRACES,
 };
 pub use units::{format_bytes, parse_bytes};

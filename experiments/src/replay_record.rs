@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
 use crate::record::{BackendKind, DeviceInfo};
-use crate::trace::{Trace, TraceWarnings};
+use crate::trace::{Trace, TraceSource, TraceWarnings};
 
 /// Allocated and reserved bytes after one trace event.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -79,6 +79,9 @@ pub struct BlockView {
 pub struct SegmentView {
     /// Its first byte.
     pub address: u64,
+    /// Its pool family: 0 the default pools, k > 0 the trace's private pool k.
+    #[serde(default)]
+    pub pool: u32,
     /// The stream its blocks serve.
     pub stream: u64,
     /// Large pool (true) or small.
@@ -113,6 +116,92 @@ pub struct ReplayedTrace {
     pub events: Vec<ReplayedEvent>,
     /// The segments when the trace ended (before anything was released).
     pub segments: Vec<SegmentView>,
+}
+
+/// How a replay compares with what the recording allocator did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every recorded device operation reproduced, in order and in place, and the final
+    /// segments are the snapshot's.
+    Match,
+    /// The replay parts from the recording (`first_difference` says where).
+    Differs,
+    /// Nothing to check against: another setting than the recording's, or a trace that records
+    /// no device operations.
+    #[default]
+    Unchecked,
+}
+
+/// One device operation, as the check names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationView {
+    /// `segment_alloc`, `segment_free`, `segment_map`, `segment_unmap` or `oom`.
+    pub action: String,
+    /// Its bytes.
+    pub size: u64,
+    /// The trace event it happened at.
+    pub at: usize,
+}
+
+/// Where a replay first parts from its recording.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirstDifference {
+    /// The index of the device operation (among the recorded ones) where they part; `None`
+    /// where the operations agree and the final segments do not.
+    pub operation: Option<usize>,
+    /// What the recording did there.
+    pub recorded: Option<OperationView>,
+    /// What the replay did there.
+    pub replayed: Option<OperationView>,
+}
+
+/// The replay checked against the recording.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedCheck {
+    /// `match`, `differs` or `unchecked`.
+    pub verdict: Verdict,
+    /// Recorded device operations compared.
+    pub operations: usize,
+    /// Where the replay first parts from the recording.
+    pub first_difference: Option<FirstDifference>,
+    /// Why the verdict is what it is.
+    pub why: String,
+    /// One sentence for people.
+    pub summary: String,
+}
+
+impl RecordedCheck {
+    /// Unchecked, for `why`.
+    pub fn unchecked(why: impl Into<String>) -> RecordedCheck {
+        let why = why.into();
+        RecordedCheck {
+            verdict: Verdict::Unchecked,
+            operations: 0,
+            first_difference: None,
+            summary: format!("not checked: {why}"),
+            why,
+        }
+    }
+
+    /// Reads the check as records carry it, and records written before it had a structure
+    /// (a sentence, or nothing).
+    fn read<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<RecordedCheck, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Structured(RecordedCheck),
+            Sentence(String),
+        }
+        Ok(match Option::<Written>::deserialize(deserializer)? {
+            Some(Written::Structured(check)) => check,
+            Some(Written::Sentence(sentence)) => RecordedCheck {
+                summary: sentence,
+                ..RecordedCheck::unchecked("written before checks had a verdict")
+            },
+            None => RecordedCheck::unchecked("written before every result carried a check"),
+        })
+    }
 }
 
 /// One policy's figures for one trace.
@@ -166,10 +255,10 @@ pub struct PolicyResult {
     /// (taken at the end of the trace, before anything is released).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pytorch_stats: Option<PytorchStats>,
-    /// For a trace that records its allocator's device operations, replayed under its own
-    /// settings: where the replay first parts from them, or that it never does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recorded_check: Option<String>,
+    /// The replay against the recording: for a snapshot replayed under its own settings, every
+    /// device operation it recorded and the segments it ended with; otherwise why not.
+    #[serde(default, deserialize_with = "RecordedCheck::read")]
+    pub recorded_check: RecordedCheck,
     /// Allocated and reserved bytes over the trace (thinned to at most a few thousand points).
     pub timeline: Vec<TimelinePoint>,
     /// What the replay did, operation by operation, when the exports asked for it.
@@ -199,6 +288,35 @@ pub struct ReplayRecord {
     pub commit: String,
     /// One entry per policy.
     pub results: Vec<PolicyResult>,
+    /// The device of the snapshot this is (its index in `device_traces`).
+    #[serde(default)]
+    pub device_index: usize,
+    /// What the allocator held when the trace began, where its start was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<StartSummary>,
+    /// Where an inferred cap came from (a recorded out-of-memory error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_source: Option<String>,
+    /// What the input does not determine and what the figures therefore mean, in plain words.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// Every device of the snapshot, each replayed on its own (this record's figures are the
+    /// first's); empty for a single trace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<ReplayRecord>,
+}
+
+/// The allocator's state when a trace's window began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartSummary {
+    /// Bytes held from the device.
+    pub reserved_bytes: u64,
+    /// Bytes of live blocks (block sizes).
+    pub allocated_bytes: u64,
+    /// Segments (mapped ranges of expandable segments each count).
+    pub segments: usize,
+    /// Live blocks.
+    pub live_blocks: usize,
 }
 
 impl ReplayRecord {
@@ -219,19 +337,52 @@ impl ReplayRecord {
             device,
             commit: crate::record::CODE_COMMIT.to_string(),
             results,
+            device_index: trace.device,
+            start: trace.start.as_ref().map(|start| StartSummary {
+                reserved_bytes: start.reserved(),
+                allocated_bytes: start.allocated(),
+                segments: start.segments.len(),
+                live_blocks: start.blocks().filter(|b| b.id.is_some()).count(),
+            }),
+            capacity_source: None,
+            notes: notes_of(trace),
+            devices: Vec::new(),
         }
+    }
+
+    /// One record for several devices' records: the first's figures, and all of them in
+    /// `devices` (a single record stands alone).
+    pub fn of_devices(mut records: Vec<ReplayRecord>) -> Result<ReplayRecord> {
+        if records.len() <= 1 {
+            return records
+                .pop()
+                .ok_or_else(|| Error::Invalid("the trace has no device to replay".into()));
+        }
+        let first = records
+            .iter()
+            .position(|r| !r.results.is_empty())
+            .ok_or_else(|| Error::Invalid("no device of the snapshot has events to replay".into()))?;
+        let mut top = records[first].clone();
+        top.devices = records;
+        Ok(top)
     }
 
     /// The record as one JSON value without the bulky per-event series (timelines, segment
     /// sizes): what `--json` prints and the Python API returns.
     pub fn summary_json(&self) -> serde_json::Value {
-        let mut value = serde_json::to_value(self).expect("a replay record serialises");
-        if let Some(results) = value.get_mut("results").and_then(|r| r.as_array_mut()) {
-            for result in results.iter_mut().filter_map(|r| r.as_object_mut()) {
-                result.remove("timeline");
-                result.remove("segment_sizes");
+        fn slim(value: &mut serde_json::Value) {
+            if let Some(results) = value.get_mut("results").and_then(|r| r.as_array_mut()) {
+                for result in results.iter_mut().filter_map(|r| r.as_object_mut()) {
+                    result.remove("timeline");
+                    result.remove("segment_sizes");
+                }
+            }
+            if let Some(devices) = value.get_mut("devices").and_then(|d| d.as_array_mut()) {
+                devices.iter_mut().for_each(slim);
             }
         }
+        let mut value = serde_json::to_value(self).expect("a replay record serialises");
+        slim(&mut value);
         value
     }
 
@@ -249,4 +400,30 @@ impl ReplayRecord {
             reason: e,
         })
     }
+}
+
+/// What a replay of `trace` must say beside its figures: what the input does not determine,
+/// and for a window whose start was lost, what its peaks and a what-if mean.
+fn notes_of(trace: &Trace) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(start) = &trace.start {
+        notes.push(format!(
+            "the trace began mid-run: the allocator then held {} B in {} segments, {} B of it in {} live blocks, rebuilt from the snapshot's final segments; the peaks are the window's, and PyTorch's lifetime peaks (memory_stats) may lie before it",
+            start.reserved(),
+            start.segments.len(),
+            start.allocated(),
+            start.blocks().filter(|b| b.id.is_some()).count()
+        ));
+        notes.push(
+            "a what-if setting or cap applies from the window's start: the starting layout is the recorded allocator's"
+                .to_string(),
+        );
+    }
+    if trace.source == TraceSource::PytorchSnapshot && trace.allocator_settings.is_none() && !trace.events.is_empty() {
+        notes.push(
+            "the snapshot does not name its allocator settings: PyTorch's defaults are taken as the recording's, which its check puts to the test".to_string(),
+        );
+    }
+    notes.extend(trace.unknowns.iter().cloned());
+    notes
 }

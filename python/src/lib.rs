@@ -9,10 +9,10 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-use experiments::{DeviceInfo, Profile, ReplayRecord, SnapshotBuilder, Trace, DEFAULT_PROFILE, SETTINGS_KEYS};
+use experiments::{DeviceInfo, Profile, ReplayRecord, Trace, DEFAULT_PROFILE};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict};
 
 /// Why a call failed, sorted into the Python exception it becomes.
 enum Failure {
@@ -52,106 +52,20 @@ fn detached<T: Send>(py: Python<'_>, work: impl FnOnce() -> Result<T, Failure> +
         .map_err(PyErr::from)
 }
 
-/// An integer field of a snapshot event, or a `ValueError` naming where it is missing.
-fn event_number(event: &Bound<'_, PyDict>, key: &str, at: &str) -> PyResult<u64> {
-    let value = event
-        .get_item(key)?
-        .ok_or_else(|| PyValueError::new_err(format!("not a PyTorch memory snapshot: {at} has no '{key}'")))?;
-    value.extract::<u64>().map_err(|_| {
-        PyValueError::new_err(format!(
-            "not a PyTorch memory snapshot: {at}.{key} = {} is not a non-negative integer",
-            value.repr().map(|r| r.to_string()).unwrap_or_default()
-        ))
-    })
-}
-
-/// The dict `torch.cuda.memory._snapshot()` returns, read as it is (no pickling round trip).
-fn trace_from_dict(snapshot: &Bound<'_, PyDict>, device: Option<usize>) -> PyResult<Trace> {
-    let schema = |what: &str| PyValueError::new_err(format!("not a PyTorch memory snapshot: {what}"));
-    if let Some(segments) = snapshot.get_item("segments")? {
-        for segment in segments.try_iter()? {
-            let pool: Option<Vec<i128>> = segment?
-                .downcast::<PyDict>()
-                .ok()
-                .and_then(|s| s.get_item("segment_pool_id").ok().flatten())
-                .and_then(|p| p.extract().ok());
-            experiments::refuse_private_pool("<snapshot dict>", &pool.unwrap_or_default()).map_err(Failure::from)?;
-        }
-    }
-    let traces = snapshot
-        .get_item("device_traces")?
-        .ok_or_else(|| schema("no 'device_traces'"))?;
-    let traces = traces
-        .downcast::<PyList>()
-        .map_err(|_| schema("'device_traces' is not a list"))?;
-    let index = match device {
-        Some(d) if d < traces.len() => d,
-        Some(d) => {
-            return Err(PyValueError::new_err(format!(
-                "device={d}: the snapshot has devices 0..{}",
-                traces.len().saturating_sub(1)
-            )))
-        }
-        None => (0..traces.len())
-            .find(|&i| traces.get_item(i).is_ok_and(|t| t.len().is_ok_and(|n| n > 0)))
-            .ok_or_else(|| schema("every device trace is empty (was _record_memory_history on?)"))?,
-    };
-    let events = traces.get_item(index)?;
-    let events = events
-        .downcast::<PyList>()
-        .map_err(|_| schema(&format!("device_traces[{index}] is not a list")))?;
-    let mut builder = SnapshotBuilder::new();
-    for (i, event) in events.iter().enumerate() {
-        let at = format!("device_traces[{index}][{i}]");
-        let event = event
-            .downcast::<PyDict>()
-            .map_err(|_| schema(&format!("{at} is not a dict")))?;
-        let action = event
-            .get_item("action")?
-            .ok_or_else(|| schema(&format!("{at} has no 'action'")))?;
-        let action: String = action
-            .extract()
-            .map_err(|_| schema(&format!("{at}.action is not a string")))?;
-        if SnapshotBuilder::wants(&action) {
-            let addr = if action == "oom" {
-                0
-            } else {
-                event_number(event, "addr", &at)?
-            };
-            builder.push(
-                &action,
-                addr,
-                event_number(event, "size", &at)?,
-                event_number(event, "stream", &at)?,
-            );
-        } else {
-            builder.skip();
-        }
-    }
-    let settings = match snapshot.get_item("allocator_settings")? {
-        Some(value) if value.is_instance_of::<PyString>() => Some(value.extract::<String>()?),
-        Some(value) => match value.downcast::<PyDict>() {
-            Ok(dict) => SETTINGS_KEYS.iter().find_map(|key| {
-                dict.get_item(key)
-                    .ok()
-                    .flatten()
-                    .and_then(|v| v.extract::<String>().ok())
-            }),
-            Err(_) => None,
-        },
-        None => None,
-    };
-    Ok(builder.finish("<snapshot dict>", settings))
-}
-
-/// A trace from a path, the bytes of a pickle (gzipped or not), or a snapshot dict.
-fn load_trace(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) -> PyResult<Trace> {
-    if let Ok(dict) = trace.downcast::<PyDict>() {
-        return trace_from_dict(dict, device);
+/// Every device of a trace from a path, the bytes of a pickle (gzipped or not), or a snapshot
+/// dict. A dict is pickled by Python's own pickler and read as a file would be, so that one
+/// reader of the snapshot schema serves every route.
+fn load_traces(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) -> PyResult<Vec<Trace>> {
+    if trace.downcast::<PyDict>().is_ok() {
+        let pickled = py.import("pickle")?.call_method1("dumps", (trace, 4))?;
+        let bytes = pickled.downcast::<PyBytes>()?.as_bytes().to_vec();
+        return detached(py, move || {
+            Ok(Trace::all_from_bytes("<snapshot dict>", &bytes, device)?)
+        });
     }
     if let Ok(bytes) = trace.downcast::<PyBytes>() {
         let bytes = bytes.as_bytes().to_vec();
-        return detached(py, move || Ok(Trace::from_bytes("<bytes>", &bytes, device)?));
+        return detached(py, move || Ok(Trace::all_from_bytes("<bytes>", &bytes, device)?));
     }
     let path: std::path::PathBuf = trace.extract().map_err(|_| {
         PyTypeError::new_err(format!(
@@ -161,9 +75,24 @@ fn load_trace(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) -
     })?;
     let text = path.display().to_string();
     if Trace::is_synthetic(&text) {
-        return detached(py, move || Ok(Trace::synthetic(&text, 0)?));
+        return detached(py, move || Ok(vec![Trace::synthetic(&text, 0)?]));
     }
-    detached(py, move || Ok(Trace::load_device(Path::new(&path), device)?))
+    detached(py, move || Ok(Trace::load_all(Path::new(&path), device)?))
+}
+
+/// The one trace a call works on: the device asked for, or the first with events.
+fn one_trace(traces: Vec<Trace>, device: Option<usize>) -> PyResult<Trace> {
+    let count = traces.len();
+    traces.into_iter().find(|t| !t.is_empty()).ok_or_else(|| {
+        PyValueError::new_err(match device {
+            Some(d) => format!("device={d}: the snapshot has no events on that device (nothing to replay)"),
+            None if count > 0 => {
+                "not a PyTorch memory snapshot: every device trace is empty (was _record_memory_history on?)"
+                    .to_string()
+            }
+            None => "the trace has no events".to_string(),
+        })
+    })
 }
 
 /// A cap of 0 bytes fits nothing: refused as the CLI refuses it.
@@ -190,15 +119,20 @@ fn replay(
     device: Option<usize>,
 ) -> PyResult<String> {
     check_capacity(capacity)?;
-    let trace = load_trace(py, trace, device)?;
+    let traces = load_traces(py, trace, device)?;
+    if device.is_some() {
+        one_trace(traces.clone(), device)?;
+    }
     detached(py, move || {
-        let choices = allocators::choose_policies(&trace, policy.as_deref(), &alloc_conf)?;
-        let options = allocators::ReplayOptions {
+        let options = allocators::ReplayOptions::default();
+        let record = allocators::replay_devices(
+            &traces,
+            policy.as_deref(),
+            &alloc_conf,
             capacity,
-            ..allocators::ReplayOptions::default()
-        };
-        let results = allocators::replay_choices(&trace, &choices, device_bytes()?, options)?;
-        let record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
+            device_bytes()?,
+            options,
+        )?;
         Ok(record.summary_json().to_string())
     })
 }
@@ -214,12 +148,14 @@ fn tune(
     device: Option<usize>,
 ) -> PyResult<String> {
     check_capacity(capacity)?;
-    let trace = load_trace(py, trace, device)?;
+    let trace = one_trace(load_traces(py, trace, device)?, device)?;
     detached(py, move || {
         let settings = allocators::tune_grid(&trace, &grid)?;
+        let (capacity, source) = allocators::replay_capacity(&trace, capacity);
         let mut results = allocators::tune(&trace, &settings, capacity, device_bytes()?)?;
         allocators::rank(&mut results);
-        let record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
+        let mut record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
+        record.capacity_source = source;
         Ok(record.summary_json().to_string())
     })
 }

@@ -9,9 +9,10 @@ mod pickle;
 mod rmm;
 mod snapshot;
 mod snapshot_writer;
+mod start;
 mod synthetic;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -19,8 +20,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
 
-pub use snapshot::{refuse_private_pool, SnapshotBuilder, SETTINGS_KEYS};
 pub use snapshot_writer::{snapshot_bytes, write_snapshot};
+pub use start::{BlockState, Reservation, StartBlock, StartSegment, StartState};
+
 pub use synthetic::{SyntheticInfo, SYNTHETIC_TRACES};
 
 /// One allocator request.
@@ -49,6 +51,20 @@ pub enum TraceEvent {
     Free {
         /// The id its `Alloc` had.
         id: u64,
+    },
+    /// The program's `torch.cuda.empty_cache()`: every cached block that can be given back is.
+    EmptyCache {
+        /// Right before a device allocation, where the allocator's own release of its cache
+        /// when a cap refuses a request (a counted retry) would have left the same record: a
+        /// replay under a cap leaves the release to the policy.
+        #[serde(default)]
+        within_request: bool,
+    },
+    /// The owner of private pool `pool` (a CUDA graph, a `torch.cuda.MemPool`) let go of it:
+    /// its cached memory may be given back from now on.
+    ReleasePool {
+        /// The pool's index in [`Trace::pools`].
+        pool: u32,
     },
 }
 
@@ -90,9 +106,13 @@ pub struct RecordedOp {
     pub action: DeviceAction,
     /// Bytes (for `Oom`, the rounded request).
     pub size: u64,
-    /// The device address it concerned (the driver's choice; 0 where not known).
+    /// The device address it concerned (the driver's choice; 0 where not known; for `Oom`,
+    /// the bytes the device had free).
     #[serde(default)]
     pub addr: u64,
+    /// The stream it was made for.
+    #[serde(default)]
+    pub stream: u64,
 }
 
 impl RecordedOp {
@@ -100,6 +120,21 @@ impl RecordedOp {
     pub fn same_as(&self, other: &RecordedOp) -> bool {
         (self.at, self.action, self.size) == (other.at, other.action, other.size)
     }
+}
+
+/// A cap read off a recorded out-of-memory error: any cap in `[lower, upper)` makes the
+/// recorded allocator's decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InferredCap {
+    /// The cap taken (`lower`).
+    pub bytes: u64,
+    /// The most the allocator held after a device allocation that succeeded.
+    pub lower: u64,
+    /// The bytes held at the error plus what the failed request needed (or the device's free
+    /// memory then, where that was less): the cap is below it.
+    pub upper: u64,
+    /// The trace event of the error.
+    pub at: usize,
 }
 
 /// What kind of file a trace came from.
@@ -175,6 +210,97 @@ pub struct Trace {
     /// The `PYTORCH_ALLOC_CONF` the trace was recorded under, when the snapshot says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocator_settings: Option<String>,
+    /// What the allocator held when the trace began (a snapshot whose start was lost), rebuilt
+    /// from its final segments; `None` when it began empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<StartState>,
+    /// PyTorch's ids of the private pools the trace uses (CUDA graphs, `torch.cuda.MemPool`);
+    /// pool `k` of an allocation is `pools[k - 1]`, pool 0 the default pools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<(i64, i64)>,
+    /// The pool of each allocation id (empty when every allocation is in the default pools).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pool_of_id: Vec<u32>,
+    /// The segments at the end, as the snapshot recorded them (to check a replay against).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub final_segments: Vec<StartSegment>,
+    /// What the input does not determine, in plain words (a replay says these beside its figures).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknowns: Vec<String>,
+    /// The device the trace is of (a snapshot's index).
+    #[serde(default)]
+    pub device: usize,
+}
+
+impl Trace {
+    /// A trace of `events` with nothing else known about it (no recorded operations, no
+    /// starting state, no settings).
+    pub fn new(name: &str, source: TraceSource, events: Vec<TraceEvent>) -> Trace {
+        let mut trace = Pairing::default().finish(name.to_string(), source, Vec::new());
+        trace.events = events;
+        trace
+    }
+
+    /// The pool allocation `id` belongs to (0: the default pools).
+    pub fn pool_of(&self, id: u64) -> u32 {
+        self.pool_of_id.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// The cap the recording ran under, as its first out-of-memory error shows it. Every
+    /// device allocation before it succeeded, so the cap is at least the most the allocator
+    /// held after one (`lower`); the failed request did not fit, so it is below the bytes held
+    /// then plus the segment the request needed (`upper`). Any cap in between makes the same
+    /// decisions on every recorded request; `lower` is taken. `None` without a recorded `oom`,
+    /// or where the bounds cross (the device's free memory changed under the job).
+    pub fn capacity_from_oom(&self) -> Option<InferredCap> {
+        let oom = self.recorded_ops.iter().position(|op| op.action == DeviceAction::Oom)?;
+        let conf = self
+            .allocator_settings
+            .as_deref()
+            .and_then(|s| crate::AllocConf::parse(s).ok())
+            .unwrap_or_default();
+        // PyTorch checks the cap once per device allocation, against what it holds plus the
+        // request's allocation size (for expandable segments more than the pages it maps).
+        let request_at = |at: usize| match self.events.get(at) {
+            Some(TraceEvent::Alloc { size, .. }) => conf.allocation_size(conf.round_size(*size)),
+            _ => 0,
+        };
+        let mut held = self.start.as_ref().map_or(0, StartState::reserved);
+        let mut lower = held;
+        let mut checked_at = None;
+        for op in &self.recorded_ops[..oom] {
+            match op.action {
+                DeviceAction::SegmentAlloc | DeviceAction::SegmentMap => {
+                    if checked_at != Some(op.at) {
+                        lower = lower.max(held.saturating_add(op.size.max(request_at(op.at))));
+                        checked_at = Some(op.at);
+                    }
+                    held += op.size;
+                    lower = lower.max(held);
+                }
+                DeviceAction::SegmentFree | DeviceAction::SegmentUnmap => held = held.saturating_sub(op.size),
+                DeviceAction::Oom => {}
+            }
+        }
+        let op = &self.recorded_ops[oom];
+        let needed = conf.allocation_size(op.size);
+        // The device's own free memory bounds it too, where it was the smaller.
+        let upper = held
+            .saturating_add(needed)
+            .min(held.saturating_add(op.addr).saturating_add(1));
+        (lower < upper).then_some(InferredCap {
+            bytes: lower,
+            lower,
+            upper,
+            at: op.at,
+        })
+    }
+
+    /// Whether the trace records its allocator's device operations (segments allocated,
+    /// freed, mapped), so a replay under its own settings can be checked against them.
+    pub fn records_device_operations(&self) -> bool {
+        self.recorded_ops.iter().any(|op| op.action != DeviceAction::Oom)
+    }
 }
 
 /// The on-disk shape of vramlab's own trace JSON.
@@ -212,6 +338,7 @@ impl Format {
             Some(0x80) => Ok(Format::Pickle),
             Some(b'{') => Ok(Format::Json),
             Some(_) if text.starts_with(b"Thread") => Ok(Format::Rmm),
+            Some(_) if rmm::looks_like_log(text) => Ok(Format::Rmm),
             _ => Err(Error::Invalid(format!(
                 "{name}: not a PyTorch snapshot pickle (gzipped or not), an RMM log CSV (header 'Thread,Time,Action,Pointer,Size,Stream') or a vramlab trace JSON"
             ))),
@@ -270,10 +397,17 @@ impl Trace {
         Trace::load_device(path, None)
     }
 
-    /// As [`Trace::load`], taking a snapshot's device `device` (`None`: the first with events).
-    /// A snapshot is read streaming (its events are not held as pickled values); other
-    /// formats are read whole, up to the size limit.
+    /// As [`Trace::load`], taking a snapshot's device `device` (`None`: the first with
+    /// events). A device without events is refused: it has nothing to replay.
     pub fn load_device(path: &Path, device: Option<usize>) -> Result<Trace> {
+        Trace::pick_device(&path.display().to_string(), Trace::load_all(path, device)?, device)
+    }
+
+    /// Every device a trace file holds: one trace per device of a snapshot (only `device`'s
+    /// when given; those without events too), the one trace of any other format. A snapshot
+    /// is read streaming (its events are not held as pickled values); other formats are read
+    /// whole, up to the size limit.
+    pub fn load_all(path: &Path, device: Option<usize>) -> Result<Vec<Trace>> {
         let name = path.display().to_string();
         let open = || -> Result<Box<dyn std::io::Read>> {
             Ok(Box::new(std::io::BufReader::new(
@@ -290,18 +424,23 @@ impl Trace {
             }
             _ => {
                 let bytes = read_bounded(&name, open()?, max_trace_bytes()?)?;
-                Trace::from_bytes(&name, &bytes, device)
+                Trace::all_from_bytes(&name, &bytes, device)
             }
         }
     }
 
     /// Reads a trace held in memory (a snapshot pickle, RMM CSV or vramlab JSON, any of them
-    /// gzipped), named `name` in messages.
+    /// gzipped), named `name` in messages: as [`Trace::load_device`].
     pub fn from_bytes(name: &str, bytes: &[u8], device: Option<usize>) -> Result<Trace> {
+        Trace::pick_device(name, Trace::all_from_bytes(name, bytes, device)?, device)
+    }
+
+    /// Every device of a trace held in memory: as [`Trace::load_all`].
+    pub fn all_from_bytes(name: &str, bytes: &[u8], device: Option<usize>) -> Result<Vec<Trace>> {
         let format = Format::of(name, bytes)?;
         if device.is_some() && !matches!(format, Format::Gzip | Format::Pickle) {
             return Err(Error::Invalid(format!(
-                "{name}: --device applies only to PyTorch snapshots"
+                "{name}: a device applies only to PyTorch snapshots"
             )));
         }
         let text = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
@@ -311,12 +450,33 @@ impl Trace {
             }
             Format::Gzip => {
                 let plain = read_bounded(name, gunzip(Box::new(bytes)), max_trace_bytes()?)?;
-                Trace::from_bytes(name, &plain, device)
+                Trace::all_from_bytes(name, &plain, device)
             }
             Format::Pickle => snapshot::import(name, &|| Ok(Box::new(bytes)), device, max_trace_bytes()?),
-            Format::Json => Self::from_json(name, text),
-            Format::Rmm => rmm::import(name, text),
+            Format::Json => Ok(vec![Self::from_json(name, text)?]),
+            Format::Rmm => Ok(vec![rmm::import(name, text)?]),
         }
+    }
+
+    /// The device asked for, or the first with events; one without events is refused.
+    fn pick_device(name: &str, traces: Vec<Trace>, device: Option<usize>) -> Result<Trace> {
+        let count = traces.len();
+        let found = traces.into_iter().find(|t| !t.events.is_empty());
+        match (found, device) {
+            (Some(trace), _) => Ok(trace),
+            (None, Some(d)) => Err(Error::Invalid(format!(
+                "{name}: device {d} has no events in the snapshot (nothing to replay)"
+            ))),
+            (None, None) if count > 0 => Err(Error::Invalid(format!(
+                "{name}: not a PyTorch memory snapshot: every device trace is empty (was _record_memory_history on?)"
+            ))),
+            (None, None) => Err(Error::Invalid(format!("{name}: the trace has no events"))),
+        }
+    }
+
+    /// Whether the trace has anything to replay.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.start.is_none()
     }
 
     /// A seeded synthetic trace, named `synthetic:GENERATOR[:key=value...]`.
@@ -344,8 +504,9 @@ impl Trace {
         for (index, event) in file.events.iter().enumerate() {
             match *event {
                 TraceEvent::Alloc { id, size, stream } => pairing.alloc(index, id, size, stream),
-                TraceEvent::FreeRequested { id } => pairing.free_requested(index, id),
+                TraceEvent::FreeRequested { id } => pairing.free_requested(index, id, None),
                 TraceEvent::Free { id } => pairing.free(index, id, None),
+                TraceEvent::EmptyCache { .. } | TraceEvent::ReleasePool { .. } => pairing.events.push(*event),
             }
         }
         Ok(pairing.finish(file.name, TraceSource::Vramlab, file.segment_sizes))
@@ -377,8 +538,14 @@ impl Trace {
 struct Pairing {
     /// Live allocations by key: (id, size, whether its free was requested).
     live: HashMap<u64, (u64, u64, bool)>,
-    /// Keys whose free was requested before any allocation of them was seen.
-    requested_unknown: std::collections::HashSet<u64>,
+    /// Keys whose free was requested before any allocation of them was seen (formats whose
+    /// frees carry no size).
+    requested_unknown: HashSet<u64>,
+    /// Keys the trace has allocated at least once (a later free of one that is not live is a
+    /// double free, not a block from before the trace).
+    allocated: HashSet<u64>,
+    /// Blocks the trace frees without having allocated them: live when it began.
+    preexisting: Vec<start::Preexisting>,
     next_id: u64,
     events: Vec<TraceEvent>,
     warnings: TraceWarnings,
@@ -396,7 +563,29 @@ impl Pairing {
         let id = self.next_id;
         self.next_id += 1;
         self.live.insert(key, (id, size, false));
+        self.allocated.insert(key);
         self.events.push(TraceEvent::Alloc { id, size, stream });
+    }
+
+    /// A free of `key`, which the trace never allocated, of a block of `size` bytes: the block
+    /// was live when the trace began. Its id, now live; `None` for a key the trace allocated
+    /// before (a double free).
+    fn preexisting(&mut self, key: u64, size: u64, stream: u64, completed_first: bool) -> Option<u64> {
+        if self.allocated.contains(&key) {
+            return None;
+        }
+        self.allocated.insert(key);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.warnings.allocated_before_start += 1;
+        self.preexisting.push(start::Preexisting {
+            id,
+            addr: key,
+            requested: size,
+            stream,
+            completed_first,
+        });
+        Some(id)
     }
 
     /// A request that failed in the recording (PyTorch's `oom`): replayed as a request that is
@@ -409,7 +598,21 @@ impl Pairing {
     }
 
     /// The program let go of `key`; the memory is reusable only at the `free` that follows.
-    fn free_requested(&mut self, index: usize, key: u64) {
+    /// `known` (size, stream) where the format records them: a block the trace never
+    /// allocated is then one from before it began.
+    fn free_requested(&mut self, index: usize, key: u64, known: Option<(u64, u64)>) {
+        if let (false, Some((size, stream))) = (self.live.contains_key(&key), known) {
+            match self.preexisting(key, size, stream, false) {
+                Some(id) => {
+                    self.live.insert(key, (id, size, true));
+                    self.events.push(TraceEvent::FreeRequested { id });
+                }
+                None => self.warnings.push(format!(
+                    "event {index}: free request of {key:#x}, which the trace allocated and freed before (a double free); skipped"
+                )),
+            }
+            return;
+        }
         match self.live.get_mut(&key) {
             Some((id, _, requested)) if !*requested => {
                 *requested = true;
@@ -430,6 +633,21 @@ impl Pairing {
 
     /// A free of `key`; `size` is checked when the format records it.
     fn free(&mut self, index: usize, key: u64, size: Option<u64>) {
+        self.free_on(index, key, size, None)
+    }
+
+    /// [`Pairing::free`]; with `stream` too, a block the trace never allocated is one from
+    /// before it began.
+    fn free_on(&mut self, index: usize, key: u64, size: Option<u64>, stream: Option<u64>) {
+        if let (None, Some(size), Some(stream)) = (self.live.get(&key), size, stream) {
+            match self.preexisting(key, size, stream, true) {
+                Some(id) => self.events.push(TraceEvent::Free { id }),
+                None => self.warnings.push(format!(
+                    "event {index}: free of {key:#x}, which the trace allocated and freed before (a double free); skipped"
+                )),
+            }
+            return;
+        }
         match self.live.remove(&key) {
             Some((id, live_size, _)) => {
                 if let Some(size) = size.filter(|&s| s != live_size) {
@@ -460,6 +678,12 @@ impl Pairing {
             warnings: self.warnings,
             recorded_ops: Vec::new(),
             allocator_settings: None,
+            start: None,
+            pools: Vec::new(),
+            pool_of_id: Vec::new(),
+            final_segments: Vec::new(),
+            unknowns: Vec::new(),
+            device: 0,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Trace, TraceEvent, TraceSource, TraceWarnings};
+use super::{Trace, TraceEvent, TraceSource};
 use crate::error::{Error, Result};
 use crate::units::parse_bytes;
 
@@ -190,15 +190,11 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
             growing_vector(&mut out, p("vectors"), p("start"), p("limit"), p("factor"))
         }
     }
-    Ok(Trace {
-        name: format!("{spec} seed={seed}"),
-        source: TraceSource::Synthetic,
-        events: out.events,
-        segment_sizes: Vec::new(),
-        warnings: TraceWarnings::default(),
-        recorded_ops: Vec::new(),
-        allocator_settings: None,
-    })
+    Ok(Trace::new(
+        &format!("{spec} seed={seed}"),
+        TraceSource::Synthetic,
+        out.events,
+    ))
 }
 
 fn training_loop(rng: &mut Rng, out: &mut Events, steps: u64, layers: u64, batch_min: u64, batch_max: u64) {
