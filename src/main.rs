@@ -578,9 +578,11 @@ fn tune(
     let settings = allocators::tune_grid(&trace, grid)?;
     let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
     let mut results = allocators::tune(&trace, &settings, capacity, device_bytes)?;
-    let baseline = results.first().cloned();
+    // The baseline the others are weighed against: the trace's own settings, or the grid's first.
+    let baseline = results.first().map(|r| r.setting().to_string()).unwrap_or_default();
     allocators::rank(&mut results);
-    let record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
+    let mut record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
+    record.conclude_tune(&baseline);
     record.save(&out.join("tune.json"))?;
     let rendered = reports::render_tune(out)?;
     if json {
@@ -617,31 +619,10 @@ fn tune(
     for row in &rows {
         println!("{}", line(row.iter().map(String::as_str).collect()));
     }
-    // The post-mortem: why the baseline did not fit, and what would have.
-    if let Some(base) = baseline.filter(|b| b.failed_allocs > 0) {
-        println!(
-            "\n{} does not fit: {}",
-            if reports::setting_of(&base).is_empty() {
-                "(defaults)"
-            } else {
-                reports::setting_of(&base)
-            },
-            base.first_failure.as_deref().unwrap_or_default()
-        );
-        let fitting: Vec<&str> = record
-            .results
-            .iter()
-            .filter(|r| r.failed_allocs == 0)
-            .map(reports::setting_of)
-            .collect();
-        match fitting.first() {
-            Some(best) => println!(
-                "{} of {} settings fit; the one reserving least: PYTORCH_ALLOC_CONF=\"{best}\"",
-                fitting.len(),
-                record.results.len()
-            ),
-            None => println!("none of the {} settings fits under this cap", record.results.len()),
-        }
+    // The verdicts and the post-mortem, as tune.json, tune.md and tune.html hold them.
+    println!();
+    for line in record.tune_lines() {
+        println!("{line}");
     }
     println!("tune: {}", rendered.markdown.display());
     eprintln!("tune: this process's peak memory {}", peak_memory());

@@ -539,6 +539,34 @@ fn tune_ranks_settings_and_writes_its_report() {
     // Ranked: whatever fits comes before whatever does not.
     let fits: Vec<bool> = results.iter().map(|r| r["failed_allocs"] == 0).collect();
     assert!(fits.windows(2).all(|w| w[0] >= w[1]), "{fits:?}");
+    // Then by the cap from which each fits at every larger one, not by a peak the cap clipped.
+    let keys: Vec<(bool, u64)> = results
+        .iter()
+        .map(|r| (r["failed_allocs"] != 0, r["always_fits_bytes"].as_u64().unwrap()))
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] <= w[1]), "{keys:?}");
+    // Each setting's verdict and the post-mortem: in tune.json, tune.md, tune.html and on the
+    // terminal, the same text.
+    let verdicts = record["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 3);
+    let markdown = std::fs::read_to_string(out.join("tune.md")).unwrap();
+    let html = std::fs::read_to_string(out.join("tune.html")).unwrap();
+    let postmortem = record["postmortem"]["text"].as_array().unwrap();
+    assert_eq!(record["postmortem"]["baseline_label"], "(defaults)");
+    for line in verdicts.iter().map(|v| &v["text"]).chain(postmortem) {
+        let line = line.as_str().unwrap();
+        assert!(text.contains(line), "{line}");
+        assert!(markdown.contains(line), "{line}");
+        assert!(html.contains(&line.replace('"', "&quot;")), "{line}");
+    }
+    let defaults = verdicts.iter().find(|v| v["setting"] == "").unwrap();
+    assert_eq!(defaults["label"], "(defaults)");
+    // The serving workload fits at 270 MiB under PyTorch's defaults, fails at 274 MiB and fits
+    // from 276 MiB up.
+    assert_eq!(defaults["min_capacity_bytes"], 270u64 << 20);
+    assert_eq!(defaults["always_fits_bytes"], 276u64 << 20);
+    assert_eq!(defaults["monotone"], false);
+    assert!(defaults["text"].as_str().unwrap().contains("Fitting is not monotone"));
 }
 
 #[test]

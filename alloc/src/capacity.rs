@@ -1,5 +1,6 @@
 //! The smallest capacity a trace fits in: bisection over probes, each a replay reduced to "does
-//! every request succeed", started where its capacity first matters.
+//! every request succeed", started where its capacity first matters; and the smallest capacity
+//! from which it fits at every larger one, by a scan down from the unlimited run's peak.
 //!
 //! A probe under capacity C makes the same decisions as the unlimited run for as long as every
 //! check of the cap in the unlimited run would have passed C: PyTorch's allocator checks it at
@@ -7,6 +8,20 @@
 //! unlimited run leaves copies of its state behind, each with the smallest capacity that agrees
 //! with it up to there, and a probe starts from the latest copy its capacity agrees with
 //! instead of from the first event.
+//!
+//! Fitting need not be monotone in the capacity: a cap can fit where the cap 2 MiB above it
+//! fails (a different cap changes when the cache is released, and so which cached block a
+//! request splits later, or what garbage collection frees). The bisection finds a cap that fits
+//! with the one below it failing; the scan finds where fitting stops failing for good.
+//!
+//! Where the policy's only decision that depends on the cap is whether a device request fits
+//! under it (PyTorch's allocator without a garbage-collection threshold or expandable segments:
+//! its caller says so), one probe answers for a range of caps: a probe under C whose granted
+//! device requests never held more than G makes the same decisions under every cap from G to C
+//! (each request granted under C is granted under them, each refused under C is refused under
+//! them), so they all fit, or all fail, as it does.
+
+use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -20,6 +35,17 @@ const CHECKPOINTS: usize = 32;
 /// Live blocks all kept copies may hold together (each costs its live table and the policy's
 /// nodes), so that memory stays bounded whatever the trace holds live.
 const COPIED_BLOCKS: usize = 4_000_000;
+
+/// The capacities are searched in steps of this many bytes.
+const STEP: u64 = SimDevice::GRANULE;
+
+/// Probes the always-fits scan replays at most for one policy (the bisection's come on top):
+/// past them it stops and says so, with the lowest cap it proved (see [`FittingCaps`]).
+pub(crate) const ALWAYS_FITS_PROBES: usize = 2048;
+
+/// Trace events the always-fits scan replays at most for one policy, all its probes together
+/// (about 1.5 s of replay on one core), so that a long trace costs a few whole replays more.
+const ALWAYS_FITS_EVENTS: usize = 32_000_000;
 
 /// The smallest capacity, in 2 MiB steps, at which the trace replays in simulation with no
 /// failed request (found by bisection below the unlimited run's peak); `None` when even
@@ -36,18 +62,79 @@ pub fn min_capacity_of(
     build: &dyn Fn() -> Box<dyn Policy>,
     device_bytes: u64,
 ) -> Result<Option<u64>, experiments::Error> {
-    Ok(search(trace, build, device_bytes, COPIED_BLOCKS).0)
+    let options = SearchOptions {
+        copied_blocks: COPIED_BLOCKS,
+        scan: None,
+        spans: false,
+    };
+    Ok(search(trace, build, device_bytes, options).0.map(|caps| caps.smallest))
 }
 
-/// The search, its copies holding at most `copied_blocks` live blocks together; also says how
-/// many copies it kept.
+/// The caps a trace fits under, in 2 MiB steps, as far as the search proved them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FittingCaps {
+    /// The smallest cap that fits, as [`min_capacity`] finds it (the cap 2 MiB below it fails).
+    pub(crate) smallest: u64,
+    /// The cap from which the trace fits at every cap up to the unlimited run's peak reserved
+    /// (rounded up to 2 MiB), each of them replayed or answered by a probe that made the same
+    /// decisions: the smallest such cap where `exact`; where not, a cap the scan proved so, the
+    /// smallest lying between `smallest` and it.
+    pub(crate) always: u64,
+    /// Whether `always` is the smallest such cap: the cap 2 MiB below it failed (or is below
+    /// `smallest`, which the bisection saw fail). False where the scan stopped at its bound
+    /// ([`ALWAYS_FITS_PROBES`] probes, or [`ALWAYS_FITS_EVENTS`] events replayed), or where the
+    /// unlimited run's peak itself failed (a garbage-collection threshold can make a cap just
+    /// above the unlimited peak behave differently): then `always` is the cap from which every
+    /// probe is the unlimited run.
+    pub(crate) exact: bool,
+    /// Probes the scan replayed (the bisection's not counted).
+    pub(crate) probes: usize,
+}
+
+/// [`min_capacity_of`] and, with `scan`, the cap from which the trace always fits (see
+/// [`FittingCaps`]), the scan replaying at most that many probes (without, `always` is the
+/// unlimited run's peak and not `exact`); `None` when even unlimited memory fails. `spans`:
+/// the policy's only decision that depends on the cap is whether a device request fits under
+/// it, every such request going through the meter (see the module's notes), so that one probe
+/// answers for a range of caps.
+pub(crate) fn fitting_caps_of(
+    trace: &Trace,
+    build: &dyn Fn() -> Box<dyn Policy>,
+    device_bytes: u64,
+    scan: Option<usize>,
+    spans: bool,
+) -> Result<Option<FittingCaps>, experiments::Error> {
+    let options = SearchOptions {
+        copied_blocks: COPIED_BLOCKS,
+        scan,
+        spans,
+    };
+    Ok(search(trace, build, device_bytes, options).0)
+}
+
+/// How a search goes.
+#[derive(Debug, Clone, Copy)]
+struct SearchOptions {
+    /// Live blocks the unlimited run's copies may hold together.
+    copied_blocks: usize,
+    /// The always-fits scan, replaying at most this many probes.
+    scan: Option<usize>,
+    /// Whether one probe answers for the caps down to what its granted requests held.
+    spans: bool,
+}
+
+/// The search (see [`SearchOptions`]); also says how many copies of the unlimited run it kept.
 fn search(
     trace: &Trace,
     build: &dyn Fn() -> Box<dyn Policy>,
     device_bytes: u64,
-    copied_blocks: usize,
-) -> (Option<u64>, usize) {
-    const STEP: u64 = SimDevice::GRANULE;
+    options: SearchOptions,
+) -> (Option<FittingCaps>, usize) {
+    let SearchOptions {
+        copied_blocks,
+        scan,
+        spans,
+    } = options;
     let start = || ProbeState::fresh(build(), device_bytes, trace);
     let mut copies = Copies {
         kept: Vec::new(),
@@ -58,30 +145,89 @@ fn search(
     if !unlimited.fits {
         return (None, checkpoints.len());
     }
-    let probe = |capacity: u64| -> bool {
+    // Every cap's answer, by capacity in steps: probed, or (with `spans`) answered by a probe
+    // that made the same decisions.
+    let mut tried = BTreeMap::new();
+    let replayed = std::cell::Cell::new(0);
+    let probe = |tried: &mut BTreeMap<u64, bool>, steps: u64| -> bool {
+        if let Some(&fits) = tried.get(&steps) {
+            return fits;
+        }
+        let capacity = steps * STEP;
         // `needed` only grows along the trace: the last copy this capacity agrees with.
         let from = checkpoints.partition_point(|copy| copy.needed <= capacity);
         let state = match from.checked_sub(1).and_then(|i| checkpoints[i].copy()) {
-            Some(state) => state,
+            // Up to the copy, every cap from its `needed` up decides as the unlimited run did.
+            Some(state) => ProbeState {
+                granted: state.needed,
+                ..state
+            },
             None => start(),
         };
-        state.run(trace, Some(capacity), None).fits
+        let end = state.run(trace, Some(capacity), None);
+        replayed.set(replayed.get() + end.replayed);
+        // Each cap from what the granted requests held up to this one decides as this one did.
+        let lowest = if spans {
+            end.granted.div_ceil(STEP).min(steps)
+        } else {
+            steps
+        };
+        for same in lowest..=steps {
+            tried.entry(same).or_insert(end.fits);
+        }
+        end.fits
     };
     // Below the peak of requested bytes nothing fits, whatever the policy (requested <= allocated
     // <= reserved <= capacity), so the search starts there rather than at 0.
-    let mut fits = unlimited.peak_reserved.div_ceil(STEP);
+    let top = unlimited.peak_reserved.div_ceil(STEP);
+    let mut fits = top;
     let mut fails = (unlimited.peak_requested.div_ceil(STEP))
         .saturating_sub(1)
         .min(fits.saturating_sub(1));
     while fits - fails > 1 {
         let mid = fails + (fits - fails) / 2;
-        if probe(mid * STEP) {
+        if probe(&mut tried, mid) {
             fits = mid;
         } else {
             fails = mid;
         }
     }
-    (Some(fits * STEP), checkpoints.len())
+    let smallest = fits;
+    // The scan: down from the top, every cap answered, until one fails or the smallest is
+    // reached (the cap below it fails). A cap that fits replays the trace to its end from its
+    // copy, so the scan is bounded; the bisection's answers are reused.
+    let (mut always, mut exact, mut probes) = (top, false, 0);
+    if let Some(max_probes) = scan {
+        let bisected = replayed.get();
+        let mut steps = top;
+        (always, exact) = loop {
+            if !tried.contains_key(&steps) {
+                if probes == max_probes || replayed.get() - bisected >= ALWAYS_FITS_EVENTS {
+                    break (steps + 1, false);
+                }
+                probes += 1;
+            }
+            if !probe(&mut tried, steps) {
+                if steps == top {
+                    // Not even the unlimited run's peak: from where every probe is the
+                    // unlimited run, which fits.
+                    break (unlimited.needed.div_ceil(STEP).max(top + 1), false);
+                }
+                break (steps + 1, true);
+            }
+            if steps <= smallest {
+                break (steps, true);
+            }
+            steps -= 1;
+        };
+    }
+    let caps = FittingCaps {
+        smallest: smallest * STEP,
+        always: always * STEP,
+        exact,
+        probes,
+    };
+    (Some(caps), checkpoints.len())
 }
 
 /// The copies of its state the unlimited run keeps, and how many live blocks they may hold
@@ -119,6 +265,13 @@ struct ProbeEnd {
     fits: bool,
     peak_reserved: u64,
     peak_requested: u64,
+    /// The smallest capacity that would have refused nothing (for the unlimited run: from
+    /// where a probe is the unlimited run).
+    needed: u64,
+    /// What the device requests it was granted held, at most (see [`ProbeState::granted`]).
+    granted: u64,
+    /// Events it replayed.
+    replayed: usize,
 }
 
 /// Everything a probe's replay carries from one event to the next.
@@ -132,6 +285,9 @@ struct ProbeState {
     peak_reserved: u64,
     /// The smallest capacity that would have refused nothing so far.
     needed: u64,
+    /// The most bytes held right after a device request the meter granted (reserved plus the
+    /// request), from the start or the copy it began from (where it is that copy's `needed`).
+    granted: u64,
     requested: u64,
     peak_requested: u64,
 }
@@ -140,7 +296,7 @@ impl ProbeState {
     fn fresh(mut policy: Box<dyn Policy>, device_bytes: u64, trace: &Trace) -> ProbeState {
         let mut device = SimDevice::new(device_bytes);
         let mut live = LiveBlocks::for_trace(trace);
-        let (mut reserved, mut needed, mut requested) = (0, 0, 0);
+        let (mut reserved, mut needed, mut granted, mut requested) = (0, 0, 0, 0);
         if let Some(start) = &trace.start {
             let mut meter = Metered::new(&mut device, None);
             meter.priming = true;
@@ -154,6 +310,7 @@ impl ProbeState {
                 }
             }
             (reserved, needed) = (meter.reserved, meter.needed.max(policy.limit_needed()));
+            granted = needed;
         }
         ProbeState {
             policy,
@@ -163,6 +320,7 @@ impl ProbeState {
             reserved,
             peak_reserved: reserved,
             needed,
+            granted,
             requested,
             peak_requested: requested,
         }
@@ -183,10 +341,15 @@ impl ProbeState {
     /// do without.
     fn run(mut self, trace: &Trace, capacity: Option<u64>, mut checkpoints: Option<&mut Copies>) -> ProbeEnd {
         let events = trace.events.len();
+        let began = self.at;
         let stride = events.div_ceil(CHECKPOINTS).max(1);
         let limited_by_policy = capacity.is_some_and(|capacity| self.policy.limit_memory(capacity));
         let meter_capacity = if limited_by_policy { None } else { capacity };
         let mut fits = true;
+        if meter_capacity.is_some() {
+            // The meter refuses past the cap, and counts what it refuses among what it granted.
+            self.granted = u64::MAX;
+        }
         while fits && self.at < events {
             let end = if checkpoints.is_some() {
                 (self.at + stride).min(events)
@@ -204,6 +367,9 @@ impl ProbeState {
             fits,
             peak_reserved: self.peak_reserved,
             peak_requested: self.peak_requested,
+            needed: self.needed,
+            granted: self.granted,
+            replayed: self.at - began,
         }
     }
 
@@ -213,7 +379,7 @@ impl ProbeState {
         let mut meter = Metered::new(&mut self.device, meter_capacity);
         meter.reserved = self.reserved;
         meter.peak_reserved = self.peak_reserved;
-        meter.needed = self.needed;
+        meter.needed = self.granted;
         let policy = &mut self.policy;
         let live = &mut self.live;
         let mut fits = true;
@@ -270,7 +436,8 @@ impl ProbeState {
         self.reserved = meter.reserved;
         self.peak_reserved = meter.peak_reserved;
         // The cap is the policy's or the meter's; whichever it is, both bounds together are safe.
-        self.needed = meter.needed.max(policy.limit_needed());
+        self.granted = meter.needed;
+        self.needed = self.needed.max(meter.needed).max(policy.limit_needed());
         fits
     }
 }
@@ -448,11 +615,112 @@ mod tests {
         let trace = Trace::load(&path).unwrap();
         let conf = AllocConf::parse("").unwrap();
         let build = || build_pytorch_policy(&conf);
-        let (answer, copies) = search(&trace, &build, 80 << 30, COPIED_BLOCKS);
-        let (thinned, one) = search(&trace, &build, 80 << 30, 0);
+        let options = |copied_blocks| SearchOptions {
+            copied_blocks,
+            scan: Some(64),
+            spans: true,
+        };
+        let (answer, copies) = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS));
+        let (thinned, one) = search(&trace, &build, 80 << 30, options(0));
         assert!(copies > 1, "the resnet18 trace keeps several copies: {copies}");
         assert_eq!(one, 1);
         assert_eq!(answer, thinned);
         assert!(answer.is_some());
+    }
+}
+
+#[cfg(test)]
+mod always_fits_tests {
+    use super::*;
+    use crate::build_pytorch_policy;
+    use experiments::AllocConf;
+
+    /// A committed recording (`workload/name`) and the settings it was recorded under.
+    fn recording(name: &str) -> (Trace, AllocConf, u64) {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports/reference/h100/alloc-traces");
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap()).unwrap();
+        let trace = Trace::load(&dir.join(format!("{name}.pickle.gz"))).unwrap();
+        let conf = AllocConf::parse(meta["alloc_conf"].as_str().unwrap()).unwrap();
+        (trace, conf, meta["device_total_bytes"].as_u64().unwrap())
+    }
+
+    /// Whether a whole replay (no copies, no search) under `capacity` fits, and its peak reserved.
+    fn whole_replay(trace: &Trace, conf: &AllocConf, device_bytes: u64, capacity: Option<u64>) -> (bool, u64) {
+        let mut device = SimDevice::new(device_bytes);
+        let result = crate::replay_policy(
+            trace,
+            "probe",
+            build_pytorch_policy(conf),
+            &mut device,
+            crate::ReplayOptions::probe(capacity),
+            &mut (),
+            experiments::BackendKind::Sim,
+        )
+        .unwrap();
+        (result.failed_allocs == 0, result.peak_reserved_bytes)
+    }
+
+    #[test]
+    fn always_fits_is_exact_where_fitting_is_not_monotone() {
+        // The serving workload under max_split_size_mb:64, as recorded: it fits at 270 MiB,
+        // fails at some caps above, and fits at every cap from 276 MiB up.
+        let (trace, conf, device_bytes) = recording("serve/max_split");
+        let build = || build_pytorch_policy(&conf);
+        let caps = fitting_caps_of(&trace, &build, device_bytes, Some(ALWAYS_FITS_PROBES), true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            Some(caps.smallest),
+            min_capacity_of(&trace, &build, device_bytes).unwrap()
+        );
+        assert_eq!(
+            (caps.smallest, caps.always, caps.exact),
+            (270 << 20, 276 << 20, true),
+            "{caps:?}"
+        );
+        assert!(caps.always >= caps.smallest);
+        let (fits, peak) = whole_replay(&trace, &conf, device_bytes, None);
+        assert!(fits);
+        let top = peak.div_ceil(STEP) * STEP;
+        let mut capacity = caps.always;
+        while capacity <= top {
+            assert!(
+                whole_replay(&trace, &conf, device_bytes, Some(capacity)).0,
+                "{capacity} B does not fit"
+            );
+            capacity += STEP;
+        }
+        assert!(!whole_replay(&trace, &conf, device_bytes, Some(caps.always - STEP)).0);
+        assert!(whole_replay(&trace, &conf, device_bytes, Some(caps.smallest)).0);
+    }
+
+    #[test]
+    fn one_probe_answers_for_the_caps_that_decide_as_it_does() {
+        // Every recording of the two small workloads, under its own settings and those of the
+        // others: the search with spans finds what probing every cap finds.
+        let names = [
+            "default",
+            "max_split",
+            "max_split_rounding",
+            "roundup4",
+            "roundup_list",
+            "roundup_list2",
+        ];
+        let mut compared = 0;
+        for workload in ["serve", "random"] {
+            let (trace, _, device_bytes) = recording(&format!("{workload}/default"));
+            for name in names {
+                let (_, conf, _) = recording(&format!("{workload}/{name}"));
+                let build = || build_pytorch_policy(&conf);
+                let every = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false).unwrap();
+                let spans = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), true).unwrap();
+                let strip = |caps: Option<FittingCaps>| caps.map(|c| (c.smallest, c.always, c.exact));
+                assert_eq!(strip(spans), strip(every), "{workload}/{name}");
+                assert!(spans.unwrap().probes <= every.unwrap().probes);
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 12);
     }
 }

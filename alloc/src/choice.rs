@@ -2,11 +2,13 @@
 //! a snapshot that names them, the settings it was recorded with.
 
 use experiments::{
-    AllocConf, BackendKind, DeviceInfo, PolicyResult, PolicySpec, ReplayRecord, Trace, TraceSource, POLICIES,
+    AllocBackend, AllocConf, BackendKind, DeviceInfo, PolicyResult, PolicySpec, ReplayRecord, Trace, TraceSource,
+    POLICIES,
 };
 use rayon::prelude::*;
 
-use super::{build_policy, build_pytorch_policy, min_capacity_of, replay_policy, Policy, ReplayOptions, SimDevice};
+use super::capacity::{fitting_caps_of, ALWAYS_FITS_PROBES};
+use super::{build_policy, build_pytorch_policy, replay_policy, Policy, ReplayOptions, SimDevice};
 
 /// One policy a replay runs.
 #[derive(Debug, Clone)]
@@ -44,6 +46,21 @@ impl PolicyChoice {
         match self {
             PolicyChoice::Named(spec) => build_policy(spec).expect("checked when the choice was made"),
             PolicyChoice::Pytorch { conf, .. } => build_pytorch_policy(conf),
+        }
+    }
+
+    /// Whether the only decision of its policy that depends on a cap is whether a device
+    /// request fits under it (PyTorch's own allocator without a garbage-collection threshold,
+    /// which acts relative to the cap, or expandable segments, which map less than they
+    /// check): then one probe of the smallest-cap searches answers for a range of caps.
+    fn decides_by_requests_alone(&self) -> bool {
+        match self {
+            PolicyChoice::Pytorch { conf, .. } => {
+                conf.backend == AllocBackend::Native
+                    && conf.garbage_collection_threshold == 0.0
+                    && !conf.expandable_segments
+            }
+            PolicyChoice::Named(_) => false,
         }
     }
 
@@ -115,6 +132,18 @@ pub fn replay_choices(
     device_bytes: u64,
     options: ReplayOptions,
 ) -> Result<Vec<PolicyResult>, experiments::Error> {
+    replay_each(trace, choices, device_bytes, options, false)
+}
+
+/// [`replay_choices`], with `always_fits` also the cap from which each choice fits at every
+/// larger one (see [`crate::capacity::FittingCaps`]).
+pub(crate) fn replay_each(
+    trace: &Trace,
+    choices: &[PolicyChoice],
+    device_bytes: u64,
+    options: ReplayOptions,
+    always_fits: bool,
+) -> Result<Vec<PolicyResult>, experiments::Error> {
     choices
         .par_iter()
         .map(|choice| {
@@ -129,7 +158,7 @@ pub fn replay_choices(
                 ..options
             };
             // The replay and the search for the smallest cap are independent: run them side by side.
-            let (result, min_capacity) = rayon::join(
+            let (result, caps) = rayon::join(
                 || {
                     replay_policy(
                         trace,
@@ -141,10 +170,18 @@ pub fn replay_choices(
                         BackendKind::Sim,
                     )
                 },
-                || min_capacity_of(trace, &|| choice.build(), device_bytes),
+                || {
+                    let scan = always_fits.then_some(ALWAYS_FITS_PROBES);
+                    let spans = choice.decides_by_requests_alone();
+                    fitting_caps_of(trace, &|| choice.build(), device_bytes, scan, spans)
+                },
             );
-            let mut result = result?;
-            result.min_capacity_bytes = min_capacity?;
+            let (mut result, caps) = (result?, caps?);
+            result.min_capacity_bytes = caps.map(|caps| caps.smallest);
+            if always_fits {
+                result.always_fits_bytes = caps.map(|caps| caps.always);
+                result.always_fits_exact = caps.map(|caps| caps.exact);
+            }
             Ok(result)
         })
         .collect()

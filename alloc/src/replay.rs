@@ -694,6 +694,8 @@ pub fn replay_policy(
         failed_allocs: failed,
         first_failure,
         min_capacity_bytes: None,
+        always_fits_bytes: None,
+        always_fits_exact: None,
         alloc_ns_p50,
         alloc_ns_p99,
         free_ns_p50,

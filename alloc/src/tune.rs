@@ -3,7 +3,8 @@
 
 use experiments::{AllocConf, PolicyResult, Trace};
 
-use super::{replay_choices, PolicyChoice, ReplayOptions};
+use super::choice::replay_each;
+use super::{PolicyChoice, ReplayOptions};
 
 /// The settings `vramlab tune` tries by default: each key alone at the values people reach
 /// for after an out-of-memory error, and the combinations that address different causes
@@ -31,8 +32,9 @@ pub const DEFAULT_TUNE_GRID: &[&str] = &[
     "roundup_power2_divisions:4,garbage_collection_threshold:0.6",
 ];
 
-/// Replays `trace` under every setting in parallel (see [`replay_choices`]), under
-/// `capacity` if given, each with the smallest capacity it fits under.
+/// Replays `trace` under every setting in parallel (see [`crate::replay_choices`]), under
+/// `capacity` if given, each with the smallest capacity it fits under and the one from which
+/// it fits under every larger cap.
 pub fn tune(
     trace: &Trace,
     settings: &[String],
@@ -48,7 +50,7 @@ pub fn tune(
         time_ops: false,
         ..ReplayOptions::default()
     };
-    replay_choices(trace, &choices, device_bytes, options)
+    replay_each(trace, &choices, device_bytes, options, true)
 }
 
 /// The grid a tune runs: `grid`, or the default one, with the trace's own settings first when
@@ -72,15 +74,19 @@ pub fn tune_grid(trace: &Trace, grid: &[String]) -> Result<Vec<String>, experime
     Ok(texts)
 }
 
-/// Orders results as a user decides: those that fit first, then by peak reserved memory,
-/// then by synchronising retries.
+/// Orders results as a user decides: those that fit under the cap first, then by the cap from
+/// which each fits at every larger one (smaller first; never, last), then by peak reserved
+/// memory, then by synchronising retries. A setting that does not fit is thus ranked by the cap
+/// it would need, not by a peak the cap clipped.
 pub fn rank(results: &mut [PolicyResult]) {
-    let retries = |r: &PolicyResult| r.pytorch_stats.map_or(0, |s| s.num_alloc_retries);
-    results.sort_by(|a, b| {
-        (a.failed_allocs > 0, a.peak_reserved_bytes, retries(a)).cmp(&(
-            b.failed_allocs > 0,
-            b.peak_reserved_bytes,
-            retries(b),
-        ))
-    });
+    let key = |r: &PolicyResult| {
+        (
+            r.failed_allocs > 0,
+            r.always_fits_bytes.is_none(),
+            r.always_fits_bytes,
+            r.peak_reserved_bytes,
+            r.pytorch_stats.map_or(0, |s| s.num_alloc_retries),
+        )
+    };
+    results.sort_by_key(key);
 }

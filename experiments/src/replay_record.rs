@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::files::write_atomically;
 use crate::record::{BackendKind, DeviceInfo};
 use crate::trace::{Trace, TraceSource, TraceWarnings};
+use crate::units::format_bytes;
 
 /// Allocated and reserved bytes after one trace event.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -231,6 +232,18 @@ pub struct PolicyResult {
     pub first_failure: Option<String>,
     /// The smallest device capacity (2 MiB steps) at which the trace replays with no failure; sim only.
     pub min_capacity_bytes: Option<u64>,
+    /// The smallest capacity (2 MiB steps) from which the trace fits at every larger one up to the
+    /// unlimited replay's peak reserved, each of them replayed (`vramlab tune`; sim only): above
+    /// `min_capacity_bytes` where fitting is not monotone in the cap. Where
+    /// `always_fits_exact` is false, a cap proven so but not the smallest. `None` where even
+    /// unlimited memory fails, or where it was not searched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always_fits_bytes: Option<u64>,
+    /// Whether `always_fits_bytes` is the smallest such cap (the cap 2 MiB below it fails), or
+    /// a bound: the search stopped after its limit of probes, every cap from the bound up
+    /// replayed, those between `min_capacity_bytes` and it not all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always_fits_exact: Option<bool>,
     /// Host time of one allocate call, nanoseconds: median and 99th percentile.
     pub alloc_ns_p50: f64,
     /// See `alloc_ns_p50`.
@@ -264,6 +277,66 @@ pub struct PolicyResult {
     /// What the replay did, operation by operation, when the exports asked for it.
     #[serde(skip)]
     pub replayed: Option<ReplayedTrace>,
+}
+
+impl PolicyResult {
+    /// The `PYTORCH_ALLOC_CONF` a result of PyTorch's allocator was replayed under, ready to
+    /// paste (another policy's name as it is).
+    pub fn setting(&self) -> &str {
+        self.policy.strip_prefix("PYTORCH_ALLOC_CONF=").unwrap_or(&self.policy)
+    }
+
+    /// How reports name the setting: as written, `(defaults)` for the empty one.
+    pub fn setting_label(&self) -> &str {
+        match self.setting() {
+            "" => "(defaults)",
+            setting => setting,
+        }
+    }
+}
+
+/// What `vramlab tune` says of one setting: whether it fits under the cap, from where it
+/// always fits, and whether fitting is monotone in the cap for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TuneVerdict {
+    /// Its rank (1 first).
+    pub rank: usize,
+    /// The `PYTORCH_ALLOC_CONF` string ("" for PyTorch's defaults).
+    pub setting: String,
+    /// How reports name it (`(defaults)` for the empty string).
+    pub label: String,
+    /// Whether it fits under the cap given (`None` without one).
+    pub fits_at_cap: Option<bool>,
+    /// The smallest cap that fits (`min_capacity_bytes`).
+    pub min_capacity_bytes: Option<u64>,
+    /// The cap from which it fits at every larger one (`always_fits_bytes`).
+    pub always_fits_bytes: Option<u64>,
+    /// False where a cap fits below one that fails (between `min_capacity_bytes` and
+    /// `always_fits_bytes`); `None` where that is not known.
+    pub monotone: Option<bool>,
+    /// The verdict in one line, as the terminal, tune.md and tune.html print it.
+    pub text: String,
+}
+
+/// Why the baseline setting did not fit, and what would have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunePostmortem {
+    /// The baseline: the trace's own settings, or the grid's first.
+    pub baseline: String,
+    /// Its label (`(defaults)` for the empty string).
+    pub baseline_label: String,
+    /// Its first failure: the request, and the allocator's state then.
+    pub first_failure: String,
+    /// How many of the settings fit.
+    pub fitting: usize,
+    /// How many were tried.
+    pub settings: usize,
+    /// The setting that fits and reserves least, if any does.
+    pub fits_reserving_least: Option<String>,
+    /// The line to set it with (`PYTORCH_ALLOC_CONF="..."`).
+    pub alloc_conf_line: Option<String>,
+    /// The post-mortem in lines, as the terminal, tune.md and tune.html print it.
+    pub text: Vec<String>,
 }
 
 /// A trace replayed through one or more policies.
@@ -304,6 +377,12 @@ pub struct ReplayRecord {
     /// first's); empty for a single trace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<ReplayRecord>,
+    /// `vramlab tune`: what it says of each setting, in rank order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<TuneVerdict>,
+    /// `vramlab tune`: why the baseline did not fit and what would have (where it did not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postmortem: Option<TunePostmortem>,
 }
 
 /// The allocator's state when a trace's window began.
@@ -347,6 +426,8 @@ impl ReplayRecord {
             capacity_source: None,
             notes: notes_of(trace),
             devices: Vec::new(),
+            verdicts: Vec::new(),
+            postmortem: None,
         }
     }
 
@@ -392,6 +473,172 @@ impl ReplayRecord {
         write_atomically(path, &text)
     }
 
+    /// The lines `vramlab tune` concludes with: each setting's verdict, then the post-mortem
+    /// (what the terminal prints and tune.md and tune.html hold), an empty line between.
+    pub fn tune_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.verdicts.iter().map(|v| v.text.clone()).collect();
+        if let Some(postmortem) = &self.postmortem {
+            lines.push(String::new());
+            lines.extend(postmortem.text.iter().cloned());
+        }
+        lines
+    }
+
+    /// A cap as tune writes it: MiB, whole on the 2 MiB grid the searches step on, so that caps
+    /// 2 MiB apart never read the same.
+    pub fn format_cap(bytes: u64) -> String {
+        const MIB: u64 = 1 << 20;
+        let text = if bytes.is_multiple_of(MIB) {
+            (bytes / MIB).to_string()
+        } else {
+            format!("{:.2}", bytes as f64 / MIB as f64)
+        };
+        let (whole, fraction) = text.split_at(text.find('.').unwrap_or(text.len()));
+        let mut grouped = String::new();
+        for (i, digit) in whole.chars().enumerate() {
+            if i > 0 && (whole.len() - i).is_multiple_of(3) {
+                grouped.push(',');
+            }
+            grouped.push(digit);
+        }
+        format!("{grouped}{fraction} MiB")
+    }
+
+    /// Writes what `vramlab tune` concludes into the record, from its ranked results: each
+    /// setting's verdict (`verdicts`) and, where `baseline` (the setting the trace ran under, or
+    /// the grid's first) did not fit, the post-mortem (`postmortem`). The lines are the text
+    /// the terminal, tune.md and tune.html print (see [`ReplayRecord::tune_lines`]).
+    pub fn conclude_tune(&mut self, baseline: &str) {
+        let cap = Self::format_cap;
+        self.verdicts = self
+            .results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let label = r.setting_label();
+                let fits = r.failed_allocs == 0;
+                let exact = r.always_fits_exact == Some(true);
+                let monotone = match (r.min_capacity_bytes, r.always_fits_bytes) {
+                    (Some(min), Some(always)) if min < always && exact => Some(false),
+                    (Some(_), Some(_)) if exact => Some(true),
+                    _ => None,
+                };
+                let mut text = match (self.capacity_bytes, fits) {
+                    (Some(limit), true) => format!("{label}: fits under the cap of {}", cap(limit)),
+                    (Some(limit), false) => format!("{label}: does not fit under the cap of {}", cap(limit)),
+                    (None, true) => format!("{label}: fits"),
+                    (None, false) => format!("{label}: does not fit even with unlimited memory"),
+                };
+                match (r.min_capacity_bytes, r.always_fits_bytes) {
+                    (Some(min), Some(always)) => {
+                        if min == always {
+                            text.push_str(&format!("; it fits at every cap from {} up", cap(always)));
+                        } else {
+                            text.push_str(&format!(
+                                "; the smallest cap that fits is {}, and it fits at every cap from {} up",
+                                cap(min),
+                                cap(always)
+                            ));
+                        }
+                        if monotone == Some(false) {
+                            text.push_str(&format!(
+                                ". Fitting is not monotone for this setting: it fits at {} but fails at some caps between {} and {} ({} among them)",
+                                cap(min),
+                                cap(min),
+                                cap(always),
+                                cap(always - (2 << 20))
+                            ));
+                        } else if !exact && min < always {
+                            text.push_str(&format!(
+                                " (a bound: the search stopped after its limit of replays, and the caps between {} and {} were not all replayed)",
+                                cap(min),
+                                cap(always)
+                            ));
+                        }
+                    }
+                    (Some(min), None) => text.push_str(&format!("; the smallest cap that fits is {}", cap(min))),
+                    (None, _) if self.capacity_bytes.is_some() => text.push_str(" nor with unlimited memory"),
+                    (None, _) => {}
+                }
+                text.push('.');
+                TuneVerdict {
+                    rank: i + 1,
+                    setting: r.setting().to_string(),
+                    label: label.to_string(),
+                    fits_at_cap: self.capacity_bytes.map(|_| fits),
+                    min_capacity_bytes: r.min_capacity_bytes,
+                    always_fits_bytes: r.always_fits_bytes,
+                    monotone,
+                    text,
+                }
+            })
+            .collect();
+        self.postmortem = self
+            .results
+            .iter()
+            .find(|r| r.setting() == baseline && r.failed_allocs > 0)
+            .map(|base| {
+                let fitting: Vec<&PolicyResult> = self.results.iter().filter(|r| r.failed_allocs == 0).collect();
+                // The one reserving least (ties: the better ranked).
+                let least = fitting.iter().min_by_key(|r| r.peak_reserved_bytes);
+                let first_failure = base.first_failure.clone().unwrap_or_default();
+                let mut text = vec![format!("{} does not fit: {first_failure}", base.setting_label())];
+                let line = least.map(|r| format!("PYTORCH_ALLOC_CONF=\"{}\"", r.setting()));
+                text.push(match (&line, least) {
+                    (Some(line), Some(least)) => {
+                        let mut fit = format!(
+                            "{} of {} settings fit; the one reserving least ({}): {line}",
+                            fitting.len(),
+                            self.results.len(),
+                            format_bytes(least.peak_reserved_bytes)
+                        );
+                        // Ranked first: the one that fits from the smallest cap, where another.
+                        if let Some((first, always)) = fitting
+                            .first()
+                            .filter(|first| first.setting() != least.setting())
+                            .and_then(|first| first.always_fits_bytes.map(|always| (first, always)))
+                        {
+                            fit.push_str(&format!(
+                                "; the one that fits at every cap from the smallest up ({}): PYTORCH_ALLOC_CONF=\"{}\"",
+                                cap(always),
+                                first.setting()
+                            ));
+                        }
+                        fit
+                    }
+                    _ => {
+                        let mut none = format!("none of the {} settings fits", self.results.len());
+                        if self.capacity_bytes.is_some() {
+                            none.push_str(" under this cap");
+                        }
+                        // Ranked by the cap each needs: the first needs least.
+                        if let Some((r, always)) = self
+                            .results
+                            .iter()
+                            .find_map(|r| r.always_fits_bytes.map(|always| (r, always)))
+                        {
+                            none.push_str(&format!(
+                                "; the one needing least: PYTORCH_ALLOC_CONF=\"{}\" fits at every cap from {} up",
+                                r.setting(),
+                                cap(always)
+                            ));
+                        }
+                        none
+                    }
+                });
+                TunePostmortem {
+                    baseline: base.setting().to_string(),
+                    baseline_label: base.setting_label().to_string(),
+                    first_failure,
+                    fitting: fitting.len(),
+                    settings: self.results.len(),
+                    fits_reserving_least: least.map(|r| r.setting().to_string()),
+                    alloc_conf_line: line,
+                    text,
+                }
+            });
+    }
+
     /// Reads a record written by [`ReplayRecord::save`].
     pub fn load(path: &Path) -> Result<ReplayRecord> {
         let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
@@ -426,4 +673,18 @@ fn notes_of(trace: &Trace) -> Vec<String> {
     }
     notes.extend(trace.unknowns.iter().cloned());
     notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_read_in_mib_whole_on_the_grid() {
+        assert_eq!(ReplayRecord::format_cap(276 << 20), "276 MiB");
+        assert_eq!(ReplayRecord::format_cap(3_395_289_088), "3,238 MiB");
+        assert_eq!(ReplayRecord::format_cap(3_391_687_756), "3,234.57 MiB");
+        assert_eq!(ReplayRecord::format_cap((1 << 30) - 1), "1,024.00 MiB");
+        assert_eq!(ReplayRecord::format_cap(0), "0 MiB");
+    }
 }

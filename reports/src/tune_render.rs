@@ -17,13 +17,11 @@ const BEST_SHOWN: usize = 4;
 
 /// The setting a result was replayed under, ready to paste.
 pub fn setting_of(result: &PolicyResult) -> &str {
-    result
-        .policy
-        .strip_prefix("PYTORCH_ALLOC_CONF=")
-        .unwrap_or(&result.policy)
+    result.setting()
 }
 
-/// One row of the ranked table: rank, verdict, memory, work, and the setting.
+/// One row of the ranked table: rank, verdict, memory, work, the caps it fits under, and the
+/// setting (`(defaults)` for PyTorch's defaults).
 pub fn tune_row(rank: usize, r: &PolicyResult, capacity: Option<u64>) -> Vec<String> {
     let stats = r.pytorch_stats.unwrap_or_default();
     let fits = match (capacity, r.failed_allocs) {
@@ -31,7 +29,11 @@ pub fn tune_row(rank: usize, r: &PolicyResult, capacity: Option<u64>) -> Vec<Str
         (Some(_), _) => "NO",
         (None, _) => "fails",
     };
-    let setting = setting_of(r);
+    let always = match (r.always_fits_bytes, r.always_fits_exact) {
+        (Some(bytes), Some(false)) => format!("<= {}", ReplayRecord::format_cap(bytes)),
+        (Some(bytes), _) => ReplayRecord::format_cap(bytes),
+        (None, _) => "-".into(),
+    };
     vec![
         rank.to_string(),
         fits.to_string(),
@@ -40,17 +42,14 @@ pub fn tune_row(rank: usize, r: &PolicyResult, capacity: Option<u64>) -> Vec<Str
         format!("{} / {}", stats.num_device_alloc, stats.num_device_free),
         stats.num_alloc_retries.to_string(),
         stats.num_ooms.to_string(),
-        r.min_capacity_bytes.map_or("-".into(), format_bytes),
-        if setting.is_empty() {
-            "(defaults)".into()
-        } else {
-            setting.to_string()
-        },
+        r.min_capacity_bytes.map_or("-".into(), ReplayRecord::format_cap),
+        always,
+        r.setting_label().to_string(),
     ]
 }
 
 /// The ranked table's header.
-pub const TUNE_HEADER: [&str; 9] = [
+pub const TUNE_HEADER: [&str; 10] = [
     "rank",
     "fits",
     "peak reserved",
@@ -59,6 +58,7 @@ pub const TUNE_HEADER: [&str; 9] = [
     "retries",
     "OOMs",
     "smallest cap that fits",
+    "fits at every cap from",
     "PYTORCH_ALLOC_CONF",
 ];
 
@@ -74,13 +74,17 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
     );
     match record.capacity_bytes {
         Some(capacity) => about.push_str(&format!(
-            ", under a cap of {} (torch.cuda.set_per_process_memory_fraction)",
-            format_bytes(capacity)
+            ", under a cap of {} ({}; torch.cuda.set_per_process_memory_fraction)",
+            format_bytes(capacity),
+            ReplayRecord::format_cap(capacity)
         )),
         None => about.push_str(", no cap"),
     }
     blocks.push(Block::Paragraph(
-        about + ". Ranked: settings that fit first, then by peak reserved memory; the plots name each by its rank.",
+        about
+            + ". Ranked: settings that fit first, then by the cap from which each fits at every larger cap \
+               (2 MiB steps, each replayed; fitting need not be monotone in the cap), then by peak reserved \
+               memory; the plots name each by its rank.",
     ));
     // Setting strings are too long for an axis: the bars carry their rank, "x" marking a misfit.
     let by_rank: Vec<PolicyResult> = record
@@ -114,10 +118,23 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
             .map(|(i, r)| tune_row(i + 1, r, record.capacity_bytes))
             .collect(),
     });
-    for r in record.results.iter().filter(|r| r.first_failure.is_some()) {
+    // The verdicts and the post-mortem, as the terminal prints them (`ReplayRecord::tune_lines`).
+    if !record.verdicts.is_empty() {
+        blocks.push(Block::Heading(2, "Each setting".into()));
+        blocks.extend(record.verdicts.iter().map(|v| Block::Paragraph(v.text.clone())));
+    }
+    if let Some(postmortem) = &record.postmortem {
+        blocks.push(Block::Heading(2, "Post-mortem".into()));
+        blocks.extend(postmortem.text.iter().cloned().map(Block::Paragraph));
+    }
+    let failures = record.results.iter().filter(|r| r.first_failure.is_some());
+    if failures.clone().next().is_some() {
+        blocks.push(Block::Heading(2, "First failures".into()));
+    }
+    for r in failures {
         blocks.push(Block::Paragraph(format!(
             "{}: first failure at {}",
-            setting_of(r),
+            r.setting_label(),
             r.first_failure.as_deref().unwrap_or_default()
         )));
     }
