@@ -10,9 +10,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use experiments::{
-    format_bytes, Backend, Catalog, DeviceInfo, Experiment, Family, Profile, ReplayRecord, Trace, DEFAULT_PROFILE,
-};
+use experiments::{format_bytes, Backend, Catalog, Experiment, Family, Profile, ReplayRecord, Trace, DEFAULT_PROFILE};
 use hw::HwBackend;
 use sim::SimBackend;
 
@@ -575,14 +573,8 @@ fn tune(
 ) -> Result<()> {
     let capacity = parse_capacity(capacity)?;
     let trace = load_trace(trace_arg, device, 0)?;
-    let settings = allocators::tune_grid(&trace, grid)?;
     let device_bytes = Profile::find(DEFAULT_PROFILE)?.device.memory_bytes;
-    let mut results = allocators::tune(&trace, &settings, capacity, device_bytes)?;
-    // The baseline the others are weighed against: the trace's own settings, or the grid's first.
-    let baseline = results.first().map(|r| r.setting().to_string()).unwrap_or_default();
-    allocators::rank(&mut results);
-    let mut record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
-    record.conclude_tune(&baseline);
+    let record = allocators::tune_record(&trace, grid, capacity, device_bytes)?;
     record.save(&out.join("tune.json"))?;
     let rendered = reports::render_tune(out)?;
     if json {

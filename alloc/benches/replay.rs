@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use allocators::{replay, ReplayOptions, SimDevice};
+use allocators::{build_pytorch_policy, replay, replay_policy, ReplayOptions, SimDevice};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use experiments::{BackendKind, PolicySpec, Trace};
 
@@ -92,5 +92,48 @@ fn import_speed(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, replay_speed, import_speed);
+/// Rebuilding a lost start: snapshots of a synthetic training loop (replayed under PyTorch's
+/// defaults and written as a snapshot) cut at half their length, at two sizes. The time per
+/// event at both says whether the rebuild grows linearly with the trace and its segments.
+fn lost_start_speed(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lost_start_import");
+    for steps in [200u64, 800] {
+        let trace = Trace::synthetic(&format!("synthetic:training-loop:steps={steps}"), 7).unwrap();
+        let options = ReplayOptions {
+            timeline_points: 0,
+            time_ops: false,
+            record_events: true,
+            ..ReplayOptions::default()
+        };
+        let mut device = SimDevice::new(80 << 30);
+        let conf = experiments::AllocConf::default();
+        let result = replay_policy(
+            &trace,
+            "loop",
+            build_pytorch_policy(&conf),
+            &mut device,
+            options,
+            &mut (),
+            BackendKind::Sim,
+        )
+        .unwrap();
+        let replayed = result.replayed.unwrap();
+        let cut = trace.events.len() / 2;
+        let window = experiments::ReplayedTrace {
+            events: replayed.events.iter().filter(|e| e.at >= cut).copied().collect(),
+            segments: replayed.segments.clone(),
+            pools: Vec::new(),
+        };
+        let bytes = experiments::snapshot_bytes(&window, Some(""));
+        let imported = Trace::from_bytes("cut", &bytes, None).unwrap();
+        assert!(imported.start.is_some());
+        group.throughput(Throughput::Elements(window.events.len() as u64));
+        group.bench_function(format!("{}_events", window.events.len()), |b| {
+            b.iter(|| Trace::from_bytes("cut", &bytes, None).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, replay_speed, import_speed, lost_start_speed);
 criterion_main!(benches);

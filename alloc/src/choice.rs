@@ -214,6 +214,16 @@ pub fn replay_devices(
     device_bytes: u64,
     options: ReplayOptions,
 ) -> Result<ReplayRecord, experiments::Error> {
+    if traces.iter().all(Trace::is_empty) {
+        return Err(experiments::Error::Invalid(match traces.first() {
+            Some(t) if t.source == TraceSource::PytorchSnapshot => format!(
+                "{}: not a PyTorch memory snapshot: every device trace is empty (was _record_memory_history on?)",
+                t.name
+            ),
+            Some(t) => format!("{}: the trace has no events", t.name),
+            None => "the trace has no device to replay".to_string(),
+        }));
+    }
     let mut records = Vec::with_capacity(traces.len());
     for trace in traces {
         if trace.is_empty() {

@@ -14,6 +14,10 @@ pub struct SimDevice {
     held: u64,
     /// Addresses the driver gave a recording's segments, in order, still to hand out.
     recorded: std::collections::VecDeque<(u64, u64)>,
+    /// Ranges handed out and not given back (first address -> end), so that a recorded
+    /// address is never handed out while it is in use: once a replay's decisions part from
+    /// the recording's, the driver's addresses no longer fit them.
+    in_use: std::collections::BTreeMap<u64, u64>,
 }
 
 impl SimDevice {
@@ -27,6 +31,7 @@ impl SimDevice {
             total,
             held: 0,
             recorded: Default::default(),
+            in_use: Default::default(),
         }
     }
 
@@ -71,6 +76,15 @@ impl SimDevice {
         addr
     }
 
+    /// Whether `[addr, addr + bytes)` meets a range in use.
+    fn overlaps(&self, addr: u64, bytes: u64) -> bool {
+        let end = addr.saturating_add(bytes.max(1));
+        self.in_use
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, &used_end)| used_end > addr)
+    }
+
     /// Takes `bytes` of the device's memory, if it has them.
     fn take(&mut self, bytes: u64) -> bool {
         match self.held.checked_add(bytes) {
@@ -88,36 +102,55 @@ impl DeviceMemory for SimDevice {
         if !self.take(bytes) {
             return None;
         }
+        let addr = if self.overlaps(addr, bytes) {
+            self.carve(bytes)
+        } else {
+            addr
+        };
         self.skip_past(addr.saturating_add(bytes));
+        self.in_use.insert(addr, addr.saturating_add(bytes));
         Some(addr)
     }
     fn adopt_reservation(&mut self, addr: u64, bytes: u64) -> Option<u64> {
+        let addr = if self.overlaps(addr, bytes) {
+            self.carve(bytes)
+        } else {
+            addr
+        };
         self.skip_past(addr.saturating_add(bytes));
+        self.in_use.insert(addr, addr.saturating_add(bytes));
         Some(addr)
     }
     fn allocate(&mut self, bytes: u64) -> Option<u64> {
         if !self.take(bytes) {
             return None;
         }
-        match self.recorded.front() {
-            Some(&(size, addr)) if size == bytes => {
+        let addr = match self.recorded.front() {
+            Some(&(size, addr)) if size == bytes && !self.overlaps(addr, bytes) => {
                 self.recorded.pop_front();
-                Some(addr)
+                addr
             }
             Some(_) => {
                 self.recorded.clear();
-                Some(self.carve(bytes))
+                self.carve(bytes)
             }
-            None => Some(self.carve(bytes)),
-        }
+            None => self.carve(bytes),
+        };
+        self.in_use.insert(addr, addr.saturating_add(bytes));
+        Some(addr)
     }
-    fn free(&mut self, _addr: u64, bytes: u64) {
+    fn free(&mut self, addr: u64, bytes: u64) {
+        self.in_use.remove(&addr);
         self.held -= bytes;
     }
     fn reserve(&mut self, bytes: u64) -> Option<u64> {
-        Some(self.carve(bytes))
+        let addr = self.carve(bytes);
+        self.in_use.insert(addr, addr.saturating_add(bytes));
+        Some(addr)
     }
-    fn release(&mut self, _addr: u64, _bytes: u64) {}
+    fn release(&mut self, addr: u64, _bytes: u64) {
+        self.in_use.remove(&addr);
+    }
     fn map(&mut self, _addr: u64, bytes: u64) -> bool {
         self.take(bytes)
     }

@@ -29,7 +29,7 @@ pub use capacity::{min_capacity, min_capacity_of};
 pub use choice::{choose_policies, replay_capacity, replay_choices, replay_devices, PolicyChoice};
 pub use device::{Metered, SimDevice};
 pub use replay::{replay, replay_policy, ReplayHooks, ReplayOptions};
-pub use tune::{rank, tune, tune_grid, DEFAULT_TUNE_GRID};
+pub use tune::{rank, tune, tune_grid, tune_record, DEFAULT_TUNE_GRID};
 pub use vmm::{GrowPath, GrowableLayout, SimVmm, VmmDriver, VmmError};
 
 /// Where a policy gets memory from: physical allocations (cuMemAlloc), and virtual ranges

@@ -295,6 +295,9 @@ impl LiveTable {
 struct Recorder {
     events: Vec<ReplayedEvent>,
     ops_seen: usize,
+    /// The stream of each segment or mapped range by its first address: a segment given back
+    /// is recorded on its own stream, whichever request made room by giving it back.
+    streams: BTreeMap<u64, u64>,
 }
 
 impl Recorder {
@@ -308,9 +311,20 @@ impl Recorder {
         });
     }
 
-    /// The device operations logged since the last call, attributed to `stream`.
+    /// The device operations logged since the last call: those that take memory for the
+    /// request on `stream`, those that give it back on the stream of what they give back.
     fn device_ops(&mut self, ops: &[RecordedOp], stream: u64) {
         for op in &ops[self.ops_seen..] {
+            let stream = match op.action {
+                DeviceAction::SegmentAlloc | DeviceAction::SegmentMap => {
+                    self.streams.insert(op.addr, stream);
+                    stream
+                }
+                DeviceAction::SegmentFree | DeviceAction::SegmentUnmap => {
+                    self.streams.range(..=op.addr).next_back().map_or(stream, |(_, &s)| s)
+                }
+                DeviceAction::Oom => stream,
+            };
             self.push(op.at, op.action.name(), op.addr, op.size, stream);
         }
         self.ops_seen = ops.len();
@@ -319,10 +333,45 @@ impl Recorder {
 
 /// The replay checked against the recording: its device operations, in order and in place,
 /// and the segments it ends with (`own`: replayed under the recording's settings).
-fn check_recorded(trace: &Trace, own: bool, made: &[RecordedOp], segments: Option<Vec<SegmentView>>) -> RecordedCheck {
+/// Allocations the replay placed elsewhere than the recording did: how many, and the first
+/// (its event, the recorded address, the replay's).
+#[derive(Default)]
+struct Placement {
+    checked: bool,
+    misplaced: usize,
+    first: Option<(usize, u64, u64)>,
+}
+
+fn check_recorded(
+    trace: &Trace,
+    own: bool,
+    made: &[RecordedOp],
+    segments: Option<Vec<SegmentView>>,
+    placement: &Placement,
+) -> RecordedCheck {
     if !own {
         return RecordedCheck::unchecked("replayed under other settings than the recording's");
     }
+    if let Some((at, recorded, replayed)) = placement.first {
+        return RecordedCheck {
+            verdict: Verdict::Differs,
+            operations: trace.recorded_ops.len(),
+            first_difference: None,
+            why: format!(
+                "the allocation at event {at} was placed at {replayed:#x}, the recording placed it at {recorded:#x} ({} allocations placed elsewhere)",
+                placement.misplaced
+            ),
+            summary: format!(
+                "{} allocations placed elsewhere than the recording placed them, the first at event {at}",
+                placement.misplaced
+            ),
+        };
+    }
+    let placed = if placement.checked {
+        ", every allocation where the recording placed it"
+    } else {
+        ""
+    };
     let layout = segments.map(|segments| same_layout(&trace.final_segments, &segments));
     if !trace.records_device_operations() {
         let why = "the trace records no device operations (no segment events), so the replay's cannot be checked";
@@ -335,7 +384,7 @@ fn check_recorded(trace: &Trace, own: bool, made: &[RecordedOp], segments: Optio
                 summary: format!("differs: the segments the replay ends with are not the snapshot's ({difference})"),
             },
             Some(Ok(())) => RecordedCheck::unchecked(format!(
-                "{why}; the segments it ends with are the snapshot's, block for block"
+                "{why}; the segments it ends with are the snapshot's, block for block{placed}"
             )),
             None => RecordedCheck::unchecked(why),
         };
@@ -398,7 +447,7 @@ fn check_recorded(trace: &Trace, own: bool, made: &[RecordedOp], segments: Optio
             operations: recorded.len(),
             first_difference: None,
             why: format!(
-                "all {} recorded device operations reproduced, in order and in place, and the final segments are the snapshot's",
+                "all {} recorded device operations reproduced, in order and in place{placed}, and the final segments are the snapshot's",
                 recorded.len()
             ),
             summary: format!(
@@ -411,7 +460,7 @@ fn check_recorded(trace: &Trace, own: bool, made: &[RecordedOp], segments: Optio
             operations: recorded.len(),
             first_difference: None,
             why: format!(
-                "all {} recorded device operations reproduced, in order and in place (the trace has no final segments to compare)",
+                "all {} recorded device operations reproduced, in order and in place{placed} (the trace has no final segments to compare)",
                 recorded.len()
             ),
             summary: format!(
@@ -493,6 +542,7 @@ pub fn replay_policy(
     let mut recorder = options.record_events.then(|| Recorder {
         events: Vec::new(),
         ops_seen: 0,
+        streams: BTreeMap::new(),
     });
     let hook_error = |index: usize, e: String| experiments::Error::Invalid(format!("{label}: event {index}: {e}"));
     let timed = |start: Option<Instant>| start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
@@ -520,10 +570,21 @@ pub fn replay_policy(
             }
         }
         (peak_allocated, peak_requested) = (allocated, requested);
+        if let Some(r) = recorder.as_mut() {
+            r.streams
+                .extend(policy.segments().iter().map(|s| (s.address, s.stream)));
+        }
         fragmentation = policy.free_space().fragmentation();
         waste = allocated - requested;
     }
     let pooled = !trace.pool_of_id.is_empty();
+    // Over the driver's addresses, a replay under the recording's settings puts every block
+    // where the recording did (expandable segments' address ranges are the simulator's own).
+    let mut placement = Placement {
+        checked: options.check_recorded && !trace.alloc_addrs.is_empty() && !trace.uses_expandable_segments(),
+        ..Placement::default()
+    };
+    let mut allocs_seen = 0usize;
 
     for (index, event) in trace.events.iter().enumerate() {
         meter.at = index;
@@ -536,6 +597,12 @@ pub fn replay_policy(
                 if pooled {
                     policy.select_pool(trace.pool_of(id));
                 }
+                let recorded_addr = if placement.checked {
+                    allocs_seen += 1;
+                    trace.alloc_addrs.get(allocs_seen - 1).copied()
+                } else {
+                    None
+                };
                 let start = options.time_ops.then(Instant::now);
                 let result = policy.allocate(&mut meter, size, stream);
                 let ns = timed(start);
@@ -548,6 +615,12 @@ pub fn replay_policy(
                     .map_err(|e| hook_error(index, e))?;
                 match result {
                     Ok(block) => {
+                        if let Some(recorded) = recorded_addr.filter(|&a| a != u64::MAX) {
+                            if recorded != block.addr {
+                                placement.misplaced += 1;
+                                placement.first.get_or_insert((index, recorded, block.addr));
+                            }
+                        }
                         if let Some(r) = recorder.as_mut() {
                             r.device_ops(&meter.ops, stream);
                             r.push(index, "alloc", block.addr, size, stream);
@@ -658,10 +731,12 @@ pub fn replay_policy(
         options.check_recorded,
         &meter.ops,
         final_segments.clone().filter(|_| !trace.final_segments.is_empty()),
+        &placement,
     );
     let replayed = recorder.map(|r| ReplayedTrace {
         events: r.events,
         segments: final_segments.unwrap_or_default(),
+        pools: trace.pools.clone(),
     });
     // Blocks the trace never frees are returned (untimed, and after every figure above), then
     // the cache: whatever the policy still holds afterwards is memory it cannot give back.

@@ -90,3 +90,24 @@ pub fn rank(results: &mut [PolicyResult]) {
     };
     results.sort_by_key(key);
 }
+
+/// `vramlab tune` as a library call: `trace` under every setting of `grid` (the default grid
+/// when empty, the trace's own settings first), under `capacity` or the cap a recorded
+/// out-of-memory error implies, ranked, with the verdicts and the post-mortem.
+pub fn tune_record(
+    trace: &Trace,
+    grid: &[String],
+    capacity: Option<u64>,
+    device_bytes: u64,
+) -> Result<experiments::ReplayRecord, experiments::Error> {
+    let settings = tune_grid(trace, grid)?;
+    let (capacity, source) = super::replay_capacity(trace, capacity);
+    let mut results = tune(trace, &settings, capacity, device_bytes)?;
+    // The baseline the others are weighed against: the trace's own settings, or the grid's first.
+    let baseline = results.first().map(|r| r.setting().to_string()).unwrap_or_default();
+    rank(&mut results);
+    let mut record = experiments::ReplayRecord::new(trace, capacity, experiments::DeviceInfo::default(), results);
+    record.capacity_source = source;
+    record.conclude_tune(&baseline);
+    Ok(record)
+}

@@ -96,6 +96,44 @@ const RECORDED_ONLY_KEYS: &[&str] = &[
     "graph_capture_record_stream_reuse",
 ];
 
+/// C's `isspace` in the "C" locale, which PyTorch's tokenizer skips: ASCII white space only.
+fn is_c_space(ch: char) -> bool {
+    matches!(ch, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+}
+
+/// The length of the longest prefix of `text` that is a decimal floating-point number as
+/// `strtod` (and Rust's `f64` parser) reads one; 0 where none is.
+fn float_prefix(text: &[u8]) -> usize {
+    let mut i = usize::from(matches!(text.first(), Some(b'+' | b'-')));
+    let rest = &text[i..];
+    for word in ["infinity", "inf", "nan"] {
+        if rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word.as_bytes()) {
+            return i + word.len();
+        }
+    }
+    let digits = |from: usize| text[from..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let whole = digits(i);
+    i += whole;
+    let mut fraction = 0;
+    if text.get(i) == Some(&b'.') {
+        fraction = digits(i + 1);
+        if whole + fraction > 0 {
+            i += 1 + fraction;
+        }
+    }
+    if whole + fraction == 0 {
+        return 0;
+    }
+    if matches!(text.get(i), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(text.get(i + 1), Some(b'+' | b'-')));
+        let exponent = digits(i + 1 + sign);
+        if exponent > 0 {
+            i += 1 + sign + exponent;
+        }
+    }
+    i
+}
+
 struct Tokens<'a> {
     text: &'a str,
     tokens: Vec<String>,
@@ -111,7 +149,7 @@ impl Tokens<'_> {
                     tokens.push(std::mem::take(&mut buffer));
                 }
                 tokens.push(ch.to_string());
-            } else if !ch.is_whitespace() {
+            } else if !is_c_space(ch) {
                 buffer.push(ch);
             }
         }
@@ -152,14 +190,14 @@ impl Tokens<'_> {
         Ok(if negative { value.wrapping_neg() } else { value })
     }
 
-    /// C++'s `stod`: the longest prefix that reads as a floating-point number.
+    /// C++'s `stod`: the longest prefix that reads as a floating-point number, found in one
+    /// pass (sign, `inf`/`infinity`/`nan`, or digits with an optional fraction and exponent).
     fn double(&self, i: usize, key: &str) -> Result<f64> {
         let token = self.get(i)?;
-        let prefix = (1..=token.len())
-            .rev()
-            .filter(|&n| token.is_char_boundary(n))
-            .find_map(|n| token[..n].parse::<f64>().ok());
-        prefix.ok_or_else(|| self.error(format!("{key} = {token}: not a number")))
+        let end = float_prefix(token.as_bytes());
+        token[..end]
+            .parse::<f64>()
+            .map_err(|_| self.error(format!("{key} = {token}: not a number")))
     }
 
     fn boolean(&self, i: usize, key: &str) -> Result<bool> {
@@ -448,6 +486,34 @@ impl fmt::Display for AllocConf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_ascii_white_space_is_skipped_as_pytorch_skips_it() {
+        assert!(AllocConf::parse("expandable_segments:\tTrue, max_split_size_mb: 64").is_ok());
+        for space in ['\u{a0}', '\u{3000}', '\u{2028}'] {
+            let text = format!("expandable_segments:{space}True");
+            assert!(AllocConf::parse(&text).is_err(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_threshold_is_read_in_one_pass_whatever_its_length() {
+        // A value of 200,000 digits: trying every prefix (as before) took minutes.
+        let text = format!("garbage_collection_threshold:0.{}", "7".repeat(200_000));
+        let conf = AllocConf::parse(&text).unwrap();
+        assert!((conf.garbage_collection_threshold - 0.7777).abs() < 1e-3);
+        for (value, prefix) in [
+            ("0.5x", 3),
+            ("1e-1z", 4),
+            (".25", 3),
+            ("7.", 2),
+            ("-inf", 4),
+            ("e5", 0),
+            ("+.", 0),
+        ] {
+            assert_eq!(float_prefix(value.as_bytes()), prefix, "{value}");
+        }
+    }
 
     fn rejects(text: &str, needle: &str) {
         let err = AllocConf::parse(text).unwrap_err().to_string();

@@ -117,6 +117,8 @@ pub struct ReplayedTrace {
     pub events: Vec<ReplayedEvent>,
     /// The segments when the trace ended (before anything was released).
     pub segments: Vec<SegmentView>,
+    /// PyTorch's ids of the private pools segments name by index (pool k is `pools[k - 1]`).
+    pub pools: Vec<(i64, i64)>,
 }
 
 /// How a replay compares with what the recording allocator did.

@@ -9,7 +9,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-use experiments::{DeviceInfo, Profile, ReplayRecord, Trace, DEFAULT_PROFILE};
+use experiments::{Profile, Trace, DEFAULT_PROFILE};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -150,12 +150,7 @@ fn tune(
     check_capacity(capacity)?;
     let trace = one_trace(load_traces(py, trace, device)?, device)?;
     detached(py, move || {
-        let settings = allocators::tune_grid(&trace, &grid)?;
-        let (capacity, source) = allocators::replay_capacity(&trace, capacity);
-        let mut results = allocators::tune(&trace, &settings, capacity, device_bytes()?)?;
-        allocators::rank(&mut results);
-        let mut record = ReplayRecord::new(&trace, capacity, DeviceInfo::default(), results);
-        record.capacity_source = source;
+        let record = allocators::tune_record(&trace, &grid, capacity, device_bytes()?)?;
         Ok(record.summary_json().to_string())
     })
 }

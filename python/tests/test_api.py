@@ -35,7 +35,8 @@ def test_replay_from_a_path_matches_pytorchs_memory_stats():
     result = vramlab.replay(str(TRACE), capacity=meta["allowed_memory_maximum"])
     (only,) = result["results"]
     assert only["policy"] == "PYTORCH_ALLOC_CONF=garbage_collection_threshold:0.7"
-    assert only["recorded_check"].startswith("all ")
+    assert only["recorded_check"]["verdict"] == "match", only["recorded_check"]
+    assert only["recorded_check"]["summary"].startswith("all ")
     for key, value in only["pytorch_stats"].items():
         assert value == meta["memory_stats"][key], key
 
@@ -98,13 +99,13 @@ def test_bad_settings_are_value_errors_on_one_line(settings, needle):
     "snapshot, needle",
     [
         ({}, "no 'device_traces'"),
-        ({"device_traces": 5}, "'device_traces' is not a list"),
+        ({"device_traces": 5}, "'device_traces' is an integer, not a list"),
         ({"device_traces": [[]]}, "every device trace is empty"),
         ({"device_traces": [[{"action": "alloc", "addr": 1, "size": 2}]]}, "device_traces[0][0] has no 'stream'"),
         ({"device_traces": [[{"action": "alloc", "addr": -1, "size": 2, "stream": 0}]]}, "device_traces[0][0].addr = -1"),
-        ({"device_traces": [["alloc"]]}, "device_traces[0][0] is not a dict"),
-        ({"device_traces": [[{"action": 7}]]}, "action is not a string"),
-        ({"segments": [{"segment_pool_id": (1, 0)}], "device_traces": [[]]}, "private memory pool [1, 0]"),
+        ({"device_traces": [["alloc"]]}, "device_traces[0][0] is a string, not a dict"),
+        ({"device_traces": [[{"action": 7}]]}, "action is an integer, not a string"),
+        ({"segments": [{"segment_pool_id": (1, 0)}], "device_traces": [[]]}, "segments[0].address is missing"),
     ],
 )
 def test_malformed_snapshot_dicts_are_value_errors(snapshot, needle):
@@ -158,3 +159,31 @@ def test_explain_and_run():
         vramlab.explain("occupancy", threads="many")
     records = vramlab.run("occupancy")
     assert records and records[0]["backend"] == "sim" and records[0]["points"]
+
+
+WILD = ROOT.parent / "shared" / "traces" / "wild"
+REAL_JOBS = ROOT / "reports" / "reference" / "h100" / "real-jobs"
+
+
+def test_every_device_of_a_snapshot_is_replayed_and_labelled():
+    result = vramlab.replay(str(WILD / "codelocation_memory_snapshot.pickle.gz"))
+    devices = result["devices"]
+    assert [d["device_index"] for d in devices] == [0, 1, 2, 3]
+    for device in devices[:3]:
+        assert device["results"][0]["recorded_check"]["verdict"] == "match"
+    assert "out-of-memory" in devices[1]["capacity_source"]
+    assert devices[3]["results"] == [] and "no events" in devices[3]["notes"][0]
+
+
+def test_a_lost_start_and_a_private_pool_replay_to_pytorchs_figures():
+    for name in ["gpt-lost-11000", "graph-keep", "mempool-keep"]:
+        meta = json.loads((REAL_JOBS / f"{name}.json").read_text())
+        result = vramlab.replay(str(REAL_JOBS / f"{name}.pickle.gz"))
+        (only,) = result["results"]
+        assert only["recorded_check"]["verdict"] in ("match", "unchecked"), only["recorded_check"]
+        assert only["pytorch_stats"]["reserved_bytes.all.peak"] == meta["memory_stats"]["reserved_bytes.all.peak"]
+
+
+def test_a_bool_is_no_device_index():
+    with pytest.raises(TypeError):
+        vramlab.replay(TRACE, device=True)

@@ -48,6 +48,16 @@ def _capacity(capacity: Optional[int]) -> Optional[int]:
     return capacity
 
 
+def _device(device: Optional[int]) -> Optional[int]:
+    if device is None:
+        return None
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"device must be a device index (an int), not {type(device).__name__}")
+    if device < 0:
+        raise ValueError(f"device={device}: must be 0 or more")
+    return device
+
+
 def replay(
     trace: Trace,
     *,
@@ -66,16 +76,19 @@ def replay(
         under the settings it was recorded with, and checked against itself.
     capacity: the cap in bytes, as ``torch.cuda.set_per_process_memory_fraction`` sets it.
     policy: vramlab policies, comma-separated (``"caching,best-fit"``, ``"all"``).
-    device: which device of a multi-GPU snapshot.
+    device: which device of a multi-GPU snapshot (by default every device with events is
+        replayed, each in ``devices``; the top-level figures are the first's).
 
     Returns the object ``vramlab replay --json`` prints: ``{"trace", "events", "results": [...]}``,
     each result with ``peak_reserved_bytes``, ``peak_allocated_bytes``, ``failed_allocs``,
-    ``min_capacity_bytes``, and for PyTorch's allocator ``pytorch_stats`` keyed as in
-    ``torch.cuda.memory_stats()``.
+    ``min_capacity_bytes``, ``recorded_check`` (``{"verdict": "match"|"differs"|"unchecked",
+    "why", ...}``), and for PyTorch's allocator ``pytorch_stats`` keyed as in
+    ``torch.cuda.memory_stats()``; ``start`` (the state a lost-start window began in) and
+    ``notes`` (what the input does not determine) beside them.
     """
     if policy is not None and not isinstance(policy, str):
         raise TypeError(f"policy must be a string, not {type(policy).__name__}")
-    text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity), policy, device)
+    text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity), policy, _device(device))
     return json.loads(text)
 
 
@@ -92,7 +105,7 @@ def tune(
     names its setting (``policy`` is ``"PYTORCH_ALLOC_CONF=..."``) and the smallest cap it fits
     under. ``grid`` replaces the default grid (``vramlab.DEFAULT_TUNE_GRID``).
     """
-    text = _vramlab.tune(trace, _settings(grid), _capacity(capacity), device)
+    text = _vramlab.tune(trace, _settings(grid), _capacity(capacity), _device(device))
     return json.loads(text)
 
 

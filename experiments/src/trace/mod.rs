@@ -230,6 +230,11 @@ pub struct Trace {
     /// The device the trace is of (a snapshot's index).
     #[serde(default)]
     pub device: usize,
+    /// The address the recording allocator gave each allocation, in the order of the `Alloc`
+    /// events (`u64::MAX` for a request that failed); empty where the format has none. A replay
+    /// under the recording's settings over the driver's addresses must place each one there.
+    #[serde(skip)]
+    pub alloc_addrs: Vec<u64>,
 }
 
 impl Trace {
@@ -294,6 +299,22 @@ impl Trace {
             upper,
             at: op.at,
         })
+    }
+
+    /// Whether the recording used expandable segments (its settings, a mapped range, a
+    /// starting segment).
+    pub fn uses_expandable_segments(&self) -> bool {
+        let settings = self
+            .allocator_settings
+            .as_deref()
+            .and_then(|s| crate::AllocConf::parse(s).ok())
+            .is_some_and(|c| c.expandable_segments);
+        settings
+            || self
+                .recorded_ops
+                .iter()
+                .any(|op| matches!(op.action, DeviceAction::SegmentMap | DeviceAction::SegmentUnmap))
+            || self.final_segments.iter().any(|s| s.expandable)
     }
 
     /// Whether the trace records its allocator's device operations (segments allocated,
@@ -546,6 +567,8 @@ struct Pairing {
     allocated: HashSet<u64>,
     /// Blocks the trace frees without having allocated them: live when it began.
     preexisting: Vec<start::Preexisting>,
+    /// A block the trace allocated was freed with no request before (an older format).
+    completed_unrequested: bool,
     next_id: u64,
     events: Vec<TraceEvent>,
     warnings: TraceWarnings,
@@ -584,6 +607,7 @@ impl Pairing {
             requested: size,
             stream,
             completed_first,
+            freed_at: self.events.len(),
         });
         Some(id)
     }
@@ -649,7 +673,8 @@ impl Pairing {
             return;
         }
         match self.live.remove(&key) {
-            Some((id, live_size, _)) => {
+            Some((id, live_size, requested)) => {
+                self.completed_unrequested |= !requested;
                 if let Some(size) = size.filter(|&s| s != live_size) {
                     self.warnings.push(format!(
                         "event {index}: free of {key:#x} says {size} bytes, its allocation asked for {live_size}"
@@ -684,6 +709,7 @@ impl Pairing {
             final_segments: Vec::new(),
             unknowns: Vec::new(),
             device: 0,
+            alloc_addrs: Vec::new(),
         }
     }
 }

@@ -64,10 +64,12 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
         }
     };
     let root = pickle.root.as_ref().ok_or_else(|| schema("empty pickle"))?;
-    let traces = pickle
-        .get(root, "device_traces")
-        .and_then(|v| pickle.items(v))
-        .ok_or_else(|| schema("no 'device_traces' list"))?;
+    let traces = match pickle.get(root, "device_traces") {
+        None => return Err(schema("no 'device_traces' list")),
+        Some(value) => pickle
+            .items(value)
+            .ok_or_else(|| schema(&format!("'device_traces' is {}, not a list", kind(&pickle, value))))?,
+    };
     // Streamed devices left empty lists behind; a pickle read whole still holds its events.
     for (d, trace) in traces.iter().enumerate() {
         let events = pickle
@@ -215,6 +217,12 @@ fn push_event(
     device: usize,
 ) -> std::result::Result<(), String> {
     let index = builder.index;
+    if !matches!(event, Value::Dict(_)) {
+        return Err(format!(
+            "device_traces[{device}][{index}] is {}, not a dict",
+            kind(pickle, event)
+        ));
+    }
     let field = |key: &str| -> std::result::Result<&Value, String> {
         pickle
             .get(event, key)
@@ -235,7 +243,7 @@ fn push_event(
         Value::Str(s) => s.clone(),
         other => {
             return Err(format!(
-                "device_traces[{device}][{index}].action is {}",
+                "device_traces[{device}][{index}].action is {}, not a string",
                 kind(pickle, other)
             ))
         }
@@ -304,7 +312,6 @@ impl SnapshotBuilder {
             "alloc"
                 | "free_requested"
                 | "free_completed"
-                | "free"
                 | "segment_alloc"
                 | "segment_map"
                 | "segment_free"
@@ -341,8 +348,7 @@ impl SnapshotBuilder {
                 self.requests_recorded = true;
                 self.pairing.free_requested(index, addr, Some((size, stream)))
             }
-            // Snapshots of torch 2.0 name the completion `free`.
-            "free_completed" | "free" => self.pairing.free_on(index, addr, Some(size), Some(stream)),
+            "free_completed" => self.pairing.free_on(index, addr, Some(size), Some(stream)),
             "segment_alloc" => {
                 self.segment_sizes.push(size);
                 record(DeviceAction::SegmentAlloc);
@@ -387,16 +393,29 @@ impl SnapshotBuilder {
             None => AllocConf::default(),
         };
         let live_at_end: HashSet<u64> = pairing.live.keys().copied().collect();
+        // Snapshots of torch 2.0 on record both a free's request and its completion; one that
+        // completes a block it allocated without a request is of an older format, where a
+        // completion is the whole free. A window with neither shows nothing: the newer is taken.
+        let requests_recorded = requests_recorded || !pairing.completed_unrequested;
         let preexisting = pairing.preexisting.clone();
-        let rebuilt = start::rebuild(
-            &finals,
-            &recorded_ops,
-            &preexisting,
-            &live_at_end,
-            &conf,
+        let allocations: Vec<(usize, u64)> = pairing
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e, TraceEvent::Alloc { .. }))
+            .map(|(at, _)| at)
+            .zip(alloc_addrs.iter().copied())
+            .filter(|&(_, addr)| addr != u64::MAX)
+            .collect();
+        let window = start::Window {
+            ops: &recorded_ops,
+            preexisting: &preexisting,
+            live_at_end: &live_at_end,
+            allocations: &allocations,
             requests_recorded,
-            pairing.next_id,
-        );
+            next_id: pairing.next_id,
+        };
+        let rebuilt = start::rebuild(&finals, window, &conf);
         let mut trace = pairing.finish(name.to_string(), TraceSource::PytorchSnapshot, segment_sizes);
         trace.device = device;
         trace.allocator_settings = allocator_settings;
@@ -440,10 +459,33 @@ impl SnapshotBuilder {
                     .collect(),
             })
             .collect();
-        let placed = place_program_actions(&mut trace, recorded_ops, &alloc_addrs, &rebuilt, &conf);
+        let (placed, inferred) = place_program_actions(&mut trace, recorded_ops, &alloc_addrs, &rebuilt, &conf);
+        trace.alloc_addrs = alloc_addrs;
         unknowns.extend(placed);
         if has_start {
-            trace.start = Some(rebuilt.start);
+            let mut start = rebuilt.start;
+            let mut untold = (0usize, 0u64);
+            for segment in &mut start.segments {
+                let Some(serial) = rebuilt.unknown_serials.get(&segment.addr) else {
+                    continue;
+                };
+                match inferred.get(serial) {
+                    Some(&(pool, _)) => segment.pool = pool,
+                    None if !trace.pools.is_empty() => {
+                        untold.0 += 1;
+                        untold.1 += segment.size;
+                    }
+                    None => {}
+                }
+            }
+            if untold.0 > 0 {
+                unknowns.push(format!(
+                    "{} segments ({} B) held at the start are not among the final segments and no allocation in the window lies in them: their pool cannot be told, and they are replayed as the default pools'",
+                    untold.0, untold.1
+                ));
+            }
+            start.undetermined_pools = untold.0;
+            trace.start = Some(start);
         }
         trace.unknowns = unknowns;
         Ok(trace)
@@ -460,7 +502,7 @@ fn place_program_actions(
     alloc_addrs: &[u64],
     rebuilt: &start::Rebuilt,
     conf: &AllocConf,
-) -> Vec<String> {
+) -> (Vec<String>, BTreeMap<u32, (u32, usize)>) {
     // The allocator gives memory back on its own only inside a request, right before the
     // device allocation it makes room for: with garbage collection or max_split_size set, such
     // a run is the allocator's (the model makes it itself); without, its own release is a
@@ -593,7 +635,7 @@ fn place_program_actions(
             guessed
         ));
     }
-    unknowns
+    (unknowns, pools_inferred)
 }
 
 /// The pool of every segment whose pool the final segments do not record (by serial): the pool

@@ -43,6 +43,21 @@ impl PickleWriter {
         }
     }
 
+    /// A signed integer (pool ids): BININT where it fits, else LONG1.
+    fn signed(&mut self, value: i64) {
+        match i32::try_from(value) {
+            Ok(small) => {
+                self.out.push(b'J');
+                self.out.extend_from_slice(&small.to_le_bytes());
+            }
+            Err(_) => {
+                self.out.push(0x8a);
+                self.out.push(8);
+                self.out.extend_from_slice(&value.to_le_bytes());
+            }
+        }
+    }
+
     fn bool(&mut self, value: bool) {
         self.out.push(if value { 0x88 } else { 0x89 });
     }
@@ -103,9 +118,15 @@ pub fn snapshot_bytes(replayed: &ReplayedTrace, settings: Option<&str>) -> Vec<u
                     });
                     w.entry("stream", |w| w.int(seg.stream));
                     w.entry("segment_type", |w| w.str(if seg.is_large { "large" } else { "small" }));
+                    let (first, second) = seg
+                        .pool
+                        .checked_sub(1)
+                        .and_then(|k| replayed.pools.get(k as usize))
+                        .copied()
+                        .unwrap_or((0, 0));
                     w.entry("segment_pool_id", |w| {
-                        w.int(0);
-                        w.int(0);
+                        w.signed(first);
+                        w.signed(second);
                         w.out.push(0x86);
                     });
                     w.entry("is_expandable", |w| w.bool(seg.is_expandable));

@@ -124,6 +124,13 @@ pub struct StartState {
     /// Expandable segments' address ranges.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<Reservation>,
+    /// How many bytes live blocks' sizes may be short by: unsplit tails beside free blocks
+    /// that the snapshot does not record (0: every size is determined).
+    #[serde(default)]
+    pub undetermined_bytes: u64,
+    /// Segments whose pool neither the final segments nor the trace tell.
+    #[serde(default)]
+    pub undetermined_pools: usize,
 }
 
 impl StartState {
@@ -180,6 +187,8 @@ pub(super) struct Preexisting {
     /// The trace's first word on it is `free_completed` (its request came before the window,
     /// in a trace that records requests).
     pub completed_first: bool,
+    /// The trace event of its first free: it is live until then.
+    pub freed_at: usize,
 }
 
 /// A segment or mapped range while the device operations are undone.
@@ -321,22 +330,39 @@ pub(super) struct Rebuilt {
     /// Segments allocated in the window and still there at the end, by the index of the
     /// operation that allocated them: their pool.
     pub final_pools: BTreeMap<usize, u32>,
+    /// The start's segments whose pool the final segments do not record: address -> serial.
+    pub unknown_serials: BTreeMap<u64, u32>,
     /// What the snapshot does not determine, in plain words.
     pub unknowns: Vec<String>,
 }
 
-/// Rebuilds the starting state from the final segments, the trace's device operations, the
-/// blocks the trace frees without allocating, and the addresses it allocated that are still
-/// live at the end.
-pub(super) fn rebuild(
-    finals: &[FinalSegment],
-    ops: &[RecordedOp],
-    preexisting: &[Preexisting],
-    live_at_end: &HashSet<u64>,
-    conf: &AllocConf,
-    requests_recorded: bool,
-    mut next_id: u64,
-) -> Rebuilt {
+/// What the trace shows of its window, for the rebuild.
+pub(super) struct Window<'a> {
+    /// Its device operations, in order.
+    pub ops: &'a [RecordedOp],
+    /// The blocks it frees without allocating them.
+    pub preexisting: &'a [Preexisting],
+    /// The addresses it allocated that are still live at its end.
+    pub live_at_end: &'a HashSet<u64>,
+    /// Each allocation's event and address.
+    pub allocations: &'a [(usize, u64)],
+    /// Whether it records free requests apart from completions.
+    pub requests_recorded: bool,
+    /// The first id free for blocks it never names.
+    pub next_id: u64,
+}
+
+/// Rebuilds the starting state from the final segments and what the trace shows of its window,
+/// under the recorded settings.
+pub(super) fn rebuild(finals: &[FinalSegment], window: Window<'_>, conf: &AllocConf) -> Rebuilt {
+    let Window {
+        ops,
+        preexisting,
+        live_at_end,
+        allocations,
+        requests_recorded,
+        mut next_id,
+    } = window;
     let mut unknowns = Vec::new();
     let mut pools: Vec<(i64, i64)> = Vec::new();
     let mut pool_index = |id: (i64, i64)| -> u32 {
@@ -428,9 +454,27 @@ pub(super) fn rebuild(
             }
         }
     }
-    let extents = numbered;
+    let mut extents = numbered;
+    // Mapped ranges that touch are one segment (PyTorch reports each contiguous mapped run).
+    let mut merged: BTreeMap<u64, Extent> = BTreeMap::new();
+    for (addr, e) in std::mem::take(&mut extents.mapped) {
+        match merged.last_entry() {
+            Some(mut last)
+                if last.get().end == addr
+                    && (last.get().stream, last.get().pool, last.get().is_large) == (e.stream, e.pool, e.is_large) =>
+            {
+                last.get_mut().end = e.end;
+                last.get_mut().pool_known &= e.pool_known;
+            }
+            _ => {
+                merged.insert(addr, e);
+            }
+        }
+    }
+    extents.mapped = merged;
 
     // Live blocks at the start, by the segment that holds them.
+    let mut unknown_serials = BTreeMap::new();
     let mut segments: Vec<StartSegment> = extents
         .regular
         .iter()
@@ -440,6 +484,7 @@ pub(super) fn rebuild(
             if !e.pool_known {
                 unknown_pool_bytes.0 += 1;
                 unknown_pool_bytes.1 += e.end - addr;
+                unknown_serials.insert(addr, e.serial);
             }
             StartSegment {
                 addr,
@@ -517,6 +562,15 @@ pub(super) fn rebuild(
         ));
     }
     live.sort_by_key(|(i, b, _)| (*i, b.addr));
+    // The first event at which the trace allocated at each address: a free block is always
+    // handed out from its start, so the lowest address allocated after a live block, while it
+    // lived, is where the free block after it began.
+    let mut first_allocated: BTreeMap<u64, usize> = BTreeMap::new();
+    for &(at, addr) in allocations {
+        first_allocated.entry(addr).or_insert(at);
+    }
+    let freed_at: BTreeMap<u64, usize> = preexisting.iter().map(|p| (p.addr, p.freed_at)).collect();
+    let (mut undetermined, mut undetermined_bytes) = (0usize, 0u64);
     let mut overlaps = 0usize;
     for (k, &(i, block, exact)) in live.iter().enumerate() {
         let segment = &segments[i];
@@ -530,13 +584,38 @@ pub(super) fn rebuild(
             if rounded_end > boundary {
                 overlaps += 1;
                 block.size = boundary - block.addr;
-            } else if segment.is_large && !segment.expandable {
+            } else if segment.is_large && !segment.expandable && boundary > rounded_end {
                 // The large pool splits off only a rest of more than 1 MiB (and never splits a
-                // block of max_split_size or more): a shorter gap is this block's own tail.
+                // block of max_split_size or more, which keeps a tail under
+                // max_non_split_rounding): every free block there is larger than 1 MiB, so a gap
+                // of at most 1 MiB is this block's own tail. A longer one is a tail and a free
+                // block, told apart by where the trace allocated next to the block while it
+                // lived; where it never did, the tail is not recorded.
                 let gap = boundary - rounded_end;
                 let oversize = block.size >= conf.max_split_size;
-                if gap <= SMALL_SIZE || (oversize && gap < conf.max_non_split_rounding) {
-                    block.size += gap;
+                let longest_tail = if oversize {
+                    conf.max_non_split_rounding.saturating_sub(1)
+                } else {
+                    SMALL_SIZE
+                };
+                let lived_until = freed_at.get(&block.addr).copied().unwrap_or(usize::MAX);
+                let next_start = first_allocated
+                    .range(rounded_end..boundary)
+                    .find(|(_, &at)| at < lived_until)
+                    .map(|(&addr, _)| addr);
+                match next_start {
+                    Some(start) if start - rounded_end <= longest_tail => block.size += start - rounded_end,
+                    _ if gap <= SMALL_SIZE => block.size += gap,
+                    _ => {
+                        // A tail of t and a free block of more than 1 MiB: t is below both the
+                        // longest tail and the gap less 1 MiB.
+                        let most = longest_tail.min(gap - SMALL_SIZE - 512);
+                        if oversize && gap <= longest_tail {
+                            block.size += gap;
+                        }
+                        undetermined += 1;
+                        undetermined_bytes += most;
+                    }
                 }
             }
         }
@@ -545,6 +624,11 @@ pub(super) fn rebuild(
     if overlaps > 0 {
         unknowns.push(format!(
             "{overlaps} blocks live at the start would overlap the next one at their rounded size: the recorded settings are not those the snapshot names"
+        ));
+    }
+    if undetermined > 0 {
+        unknowns.push(format!(
+            "{undetermined} large blocks live at the start may keep an unsplit tail the snapshot does not record (it lies beside a free block): they are replayed at their rounded size, so the allocated bytes before they are freed may be up to {undetermined_bytes} B more"
         ));
     }
     // The free space between live blocks: one block per gap.
@@ -566,7 +650,7 @@ pub(super) fn rebuild(
     }
     if unknown_pool_bytes.0 > 0 && !pools.is_empty() {
         unknowns.push(format!(
-            "{} segments ({} B) existed at the start but not at the end: their pool is not recorded, and they are taken as the default pools'",
+            "{} segments ({} B) existed at the start but not at the end: their pool is not recorded (how it is told is said below)",
             unknown_pool_bytes.0, unknown_pool_bytes.1
         ));
     }
@@ -576,10 +660,13 @@ pub(super) fn rebuild(
             segments,
             loose,
             reservations,
+            undetermined_bytes,
+            undetermined_pools: 0,
         },
         extents,
         pools,
         final_pools,
+        unknown_serials,
         unknowns,
     }
 }
@@ -617,7 +704,12 @@ fn reservations_of(segments: &[StartSegment], ops: &[RecordedOp]) -> Vec<Reserva
         .iter()
         .filter(|op| matches!(op.action, DeviceAction::SegmentMap | DeviceAction::SegmentUnmap))
     {
-        // Only a mapping below a reservation's known base and near it moves the base.
+        // A mapping at or above a reservation's base lies in the highest such reservation; only
+        // one below every reservation of its stream, and near one, moves that one's base down.
+        let inside = out.iter().any(|r| r.stream == op.stream && r.base <= op.addr);
+        if inside {
+            continue;
+        }
         if let Some(r) = out
             .iter_mut()
             .filter(|r| r.stream == op.stream && op.addr < r.base && r.base - op.addr < RESERVATION_SPAN)
