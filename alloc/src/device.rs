@@ -14,9 +14,10 @@ pub struct SimDevice {
     held: u64,
     /// Addresses the driver gave a recording's segments, in order, still to hand out.
     recorded: std::collections::VecDeque<(u64, u64)>,
-    /// Ranges handed out and not given back (first address -> end), so that a recorded
-    /// address is never handed out while it is in use: once a replay's decisions part from
-    /// the recording's, the driver's addresses no longer fit them.
+    /// Recorded addresses handed out and not given back (first address -> end), so that one is
+    /// never handed out again while in use: once a replay's decisions part from the
+    /// recording's, the driver's addresses no longer fit them. Counted addresses lie above
+    /// every recorded one and never meet them.
     in_use: std::collections::BTreeMap<u64, u64>,
 }
 
@@ -128,6 +129,7 @@ impl DeviceMemory for SimDevice {
         let addr = match self.recorded.front() {
             Some(&(size, addr)) if size == bytes && !self.overlaps(addr, bytes) => {
                 self.recorded.pop_front();
+                self.in_use.insert(addr, addr.saturating_add(bytes));
                 addr
             }
             Some(_) => {
@@ -136,20 +138,21 @@ impl DeviceMemory for SimDevice {
             }
             None => self.carve(bytes),
         };
-        self.in_use.insert(addr, addr.saturating_add(bytes));
         Some(addr)
     }
     fn free(&mut self, addr: u64, bytes: u64) {
-        self.in_use.remove(&addr);
+        if !self.in_use.is_empty() {
+            self.in_use.remove(&addr);
+        }
         self.held -= bytes;
     }
     fn reserve(&mut self, bytes: u64) -> Option<u64> {
-        let addr = self.carve(bytes);
-        self.in_use.insert(addr, addr.saturating_add(bytes));
-        Some(addr)
+        Some(self.carve(bytes))
     }
     fn release(&mut self, addr: u64, _bytes: u64) {
-        self.in_use.remove(&addr);
+        if !self.in_use.is_empty() {
+            self.in_use.remove(&addr);
+        }
     }
     fn map(&mut self, _addr: u64, bytes: u64) -> bool {
         self.take(bytes)
