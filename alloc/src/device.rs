@@ -86,6 +86,19 @@ impl SimDevice {
             .is_some_and(|(_, &used_end)| used_end > addr)
     }
 
+    /// Where memory held before a trace began goes: its recorded address unless that is in
+    /// use, remembered while it is held, and counted addresses from past it on.
+    fn place_adopted(&mut self, addr: u64, bytes: u64) -> u64 {
+        let addr = if self.overlaps(addr, bytes) {
+            self.carve(bytes)
+        } else {
+            addr
+        };
+        self.skip_past(addr.saturating_add(bytes));
+        self.in_use.insert(addr, addr.saturating_add(bytes));
+        addr
+    }
+
     /// Takes `bytes` of the device's memory, if it has them.
     fn take(&mut self, bytes: u64) -> bool {
         match self.held.checked_add(bytes) {
@@ -103,24 +116,10 @@ impl DeviceMemory for SimDevice {
         if !self.take(bytes) {
             return None;
         }
-        let addr = if self.overlaps(addr, bytes) {
-            self.carve(bytes)
-        } else {
-            addr
-        };
-        self.skip_past(addr.saturating_add(bytes));
-        self.in_use.insert(addr, addr.saturating_add(bytes));
-        Some(addr)
+        Some(self.place_adopted(addr, bytes))
     }
     fn adopt_reservation(&mut self, addr: u64, bytes: u64) -> Option<u64> {
-        let addr = if self.overlaps(addr, bytes) {
-            self.carve(bytes)
-        } else {
-            addr
-        };
-        self.skip_past(addr.saturating_add(bytes));
-        self.in_use.insert(addr, addr.saturating_add(bytes));
-        Some(addr)
+        Some(self.place_adopted(addr, bytes))
     }
     fn allocate(&mut self, bytes: u64) -> Option<u64> {
         if !self.take(bytes) {

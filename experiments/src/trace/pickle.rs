@@ -54,6 +54,10 @@ pub(crate) struct Pickle {
     indexes: HashMap<u32, HashMap<Rc<str>, usize>>,
     /// The root value.
     pub(crate) root: Option<Value>,
+    /// The lists of devices whose traces were streamed to the sink: a snapshot's events are
+    /// those of the one list its root dict names `device_traces` (the last such key, as in
+    /// Python), and nothing else may have been streamed.
+    pub(crate) streamed_into: Vec<Ref>,
 }
 
 impl Pickle {
@@ -465,7 +469,10 @@ pub(crate) fn decode(
                 };
                 let list = top_list(&reader, &stack)?;
                 match (sink.as_mut(), device_trace(&out, &stack)) {
-                    (Some((sink, reads)), Some(device)) => {
+                    (Some((sink, reads)), Some((device, devices))) => {
+                        if !out.streamed_into.contains(&devices) {
+                            out.streamed_into.push(devices);
+                        }
                         for item in &items {
                             sink(device, &out, item).map_err(|message| reader.error(message))?;
                         }
@@ -625,11 +632,11 @@ fn stale<R>(reader: &Reader<R>) -> PickleError {
 
 /// Whether the list on top of the stack is one device's trace: the stack then ends with
 /// `'device_traces'`, the list of devices being filled, and this list.
-fn device_trace(out: &Pickle, stack: &[Value]) -> Option<usize> {
+fn device_trace(out: &Pickle, stack: &[Value]) -> Option<(usize, Ref)> {
     let [.., Value::Str(key), Value::List(devices), Value::List(_)] = stack else {
         return None;
     };
-    (&**key == "device_traces").then(|| out.list(*devices).map_or(0, <[Value]>::len))
+    (&**key == "device_traces").then(|| (out.list(*devices).map_or(0, <[Value]>::len), *devices))
 }
 
 fn pop<R>(reader: &Reader<R>, stack: &mut Vec<Value>) -> Result<Value, PickleError> {

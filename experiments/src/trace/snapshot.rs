@@ -54,8 +54,16 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
     if let Some(what) = failure {
         return Err(schema(&what));
     }
+    // Streaming takes any list under a `device_traces` key as the events; Python takes the root
+    // dict's, the last one given. Where they could differ (another list was streamed, or the
+    // root's is not the one streamed), the pickle is read again whole.
+    let streamed_the_root_s = |pickle: &Pickle| match pickle.root.as_ref().and_then(|r| pickle.get(r, "device_traces"))
+    {
+        Some(Value::List(root_s)) => pickle.streamed_into.iter().all(|r| r == root_s),
+        _ => pickle.streamed_into.is_empty(),
+    };
     let pickle = match streamed {
-        Some(Ok(pickle)) => pickle,
+        Some(Ok(pickle)) if streamed_the_root_s(&pickle) => pickle,
         Some(Err(e)) if !e.needs_whole => return Err(pickle_error(e)),
         // Not streamed, or streaming reached something it had forgotten: read it whole.
         _ => {
@@ -786,6 +794,21 @@ mod tests {
         let bytes = b"\x80\x04\x95;\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94}\x94\x8c\x0fsegment_pool_id\x94K\x01K\x00\x86\x94sa\x8c\rdevice_traces\x94]\x94]\x94au.";
         let err = import_bytes("g.pickle", bytes).unwrap_err().to_string();
         assert!(err.contains("segments[0].address is missing"), "{err}");
+    }
+
+    /// Python's `pickle.loads` takes the root dict's `device_traces`, the last one given; a list
+    /// under that key elsewhere (inside a segment) or an earlier one is no trace.
+    #[test]
+    fn only_the_root_dicts_last_device_traces_is_the_trace() {
+        // {'device_traces': [[an alloc]]}, then SETITEM 'device_traces' = [[]] again.
+        let twice = b"\x80\x02}X\r\x00\x00\x00device_traces](](}(X\x06\x00\x00\x00actionX\x05\x00\x00\x00allocX\x04\x00\x00\x00addrJ\x00\x10\x00\x00X\x04\x00\x00\x00sizeJ\x00\x02\x00\x00X\x06\x00\x00\x00streamJ\x00\x00\x00\x00ueesX\r\x00\x00\x00device_traces](]es.";
+        // {'external_annotations': [{'device_traces': [[an alloc]]}], 'device_traces': [[]]}
+        let nested = b"\x80\x02}X\x14\x00\x00\x00external_annotations](}X\x0d\x00\x00\x00device_traces](](}(X\x06\x00\x00\x00actionX\x05\x00\x00\x00allocX\x04\x00\x00\x00addrJ\x00\x10\x00\x00X\x04\x00\x00\x00sizeJ\x00\x02\x00\x00X\x06\x00\x00\x00streamJ\x00\x00\x00\x00ueesesX\x0d\x00\x00\x00device_traces](]es.";
+        for bytes in [&twice[..], &nested[..]] {
+            let traces = import("t.pickle", &|| Ok(Box::new(bytes)), None, u64::MAX).unwrap();
+            assert_eq!(traces.len(), 1);
+            assert!(traces[0].events.is_empty(), "{:?}", traces[0].events);
+        }
     }
 
     #[test]
