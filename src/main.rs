@@ -201,8 +201,14 @@ fn main() -> ExitCode {
             profile,
             out,
             seed,
-        } => run(&targets, backend, &profile, &out, seed),
-        Command::Report { dir } => report(&dir),
+        } => {
+            experiments::set_output_root(&out);
+            run(&targets, backend, &profile, &out, seed)
+        }
+        Command::Report { dir } => {
+            experiments::set_output_root(&dir);
+            report(&dir)
+        }
         Command::Explain { topic, params, profile } => explain(&topic, &params, &profile),
         Command::Replay {
             trace,
@@ -216,19 +222,22 @@ fn main() -> ExitCode {
             seed,
             save_trace,
             export,
-        } => replay(&ReplayArgs {
-            trace: &trace,
-            policy: policy.as_deref(),
-            alloc_conf: &alloc_conf,
-            device,
-            capacity: capacity.as_deref(),
-            backend,
-            json,
-            out: &out,
-            seed,
-            save_trace: save_trace.as_deref(),
-            export: &export,
-        }),
+        } => {
+            experiments::set_output_root(&out);
+            replay(&ReplayArgs {
+                trace: &trace,
+                policy: policy.as_deref(),
+                alloc_conf: &alloc_conf,
+                device,
+                capacity: capacity.as_deref(),
+                backend,
+                json,
+                out: &out,
+                seed,
+                save_trace: save_trace.as_deref(),
+                export: &export,
+            })
+        }
         Command::Tune {
             trace,
             capacity,
@@ -236,7 +245,10 @@ fn main() -> ExitCode {
             device,
             out,
             json,
-        } => tune(&trace, capacity.as_deref(), &grid, device, &out, json),
+        } => {
+            experiments::set_output_root(&out);
+            tune(&trace, capacity.as_deref(), &grid, device, &out, json)
+        }
         Command::Calibrate {
             out,
             part,
@@ -382,10 +394,62 @@ fn parse_exports(export: &[String]) -> Result<Vec<(&str, &Path)>> {
     export
         .chunks(2)
         .map(|pair| match pair[0].as_str() {
-            kind @ ("perfetto" | "snapshot") => Ok((kind, Path::new(&pair[1]))),
+            kind @ ("perfetto" | "snapshot") if file_name_of(&pair[1]).is_some() => Ok((kind, Path::new(&pair[1]))),
+            kind @ ("perfetto" | "snapshot") => bail!("--export {kind} '{}': not a file name", pair[1]),
             other => bail!("--export {other}: the kinds are perfetto and snapshot"),
         })
         .collect()
+}
+
+/// The file name a path ends in, where it ends in one (not empty, `.`, `..` or a `/`).
+fn file_name_of(path: &str) -> Option<&std::ffi::OsStr> {
+    (!path.is_empty() && !path.ends_with('/'))
+        .then(|| Path::new(path).file_name())
+        .flatten()
+}
+
+/// The files an export writes: one, or for a snapshot of several results one per result,
+/// numbered (`x.pickle` -> `x-1.pickle`, `x-2.pickle`).
+fn export_files(kind: &str, path: &Path, results: usize) -> Vec<PathBuf> {
+    if kind != "snapshot" || results <= 1 {
+        return vec![path.to_path_buf()];
+    }
+    let stem = path.file_stem().map(|s| s.to_string_lossy()).unwrap_or_default();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    (1..=results)
+        .map(|k| path.with_file_name(format!("{stem}-{k}{ext}")))
+        .collect()
+}
+
+/// Refuses, before anything runs, one path named for two outputs (one would silently
+/// overwrite the other): `outputs` are (what, path) pairs.
+fn refuse_shared_outputs(outputs: &[(String, PathBuf)]) -> Result<()> {
+    let here = std::env::current_dir().unwrap_or_default();
+    let normal = |path: &Path| -> PathBuf {
+        let mut out = PathBuf::new();
+        for part in here.join(path).components() {
+            match part {
+                std::path::Component::ParentDir => {
+                    out.pop();
+                }
+                std::path::Component::CurDir => {}
+                other => out.push(other),
+            }
+        }
+        out
+    };
+    let mut seen: Vec<(PathBuf, &str)> = Vec::new();
+    for (what, path) in outputs {
+        let path_n = normal(path);
+        if let Some((_, first)) = seen.iter().find(|(p, _)| *p == path_n) {
+            bail!("{}: named for two outputs ({first} and {what})", path.display());
+        }
+        seen.push((path_n, what));
+    }
+    Ok(())
 }
 
 /// Writes the exports; what was written is said on stderr when stdout carries JSON.
@@ -398,18 +462,9 @@ fn write_exports(exports: &[(&str, &Path)], record: &ReplayRecord, json: bool) -
                 say(format!("perfetto: {} (open in ui.perfetto.dev)", path.display()));
             }
             _ => {
-                for (k, result) in record.results.iter().enumerate() {
+                let files = export_files(kind, path, record.results.len());
+                for (result, file) in record.results.iter().zip(files) {
                     let Some(replayed) = &result.replayed else { continue };
-                    let file = if record.results.len() == 1 {
-                        path.to_path_buf()
-                    } else {
-                        let stem = path.file_stem().map(|s| s.to_string_lossy()).unwrap_or_default();
-                        let ext = path
-                            .extension()
-                            .map(|e| format!(".{}", e.to_string_lossy()))
-                            .unwrap_or_default();
-                        path.with_file_name(format!("{stem}-{}{ext}", k + 1))
-                    };
                     let settings = result.policy.strip_prefix("PYTORCH_ALLOC_CONF=");
                     experiments::write_snapshot(&file, replayed, settings)?;
                     say(format!(
@@ -434,6 +489,27 @@ fn replay(args: &ReplayArgs) -> Result<()> {
         .cloned()
         .context("the trace has no events to replay")?;
     let jobs = allocators::choose_policies(&trace, args.policy, args.alloc_conf)?;
+    let backend = match args.backend {
+        ReplayBackend::Sim => "sim",
+        ReplayBackend::Hw => "hw",
+    };
+    let mut outputs: Vec<(String, PathBuf)> = vec![
+        ("the record".into(), args.out.join(format!("replay-{backend}.json"))),
+        ("the report".into(), args.out.join("replay.md")),
+        ("the report".into(), args.out.join("replay.html")),
+    ];
+    if let Some(path) = args.save_trace {
+        if file_name_of(&path.to_string_lossy()).is_none() {
+            bail!("--save-trace '{}': not a file name", path.display());
+        }
+        outputs.push(("--save-trace".into(), path.to_path_buf()));
+    }
+    for &(kind, path) in &exports {
+        for file in export_files(kind, path, jobs.len()) {
+            outputs.push((format!("--export {kind}"), file));
+        }
+    }
+    refuse_shared_outputs(&outputs)?;
     if let Some(path) = args.save_trace {
         trace.save(path)?;
     }
@@ -475,10 +551,6 @@ fn replay(args: &ReplayArgs) -> Result<()> {
         }
     };
     progress.finish();
-    let backend = match args.backend {
-        ReplayBackend::Sim => "sim",
-        ReplayBackend::Hw => "hw",
-    };
     record.save(&args.out.join(format!("replay-{backend}.json")))?;
     write_exports(&exports, &record, args.json)?;
     let rendered = reports::render_replay(args.out)?;
@@ -742,7 +814,7 @@ fn write_profile(profile: &Profile, out: &Path) -> Result<()> {
 /// `calibrate --from-samples`: the fit alone, on samples measured before.
 fn refit(samples: &Path, out: &Path, into: Option<&Path>, name: &str) -> Result<()> {
     let (base, out, name) = calibration_target(out, into, name)?;
-    let text = std::fs::read_to_string(samples).with_context(|| format!("reading {}", samples.display()))?;
+    let text = experiments::read_input_text(samples)?;
     let calibration = experiments::Calibration::from_json(&samples.display().to_string(), &text)?;
     let mut profile = sim::fit_profile(&name, &calibration, base.as_ref())?;
     // Machine parts fitted from samples come from a host the samples do not name (older

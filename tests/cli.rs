@@ -1,5 +1,6 @@
 //! End-to-end tests of the `vramlab` binary, as a user runs it.
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -710,7 +711,10 @@ fn bad_inputs_from_the_issue_get_one_line_or_a_correct_result() {
     let dir = tmp.path();
     // Inputs refused in one line, exit 1.
     for (args, needle) in [
-        (vec!["replay", "/dev/zero"], "/dev/zero: not a PyTorch snapshot"),
+        (
+            vec!["replay", "/dev/zero"],
+            "/dev/zero: is a device; vramlab reads regular files",
+        ),
         (
             vec!["replay", "synthetic:training-loop:steps=1000000000000"],
             "steps = 1000000000000: must lie in 1..=1000000",
@@ -783,4 +787,52 @@ fn a_reader_that_stops_reading_is_not_an_error() {
             output.status
         );
     }
+}
+
+/// Output never escapes --out through a link, never replaces a special file, and no path is
+/// named for two outputs; each refused with one line before anything is lost (issue 22).
+#[test]
+fn output_goes_only_where_it_may() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = recording("serve/default.pickle.gz");
+    // A symlinked folder inside --out receives nothing.
+    let out = tmp.path().join("out");
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("plots")).unwrap();
+    let output = vramlab(&["replay", &trace, "--out", "out"], tmp.path());
+    assert_clean_failure(&output, &["a symbolic link inside the output folder"]);
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    // A FIFO named as an export target stays a FIFO.
+    let fifo = tmp.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let output = vramlab(
+        &["replay", &trace, "--out", "o2", "--export", "perfetto", "fifo"],
+        tmp.path(),
+    );
+    assert_clean_failure(&output, &["fifo: is a FIFO"]);
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // An empty name, and one path for two outputs, are refused before the replay runs.
+    let output = vramlab(
+        &["replay", &trace, "--out", "o3", "--export", "snapshot", ""],
+        tmp.path(),
+    );
+    assert_clean_failure(&output, &["not a file name"]);
+    let output = vramlab(
+        &[
+            "replay",
+            &trace,
+            "--out",
+            "o4",
+            "--save-trace",
+            "x.json",
+            "--export",
+            "perfetto",
+            "./x.json",
+        ],
+        tmp.path(),
+    );
+    assert_clean_failure(&output, &["named for two outputs"]);
+    assert!(!tmp.path().join("o4").exists(), "nothing written before the refusal");
 }

@@ -24,16 +24,150 @@ pub fn unsafe_name(name: &str) -> Option<String> {
         .map(|c| format!("'{name}' holds {c:?}; names are letters, digits, '_', '-' and '.'"))
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename,
-/// so a reader sees either the old file or the whole new one.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(dir) = dir {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+/// The most bytes a profile, suite, samples file or record may hold, unless
+/// `VRAMLAB_MAX_INPUT_BYTES` says otherwise (traces have their own, larger limit).
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// What kind of thing a file system entry is, for a message, where it is not a regular file.
+fn special_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a folder")
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
     }
+}
+
+/// Refuses, with one line, an input that is not a regular file: opening a FIFO waits for a
+/// writer, a device never ends.
+pub(crate) fn check_regular(path: &Path) -> Result<()> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    match special_kind(&meta) {
+        Some(kind) => Err(Error::Invalid(format!(
+            "{}: is {kind}; vramlab reads regular files",
+            path.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Reads an input file (profile, suite, samples, record) whole, refusing what is not a regular
+/// file (a FIFO would hang, a device never end) and anything past the input limit, with one line
+/// naming the file and the limit.
+pub fn read_input(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let limit = match std::env::var("VRAMLAB_MAX_INPUT_BYTES") {
+        Ok(text) => crate::units::parse_bytes(&text)
+            .map_err(|reason| Error::Invalid(format!("VRAMLAB_MAX_INPUT_BYTES = {text}: {reason}")))?,
+        Err(_) => DEFAULT_MAX_INPUT_BYTES,
+    };
+    check_regular(path)?;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::Invalid(format!(
+            "{}: larger than {} (set VRAMLAB_MAX_INPUT_BYTES to read more)",
+            path.display(),
+            crate::units::format_bytes(limit)
+        )));
+    }
+    Ok(bytes)
+}
+
+/// [`read_input`] as text.
+pub fn read_input_text(path: &Path) -> Result<String> {
+    String::from_utf8(read_input(path)?).map_err(|e| {
+        Error::Invalid(format!(
+            "{}: not UTF-8 text (byte {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// The output folder of this run (`--out`), once the command names it: what is written
+/// inside it goes only through folders that are folders, never through a symbolic link that
+/// could lead elsewhere.
+static OUTPUT_ROOT: std::sync::RwLock<Option<std::path::PathBuf>> = std::sync::RwLock::new(None);
+
+/// Names the output folder of this run (see [`write_atomically`]).
+pub fn set_output_root(root: &Path) {
+    *OUTPUT_ROOT.write().unwrap_or_else(|e| e.into_inner()) = Some(root.to_path_buf());
+}
+
+/// Makes the folder `dir` ready to write into. Below the output folder each level is made one
+/// at a time and must be a real folder: a symbolic link there (`out/plots -> /elsewhere`) is
+/// refused with one line, since writing through it would write outside the output folder.
+fn prepare_folder(dir: &Path) -> Result<()> {
+    let root = OUTPUT_ROOT.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some(inside) = root
+        .as_deref()
+        .and_then(|root| dir.strip_prefix(root).ok().map(|rest| (root, rest)))
+    else {
+        return std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e));
+    };
+    let (root, rest) = inside;
+    std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+    let mut cursor = root.to_path_buf();
+    for part in rest.components() {
+        cursor.push(part);
+        match std::fs::symlink_metadata(&cursor) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(Error::Invalid(format!(
+                    "{}: a symbolic link inside the output folder {}; vramlab writes only into folders inside it",
+                    cursor.display(),
+                    root.display()
+                )))
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::Invalid(format!(
+                    "{}: not a folder, yet output goes inside it",
+                    cursor.display()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir(&cursor).map_err(|e| Error::io(&cursor, e))?;
+            }
+            Err(e) => return Err(Error::io(&cursor, e)),
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename,
+/// so a reader sees either the old file or the whole new one. Only a regular file is ever
+/// replaced: a FIFO, a device or a folder at `path` is refused with one line (a rename would
+/// put a regular file in its place, `/dev/full` included).
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let file_name = path
         .file_name()
-        .ok_or_else(|| Error::Invalid(format!("{}: not a file path", path.display())))?;
+        .filter(|name| !name.is_empty())
+        .ok_or_else(|| Error::Invalid(format!("'{}': not a file name", path.display())))?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if let Some(kind) = special_kind(&meta) {
+            return Err(Error::Invalid(format!(
+                "{}: is {kind}; vramlab replaces only regular files",
+                path.display()
+            )));
+        }
+    }
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(dir) = dir {
+        prepare_folder(dir)?;
+    }
     let tmp = path.with_file_name(format!(".{}.tmp{}", file_name.to_string_lossy(), std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
@@ -62,5 +196,52 @@ mod tests {
         let leftovers = std::fs::read_dir(path.parent().unwrap()).unwrap().count();
         assert_eq!(leftovers, 1, "temporary file left behind");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_symlinked_folder_inside_the_output_is_refused() {
+        let dir = std::env::temp_dir().join(format!("vramlab-links-{}", std::process::id()));
+        let (out, elsewhere) = (dir.join("out"), dir.join("elsewhere"));
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, out.join("plots")).unwrap();
+        set_output_root(&out);
+        let err = write_atomically(&out.join("plots/a.png"), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a symbolic link inside the output folder"), "{err}");
+        assert_eq!(
+            std::fs::read_dir(&elsewhere).unwrap().count(),
+            0,
+            "nothing written through the link"
+        );
+        write_atomically(&out.join("sub/deeper/b.json"), b"y").unwrap();
+        assert_eq!(std::fs::read(out.join("sub/deeper/b.json")).unwrap(), b"y");
+        *OUTPUT_ROOT.write().unwrap() = None;
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn special_files_are_neither_replaced_nor_read() {
+        for special in ["/dev/null", "/dev/zero"] {
+            let err = write_atomically(Path::new(special), b"x").unwrap_err().to_string();
+            assert!(err.contains("is a device") && !err.contains('\n'), "{err}");
+            let err = read_input(Path::new(special)).unwrap_err().to_string();
+            assert!(err.contains("is a device"), "{err}");
+        }
+        let dir = std::env::temp_dir().join(format!("vramlab-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        assert!(write_atomically(&fifo, b"x")
+            .unwrap_err()
+            .to_string()
+            .contains("is a FIFO"));
+        assert!(read_input(&fifo).unwrap_err().to_string().contains("is a FIFO"));
+        assert!(read_input(&dir).unwrap_err().to_string().contains("is a folder"));
+        std::fs::remove_dir_all(dir).unwrap();
+        let err = write_atomically(Path::new(""), b"x").unwrap_err().to_string();
+        assert!(err.contains("not a file name"), "{err}");
     }
 }

@@ -38,7 +38,7 @@ pub use calibration::{calibration_parts, Calibration, CalibrationPart, SmAttribu
 pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use family::{cycles_metrics, throughput_metrics, AxisScale, Family, Workload};
-pub use files::{unsafe_name, write_atomically};
+pub use files::{read_input, read_input_text, set_output_root, unsafe_name, write_atomically, DEFAULT_MAX_INPUT_BYTES};
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{

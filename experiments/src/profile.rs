@@ -363,7 +363,7 @@ impl Profile {
     pub fn find(name_or_path: &str) -> Result<Profile> {
         if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
             let path = Path::new(name_or_path);
-            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            let text = crate::files::read_input_text(path)?;
             return Profile::parse(name_or_path, &text);
         }
         let builtin = BUILTIN_PROFILES

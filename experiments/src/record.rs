@@ -127,7 +127,7 @@ impl Record {
 
     /// Reads a record written by [`Record::save`].
     pub fn load(path: &Path) -> Result<Record> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::files::read_input(path)?;
         let record: Record = serde_json::from_slice(&bytes).map_err(|reason| Error::Json {
             path: path.to_path_buf(),
             reason,

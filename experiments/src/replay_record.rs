@@ -643,7 +643,7 @@ impl ReplayRecord {
 
     /// Reads a record written by [`ReplayRecord::save`].
     pub fn load(path: &Path) -> Result<ReplayRecord> {
-        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::files::read_input(path)?;
         serde_json::from_slice(&text).map_err(|e| Error::Json {
             path: path.into(),
             reason: e,

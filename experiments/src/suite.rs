@@ -132,7 +132,7 @@ impl Suite {
 
     /// Reads and parses an experiment file from disk.
     pub fn load(path: &Path) -> Result<Suite> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::files::read_input_text(path)?;
         Suite::parse(&path.display().to_string(), &text)
     }
 }

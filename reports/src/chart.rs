@@ -141,7 +141,7 @@ pub(crate) fn render_both(dir: &Path, stem: &str, chart: &impl Chart) -> Result<
             message: "the embedded font assets/DejaVuSans.ttf did not load".into(),
         });
     }
-    std::fs::create_dir_all(dir).map_err(|e| experiments::Error::io(dir, e))?;
+    // The folder is made by write_atomically, which never writes through a link out of --out.
     let svg = dir.join(format!("{stem}.svg"));
     let fail = |path: &Path, message: String| ReportError::Plot {
         path: path.to_path_buf(),

@@ -430,6 +430,7 @@ impl Trace {
     /// whole, up to the size limit.
     pub fn load_all(path: &Path, device: Option<usize>) -> Result<Vec<Trace>> {
         let name = path.display().to_string();
+        crate::files::check_regular(path)?;
         let open = || -> Result<Box<dyn std::io::Read>> {
             Ok(Box::new(std::io::BufReader::new(
                 std::fs::File::open(path).map_err(|e| Error::io(path, e))?,
