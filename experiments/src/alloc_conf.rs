@@ -246,8 +246,13 @@ impl AllocConf {
                 }
                 "large_segment_size_mb" => {
                     let value = tokens.size_t(i + 2, &key)?;
-                    if value == 0 {
-                        return Err(tokens.error(format!("{key} = 0: must be positive")));
+                    // PyTorch 2.11's own words, checked on an H100
+                    // (reports/reference/h100/large-segment-size/): a segment of 10 MiB or less
+                    // could be smaller than the 1-10 MiB requests it is made for.
+                    if value <= 10 {
+                        return Err(tokens.error(format!(
+                            "{key} = {value}: CachingAllocator option large_segment_size_mb must be > 10 MB"
+                        )));
                     }
                     conf.large_segment_size = value.min(u64::MAX / MB) * MB;
                     i + 2
@@ -486,6 +491,29 @@ impl fmt::Display for AllocConf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// PyTorch refuses a large segment of 10 MiB or less (measured: large-segment-size/): a
+    /// request never gets a segment smaller than itself.
+    #[test]
+    fn large_segments_must_exceed_10_mib_as_in_pytorch() {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../reports/reference/h100/large-segment-size/large-segment.json"
+        );
+        let measured: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        for (setting, outcome) in measured["results"].as_object().unwrap() {
+            let refused_by_pytorch = outcome.get("error").is_some();
+            let ours = AllocConf::parse(setting);
+            assert_eq!(ours.is_err(), refused_by_pytorch, "{setting}: {ours:?}");
+            if let Err(e) = ours {
+                assert!(e.to_string().contains("must be > 10 MB"), "{e}");
+            }
+        }
+        assert_eq!(
+            AllocConf::parse("large_segment_size_mb:11").unwrap().large_segment_size,
+            11 << 20
+        );
+    }
 
     #[test]
     fn only_ascii_white_space_is_skipped_as_pytorch_skips_it() {
