@@ -721,7 +721,7 @@ fn bad_inputs_from_the_issue_get_one_line_or_a_correct_result() {
         ),
         (
             vec!["replay", "synthetic:training-loop:steps=1000000:layers=10000"],
-            "more than the 50000000",
+            "more than the 10000000 events a generator makes by default",
         ),
         (
             vec!["replay", "synthetic:log-uniform:count=5:count=6"],

@@ -106,7 +106,24 @@ impl Suite {
                     format!("experiment '{}' is defined twice", raw.name.get_ref()),
                 ));
             }
-            experiments.push(parse_experiment(origin, text, &file.name, raw)?);
+            let span = raw.name.span().start;
+            let experiment = parse_experiment(origin, text, &file.name, raw)?;
+            // What a run of the whole suite takes, bounded as each sweep is: a file of many
+            // sweeps each under the cap must not add up to millions of points.
+            let total =
+                experiments.iter().map(|e: &Experiment| e.points.len()).sum::<usize>() + experiment.points.len();
+            if total > MAX_POINTS {
+                return Err(at(
+                    origin,
+                    text,
+                    span,
+                    format!(
+                        "experiment '{}' brings the suite to {total} points, more than the {MAX_POINTS} a suite may hold",
+                        experiment.name
+                    ),
+                ));
+            }
+            experiments.push(experiment);
         }
         if let Some(commit) = &file.holdout_registered {
             let hex = commit.get_ref();

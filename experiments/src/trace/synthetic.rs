@@ -18,8 +18,26 @@ pub struct SyntheticInfo {
 }
 
 const TIB: u64 = 1 << 40;
-/// The most events a generator may produce (each event is a few bytes in memory and on disk).
+/// The most events a generator may produce at all (each event is a few bytes in memory and on
+/// disk).
 const MAX_SYNTHETIC_EVENTS: u64 = 50_000_000;
+
+/// What one event costs to hold and replay: the trace's 32 bytes, and per replay running at a
+/// time (two on two cores) its live-table slot and its share of the search's copies.
+const BYTES_PER_EVENT: u64 = 160;
+
+/// The events a generator makes unless `VRAMLAB_MAX_EVENTS` says more: 10 M, about 1.6 GB to
+/// hold and replay (the size of the largest snapshots replayed in the benchmarks).
+fn event_budget() -> Result<u64> {
+    match std::env::var("VRAMLAB_MAX_EVENTS") {
+        Ok(text) => text
+            .trim()
+            .parse::<u64>()
+            .map(|n| n.min(MAX_SYNTHETIC_EVENTS))
+            .map_err(|_| Error::Invalid(format!("VRAMLAB_MAX_EVENTS = {text}: not a whole number"))),
+        Err(_) => Ok(10_000_000),
+    }
+}
 
 /// The generators.
 pub const SYNTHETIC_TRACES: &[SyntheticInfo] = &[
@@ -142,9 +160,11 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
         "log-uniform" => p("count").saturating_mul(2),
         _ => p("vectors").saturating_mul(2 * 64),
     };
-    if estimate > MAX_SYNTHETIC_EVENTS {
+    let budget = event_budget()?;
+    if estimate > budget {
         return Err(Error::Invalid(format!(
-            "{spec}: about {estimate} events, more than the {MAX_SYNTHETIC_EVENTS} a generator makes"
+            "{spec}: about {estimate} events, about {} to hold and replay, more than the {budget} events a generator makes by default (VRAMLAB_MAX_EVENTS raises it)",
+            crate::units::format_bytes(estimate.saturating_mul(BYTES_PER_EVENT))
         )));
     }
     let mut rng = Rng(seed ^ 0x6d65_6d6c_6162);
