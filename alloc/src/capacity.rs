@@ -67,7 +67,9 @@ pub fn min_capacity_of(
         scan: None,
         spans: false,
     };
-    Ok(search(trace, build, device_bytes, options).0.map(|caps| caps.smallest))
+    let found = search(trace, build, device_bytes, options).0;
+    experiments::cancel::check()?;
+    Ok(found.map(|caps| caps.smallest))
 }
 
 /// The caps a trace fits under, in 2 MiB steps, as far as the search proved them.
@@ -109,7 +111,9 @@ pub(crate) fn fitting_caps_of(
         scan,
         spans,
     };
-    Ok(search(trace, build, device_bytes, options).0)
+    let found = search(trace, build, device_bytes, options).0;
+    experiments::cancel::check()?;
+    Ok(found)
 }
 
 /// How a search goes.
@@ -384,7 +388,12 @@ impl ProbeState {
         let live = &mut self.live;
         let mut fits = true;
         let pooled = !trace.pool_of_id.is_empty();
-        for event in &trace.events[self.at..end] {
+        for (k, event) in trace.events[self.at..end].iter().enumerate() {
+            // A cancelled search ends its probes at once; its caller reports the cancel.
+            if k % 4096 == 0 && experiments::cancel::requested() {
+                fits = false;
+                break;
+            }
             match *event {
                 // Every probe has a cap: a release right before a device allocation is left to
                 // the policy, as in a capped replay.

@@ -587,6 +587,9 @@ pub fn replay_policy(
     let mut allocs_seen = 0usize;
 
     for (index, event) in trace.events.iter().enumerate() {
+        if index % 4096 == 0 {
+            experiments::cancel::check()?;
+        }
         meter.at = index;
         match *event {
             TraceEvent::Alloc { id, size, stream } => {

@@ -41,6 +41,9 @@ pub enum Error {
         /// The names that exist.
         valid: Vec<String>,
     },
+    /// The caller asked the work to stop ([`cancel::request`](crate::cancel::request)).
+    #[error("cancelled")]
+    Cancelled,
     /// Reading or writing a file failed.
     #[error("{}: {reason}", path.display())]
     Io {

@@ -9,6 +9,7 @@ mod registry;
 mod alloc_conf;
 mod backend;
 mod calibration;
+pub mod cancel;
 mod catalog;
 mod error;
 mod family;

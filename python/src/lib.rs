@@ -10,7 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
 use experiments::{Profile, Trace, DEFAULT_PROFILE};
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -18,12 +18,14 @@ use pyo3::types::{PyBytes, PyDict};
 enum Failure {
     Value(String),
     Os(String),
+    Interrupted,
 }
 
 impl From<experiments::Error> for Failure {
     fn from(e: experiments::Error) -> Failure {
         match e {
             experiments::Error::Io { .. } => Failure::Os(e.to_string()),
+            experiments::Error::Cancelled => Failure::Interrupted,
             other => Failure::Value(other.to_string()),
         }
     }
@@ -34,13 +36,40 @@ impl From<Failure> for PyErr {
         match f {
             Failure::Value(m) => PyValueError::new_err(m),
             Failure::Os(m) => PyOSError::new_err(m),
+            Failure::Interrupted => PyKeyboardInterrupt::new_err("vramlab: cancelled"),
         }
     }
 }
 
-/// Runs `work` without the GIL, turning a panic into a `RuntimeError`.
+/// Runs `work` without the GIL on a thread of its own, turning a panic into a `RuntimeError`.
+/// Every 100 ms the caller's thread takes the GIL back to let Python handle signals: a Ctrl-C
+/// asks the work to stop (it looks every few thousand steps) and raises `KeyboardInterrupt`.
 fn detached<T: Send>(py: Python<'_>, work: impl FnOnce() -> Result<T, Failure> + Send) -> PyResult<T> {
-    py.detach(|| catch_unwind(AssertUnwindSafe(work)))
+    experiments::cancel::clear();
+    let outcome = std::thread::scope(|scope| {
+        let handle = scope.spawn(|| catch_unwind(AssertUnwindSafe(work)));
+        loop {
+            let finished = py.detach(|| {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
+                while !handle.is_finished() && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                handle.is_finished()
+            });
+            if finished {
+                break;
+            }
+            if let Err(interrupt) = py.check_signals() {
+                experiments::cancel::request();
+                let _ = py.detach(|| handle.join());
+                experiments::cancel::clear();
+                return Err(interrupt);
+            }
+        }
+        Ok(py.detach(|| handle.join()))
+    })?;
+    let result = outcome.unwrap_or_else(|panic| Err(panic));
+    result
         .map_err(|panic| {
             let what = panic
                 .downcast_ref::<String>()

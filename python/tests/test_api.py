@@ -187,3 +187,20 @@ def test_a_lost_start_and_a_private_pool_replay_to_pytorchs_figures():
 def test_a_bool_is_no_device_index():
     with pytest.raises(TypeError):
         vramlab.replay(TRACE, device=True)
+
+
+def test_ctrl_c_stops_a_long_replay_promptly():
+    import _thread
+    import time
+
+    # About 7.7 M events under every policy: many seconds of work, stopped within a fraction.
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        vramlab.replay("synthetic:training-loop:steps=20000:layers=64", policy="all")
+    elapsed = time.monotonic() - start
+    timer.cancel()
+    assert elapsed < 3.0, elapsed
+    # The next call is not cancelled by the last one.
+    assert vramlab.replay("synthetic:training-loop:steps=2", policy="caching")["results"]

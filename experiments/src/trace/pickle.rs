@@ -473,6 +473,9 @@ pub(crate) fn decode(
                         if !out.streamed_into.contains(&devices) {
                             out.streamed_into.push(devices);
                         }
+                        if crate::cancel::requested() {
+                            return Err(reader.error("cancelled".into()));
+                        }
                         for item in &items {
                             sink(device, &out, item).map_err(|message| reader.error(message))?;
                         }

@@ -32,7 +32,13 @@ pub(super) fn import(name: &str, open: &Opener<'_>, device: Option<usize>, limit
 fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64, stream: bool) -> Result<Vec<Trace>> {
     let mut builders: Vec<SnapshotBuilder> = Vec::new();
     let mut failure: Option<String> = None;
-    let pickle_error = |e: pickle::PickleError| Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message));
+    let pickle_error = |e: pickle::PickleError| {
+        if crate::cancel::requested() {
+            Error::Cancelled
+        } else {
+            Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message))
+        }
+    };
     let streamed = if stream {
         let mut sink = |d: usize, pickle: &Pickle, event: &Value| -> std::result::Result<(), String> {
             if builders.len() <= d {
