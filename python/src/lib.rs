@@ -68,7 +68,7 @@ fn detached<T: Send>(py: Python<'_>, work: impl FnOnce() -> Result<T, Failure> +
         }
         Ok(py.detach(|| handle.join()))
     })?;
-    let result = outcome.unwrap_or_else(|panic| Err(panic));
+    let result = outcome.unwrap_or_else(Err);
     result
         .map_err(|panic| {
             let what = panic
