@@ -5,8 +5,9 @@
 
 use std::path::PathBuf;
 
-use allocators::{build_pytorch_policy, replay_policy, ReplayOptions, SimDevice};
-use experiments::{snapshot_bytes, AllocConf, BackendKind, PolicyResult, ReplayedTrace, Trace, Verdict};
+mod common;
+
+use experiments::{snapshot_bytes, PolicyResult, ReplayedTrace, Trace, Verdict};
 use proptest::prelude::*;
 
 fn load(path: &str) -> Trace {
@@ -14,26 +15,7 @@ fn load(path: &str) -> Trace {
 }
 
 fn replay(trace: &Trace, record: bool) -> PolicyResult {
-    let conf = AllocConf::parse(trace.allocator_settings.as_deref().unwrap_or("")).unwrap();
-    let options = ReplayOptions {
-        capacity: None,
-        timeline_points: if record { usize::MAX } else { 0 },
-        time_ops: false,
-        check_recorded: !record,
-        stop_at_first_failure: false,
-        record_events: record,
-    };
-    let mut device = SimDevice::following(80 << 30, trace);
-    replay_policy(
-        trace,
-        "cut",
-        build_pytorch_policy(&conf),
-        &mut device,
-        options,
-        &mut (),
-        BackendKind::Sim,
-    )
-    .unwrap()
+    common::replay_own(trace, None, record)
 }
 
 /// The whole trace's replay, kept to cut.

@@ -7,8 +7,10 @@
 
 use std::path::PathBuf;
 
-use allocators::{build_pytorch_policy, replay_devices, replay_policy, ReplayOptions, SimDevice};
-use experiments::{AllocConf, BackendKind, PolicyResult, ReplayRecord, Trace, Verdict};
+mod common;
+
+use allocators::{replay_devices, ReplayOptions};
+use experiments::{PolicyResult, ReplayRecord, Trace, Verdict};
 
 fn real_jobs() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports/reference/h100/real-jobs")
@@ -26,30 +28,8 @@ fn wild(name: &str) -> PathBuf {
     path
 }
 
-/// `trace` replayed under the settings it names (PyTorch's defaults where it names none), over
-/// the addresses its driver gave, checked against its recording.
 fn replay_own(trace: &Trace, capacity: Option<u64>) -> PolicyResult {
-    let settings = trace.allocator_settings.clone().unwrap_or_default();
-    let conf = AllocConf::parse(&settings).unwrap();
-    let options = ReplayOptions {
-        capacity,
-        timeline_points: 0,
-        time_ops: false,
-        check_recorded: true,
-        stop_at_first_failure: false,
-        record_events: false,
-    };
-    let mut device = SimDevice::following(80 << 30, trace);
-    replay_policy(
-        trace,
-        &trace.name,
-        build_pytorch_policy(&conf),
-        &mut device,
-        options,
-        &mut (),
-        BackendKind::Sim,
-    )
-    .unwrap()
+    common::replay_own(trace, capacity, false)
 }
 
 /// Every real-job recording, replayed under its own settings (and, for the one that ran out of
