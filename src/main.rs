@@ -486,9 +486,8 @@ fn replay(args: &ReplayArgs) -> Result<()> {
     let trace = traces
         .iter()
         .find(|t| !t.is_empty())
-        .cloned()
         .context("the trace has no events to replay")?;
-    let jobs = allocators::choose_policies(&trace, args.policy, args.alloc_conf)?;
+    let jobs = allocators::choose_policies(trace, args.policy, args.alloc_conf)?;
     let backend = match args.backend {
         ReplayBackend::Sim => "sim",
         ReplayBackend::Hw => "hw",
@@ -544,7 +543,7 @@ fn replay(args: &ReplayArgs) -> Result<()> {
         }
         ReplayBackend::Hw => {
             let policies = jobs.iter().map(|job| (job.label(), job.build())).collect();
-            hw::replay_policies_on_gpu(&trace, policies, options, &|label| {
+            hw::replay_policies_on_gpu(trace, policies, options, &|label| {
                 progress.message(label);
                 progress.tick();
             })?

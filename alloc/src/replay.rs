@@ -581,7 +581,12 @@ pub fn replay_policy(
     // Over the driver's addresses, a replay under the recording's settings puts every block
     // where the recording did (expandable segments' address ranges are the simulator's own).
     let mut placement = Placement {
-        checked: options.check_recorded && !trace.alloc_addrs.is_empty() && !trace.uses_expandable_segments(),
+        // Only where the recording's segment addresses are known (its device operations, or
+        // the segments its window began with).
+        checked: options.check_recorded
+            && !trace.alloc_addrs.is_empty()
+            && (trace.records_device_operations() || trace.start.is_some())
+            && !trace.uses_expandable_segments(),
         ..Placement::default()
     };
     let mut allocs_seen = 0usize;

@@ -12,7 +12,7 @@ mod snapshot_writer;
 mod start;
 mod synthetic;
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};

@@ -412,15 +412,20 @@ impl SnapshotBuilder {
         // completion is the whole free. A window with neither shows nothing: the newer is taken.
         let requests_recorded = requests_recorded || !pairing.completed_unrequested;
         let preexisting = pairing.preexisting.clone();
-        let allocations: Vec<(usize, u64)> = pairing
-            .events
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| matches!(e, TraceEvent::Alloc { .. }))
-            .map(|(at, _)| at)
-            .zip(alloc_addrs.iter().copied())
-            .filter(|&(_, addr)| addr != u64::MAX)
-            .collect();
+        // Where each allocation went and when: only blocks live at the start ask.
+        let allocations: Vec<(usize, u64)> = if preexisting.is_empty() {
+            Vec::new()
+        } else {
+            pairing
+                .events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| matches!(e, TraceEvent::Alloc { .. }))
+                .map(|(at, _)| at)
+                .zip(alloc_addrs.iter().copied())
+                .filter(|&(_, addr)| addr != u64::MAX)
+                .collect()
+        };
         let window = start::Window {
             ops: &recorded_ops,
             preexisting: &preexisting,
@@ -549,6 +554,15 @@ fn place_program_actions(
             }
         }
     }
+    // Nothing to place and nothing to tell (no release runs, no pools, no segments known):
+    // the events stay as they are, and are not walked.
+    let rewrite = !run_starts.is_empty();
+    let walk =
+        rewrite || !rebuilt.pools.is_empty() || trace.records_device_operations() || !rebuilt.start.segments.is_empty();
+    if !walk {
+        trace.recorded_ops = ops;
+        return (Vec::new(), BTreeMap::new());
+    }
     let events = std::mem::take(&mut trace.events);
     let pools_inferred = infer_pools(&events, &ops, alloc_addrs, rebuilt, &run_starts);
     let pool_at = |extents: &start::Extents, addr: u64| {
@@ -559,11 +573,18 @@ fn place_program_actions(
                 _ => (pool, known),
             })
     };
-    let mut out = Vec::with_capacity(events.len() + 2 * run_starts.len());
+    // A new list of events only where release runs go in (the trace's own is kept otherwise).
+    let mut out = Vec::with_capacity(if rewrite {
+        events.len() + 2 * run_starts.len()
+    } else {
+        0
+    });
     let mut shifted = Vec::with_capacity(ops.len());
     let mut extents = rebuilt.extents.clone();
     let pool_of_new = |op: usize| rebuilt.final_pools.get(&op).copied();
     let mut released: HashSet<u32> = HashSet::new();
+    // The index the next event has in the trace as it will be.
+    let mut position = 0usize;
     let mut pool_of_id: Vec<u32> = Vec::new();
     let (mut untold, mut untold_bytes) = (0usize, 0u64);
     let mut allocs = 0usize;
@@ -582,13 +603,15 @@ fn place_program_actions(
                     if let Some((pool, _)) = pool_at(&extents, freed.addr).filter(|&(p, _)| p != 0) {
                         if released.insert(pool) {
                             out.push(TraceEvent::ReleasePool { pool });
+                            position += 1;
                         }
                     }
                 }
                 let within = within_request.contains(&op);
                 // A release within a request is logged at the request, whoever makes it.
-                let at = out.len() + usize::from(within);
+                let at = position + usize::from(within);
                 out.push(TraceEvent::EmptyCache { within_request: within });
+                position += 1;
                 for (i, freed) in ops[op..end].iter().enumerate() {
                     extents.apply(freed, pool_of_new(op + i));
                     shifted.push(RecordedOp { at, ..*freed });
@@ -598,7 +621,7 @@ fn place_program_actions(
             }
             extents.apply(&ops[op], pool_of_new(op));
             shifted.push(RecordedOp {
-                at: out.len(),
+                at: position,
                 ..ops[op]
             });
             op += 1;
@@ -629,9 +652,12 @@ fn place_program_actions(
                 }
             }
         }
-        out.push(event);
+        if rewrite {
+            out.push(event);
+        }
+        position += 1;
     }
-    trace.events = out;
+    trace.events = if rewrite { out } else { events };
     trace.recorded_ops = shifted;
     trace.pool_of_id = pool_of_id;
     let mut unknowns = Vec::new();

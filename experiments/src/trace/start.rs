@@ -566,8 +566,10 @@ pub(super) fn rebuild(finals: &[FinalSegment], window: Window<'_>, conf: &AllocC
     // handed out from its start, so the lowest address allocated after a live block, while it
     // lived, is where the free block after it began.
     let mut first_allocated: BTreeMap<u64, usize> = BTreeMap::new();
-    for &(at, addr) in allocations {
-        first_allocated.entry(addr).or_insert(at);
+    if !live.is_empty() {
+        for &(at, addr) in allocations {
+            first_allocated.entry(addr).or_insert(at);
+        }
     }
     let freed_at: BTreeMap<u64, usize> = preexisting.iter().map(|p| (p.addr, p.freed_at)).collect();
     let (mut undetermined, mut undetermined_bytes) = (0usize, 0u64);
