@@ -159,8 +159,8 @@ pub struct TraceWarnings {
     pub count: usize,
     /// The first few, each naming its event index.
     pub examples: Vec<String>,
-    /// Frees and free requests of blocks the trace never allocated: the recording began after
-    /// they were made (a snapshot keeps only its last `max_entries` events).
+    /// Frees and free requests of blocks the trace never allocated, skipped because the format
+    /// does not say their size (a snapshot's are kept: they rebuild its starting state).
     #[serde(default)]
     pub allocated_before_start: usize,
 }
@@ -601,7 +601,6 @@ impl Pairing {
         self.allocated.insert(key);
         let id = self.next_id;
         self.next_id += 1;
-        self.warnings.allocated_before_start += 1;
         self.preexisting.push(start::Preexisting {
             id,
             addr: key,
