@@ -631,7 +631,7 @@ mod tests {
             fn any_conf()(
                 max_split in prop::option::of(20u64..100_000),
                 rounding in prop::option::of(20u64..100_000),
-                segment in prop::option::of(1u64..4096),
+                segment in prop::option::of(11u64..4096),
                 uniform in prop::option::of((0u32..7).prop_map(|k| 1u64 << k)),
                 list in prop::collection::vec(divisions(), ROUNDUP_INTERVALS),
                 use_list in any::<bool>(),

@@ -406,9 +406,57 @@ fn read_head(name: &str, reader: Box<dyn std::io::Read + '_>) -> Result<Vec<u8>>
     Ok(head)
 }
 
-/// A gzip stream's contents (several members read as one, as gzip does).
-fn gunzip<'a>(reader: Box<dyn std::io::Read + 'a>) -> Box<dyn std::io::Read + 'a> {
-    Box::new(flate2::read::MultiGzDecoder::new(reader))
+/// How many times its compressed size a gzipped trace may expand to, unless
+/// `VRAMLAB_MAX_TRACE_EXPANSION` says otherwise: real snapshots expand 12-20 times; a small
+/// file that expands thousands of times (a gzip bomb of pickled references) is refused before it
+/// fills memory.
+pub(crate) const DEFAULT_MAX_TRACE_EXPANSION: u64 = 256;
+
+/// The most bytes a gzip stream of `compressed` bytes may expand to: the expansion limit times
+/// its size (at least 16 MiB), and never past the trace limit.
+fn expansion_limit(compressed: u64) -> Result<(u64, u64)> {
+    let ratio = match std::env::var("VRAMLAB_MAX_TRACE_EXPANSION") {
+        Ok(text) => text
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| Error::Invalid(format!("VRAMLAB_MAX_TRACE_EXPANSION = {text}: not a whole number")))?,
+        Err(_) => DEFAULT_MAX_TRACE_EXPANSION,
+    };
+    let limit = compressed.saturating_mul(ratio).max(16 << 20).min(max_trace_bytes()?);
+    Ok((limit, ratio))
+}
+
+/// A reader that refuses to give more than `left` bytes, with `message` as the error.
+struct Bounded<R> {
+    inner: R,
+    left: u64,
+    message: String,
+}
+
+impl<R: std::io::Read> std::io::Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        if read as u64 > self.left {
+            return Err(std::io::Error::other(self.message.clone()));
+        }
+        self.left -= read as u64;
+        Ok(read)
+    }
+}
+
+/// A gzip stream's contents (several members read as one, as gzip does), refused past
+/// [`expansion_limit`] of its `compressed` size.
+fn gunzip<'a>(reader: Box<dyn std::io::Read + 'a>, compressed: u64) -> Result<Box<dyn std::io::Read + 'a>> {
+    let (limit, ratio) = expansion_limit(compressed)?;
+    Ok(Box::new(Bounded {
+        inner: flate2::read::MultiGzDecoder::new(reader),
+        left: limit,
+        message: format!(
+            "decompresses to more than {}, {ratio} times its {} compressed (VRAMLAB_MAX_TRACE_EXPANSION raises the ratio)",
+            crate::units::format_bytes(limit),
+            crate::units::format_bytes(compressed)
+        ),
+    }))
 }
 
 impl Trace {
@@ -441,8 +489,9 @@ impl Trace {
         let head = read_head(&name, open()?)?;
         match Format::of(&name, &head)? {
             Format::Pickle => snapshot::import(&name, &open, device, max_trace_bytes()?),
-            Format::Gzip if Format::of(&name, &read_head(&name, gunzip(open()?))?)? == Format::Pickle => {
-                snapshot::import(&name, &|| Ok(gunzip(open()?)), device, max_trace_bytes()?)
+            Format::Gzip if Format::of(&name, &read_head(&name, gunzip(open()?, u64::MAX)?)?)? == Format::Pickle => {
+                let compressed = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+                snapshot::import(&name, &|| gunzip(open()?, compressed), device, max_trace_bytes()?)
             }
             _ => {
                 let bytes = read_bounded(&name, open()?, max_trace_bytes()?)?;
@@ -467,11 +516,19 @@ impl Trace {
         }
         let text = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
         match format {
-            Format::Gzip if Format::of(name, &read_head(name, gunzip(Box::new(bytes)))?)? == Format::Pickle => {
-                snapshot::import(name, &|| Ok(gunzip(Box::new(bytes))), device, max_trace_bytes()?)
+            Format::Gzip
+                if Format::of(name, &read_head(name, gunzip(Box::new(bytes), u64::MAX)?)?)? == Format::Pickle =>
+            {
+                let compressed = bytes.len() as u64;
+                snapshot::import(
+                    name,
+                    &|| gunzip(Box::new(bytes), compressed),
+                    device,
+                    max_trace_bytes()?,
+                )
             }
             Format::Gzip => {
-                let plain = read_bounded(name, gunzip(Box::new(bytes)), max_trace_bytes()?)?;
+                let plain = read_bounded(name, gunzip(Box::new(bytes), bytes.len() as u64)?, max_trace_bytes()?)?;
                 Trace::all_from_bytes(name, &plain, device)
             }
             Format::Pickle => snapshot::import(name, &|| Ok(Box::new(bytes)), device, max_trace_bytes()?),
@@ -745,6 +802,28 @@ mod tests {
         let again = Trace::load(&path).unwrap();
         assert_eq!(again.events, trace.events);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A gzip bomb: 120 MB of references to one memoized list in about 120 KB, which took
+    /// 3.8 GB to read; refused once it passes 256 times its compressed size.
+    #[test]
+    fn a_small_gzipped_pickle_cannot_expand_without_bound() {
+        use std::io::Write;
+        let mut body = b"\x80\x02}X\r\x00\x00\x00device_traces](]q\x00(".to_vec();
+        body.extend(std::iter::repeat_n(*b"h\x00", 60_000_000).flatten());
+        body.extend_from_slice(b"ees.");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&body).unwrap();
+        let bytes = gz.finish().unwrap();
+        assert!(bytes.len() < 200_000, "{}", bytes.len());
+        let err = Trace::from_bytes("bomb.pickle.gz", &bytes, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("decompresses to more than") && err.contains("256 times its"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'));
     }
 
     #[test]
