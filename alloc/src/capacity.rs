@@ -153,11 +153,17 @@ fn search(
     // that made the same decisions.
     let mut tried = BTreeMap::new();
     let replayed = std::cell::Cell::new(0);
+    let held_at_start = trace.start.as_ref().map_or(0, experiments::StartState::reserved);
     let probe = |tried: &mut BTreeMap<u64, bool>, steps: u64| -> bool {
         if let Some(&fits) = tried.get(&steps) {
             return fits;
         }
         let capacity = steps * STEP;
+        // What the window began with is held under the cap, as a whole replay says.
+        if capacity < held_at_start {
+            tried.insert(steps, false);
+            return false;
+        }
         // `needed` only grows along the trace: the last copy this capacity agrees with.
         let from = checkpoints.partition_point(|copy| copy.needed <= capacity);
         let state = match from.checked_sub(1).and_then(|i| checkpoints[i].copy()) {

@@ -570,6 +570,15 @@ pub fn replay_policy(
             }
         }
         (peak_allocated, peak_requested) = (allocated, requested);
+        // A cap below what the window began with cannot hold it: said as the first failure.
+        if let Some(cap) = options.capacity.filter(|&cap| meter.reserved > cap) {
+            failed += 1;
+            first_failure = Some(format!(
+                "the window began with {} reserved, more than the cap of {}",
+                experiments::format_bytes(meter.reserved),
+                experiments::format_bytes(cap)
+            ));
+        }
         if let Some(r) = recorder.as_mut() {
             r.streams
                 .extend(policy.segments().iter().map(|s| (s.address, s.stream)));
@@ -591,7 +600,12 @@ pub fn replay_policy(
     };
     let mut allocs_seen = 0usize;
 
-    for (index, event) in trace.events.iter().enumerate() {
+    let events = if failed > 0 && options.stop_at_first_failure {
+        &trace.events[..0]
+    } else {
+        &trace.events[..]
+    };
+    for (index, event) in events.iter().enumerate() {
         if index % 4096 == 0 {
             experiments::cancel::check()?;
         }

@@ -242,3 +242,22 @@ fn every_snapshot_format_since_torch_2_0_reads_alike() {
         assert_eq!(result.pytorch_stats, expected.pytorch_stats, "torch {version}");
     }
 }
+
+/// A window's smallest cap holds at least what the window began with: below it, a replay says
+/// the start does not fit, and the search agrees with whole replays on either side.
+#[test]
+fn a_windows_smallest_cap_holds_its_start() {
+    let trace = Trace::load(&real_jobs().join("gpt-lost-11000.pickle.gz")).unwrap();
+    let held = trace.start.as_ref().unwrap().reserved();
+    let conf = experiments::AllocConf::default();
+    let build = || allocators::build_pytorch_policy(&conf);
+    let smallest = allocators::min_capacity_of(&trace, &build, 80 << 30).unwrap().unwrap();
+    assert!(smallest >= held, "{smallest} < {held}");
+    let step = allocators::SimDevice::GRANULE;
+    for (cap, fits) in [(smallest, true), (smallest - step, false)] {
+        let result = common::replay_own(&trace, Some(cap), false);
+        assert_eq!(result.failed_allocs == 0, fits, "cap {cap}: {:?}", result.first_failure);
+    }
+    let below = common::replay_own(&trace, Some(held - step), false);
+    assert!(below.first_failure.unwrap().contains("the window began with"));
+}
