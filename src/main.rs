@@ -623,9 +623,7 @@ fn print_replay(record: &ReplayRecord, label: bool) {
                 r.policy, stats.num_alloc_retries, stats.num_ooms, stats.num_device_alloc, stats.num_device_free
             );
         }
-        if r.recorded_check.verdict != experiments::Verdict::Unchecked
-            || !r.recorded_check.why.starts_with("replayed under other")
-        {
+        if !r.recorded_check.is_what_if() {
             println!("{}: against the recording: {}", r.policy, r.recorded_check.summary);
         }
     }

@@ -350,7 +350,7 @@ fn check_recorded(
     placement: &Placement,
 ) -> RecordedCheck {
     if !own {
-        return RecordedCheck::unchecked("replayed under other settings than the recording's");
+        return RecordedCheck::what_if();
     }
     if let Some((at, recorded, replayed)) = placement.first {
         return RecordedCheck {

@@ -175,6 +175,19 @@ pub struct RecordedCheck {
 }
 
 impl RecordedCheck {
+    /// Why a what-if replay is not checked.
+    pub const WHAT_IF: &'static str = "replayed under other settings than the recording's";
+
+    /// The check of a replay under other settings than the recording's: nothing to compare.
+    pub fn what_if() -> RecordedCheck {
+        RecordedCheck::unchecked(Self::WHAT_IF)
+    }
+
+    /// Whether this is a what-if replay's (nothing was compared, by design).
+    pub fn is_what_if(&self) -> bool {
+        self.verdict == Verdict::Unchecked && self.why == Self::WHAT_IF
+    }
+
     /// Unchecked, for `why`.
     pub fn unchecked(why: impl Into<String>) -> RecordedCheck {
         let why = why.into();
