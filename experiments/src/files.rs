@@ -60,6 +60,18 @@ pub(crate) fn check_regular(path: &Path) -> Result<()> {
     }
 }
 
+/// A limit the user may set through the environment variable `name`: a whole number, or
+/// `default` where it is unset.
+pub(crate) fn env_limit(name: &str, default: u64) -> Result<u64> {
+    match std::env::var(name) {
+        Ok(text) => text
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| Error::Invalid(format!("{name} = {text}: not a whole number"))),
+        Err(_) => Ok(default),
+    }
+}
+
 /// Reads an input file (profile, suite, samples, record) whole, refusing what is not a regular
 /// file (a FIFO would hang, a device never end) and anything past the input limit, with one line
 /// naming the file and the limit.

@@ -415,13 +415,7 @@ pub(crate) const DEFAULT_MAX_TRACE_EXPANSION: u64 = 256;
 /// The most bytes a gzip stream of `compressed` bytes may expand to: the expansion limit times
 /// its size (at least 16 MiB), and never past the trace limit.
 fn expansion_limit(compressed: u64) -> Result<(u64, u64)> {
-    let ratio = match std::env::var("VRAMLAB_MAX_TRACE_EXPANSION") {
-        Ok(text) => text
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| Error::Invalid(format!("VRAMLAB_MAX_TRACE_EXPANSION = {text}: not a whole number")))?,
-        Err(_) => DEFAULT_MAX_TRACE_EXPANSION,
-    };
+    let ratio = crate::files::env_limit("VRAMLAB_MAX_TRACE_EXPANSION", DEFAULT_MAX_TRACE_EXPANSION)?;
     let limit = compressed.saturating_mul(ratio).max(16 << 20).min(max_trace_bytes()?);
     Ok((limit, ratio))
 }

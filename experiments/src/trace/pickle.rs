@@ -58,6 +58,8 @@ pub(crate) struct Pickle {
     /// those of the one list its root dict names `device_traces` (the last such key, as in
     /// Python), and nothing else may have been streamed.
     pub(crate) streamed_into: Vec<Ref>,
+    /// Values the arena holds: each container counts one, a list item one, a dict entry two.
+    held: u64,
 }
 
 impl Pickle {
@@ -91,6 +93,7 @@ impl Pickle {
     }
 
     fn new_list(&mut self, items: Vec<Value>) -> Ref {
+        self.held += 1 + items.len() as u64;
         self.lists.push((self.generation, items));
         Ref {
             slot: (self.lists.len() - 1) as u32,
@@ -99,6 +102,7 @@ impl Pickle {
     }
 
     fn new_dict(&mut self, entries: Vec<(Value, Value)>) -> Ref {
+        self.held += 1 + 2 * entries.len() as u64;
         self.dicts.push((self.generation, entries));
         Ref {
             slot: (self.dicts.len() - 1) as u32,
@@ -141,6 +145,15 @@ impl Pickle {
 
     /// Gives back every container made since `mark` (a streamed batch, read and done with).
     fn forget_since(&mut self, mark: &Mark) {
+        let lists: usize = self.lists[mark.lists.min(self.lists.len())..]
+            .iter()
+            .map(|(_, l)| 1 + l.len())
+            .sum();
+        let dicts: usize = self.dicts[mark.dicts.min(self.dicts.len())..]
+            .iter()
+            .map(|(_, d)| 1 + 2 * d.len())
+            .sum();
+        self.held = self.held.saturating_sub((lists + dicts) as u64);
         self.lists.truncate(mark.lists);
         self.dicts.truncate(mark.dicts);
         self.generation = self.generation.wrapping_add(1);
@@ -159,6 +172,15 @@ pub(crate) struct PickleError {
 /// Where the events of a snapshot's device traces go as they are read: `device` is the index
 /// in `device_traces`, `event` a dict of `pickle` (valid only during the call).
 pub(crate) type EventSink<'s> = dyn FnMut(usize, &Pickle, &Value) -> Result<(), String> + 's;
+
+/// The values a pickle may build unless `VRAMLAB_MAX_PICKLE_VALUES` says more: about 4 GiB of
+/// them. A real snapshot read whole builds about one value for every 3-4 bytes, and streamed,
+/// far fewer (its events are not kept); a pickle of memo references or empty lists builds one
+/// for every 1-2 bytes, so no ratio to the input tells them apart: a budget in memory does.
+pub(crate) const DEFAULT_MAX_VALUES: u64 = 128 << 20;
+
+/// Memory a value takes: the enum itself, or its share of a dict entry or an arena slot.
+const VALUE_BYTES: u64 = std::mem::size_of::<Value>() as u64;
 
 /// Bytes read from the source at a time.
 const WINDOW: usize = 4 << 20;
@@ -306,10 +328,18 @@ struct Mark {
 #[derive(Debug, Default)]
 pub(crate) struct ReadKeys {
     bits: Vec<u64>,
+    /// Keys far beyond any the pickle could have made one by one (an explicit LONG_BINPUT key):
+    /// a bitmap reaching them would cost memory out of all proportion to the input.
+    sparse: rustc_hash::FxHashSet<u64>,
 }
 
 impl ReadKeys {
-    fn insert(&mut self, key: u64) {
+    /// `read_so_far` bounds the keys MEMOIZE could have numbered (one per byte at most).
+    fn insert(&mut self, key: u64, read_so_far: u64) {
+        if key > read_so_far.saturating_add(4096) {
+            self.sparse.insert(key);
+            return;
+        }
         let word = (key / 64) as usize;
         if self.bits.len() <= word {
             self.bits.resize(word + 1, 0);
@@ -321,6 +351,7 @@ impl ReadKeys {
         self.bits
             .get((key / 64) as usize)
             .is_some_and(|w| w & (1 << (key % 64)) != 0)
+            || (!self.sparse.is_empty() && self.sparse.contains(&key))
     }
 }
 
@@ -332,11 +363,13 @@ pub(crate) fn scan_reads(source: impl Read, limit: u64) -> Result<ReadKeys, Pick
     while !reader.at_end()? {
         let skip = match reader.u8()? {
             b'h' => {
-                keys.insert(reader.uint(1)?);
+                let key = reader.uint(1)?;
+                keys.insert(key, reader.pos);
                 0
             }
             b'j' => {
-                keys.insert(reader.uint(4)?);
+                let key = reader.uint(4)?;
+                keys.insert(key, reader.pos);
                 0
             }
             0x80 | b'K' | b'q' => 1,
@@ -384,6 +417,7 @@ pub(crate) fn scan_reads(source: impl Read, limit: u64) -> Result<ReadKeys, Pick
 pub(crate) fn decode(
     source: impl Read,
     limit: u64,
+    max_values: u64,
     mut sink: Option<(&mut EventSink<'_>, &ReadKeys)>,
 ) -> Result<Pickle, PickleError> {
     let mut out = Pickle::default();
@@ -400,6 +434,15 @@ pub(crate) fn decode(
                 message: format!("truncated pickle: no STOP opcode before the end ({} bytes)", reader.pos),
                 needs_whole: false,
             });
+        }
+        // Every opcode makes at most one value, so checking before each bounds what is built.
+        let values = out.held + (stack.len() + marks.len() + memo.len()) as u64;
+        if values > max_values {
+            return Err(reader.error(format!(
+                "the pickle builds more than {max_values} values (about {} of memory) by byte {} (set VRAMLAB_MAX_PICKLE_VALUES to allow more)",
+                crate::units::format_bytes(max_values.saturating_mul(VALUE_BYTES)),
+                reader.pos
+            )));
         }
         reader.op_at = reader.pos;
         let op = reader.u8()?;
@@ -492,13 +535,17 @@ pub(crate) fn decode(
                             }
                         }
                     }
-                    _ => out.list_mut(list).ok_or_else(|| stale(&reader))?.extend(items),
+                    _ => {
+                        out.held += items.len() as u64;
+                        out.list_mut(list).ok_or_else(|| stale(&reader))?.extend(items);
+                    }
                 }
             }
             b's' => {
                 let value = pop(&reader, &mut stack)?;
                 let key = pop(&reader, &mut stack)?;
                 let dict = top_dict(&reader, &stack)?;
+                out.held += 2;
                 out.dict_mut(dict).ok_or_else(|| stale(&reader))?.push((key, value));
             }
             b'u' => {
@@ -513,6 +560,7 @@ pub(crate) fn decode(
                     return Err(reader.error("dict items come in an odd number".into()));
                 }
                 let dict = top_dict(&reader, &stack[..mark.stack])?;
+                out.held += (stack.len() - mark.stack) as u64;
                 let entries = out.dict_mut(dict).ok_or_else(|| stale(&reader))?;
                 entries.reserve((stack.len() - mark.stack) / 2);
                 let mut items = stack.drain(mark.stack..);
@@ -697,7 +745,7 @@ mod tests {
 
     #[test]
     fn reads_plain_data() {
-        let pickle = decode(SAMPLE, u64::MAX, None).unwrap();
+        let pickle = decode(SAMPLE, u64::MAX, u64::MAX, None).unwrap();
         let root = pickle.root.clone().unwrap();
         let a = pickle.items(pickle.get(&root, "a").unwrap()).unwrap();
         assert_eq!(
@@ -712,7 +760,7 @@ mod tests {
     #[test]
     fn every_truncation_is_an_error_not_a_panic() {
         for len in 0..SAMPLE.len() {
-            let err = decode(&SAMPLE[..len], u64::MAX, None).unwrap_err();
+            let err = decode(&SAMPLE[..len], u64::MAX, u64::MAX, None).unwrap_err();
             assert!(err.message.contains("truncated"), "{len}: {}", err.message);
         }
     }
@@ -731,7 +779,7 @@ mod tests {
         bytes.extend([0x8c, 2, b'k', b'3', 0x8c, 4]);
         bytes.extend(b"last");
         bytes.extend([b'u', b'.']);
-        let pickle = decode(&bytes[..], u64::MAX, None).unwrap();
+        let pickle = decode(&bytes[..], u64::MAX, u64::MAX, None).unwrap();
         let root = pickle.root.as_ref().unwrap();
         assert_eq!(pickle.get(root, "k3"), Some(&Value::Str("last".into())));
         assert_eq!(pickle.get(root, "k19"), Some(&Value::Int(19)));
@@ -820,7 +868,7 @@ mod tests {
             seen.push((device, addr, frames));
             Ok(())
         };
-        let streamed = decode(&bytes[..], u64::MAX, Some((&mut sink, &reads))).unwrap();
+        let streamed = decode(&bytes[..], u64::MAX, u64::MAX, Some((&mut sink, &reads))).unwrap();
         assert_eq!(seen.len(), 5_500);
         assert!(seen
             .iter()
@@ -832,8 +880,20 @@ mod tests {
         // Kept: the root, the device lists and event 0's batch (which made the shared list);
         // every other batch was forgotten.
         assert!(streamed.dicts.len() <= 1 + 1_000, "{} dicts kept", streamed.dicts.len());
-        let whole = decode(&bytes[..], u64::MAX, None).unwrap();
+        let whole = decode(&bytes[..], u64::MAX, u64::MAX, None).unwrap();
         assert!(whole.dicts.len() > 5_500);
+        // Streaming gives back what each batch built, so it reads within half of what the
+        // whole pickle holds.
+        let budget = whole.held / 2;
+        let mut count = 0;
+        let mut counting = |_: usize, _: &Pickle, _: &Value| -> Result<(), String> {
+            count += 1;
+            Ok(())
+        };
+        decode(&bytes[..], u64::MAX, budget, Some((&mut counting, &reads))).unwrap();
+        assert_eq!(count, 5_500);
+        let err = decode(&bytes[..], u64::MAX, budget, None).unwrap_err();
+        assert!(err.message.contains("VRAMLAB_MAX_PICKLE_VALUES"), "{}", err.message);
         let traces = whole.get(whole.root.as_ref().unwrap(), "device_traces").unwrap();
         let device = &whole.items(traces).unwrap()[0];
         assert_eq!(whole.items(device).unwrap().len(), 5_500);
@@ -843,7 +903,44 @@ mod tests {
     fn refuses_code() {
         // pickle.dumps(print, protocol=4): a reference to a builtin.
         let bytes = b"\x80\x04\x95\x16\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x05print\x94\x93\x94.";
-        let err = decode(&bytes[..], u64::MAX, None).unwrap_err();
+        let err = decode(&bytes[..], u64::MAX, u64::MAX, None).unwrap_err();
         assert!(err.message.contains("0x93"), "{}", err.message);
+    }
+
+    /// Pickles that build a value or more for every byte or two: many copies of the top of the
+    /// stack, memo references, empty lists, marks.
+    #[test]
+    fn bounds_the_values_it_builds() {
+        let bombs: [(&str, &[u8], &[u8]); 4] = [
+            ("DUP", b"K\x01", b"2"),
+            ("memo reads", b"K\x01\x94", b"h\x00"),
+            ("empty lists", b"", b"]"),
+            ("marks", b"", b"("),
+        ];
+        for (what, head, unit) in bombs {
+            let mut bytes = b"\x80\x04".to_vec();
+            bytes.extend_from_slice(head);
+            for _ in 0..10_000 {
+                bytes.extend_from_slice(unit);
+            }
+            let err = decode(&bytes[..], u64::MAX, 1_000, None).unwrap_err();
+            assert!(err.message.contains("more than 1000 values"), "{what}: {}", err.message);
+            assert!(err.at < 3_000, "{what}: refused only at byte {}", err.at);
+            let err = decode(&bytes[..], u64::MAX, 100_000, None).unwrap_err();
+            assert!(!err.message.contains("values"), "{what}: {}", err.message);
+        }
+    }
+
+    /// A memo key beyond anything the pickle could have numbered (LONG_BINGET 2**32 - 1) is kept
+    /// aside, not in a bitmap of half a gigabyte.
+    #[test]
+    fn far_memo_keys_cost_no_memory() {
+        let bytes = b"\x80\x04K\x01r\xff\xff\xff\xff0j\xff\xff\xff\xff.";
+        let keys = scan_reads(&bytes[..], u64::MAX).unwrap();
+        assert!(keys.bits.len() < 1_000, "{} words", keys.bits.len());
+        assert!(keys.contains(u64::from(u32::MAX)));
+        assert!(!keys.contains(0));
+        let pickle = decode(&bytes[..], u64::MAX, u64::MAX, None).unwrap();
+        assert_eq!(pickle.root, Some(Value::Int(1)));
     }
 }

@@ -32,6 +32,7 @@ pub(super) fn import(name: &str, open: &Opener<'_>, device: Option<usize>, limit
 fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64, stream: bool) -> Result<Vec<Trace>> {
     let mut builders: Vec<SnapshotBuilder> = Vec::new();
     let mut failure: Option<String> = None;
+    let max_values = crate::files::env_limit("VRAMLAB_MAX_PICKLE_VALUES", pickle::DEFAULT_MAX_VALUES)?;
     let pickle_error = |e: pickle::PickleError| {
         if crate::cancel::requested() {
             Error::Cancelled
@@ -52,7 +53,7 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
         };
         let sink: &mut EventSink<'_> = &mut sink;
         let reads = pickle::scan_reads(open()?, limit).map_err(pickle_error)?;
-        Some(pickle::decode(open()?, limit, Some((sink, &reads))))
+        Some(pickle::decode(open()?, limit, max_values, Some((sink, &reads))))
     } else {
         None
     };
@@ -74,7 +75,7 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
         // Not streamed, or streaming reached something it had forgotten: read it whole.
         _ => {
             builders.clear();
-            pickle::decode(open()?, limit, None).map_err(pickle_error)?
+            pickle::decode(open()?, limit, max_values, None).map_err(pickle_error)?
         }
     };
     let root = pickle.root.as_ref().ok_or_else(|| schema("empty pickle"))?;

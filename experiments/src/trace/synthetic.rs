@@ -29,14 +29,7 @@ const BYTES_PER_EVENT: u64 = 160;
 /// The events a generator makes unless `VRAMLAB_MAX_EVENTS` says more: 10 M, about 1.6 GB to
 /// hold and replay (the size of the largest snapshots replayed in the benchmarks).
 fn event_budget() -> Result<u64> {
-    match std::env::var("VRAMLAB_MAX_EVENTS") {
-        Ok(text) => text
-            .trim()
-            .parse::<u64>()
-            .map(|n| n.min(MAX_SYNTHETIC_EVENTS))
-            .map_err(|_| Error::Invalid(format!("VRAMLAB_MAX_EVENTS = {text}: not a whole number"))),
-        Err(_) => Ok(10_000_000),
-    }
+    Ok(crate::files::env_limit("VRAMLAB_MAX_EVENTS", 10_000_000)?.min(MAX_SYNTHETIC_EVENTS))
 }
 
 /// The generators.
