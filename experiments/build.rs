@@ -1,16 +1,9 @@
-//! Embeds the commit of the code being built (`VRAMLAB_COMMIT` if set, else git's HEAD, with
-//! `-dirty` when the tree has uncommitted changes), so every record says what code made it; and
-//! writes the registry of families (`for_each_family!`) from the `//! family:` line each family's
+//! Writes the registry of families (`for_each_family!`) from the `//! family:` line each family's
 //! module in `src/` carries, so that adding a family edits no list.
-
-use std::process::Command;
-
-fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
+//!
+//! The commit a record names is not stamped here: this crate is at the bottom of the workspace,
+//! and a stamp that follows git would rebuild everything above it. The binaries stamp it (the
+//! root package's and python/'s build.rs) and hand it over with `experiments::set_code_commit`.
 
 /// One family as its module declares it: `//! family: ORDER Variant(Point) [Section] {Sample}`.
 struct Declared {
@@ -102,20 +95,4 @@ fn write_registry() {
 
 fn main() {
     write_registry();
-    println!("cargo:rerun-if-env-changed=VRAMLAB_COMMIT");
-    // HEAD moves on commit and checkout; the index changes with every staged edit.
-    for path in ["../.git/HEAD", "../.git/index"] {
-        if std::path::Path::new(path).exists() {
-            println!("cargo:rerun-if-changed={path}");
-        }
-    }
-    let commit = std::env::var("VRAMLAB_COMMIT").ok().or_else(|| {
-        let head = git(&["rev-parse", "--short=12", "HEAD"])?;
-        let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-        Some(if dirty { format!("{head}-dirty") } else { head })
-    });
-    println!(
-        "cargo:rustc-env=VRAMLAB_COMMIT={}",
-        commit.unwrap_or_else(|| "unknown".into())
-    );
 }

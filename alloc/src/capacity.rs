@@ -23,11 +23,11 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashMap as HashMap;
+use experiments::Trace;
 
-use experiments::{Trace, TraceEvent};
-
-use super::{build_policy, Block, Metered, Policy, PolicySpec, SimDevice};
+use super::device::{MeterCounts, Metered};
+use super::replayer::Replayer;
+use super::{build_policy, Error, Policy, PolicySpec, SimDevice};
 
 /// Copies of the unlimited run kept at most, spread evenly over the trace.
 const CHECKPOINTS: usize = 32;
@@ -50,7 +50,7 @@ const ALWAYS_FITS_EVENTS: usize = 32_000_000;
 /// The smallest capacity, in 2 MiB steps, at which the trace replays in simulation with no
 /// failed request (found by bisection below the unlimited run's peak); `None` when even
 /// unlimited memory fails (a request the policy can never satisfy).
-pub fn min_capacity(trace: &Trace, spec: &PolicySpec, device_bytes: u64) -> Result<Option<u64>, experiments::Error> {
+pub fn min_capacity(trace: &Trace, spec: &PolicySpec, device_bytes: u64) -> Result<Option<u64>, Error> {
     build_policy(spec)?;
     min_capacity_of(trace, &|| build_policy(spec).expect("checked above"), device_bytes)
 }
@@ -61,13 +61,13 @@ pub fn min_capacity_of(
     trace: &Trace,
     build: &dyn Fn() -> Box<dyn Policy>,
     device_bytes: u64,
-) -> Result<Option<u64>, experiments::Error> {
+) -> Result<Option<u64>, Error> {
     let options = SearchOptions {
         copied_blocks: COPIED_BLOCKS,
         scan: None,
         spans: false,
     };
-    let found = search(trace, build, device_bytes, options).0;
+    let found = search(trace, build, device_bytes, options).caps;
     experiments::cancel::check()?;
     Ok(found.map(|caps| caps.smallest))
 }
@@ -105,13 +105,13 @@ pub(crate) fn fitting_caps_of(
     device_bytes: u64,
     scan: Option<usize>,
     spans: bool,
-) -> Result<Option<FittingCaps>, experiments::Error> {
+) -> Result<Option<FittingCaps>, Error> {
     let options = SearchOptions {
         copied_blocks: COPIED_BLOCKS,
         scan,
         spans,
     };
-    let found = search(trace, build, device_bytes, options).0;
+    let found = search(trace, build, device_bytes, options).caps;
     experiments::cancel::check()?;
     Ok(found)
 }
@@ -127,13 +127,18 @@ struct SearchOptions {
     spans: bool,
 }
 
-/// The search (see [`SearchOptions`]); also says how many copies of the unlimited run it kept.
-fn search(
-    trace: &Trace,
-    build: &dyn Fn() -> Box<dyn Policy>,
-    device_bytes: u64,
-    options: SearchOptions,
-) -> (Option<FittingCaps>, usize) {
+/// What a search found, how many copies of the unlimited run it kept, and every cap it
+/// answered (in steps: fits or not), probed or answered by a probe that decided alike.
+// `copies` and `answers` are what the tests check the search by.
+#[cfg_attr(not(test), allow(dead_code))]
+struct Searched {
+    caps: Option<FittingCaps>,
+    copies: usize,
+    answers: BTreeMap<u64, bool>,
+}
+
+/// The search (see [`SearchOptions`]).
+fn search(trace: &Trace, build: &dyn Fn() -> Box<dyn Policy>, device_bytes: u64, options: SearchOptions) -> Searched {
     let SearchOptions {
         copied_blocks,
         scan,
@@ -147,13 +152,23 @@ fn search(
     let unlimited = start().run(trace, None, Some(&mut copies));
     let checkpoints = copies.kept;
     if !unlimited.fits {
-        return (None, checkpoints.len());
+        return Searched {
+            caps: None,
+            copies: checkpoints.len(),
+            answers: BTreeMap::new(),
+        };
     }
     // Every cap's answer, by capacity in steps: probed, or (with `spans`) answered by a probe
     // that made the same decisions.
     let mut tried = BTreeMap::new();
     let replayed = std::cell::Cell::new(0);
-    let held_at_start = trace.start.as_ref().map_or(0, experiments::StartState::reserved);
+    // What this policy holds once it has taken over the window's start (a policy that does not
+    // know PyTorch's layout holds only the live blocks, not the recording's segments).
+    let held_at_start = if trace.start.is_some() {
+        start().counts.reserved
+    } else {
+        0
+    };
     let probe = |tried: &mut BTreeMap<u64, bool>, steps: u64| -> bool {
         if let Some(&fits) = tried.get(&steps) {
             return fits;
@@ -237,7 +252,11 @@ fn search(
         exact,
         probes,
     };
-    (Some(caps), checkpoints.len())
+    Searched {
+        caps: Some(caps),
+        copies: checkpoints.len(),
+        answers: tried,
+    }
 }
 
 /// The copies of its state the unlimited run keeps, and how many live blocks they may hold
@@ -257,7 +276,7 @@ impl Copies {
         self.kept.push(state);
         // Past the budget, every other copy but the latest goes: fewer copies only make probes
         // start earlier, with the same answer.
-        let held = |kept: &Vec<ProbeState>| kept.iter().map(|copy| copy.live.entries.len()).sum::<usize>();
+        let held = |kept: &Vec<ProbeState>| kept.iter().map(|copy| copy.replayer.live.len()).sum::<usize>();
         while self.kept.len() > 1 && held(&self.kept) > self.blocks_budget {
             let latest = self.kept.len() - 1;
             let mut index = 0;
@@ -286,64 +305,57 @@ struct ProbeEnd {
 
 /// Everything a probe's replay carries from one event to the next.
 struct ProbeState {
-    policy: Box<dyn Policy>,
+    replayer: Replayer,
     device: SimDevice,
-    live: LiveBlocks,
     /// The next event to replay.
     at: usize,
-    reserved: u64,
-    peak_reserved: u64,
+    /// The meter's figures.
+    counts: MeterCounts,
     /// The smallest capacity that would have refused nothing so far.
     needed: u64,
     /// The most bytes held right after a device request the meter granted (reserved plus the
     /// request), from the start or the copy it began from (where it is that copy's `needed`).
     granted: u64,
-    requested: u64,
-    peak_requested: u64,
+    /// The policy could not hold the state the trace began in: nothing fits.
+    refused_start: bool,
 }
 
 impl ProbeState {
-    fn fresh(mut policy: Box<dyn Policy>, device_bytes: u64, trace: &Trace) -> ProbeState {
+    fn fresh(policy: Box<dyn Policy>, device_bytes: u64, trace: &Trace) -> ProbeState {
         let mut device = SimDevice::new(device_bytes);
-        let mut live = LiveBlocks::for_trace(trace);
-        let (mut reserved, mut needed, mut granted, mut requested) = (0, 0, 0, 0);
-        if let Some(start) = &trace.start {
-            let mut meter = Metered::new(&mut device, None);
-            meter.priming = true;
-            // A start the policy cannot take fails the replay itself, which says why.
-            for a in policy.adopt(&mut meter, start).unwrap_or_default() {
-                live.insert(a.id, a.block, a.requested);
-                if a.pending {
-                    live.let_go(a.id);
-                } else {
-                    requested += a.requested;
-                }
-            }
-            (reserved, needed) = (meter.reserved, meter.needed.max(policy.limit_needed()));
-            granted = needed;
+        // Every probe has a cap: a release right before a device allocation is the policy's.
+        let mut replayer = Replayer::new(policy, trace, true);
+        let mut counts = MeterCounts::default();
+        let (mut needed, mut refused_start) = (0, false);
+        if trace.start.is_some() {
+            let mut meter = Metered::resume(&mut device, None, counts, false);
+            // A start the policy cannot hold fails every probe, as it fails the replay.
+            refused_start = !matches!(replayer.adopt_start(trace, &mut meter, &mut ()), Ok(None));
+            counts = meter.counts();
+            needed = counts.needed.max(replayer.policy.limit_needed());
         }
         ProbeState {
-            policy,
+            replayer,
             device,
-            live,
             at: 0,
-            reserved,
-            peak_reserved: reserved,
+            counts,
             needed,
-            granted,
-            requested,
-            peak_requested: requested,
+            granted: needed,
+            refused_start,
         }
     }
 
     /// A copy to go on from, when the policy can be copied.
     fn copy(&self) -> Option<ProbeState> {
         Some(ProbeState {
-            policy: self.policy.resumable_copy()?,
+            replayer: self.replayer.resumable_copy()?,
             device: self.device.clone(),
-            live: self.live.clone(),
             ..*self
         })
+    }
+
+    fn peak_requested(&self) -> u64 {
+        self.replayer.held.peak_requested
     }
 
     /// Replays from `at` to the end (or the first refusal) under `capacity`. With `checkpoints`
@@ -353,9 +365,9 @@ impl ProbeState {
         let events = trace.events.len();
         let began = self.at;
         let stride = events.div_ceil(CHECKPOINTS).max(1);
-        let limited_by_policy = capacity.is_some_and(|capacity| self.policy.limit_memory(capacity));
+        let limited_by_policy = capacity.is_some_and(|capacity| self.replayer.policy.limit_memory(capacity));
         let meter_capacity = if limited_by_policy { None } else { capacity };
-        let mut fits = true;
+        let mut fits = !self.refused_start;
         if meter_capacity.is_some() {
             // The meter refuses past the cap, and counts what it refuses among what it granted.
             self.granted = u64::MAX;
@@ -369,201 +381,51 @@ impl ProbeState {
             fits = self.advance(trace, end, meter_capacity);
             if let (true, true, Some(copies)) = (fits, end < events, checkpoints.as_deref_mut()) {
                 if let Some(state) = self.copy() {
-                    copies.keep(state, self.peak_requested);
+                    let peak_requested = self.peak_requested();
+                    copies.keep(state, peak_requested);
                 }
             }
         }
         ProbeEnd {
             fits,
-            peak_reserved: self.peak_reserved,
-            peak_requested: self.peak_requested,
+            peak_reserved: self.counts.peak_reserved,
+            peak_requested: self.peak_requested(),
             needed: self.needed,
             granted: self.granted,
             replayed: self.at - began,
         }
     }
 
-    /// Replays events `at..end`; false at the first request refused. The steps are those of
-    /// [`crate::replay_policy`] with everything but the refusal left out.
+    /// Replays events `at..end` through the replay's own steps; false at the first request
+    /// refused.
     fn advance(&mut self, trace: &Trace, end: usize, meter_capacity: Option<u64>) -> bool {
-        let mut meter = Metered::new(&mut self.device, meter_capacity);
-        meter.reserved = self.reserved;
-        meter.peak_reserved = self.peak_reserved;
-        meter.needed = self.granted;
-        let policy = &mut self.policy;
-        let live = &mut self.live;
+        let counts = MeterCounts {
+            needed: self.granted,
+            ..self.counts
+        };
+        let mut meter = Metered::resume(&mut self.device, meter_capacity, counts, false);
         let mut fits = true;
-        let pooled = !trace.pool_of_id.is_empty();
-        for (k, event) in trace.events[self.at..end].iter().enumerate() {
+        for index in self.at..end {
             // A cancelled search ends its probes at once; its caller reports the cancel.
-            if k % 4096 == 0 && experiments::cancel::requested() {
+            if (index - self.at).is_multiple_of(4096) && experiments::cancel::requested() {
                 fits = false;
                 break;
             }
-            match *event {
-                // Every probe has a cap: a release right before a device allocation is left to
-                // the policy, as in a capped replay.
-                TraceEvent::EmptyCache { within_request: true } => {}
-                TraceEvent::EmptyCache { within_request: false } => {
-                    policy.empty_cache(&mut meter);
-                    for block in policy.drain_finished() {
-                        if let Some(done) = live.let_go_at(block.addr) {
-                            live.remove(done);
-                        }
-                    }
-                }
-                TraceEvent::ReleasePool { pool } => policy.release_pool(pool),
-                TraceEvent::Alloc { id, size, stream } => {
-                    if pooled {
-                        policy.select_pool(trace.pool_of(id));
-                    }
-                    let result = policy.allocate(&mut meter, size, stream);
-                    for block in policy.drain_finished() {
-                        if let Some(done) = live.let_go_at(block.addr) {
-                            live.remove(done);
-                        }
-                    }
-                    let Ok(block) = result else {
-                        fits = false;
-                        break;
-                    };
-                    live.insert(id, block, size);
-                    self.requested += size;
-                    self.peak_requested = self.peak_requested.max(self.requested);
-                }
-                TraceEvent::FreeRequested { id } => {
-                    if let Some((block, size)) = live.let_go(id) {
-                        self.requested -= size;
-                        policy.free_requested(&mut meter, block);
-                    }
-                }
-                TraceEvent::Free { id } => {
-                    if let Some(entry) = live.remove(id) {
-                        if !entry.let_go {
-                            self.requested -= entry.size;
-                        }
-                        policy.free(&mut meter, entry.block);
-                    }
-                }
+            // Without an observer nothing can fail but the request itself.
+            if !self.replayer.step(trace, index, &mut meter, &mut ()).unwrap_or(false) {
+                fits = false;
+                break;
             }
         }
         self.at = end;
-        self.reserved = meter.reserved;
-        self.peak_reserved = meter.peak_reserved;
+        self.counts = meter.counts();
         // The cap is the policy's or the meter's; whichever it is, both bounds together are safe.
-        self.granted = meter.needed;
-        self.needed = self.needed.max(meter.needed).max(policy.limit_needed());
+        self.granted = self.counts.needed;
+        self.needed = self
+            .needed
+            .max(self.counts.needed)
+            .max(self.replayer.policy.limit_needed());
         fits
-    }
-}
-
-/// A live block of a probe.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    id: u64,
-    block: Block,
-    size: u64,
-    let_go: bool,
-}
-
-/// The live blocks of a probe, kept together so that a copy costs what is live, not what the
-/// trace's ids span; an index by id finds them.
-#[derive(Clone)]
-struct LiveBlocks {
-    entries: Vec<Entry>,
-    index: LiveIndex,
-}
-
-/// Where each live id's entry is: a vector where the ids are dense (every importer numbers them
-/// from 0), a hash map otherwise.
-#[derive(Clone)]
-enum LiveIndex {
-    Dense(Vec<u32>),
-    Sparse(HashMap<u64, u32>),
-}
-
-const ABSENT: u32 = u32::MAX;
-
-impl LiveBlocks {
-    fn for_trace(trace: &Trace) -> LiveBlocks {
-        let index = match crate::replay::dense_id_slots(trace) {
-            Some(slots) => LiveIndex::Dense(vec![ABSENT; slots]),
-            None => LiveIndex::Sparse(HashMap::default()),
-        };
-        LiveBlocks {
-            entries: Vec::new(),
-            index,
-        }
-    }
-
-    fn position(&self, id: u64) -> Option<usize> {
-        let at = match &self.index {
-            LiveIndex::Dense(slots) => slots.get(id as usize).copied().unwrap_or(ABSENT),
-            LiveIndex::Sparse(map) => map.get(&id).copied().unwrap_or(ABSENT),
-        };
-        (at != ABSENT).then_some(at as usize)
-    }
-
-    fn set_position(&mut self, id: u64, at: u32) {
-        match &mut self.index {
-            LiveIndex::Dense(slots) => slots[id as usize] = at,
-            LiveIndex::Sparse(map) => {
-                if at == ABSENT {
-                    map.remove(&id);
-                } else {
-                    map.insert(id, at);
-                }
-            }
-        }
-    }
-
-    fn insert(&mut self, id: u64, block: Block, size: u64) {
-        if let Some(old) = self.position(id) {
-            // An id allocated again while live replaces its block, as the replay's table does.
-            self.entries[old] = Entry {
-                id,
-                block,
-                size,
-                let_go: false,
-            };
-            return;
-        }
-        self.set_position(id, self.entries.len() as u32);
-        self.entries.push(Entry {
-            id,
-            block,
-            size,
-            let_go: false,
-        });
-    }
-
-    /// Marks `id` let go; its block and requested size, when it was live and not yet let go.
-    fn let_go(&mut self, id: u64) -> Option<(Block, u64)> {
-        let at = self.position(id)?;
-        let entry = &mut self.entries[at];
-        if entry.let_go {
-            return None;
-        }
-        entry.let_go = true;
-        Some((entry.block, entry.size))
-    }
-
-    fn remove(&mut self, id: u64) -> Option<Entry> {
-        let at = self.position(id)?;
-        let entry = self.entries.swap_remove(at);
-        self.set_position(id, ABSENT);
-        if let Some(moved) = self.entries.get(at) {
-            self.set_position(moved.id, at as u32);
-        }
-        Some(entry)
-    }
-
-    /// The id of the live block at `addr` that the program has let go of.
-    fn let_go_at(&self, addr: u64) -> Option<u64> {
-        self.entries
-            .iter()
-            .find(|entry| entry.let_go && entry.block.addr == addr)
-            .map(|entry| entry.id)
     }
 }
 
@@ -573,55 +435,106 @@ mod tests {
     use crate::build_pytorch_policy;
     use experiments::AllocConf;
 
-    #[test]
-    fn every_policy_gets_the_answer_of_whole_replays() {
-        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");
-        let trace = Trace::load(&path).unwrap();
-        let device_bytes = 80 << 30;
-        for info in experiments::POLICIES {
-            let spec = PolicySpec::parse(info.name).unwrap();
-            let build = || build_policy(&spec).unwrap();
-            let fits = |capacity: Option<u64>| {
-                let options = crate::ReplayOptions::probe(capacity);
-                let mut device = SimDevice::new(device_bytes);
-                let result = crate::replay_policy(
-                    &trace,
-                    "probe",
-                    build(),
-                    &mut device,
-                    options,
-                    &mut (),
-                    experiments::BackendKind::Sim,
-                )
-                .unwrap();
-                (
-                    result.failed_allocs == 0,
-                    result.peak_reserved_bytes,
-                    result.peak_requested_bytes,
-                )
-            };
-            let step = SimDevice::GRANULE;
-            let (ok, reserved, requested) = fits(None);
-            let whole = ok.then(|| {
-                let (mut fails, mut fit) = (requested.div_ceil(step).saturating_sub(1), reserved.div_ceil(step));
-                fails = fails.min(fit.saturating_sub(1));
-                while fit - fails > 1 {
-                    let mid = fails + (fit - fails) / 2;
-                    if fits(Some(mid * step)).0 {
-                        fit = mid;
-                    } else {
-                        fails = mid;
-                    }
+    /// Every trace committed to the repository.
+    fn committed_traces() -> Vec<std::path::PathBuf> {
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut paths = Vec::new();
+        for dir in [
+            "tests/traces",
+            "tests/traces/formats",
+            "reports/reference/h100/real-jobs",
+            "reports/reference/h100/alloc-traces/gpt",
+            "reports/reference/h100/alloc-traces/random",
+            "reports/reference/h100/alloc-traces/resnet18",
+            "reports/reference/h100/alloc-traces/serve",
+        ] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.to_string_lossy();
+                if name.ends_with(".pickle") || name.ends_with(".pickle.gz") {
+                    paths.push(path);
                 }
-                fit * step
-            });
-            assert_eq!(
-                min_capacity_of(&trace, &build, device_bytes).unwrap(),
-                whole,
-                "{}",
-                info.name
-            );
+            }
         }
+        paths.sort();
+        paths
+    }
+
+    /// The probes and whole replays step through events in one place, so they must agree: every
+    /// cap a search answered (by a probe from a copy of the unlimited run, or by a probe that
+    /// decided alike) is replayed whole from the first event, and fits exactly where the search
+    /// said. Every committed trace, under every policy and every setting of tune's grid; in a
+    /// debug build a fixed sample of them (one in fifteen, and four caps per search), all of
+    /// them with VRAMLAB_FULL_CHECKS set, as CI does.
+    #[test]
+    fn probes_answer_as_whole_replays_do() {
+        let full = !cfg!(debug_assertions) || std::env::var_os("VRAMLAB_FULL_CHECKS").is_some();
+        let device_bytes = 80 << 30;
+        let mut choices: Vec<crate::PolicyChoice> = experiments::POLICIES
+            .iter()
+            .map(|p| crate::PolicyChoice::Named(PolicySpec::parse(p.name).unwrap()))
+            .collect();
+        for settings in crate::DEFAULT_TUNE_GRID {
+            choices.push(crate::PolicyChoice::pytorch(settings).unwrap());
+        }
+        let (mut searches, mut compared) = (0, 0);
+        for (t, path) in committed_traces().iter().enumerate() {
+            let trace = Trace::load(path).unwrap();
+            for (c, choice) in choices.iter().enumerate() {
+                if !full && (t + c) % 15 != 0 {
+                    continue;
+                }
+                let build = || choice.build();
+                let options = SearchOptions {
+                    copied_blocks: COPIED_BLOCKS,
+                    scan: Some(64),
+                    spans: choice.decides_by_requests_alone(),
+                };
+                let searched = search(&trace, &build, device_bytes, options);
+                searches += 1;
+                let mut answers: Vec<(u64, bool)> = searched.answers.into_iter().collect();
+                if !full {
+                    // The caps either side of where fitting starts and stops are the telling ones.
+                    let telling = |(steps, _): &(u64, bool)| {
+                        searched.caps.is_some_and(|caps| {
+                            [caps.smallest, caps.always].iter().any(|&at| {
+                                let at = at / STEP;
+                                *steps == at || *steps + 1 == at
+                            })
+                        })
+                    };
+                    answers.retain(telling);
+                }
+                for (steps, fits) in answers {
+                    let mut device = SimDevice::new(device_bytes);
+                    let whole = crate::replay_policy(
+                        &trace,
+                        "whole",
+                        choice.build(),
+                        &mut device,
+                        crate::ReplayOptions::probe(Some(steps * STEP)),
+                        &mut (),
+                        experiments::BackendKind::Sim,
+                    )
+                    .unwrap();
+                    assert_eq!(
+                        whole.failed_allocs == 0,
+                        fits,
+                        "{} under {} at {} B: the search said {}, a whole replay {}",
+                        path.display(),
+                        choice.label(),
+                        steps * STEP,
+                        if fits { "fits" } else { "fails" },
+                        whole.first_failure.as_deref().unwrap_or("fits")
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        assert!(
+            searches > 50 && compared > 100,
+            "{searches} searches, {compared} caps compared"
+        );
     }
 
     #[test]
@@ -635,8 +548,10 @@ mod tests {
             scan: Some(64),
             spans: true,
         };
-        let (answer, copies) = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS));
-        let (thinned, one) = search(&trace, &build, 80 << 30, options(0));
+        let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS));
+        let thinned = search(&trace, &build, 80 << 30, options(0));
+        let (answer, copies) = (whole.caps, whole.copies);
+        let (thinned, one) = (thinned.caps, thinned.copies);
         assert!(copies > 1, "the resnet18 trace keeps several copies: {copies}");
         assert_eq!(one, 1);
         assert_eq!(answer, thinned);

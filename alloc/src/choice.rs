@@ -8,7 +8,7 @@ use experiments::{
 use rayon::prelude::*;
 
 use super::capacity::{fitting_caps_of, ALWAYS_FITS_PROBES};
-use super::{build_policy, build_pytorch_policy, replay_policy, Policy, ReplayOptions, SimDevice};
+use super::{build_policy, build_pytorch_policy, replay_policy, Error, Policy, ReplayOptions, SimDevice};
 
 /// One policy a replay runs.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ impl PolicyChoice {
     /// request fits under it (PyTorch's own allocator without a garbage-collection threshold,
     /// which acts relative to the cap, or expandable segments, which map less than they
     /// check): then one probe of the smallest-cap searches answers for a range of caps.
-    fn decides_by_requests_alone(&self) -> bool {
+    pub(crate) fn decides_by_requests_alone(&self) -> bool {
         match self {
             PolicyChoice::Pytorch { conf, .. } => {
                 conf.backend == AllocBackend::Native
@@ -131,7 +131,7 @@ pub fn replay_choices(
     choices: &[PolicyChoice],
     device_bytes: u64,
     options: ReplayOptions,
-) -> Result<Vec<PolicyResult>, experiments::Error> {
+) -> Result<Vec<PolicyResult>, Error> {
     replay_each(trace, choices, device_bytes, options, false)
 }
 
@@ -143,7 +143,7 @@ pub(crate) fn replay_each(
     device_bytes: u64,
     options: ReplayOptions,
     always_fits: bool,
-) -> Result<Vec<PolicyResult>, experiments::Error> {
+) -> Result<Vec<PolicyResult>, Error> {
     choices
         .par_iter()
         .map(|choice| {
@@ -189,7 +189,7 @@ pub(crate) fn replay_each(
 
 /// The cap a replay runs under: the one given, or else the device as the recording's
 /// out-of-memory error showed it; with a sentence saying where an inferred cap came from.
-pub fn replay_capacity(trace: &Trace, given: Option<u64>) -> (Option<u64>, Option<String>) {
+pub(crate) fn replay_capacity(trace: &Trace, given: Option<u64>) -> (Option<u64>, Option<String>) {
     match (given, trace.capacity_from_oom()) {
         (Some(cap), _) => (Some(cap), None),
         (None, Some(cap)) => (
@@ -206,24 +206,14 @@ pub fn replay_capacity(trace: &Trace, given: Option<u64>) -> (Option<u64>, Optio
 /// Replays every trace of a file (one per device of a snapshot) under the policies chosen for
 /// it, as `vramlab replay` does: each device on its own, labelled, under `capacity` or the cap
 /// its recorded out-of-memory error implies; devices without events are listed with a note.
-pub fn replay_devices(
+pub(crate) fn replay_devices(
     traces: &[Trace],
     policy: Option<&str>,
     alloc_conf: &[String],
     capacity: Option<u64>,
     device_bytes: u64,
     options: ReplayOptions,
-) -> Result<ReplayRecord, experiments::Error> {
-    if traces.iter().all(Trace::is_empty) {
-        return Err(experiments::Error::Invalid(match traces.first() {
-            Some(t) if t.source == TraceSource::PytorchSnapshot => format!(
-                "{}: not a PyTorch memory snapshot: every device trace is empty (was _record_memory_history on?)",
-                t.name
-            ),
-            Some(t) => format!("{}: the trace has no events", t.name),
-            None => "the trace has no device to replay".to_string(),
-        }));
-    }
+) -> Result<ReplayRecord, Error> {
     let mut records = Vec::with_capacity(traces.len());
     for trace in traces {
         if trace.is_empty() {
@@ -250,5 +240,5 @@ pub fn replay_devices(
         record.capacity_source = source;
         records.push(record);
     }
-    ReplayRecord::of_devices(records)
+    Ok(ReplayRecord::of_devices(records)?)
 }

@@ -166,50 +166,108 @@ impl DeviceMemory for SimDevice {
 
 /// Counts what a policy takes from a device and enforces a capacity, so the figures of every
 /// policy are measured the same way and no policy reports its own.
-pub struct Metered<'d> {
+pub(crate) struct Metered<'d> {
     device: &'d mut dyn DeviceMemory,
     capacity: u64,
-    /// Bytes of device memory held now (allocations plus mapped ranges).
-    pub reserved: u64,
-    /// The most ever held.
-    pub peak_reserved: u64,
-    /// The smallest capacity that would have refused none of the requests so far.
-    pub needed: u64,
-    /// Allocation and map calls that succeeded.
-    pub allocations: u64,
-    /// Free and unmap calls.
-    pub frees: u64,
-    /// Sizes of successful allocations and maps, in order.
-    pub sizes: Vec<u64>,
+    counts: MeterCounts,
+    sizes: Vec<u64>,
     /// The index of the trace event being replayed, stamped on every operation logged.
-    pub at: usize,
-    /// Every allocation, free, map and unmap, in order, where it happened.
-    pub ops: Vec<RecordedOp>,
+    pub(crate) at: usize,
+    ops: Vec<RecordedOp>,
     /// Taking over a trace's starting state: memory is held, but no operation is logged or
     /// counted (it happened before the trace).
-    pub priming: bool,
+    priming: bool,
+    /// Whether operations and sizes are kept (a probe wants only the counts).
+    logging: bool,
+}
+
+/// The meter's running figures, which a probe carries from one stretch of events to the next.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MeterCounts {
+    /// Bytes of device memory held now (allocations plus mapped ranges).
+    pub(crate) reserved: u64,
+    /// The most ever held.
+    pub(crate) peak_reserved: u64,
+    /// The smallest capacity that would have refused none of the requests so far.
+    pub(crate) needed: u64,
+    /// Allocation and map calls that succeeded.
+    pub(crate) allocations: u64,
+    /// Free and unmap calls.
+    pub(crate) frees: u64,
 }
 
 impl<'d> Metered<'d> {
-    /// Meters `device`, refusing anything that would hold more than `capacity` bytes.
-    pub fn new(device: &'d mut dyn DeviceMemory, capacity: Option<u64>) -> Metered<'d> {
+    /// Meters `device`, refusing anything that would hold more than `capacity` bytes, and
+    /// keeping every operation.
+    pub(crate) fn new(device: &'d mut dyn DeviceMemory, capacity: Option<u64>) -> Metered<'d> {
+        Metered::resume(device, capacity, MeterCounts::default(), true)
+    }
+
+    /// Meters `device` from `counts` on; `logging`: keep every operation and size.
+    pub(crate) fn resume(
+        device: &'d mut dyn DeviceMemory,
+        capacity: Option<u64>,
+        counts: MeterCounts,
+        logging: bool,
+    ) -> Metered<'d> {
         Metered {
             device,
             capacity: capacity.unwrap_or(u64::MAX),
-            reserved: 0,
-            peak_reserved: 0,
-            needed: 0,
-            allocations: 0,
-            frees: 0,
+            counts,
             sizes: Vec::new(),
             at: 0,
             ops: Vec::new(),
             priming: false,
+            logging,
         }
     }
 
+    /// The running figures.
+    pub(crate) fn counts(&self) -> MeterCounts {
+        self.counts
+    }
+
+    /// Bytes held now.
+    pub(crate) fn reserved(&self) -> u64 {
+        self.counts.reserved
+    }
+
+    /// Every operation so far, in order.
+    pub(crate) fn ops(&self) -> &[RecordedOp] {
+        &self.ops
+    }
+
+    /// Sizes of successful allocations and maps, in order.
+    #[cfg(test)]
+    pub(crate) fn sizes(&self) -> &[u64] {
+        &self.sizes
+    }
+
+    /// Sizes of successful allocations and maps, in order.
+    pub(crate) fn into_sizes(self) -> Vec<u64> {
+        self.sizes
+    }
+
+    /// Logs a request the policy refused, where the recording would show its out-of-memory error.
+    pub(crate) fn log_refusal(&mut self, size: u64, stream: u64) {
+        if self.logging {
+            self.ops.push(RecordedOp {
+                at: self.at,
+                action: DeviceAction::Oom,
+                size,
+                addr: 0,
+                stream,
+            });
+        }
+    }
+
+    /// While true, memory is held but nothing is logged or counted (a trace's starting state).
+    pub(crate) fn set_priming(&mut self, priming: bool) {
+        self.priming = priming;
+    }
+
     fn log(&mut self, action: DeviceAction, size: u64, addr: u64) {
-        if self.priming {
+        if self.priming || !self.logging {
             return;
         }
         self.ops.push(RecordedOp {
@@ -222,23 +280,26 @@ impl<'d> Metered<'d> {
     }
 
     fn admit(&mut self, bytes: u64) -> bool {
-        let total = self.reserved.checked_add(bytes);
-        self.needed = self.needed.max(total.unwrap_or(u64::MAX));
+        let total = self.counts.reserved.checked_add(bytes);
+        self.counts.needed = self.counts.needed.max(total.unwrap_or(u64::MAX));
         total.is_some_and(|total| total <= self.capacity)
     }
 
     fn took(&mut self, bytes: u64) {
-        self.reserved += bytes;
-        self.peak_reserved = self.peak_reserved.max(self.reserved);
+        let counts = &mut self.counts;
+        counts.reserved += bytes;
+        counts.peak_reserved = counts.peak_reserved.max(counts.reserved);
         if !self.priming {
-            self.allocations += 1;
-            self.sizes.push(bytes);
+            counts.allocations += 1;
+            if self.logging {
+                self.sizes.push(bytes);
+            }
         }
     }
 
     fn gave_back(&mut self, bytes: u64) {
-        self.reserved -= bytes;
-        self.frees += 1;
+        self.counts.reserved -= bytes;
+        self.counts.frees += 1;
     }
 }
 

@@ -3,14 +3,15 @@
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap as HashMap;
-use std::time::Instant;
 
 use experiments::{
     BackendKind, BlockState, DeviceAction, FirstDifference, OperationView, PolicyResult, PolicySpec, RecordedCheck,
-    RecordedOp, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint, Trace, TraceEvent, Verdict,
+    RecordedOp, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint, Trace, Verdict,
 };
 
-use super::{build_policy, Block, DeviceMemory, Metered, Policy};
+use super::device::Metered;
+use super::replayer::{Held, Live, Observer, Replayer};
+use super::{build_policy, AllocError, BackendError, Block, DeviceMemory, Error, Policy};
 
 /// How a replay runs.
 #[derive(Debug, Clone, Copy)]
@@ -62,22 +63,22 @@ impl ReplayOptions {
 /// handed out with a kernel and checks it when it comes back.
 pub trait ReplayHooks {
     /// Called right after a block is handed out.
-    fn allocated(&mut self, id: u64, block: Block) -> Result<(), String>;
+    fn allocated(&mut self, id: u64, block: Block) -> Result<(), BackendError>;
     /// Called right before a block is freed.
-    fn freeing(&mut self, id: u64, block: Block) -> Result<(), String>;
+    fn freeing(&mut self, id: u64, block: Block) -> Result<(), BackendError>;
     /// Called at the end: what the backend's own checks found.
-    fn finish(&mut self) -> Result<Option<String>, String>;
+    fn finish(&mut self) -> Result<Option<String>, BackendError>;
 }
 
 /// No hooks: pure simulation.
 impl ReplayHooks for () {
-    fn allocated(&mut self, _id: u64, _block: Block) -> Result<(), String> {
+    fn allocated(&mut self, _id: u64, _block: Block) -> Result<(), BackendError> {
         Ok(())
     }
-    fn freeing(&mut self, _id: u64, _block: Block) -> Result<(), String> {
+    fn freeing(&mut self, _id: u64, _block: Block) -> Result<(), BackendError> {
         Ok(())
     }
-    fn finish(&mut self) -> Result<Option<String>, String> {
+    fn finish(&mut self) -> Result<Option<String>, BackendError> {
         Ok(None)
     }
 }
@@ -167,7 +168,7 @@ pub fn replay(
     options: ReplayOptions,
     hooks: &mut dyn ReplayHooks,
     backend: BackendKind,
-) -> Result<PolicyResult, experiments::Error> {
+) -> Result<PolicyResult, Error> {
     replay_policy(
         trace,
         &spec.label(),
@@ -177,118 +178,6 @@ pub fn replay(
         hooks,
         backend,
     )
-}
-
-/// Takes out of the live table the blocks a flush finished before the trace's own free came
-/// (rare: a scan will do).
-fn settle_finished(
-    policy: &mut dyn Policy,
-    live: &mut LiveTable,
-    mut recorder: Option<&mut Recorder>,
-    hooks: &mut dyn ReplayHooks,
-    index: usize,
-) -> Result<(), String> {
-    for block in policy.drain_finished() {
-        if let Some(done) = live.let_go_at(block.addr) {
-            let entry = live.remove(done).expect("found just now");
-            if let Some(r) = recorder.as_deref_mut() {
-                r.push(index, "free_completed", block.addr, entry.size, entry.stream);
-            }
-            hooks.freeing(done, block)?;
-        }
-    }
-    Ok(())
-}
-
-/// A block the replay has handed to the trace's program.
-struct Live {
-    block: Block,
-    size: u64,
-    stream: u64,
-    ns: f64,
-    /// The program let go of it (`FreeRequested`); it waits for its `Free`.
-    let_go: bool,
-}
-
-/// Live blocks by trace id: a vector where the ids are dense (every importer numbers them from
-/// 0), a hash map otherwise.
-enum LiveTable {
-    Dense(Vec<Option<Live>>),
-    Sparse(HashMap<u64, Live>),
-}
-
-/// How many slots a table indexed by the trace's ids needs, when the ids are dense enough for
-/// one (every importer numbers them from 0); `None` when a hash map should hold them.
-pub(crate) fn dense_id_slots(trace: &Trace) -> Option<usize> {
-    let started = trace.start.iter().flat_map(|s| s.blocks()).filter_map(|b| b.id);
-    let max_id = trace
-        .events
-        .iter()
-        .map(|e| match *e {
-            TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => id,
-            TraceEvent::EmptyCache { .. } | TraceEvent::ReleasePool { .. } => 0,
-        })
-        .chain(started)
-        .max()
-        .unwrap_or(0);
-    (max_id <= 2 * trace.events.len() as u64 + 1024).then(|| max_id as usize + 1)
-}
-
-impl LiveTable {
-    fn for_trace(trace: &Trace) -> LiveTable {
-        match dense_id_slots(trace) {
-            Some(slots) => LiveTable::Dense((0..slots).map(|_| None).collect()),
-            None => LiveTable::Sparse(HashMap::default()),
-        }
-    }
-
-    fn insert(&mut self, id: u64, live: Live) {
-        match self {
-            LiveTable::Dense(slots) => slots[id as usize] = Some(live),
-            LiveTable::Sparse(map) => {
-                map.insert(id, live);
-            }
-        }
-    }
-
-    fn get_mut(&mut self, id: u64) -> Option<&mut Live> {
-        match self {
-            LiveTable::Dense(slots) => slots.get_mut(id as usize).and_then(Option::as_mut),
-            LiveTable::Sparse(map) => map.get_mut(&id),
-        }
-    }
-
-    fn remove(&mut self, id: u64) -> Option<Live> {
-        match self {
-            LiveTable::Dense(slots) => slots.get_mut(id as usize).and_then(Option::take),
-            LiveTable::Sparse(map) => map.remove(&id),
-        }
-    }
-
-    /// The id of the live block at `addr` that the program has let go of.
-    fn let_go_at(&self, addr: u64) -> Option<u64> {
-        let matches = |live: &Live| live.let_go && live.block.addr == addr;
-        match self {
-            LiveTable::Dense(slots) => slots
-                .iter()
-                .position(|slot| slot.as_ref().is_some_and(matches))
-                .map(|i| i as u64),
-            LiveTable::Sparse(map) => map.iter().find(|(_, live)| matches(live)).map(|(&id, _)| id),
-        }
-    }
-
-    fn drain(self) -> Vec<(u64, Block)> {
-        let mut out: Vec<(u64, Block)> = match self {
-            LiveTable::Dense(slots) => slots
-                .into_iter()
-                .enumerate()
-                .filter_map(|(id, slot)| slot.map(|live| (id as u64, live.block)))
-                .collect(),
-            LiveTable::Sparse(map) => map.into_iter().map(|(id, live)| (id, live.block)).collect(),
-        };
-        out.sort_by_key(|(id, _)| *id);
-        out
-    }
 }
 
 /// Writes down what a replay does, in PyTorch's terms, when the exports ask for it.
@@ -520,276 +409,280 @@ fn same_layout(recorded: &[experiments::StartSegment], made: &[SegmentView]) -> 
     ))
 }
 
+/// What a whole replay keeps besides the policy's work: the timings, the timeline, the
+/// operations for the exports, where each allocation was placed, and the backend's hooks.
+struct Observe<'h> {
+    label: &'h str,
+    hooks: &'h mut dyn ReplayHooks,
+    time_ops: bool,
+    trace: &'h Trace,
+    alloc_ns: Vec<f64>,
+    free_ns: Vec<f64>,
+    pair_ns: Vec<f64>,
+    timeline: Timeline,
+    recorder: Option<Recorder>,
+    retries_before: Option<u64>,
+    placement: Placement,
+    allocs_seen: usize,
+    /// Where the recording placed the request being answered.
+    recorded_addr: Option<u64>,
+    failed: u64,
+    first_failure: Option<String>,
+    fragmentation: f64,
+    waste: u64,
+}
+
+impl Observe<'_> {
+    fn backend(&self, event: usize, source: BackendError) -> Error {
+        Error::Backend {
+            policy: self.label.to_string(),
+            event,
+            source,
+        }
+    }
+}
+
+impl Observer for Observe<'_> {
+    fn timed(&self) -> bool {
+        self.time_ops
+    }
+
+    fn requesting(&mut self, policy: &dyn Policy) {
+        if self.recorder.is_some() {
+            self.retries_before = policy.pytorch_stats().map(|s| s.num_alloc_retries);
+        }
+    }
+
+    fn answered(&mut self, index: usize, size: u64, stream: u64, policy: &dyn Policy) {
+        if let (Some(r), Some(before)) = (self.recorder.as_mut(), self.retries_before) {
+            if policy.pytorch_stats().is_some_and(|s| s.num_alloc_retries > before) {
+                r.push(index, "retry", 0, size, stream);
+            }
+        }
+        if self.placement.checked {
+            self.recorded_addr = self.trace.alloc_addrs.get(self.allocs_seen).copied();
+            self.allocs_seen += 1;
+        }
+    }
+
+    fn adopted(&mut self, live: &Live) -> Result<(), Error> {
+        self.hooks
+            .allocated(live.id, live.block)
+            .map_err(|e| self.backend(0, e))
+    }
+
+    fn allocated(&mut self, index: usize, live: &Live, meter: &Metered<'_>) -> Result<(), Error> {
+        if let Some(recorded) = self.recorded_addr.take().filter(|&a| a != u64::MAX) {
+            if recorded != live.block.addr {
+                self.placement.misplaced += 1;
+                self.placement.first.get_or_insert((index, recorded, live.block.addr));
+            }
+        }
+        if let Some(r) = self.recorder.as_mut() {
+            r.device_ops(meter.ops(), live.stream);
+            r.push(index, "alloc", live.block.addr, live.size, live.stream);
+        }
+        self.hooks
+            .allocated(live.id, live.block)
+            .map_err(|e| self.backend(index, e))?;
+        if self.time_ops {
+            self.alloc_ns.push(live.ns);
+        }
+        Ok(())
+    }
+
+    fn refused(&mut self, index: usize, size: u64, stream: u64, error: &AllocError, meter: &mut Metered<'_>) {
+        self.recorded_addr = None;
+        self.failed += 1;
+        meter.log_refusal(size, stream);
+        if let Some(r) = self.recorder.as_mut() {
+            r.device_ops(meter.ops(), stream);
+        }
+        self.first_failure
+            .get_or_insert_with(|| format!("event {index}: {error}"));
+    }
+
+    fn new_peak(&mut self, policy: &dyn Policy, held: &Held) {
+        self.fragmentation = policy.free_space().fragmentation();
+        self.waste = held.allocated - held.requested;
+    }
+
+    fn let_go(&mut self, index: usize, live: &Live) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.push(index, "free_requested", live.block.addr, live.size, live.stream);
+        }
+    }
+
+    fn freeing(&mut self, index: usize, live: &Live) -> Result<(), Error> {
+        if let Some(r) = self.recorder.as_mut() {
+            if !live.let_go {
+                r.push(index, "free_requested", live.block.addr, live.size, live.stream);
+            }
+            r.push(index, "free_completed", live.block.addr, live.size, live.stream);
+        }
+        self.hooks
+            .freeing(live.id, live.block)
+            .map_err(|e| self.backend(index, e))
+    }
+
+    fn freed(&mut self, live: &Live, ns: f64) {
+        if self.time_ops {
+            self.free_ns.push(ns);
+            self.pair_ns.push(live.ns + ns);
+        }
+    }
+
+    fn released(&mut self, meter: &Metered<'_>) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.device_ops(meter.ops(), 0);
+        }
+    }
+
+    fn stepped(&mut self, index: usize, held: &Held, meter: &Metered<'_>) {
+        self.timeline.record(index, held.allocated, meter.reserved());
+    }
+}
+
 /// Replays `trace` through any policy (one of vramlab's or your own), reported as `label`.
 pub fn replay_policy(
     trace: &Trace,
     label: &str,
-    mut policy: Box<dyn Policy>,
+    policy: Box<dyn Policy>,
     device: &mut dyn DeviceMemory,
     options: ReplayOptions,
     hooks: &mut dyn ReplayHooks,
     backend: BackendKind,
-) -> Result<PolicyResult, experiments::Error> {
-    let limited_by_policy = options.capacity.is_some_and(|capacity| policy.limit_memory(capacity));
+) -> Result<PolicyResult, Error> {
+    let mut replayer = Replayer::new(
+        policy,
+        trace,
+        options.capacity.is_some() || options.stop_at_first_failure,
+    );
+    let limited_by_policy = options
+        .capacity
+        .is_some_and(|capacity| replayer.policy.limit_memory(capacity));
     let mut meter = Metered::new(device, if limited_by_policy { None } else { options.capacity });
-    let mut live = LiveTable::for_trace(trace);
-    let (mut allocated, mut requested) = (0u64, 0u64);
-    let (mut peak_allocated, mut peak_requested) = (0u64, 0u64);
-    let (mut fragmentation, mut waste) = (0.0, 0u64);
-    let (mut failed, mut first_failure) = (0u64, None);
-    let (mut alloc_ns, mut free_ns, mut pair_ns) = (Vec::new(), Vec::new(), Vec::new());
-    let mut timeline = Timeline::new(trace.events.len(), options.timeline_points);
-    let mut recorder = options.record_events.then(|| Recorder {
-        events: Vec::new(),
-        ops_seen: 0,
-        streams: BTreeMap::new(),
-    });
-    let hook_error = |index: usize, e: String| experiments::Error::Invalid(format!("{label}: event {index}: {e}"));
-    let timed = |start: Option<Instant>| start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
-    if let Some(start) = &trace.start {
-        meter.priming = true;
-        let adopted = policy
-            .adopt(&mut meter, start)
-            .map_err(|e| experiments::Error::Invalid(format!("{label}: the trace's starting state: {e}")))?;
-        meter.priming = false;
-        for a in adopted {
-            hooks.allocated(a.id, a.block).map_err(|e| hook_error(0, e))?;
-            live.insert(
-                a.id,
-                Live {
-                    block: a.block,
-                    size: a.requested,
-                    stream: a.stream,
-                    ns: 0.0,
-                    let_go: a.pending,
-                },
-            );
-            if !a.pending {
-                allocated += a.block.size;
-                requested += a.requested;
-            }
-        }
-        (peak_allocated, peak_requested) = (allocated, requested);
-        // A cap below what the window began with cannot hold it: said as the first failure.
-        if let Some(cap) = options.capacity.filter(|&cap| meter.reserved > cap) {
-            failed += 1;
-            first_failure = Some(format!(
+    let mut observe = Observe {
+        label,
+        hooks,
+        time_ops: options.time_ops,
+        trace,
+        alloc_ns: Vec::new(),
+        free_ns: Vec::new(),
+        pair_ns: Vec::new(),
+        timeline: Timeline::new(trace.events.len(), options.timeline_points),
+        recorder: options.record_events.then(|| Recorder {
+            events: Vec::new(),
+            ops_seen: 0,
+            streams: BTreeMap::new(),
+        }),
+        retries_before: None,
+        // Over the driver's addresses, a replay under the recording's settings puts every
+        // block where the recording did (expandable segments' address ranges are the
+        // simulator's own); checked only where the recording's segment addresses are known
+        // (its device operations, or the segments its window began with).
+        placement: Placement {
+            checked: options.check_recorded
+                && !trace.alloc_addrs.is_empty()
+                && (trace.records_device_operations() || trace.start.is_some())
+                && !trace.uses_expandable_segments(),
+            ..Placement::default()
+        },
+        allocs_seen: 0,
+        recorded_addr: None,
+        failed: 0,
+        first_failure: None,
+        fragmentation: 0.0,
+        waste: 0,
+    };
+    // A policy that cannot hold what the window began with replays nothing: said as the first
+    // failure, as is a cap below it.
+    let mut refused_start = false;
+    if trace.start.is_some() {
+        if let Some(why) = replayer.adopt_start(trace, &mut meter, &mut observe)? {
+            refused_start = true;
+            observe.failed += 1;
+            observe.first_failure = Some(format!("the window's starting state: {why}"));
+        } else if let Some(cap) = options.capacity.filter(|&cap| meter.reserved() > cap) {
+            observe.failed += 1;
+            observe.first_failure = Some(format!(
                 "the window began with {} reserved, more than the cap of {}",
-                experiments::format_bytes(meter.reserved),
+                experiments::format_bytes(meter.reserved()),
                 experiments::format_bytes(cap)
             ));
         }
-        if let Some(r) = recorder.as_mut() {
+        if let Some(r) = observe.recorder.as_mut() {
             r.streams
-                .extend(policy.segments().iter().map(|s| (s.address, s.stream)));
+                .extend(replayer.policy.segments().iter().map(|s| (s.address, s.stream)));
         }
-        fragmentation = policy.free_space().fragmentation();
-        waste = allocated - requested;
+        observe.fragmentation = replayer.policy.free_space().fragmentation();
+        observe.waste = replayer.held.allocated - replayer.held.requested;
     }
-    let pooled = !trace.pool_of_id.is_empty();
-    // Over the driver's addresses, a replay under the recording's settings puts every block
-    // where the recording did (expandable segments' address ranges are the simulator's own).
-    let mut placement = Placement {
-        // Only where the recording's segment addresses are known (its device operations, or
-        // the segments its window began with).
-        checked: options.check_recorded
-            && !trace.alloc_addrs.is_empty()
-            && (trace.records_device_operations() || trace.start.is_some())
-            && !trace.uses_expandable_segments(),
-        ..Placement::default()
-    };
-    let mut allocs_seen = 0usize;
-
-    let events = if failed > 0 && options.stop_at_first_failure {
-        &trace.events[..0]
+    let events = if refused_start || observe.failed > 0 && options.stop_at_first_failure {
+        0
     } else {
-        &trace.events[..]
+        trace.events.len()
     };
-    for (index, event) in events.iter().enumerate() {
+    for index in 0..events {
         if index % 4096 == 0 {
             experiments::cancel::check()?;
         }
-        meter.at = index;
-        match *event {
-            TraceEvent::Alloc { id, size, stream } => {
-                let retries_before = recorder
-                    .as_ref()
-                    .and_then(|_| policy.pytorch_stats())
-                    .map(|s| s.num_alloc_retries);
-                if pooled {
-                    policy.select_pool(trace.pool_of(id));
-                }
-                let recorded_addr = if placement.checked {
-                    allocs_seen += 1;
-                    trace.alloc_addrs.get(allocs_seen - 1).copied()
-                } else {
-                    None
-                };
-                let start = options.time_ops.then(Instant::now);
-                let result = policy.allocate(&mut meter, size, stream);
-                let ns = timed(start);
-                if let (Some(r), Some(before)) = (recorder.as_mut(), retries_before) {
-                    if policy.pytorch_stats().is_some_and(|s| s.num_alloc_retries > before) {
-                        r.push(index, "retry", 0, size, stream);
-                    }
-                }
-                settle_finished(policy.as_mut(), &mut live, recorder.as_mut(), hooks, index)
-                    .map_err(|e| hook_error(index, e))?;
-                match result {
-                    Ok(block) => {
-                        if let Some(recorded) = recorded_addr.filter(|&a| a != u64::MAX) {
-                            if recorded != block.addr {
-                                placement.misplaced += 1;
-                                placement.first.get_or_insert((index, recorded, block.addr));
-                            }
-                        }
-                        if let Some(r) = recorder.as_mut() {
-                            r.device_ops(&meter.ops, stream);
-                            r.push(index, "alloc", block.addr, size, stream);
-                        }
-                        hooks.allocated(id, block).map_err(|e| hook_error(index, e))?;
-                        if options.time_ops {
-                            alloc_ns.push(ns);
-                        }
-                        live.insert(
-                            id,
-                            Live {
-                                block,
-                                size,
-                                stream,
-                                ns,
-                                let_go: false,
-                            },
-                        );
-                        allocated += block.size;
-                        requested += size;
-                        peak_requested = peak_requested.max(requested);
-                        if allocated > peak_allocated {
-                            peak_allocated = allocated;
-                            fragmentation = policy.free_space().fragmentation();
-                            waste = allocated - requested;
-                        }
-                    }
-                    Err(e) => {
-                        failed += 1;
-                        meter.ops.push(RecordedOp {
-                            at: index,
-                            action: DeviceAction::Oom,
-                            size,
-                            addr: 0,
-                            stream,
-                        });
-                        if let Some(r) = recorder.as_mut() {
-                            r.device_ops(&meter.ops, stream);
-                        }
-                        first_failure.get_or_insert_with(|| format!("event {index}: {e}"));
-                        if options.stop_at_first_failure {
-                            break;
-                        }
-                    }
-                }
-            }
-            TraceEvent::FreeRequested { id } => {
-                if let Some(entry) = live.get_mut(id).filter(|entry| !entry.let_go) {
-                    entry.let_go = true;
-                    if let Some(r) = recorder.as_mut() {
-                        r.push(index, "free_requested", entry.block.addr, entry.size, entry.stream);
-                    }
-                    allocated -= entry.block.size;
-                    requested -= entry.size;
-                    let start = options.time_ops.then(Instant::now);
-                    policy.free_requested(&mut meter, entry.block);
-                    entry.ns += timed(start);
-                }
-            }
-            // Under a cap (and in a probe, which always has one), a release right before a
-            // device allocation may be the allocator's own retry: the policy makes it itself,
-            // when the cap calls for it.
-            TraceEvent::EmptyCache { within_request: true }
-                if options.capacity.is_some() || options.stop_at_first_failure => {}
-            TraceEvent::EmptyCache { within_request } => {
-                // Its operations belong to the request that follows, as the recording has them.
-                meter.at = index + usize::from(within_request);
-                policy.empty_cache(&mut meter);
-                settle_finished(policy.as_mut(), &mut live, recorder.as_mut(), hooks, index)
-                    .map_err(|e| hook_error(index, e))?;
-                if let Some(r) = recorder.as_mut() {
-                    r.device_ops(&meter.ops, 0);
-                }
-            }
-            TraceEvent::ReleasePool { pool } => policy.release_pool(pool),
-            TraceEvent::Free { id } => {
-                // A free whose allocation failed, or that a flush already finished, has nothing to return.
-                if let Some(entry) = live.remove(id) {
-                    if !entry.let_go {
-                        allocated -= entry.block.size;
-                        requested -= entry.size;
-                    }
-                    if let Some(r) = recorder.as_mut() {
-                        if !entry.let_go {
-                            r.push(index, "free_requested", entry.block.addr, entry.size, entry.stream);
-                        }
-                        r.push(index, "free_completed", entry.block.addr, entry.size, entry.stream);
-                    }
-                    hooks.freeing(id, entry.block).map_err(|e| hook_error(index, e))?;
-                    let start = options.time_ops.then(Instant::now);
-                    policy.free(&mut meter, entry.block);
-                    if options.time_ops {
-                        let ns = timed(start);
-                        free_ns.push(ns);
-                        pair_ns.push(entry.ns + ns);
-                    }
-                }
-            }
+        let fits = replayer.step(trace, index, &mut meter, &mut observe)?;
+        if !fits && options.stop_at_first_failure {
+            break;
         }
-        timeline.record(index, allocated, meter.reserved);
     }
     // The policy's own statistics describe the trace: taken before anything below is returned.
+    let policy = &replayer.policy;
     let pytorch_stats = policy.pytorch_stats();
-    let final_segments =
-        (options.check_recorded && !trace.final_segments.is_empty() || recorder.is_some()).then(|| policy.segments());
+    let final_segments = (options.check_recorded && !trace.final_segments.is_empty() || observe.recorder.is_some())
+        .then(|| policy.segments());
     let recorded_check = check_recorded(
         trace,
         options.check_recorded,
-        &meter.ops,
+        meter.ops(),
         final_segments.clone().filter(|_| !trace.final_segments.is_empty()),
-        &placement,
+        &observe.placement,
     );
-    let replayed = recorder.map(|r| ReplayedTrace {
+    let replayed = observe.recorder.take().map(|r| ReplayedTrace {
         events: r.events,
         segments: final_segments.unwrap_or_default(),
         pools: trace.pools.clone(),
     });
     // Blocks the trace never frees are returned (untimed, and after every figure above), then
     // the cache: whatever the policy still holds afterwards is memory it cannot give back.
-    let end = trace.events.len();
-    meter.at = end;
-    for (id, block) in live.drain() {
-        hooks.freeing(id, block).map_err(|e| hook_error(end, e))?;
-        policy.free(&mut meter, block);
-    }
-    policy.release_cached(&mut meter);
-    let held_after_release = meter.reserved;
-    let device_check = hooks.finish().map_err(|e| hook_error(end, e))?;
-    let (alloc_ns_p50, alloc_ns_p99) = p50_p99(alloc_ns);
-    let (free_ns_p50, free_ns_p99) = p50_p99(free_ns);
-    let (alloc_free_ns_p50, alloc_free_ns_p99) = p50_p99(pair_ns);
-    let mut counters: BTreeMap<String, u64> = policy.counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let held = replayer.held;
+    replayer.finish(trace, &mut meter, &mut observe)?;
+    let held_after_release = meter.reserved();
+    let device_check = observe
+        .hooks
+        .finish()
+        .map_err(|e| observe.backend(trace.events.len(), e))?;
+    let (alloc_ns_p50, alloc_ns_p99) = p50_p99(std::mem::take(&mut observe.alloc_ns));
+    let (free_ns_p50, free_ns_p99) = p50_p99(std::mem::take(&mut observe.free_ns));
+    let (alloc_free_ns_p50, alloc_free_ns_p99) = p50_p99(std::mem::take(&mut observe.pair_ns));
+    let mut counters: BTreeMap<String, u64> = replayer
+        .policy
+        .counters()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     counters.insert("held_after_release".into(), held_after_release);
-    let segments_matched =
-        (!trace.segment_sizes.is_empty()).then(|| multiset_overlap(&trace.segment_sizes, &meter.sizes));
+    let counts = meter.counts();
+    let sizes = meter.into_sizes();
+    let segments_matched = (!trace.segment_sizes.is_empty()).then(|| multiset_overlap(&trace.segment_sizes, &sizes));
     Ok(PolicyResult {
         policy: label.to_string(),
         backend,
-        peak_reserved_bytes: meter.peak_reserved,
-        peak_allocated_bytes: peak_allocated,
-        peak_requested_bytes: peak_requested,
-        fragmentation_at_peak: fragmentation,
-        rounding_waste_bytes: waste,
-        device_allocations: meter.allocations,
-        device_frees: meter.frees,
-        failed_allocs: failed,
-        first_failure,
+        peak_reserved_bytes: counts.peak_reserved,
+        peak_allocated_bytes: held.peak_allocated,
+        peak_requested_bytes: held.peak_requested,
+        fragmentation_at_peak: observe.fragmentation,
+        rounding_waste_bytes: observe.waste,
+        device_allocations: counts.allocations,
+        device_frees: counts.frees,
+        failed_allocs: observe.failed,
+        first_failure: observe.first_failure,
         min_capacity_bytes: None,
         always_fits_bytes: None,
         always_fits_exact: None,
@@ -800,12 +693,12 @@ pub fn replay_policy(
         alloc_free_ns_p50,
         alloc_free_ns_p99,
         counters,
-        segment_sizes: meter.sizes,
+        segment_sizes: sizes,
         segments_matched,
         device_check,
         pytorch_stats,
         recorded_check,
-        timeline: timeline.finish(),
+        timeline: observe.timeline.finish(),
         replayed,
     })
 }

@@ -90,7 +90,7 @@ fn run(spec: &PolicySpec, ops: &[Op], capacity: Option<u64>) -> Result<(), TestC
             }
             Op::Free { .. } => {}
         }
-        let reserved = meter.reserved;
+        let reserved = meter.reserved();
         prop_assert!(
             checked.allocated <= reserved,
             "{name}: allocated {} > reserved {reserved}",
@@ -112,12 +112,12 @@ fn run(spec: &PolicySpec, ops: &[Op], capacity: Option<u64>) -> Result<(), TestC
     let free = policy.free_space();
     prop_assert_eq!(
         free.total,
-        meter.reserved,
+        meter.reserved(),
         "{}: everything freed, yet not all reserved memory is free",
         &name
     );
     policy.release_cached(&mut meter);
-    prop_assert_eq!(meter.reserved, 0, "{}: memory kept after release", &name);
+    prop_assert_eq!(meter.reserved(), 0, "{}: memory kept after release", &name);
     Ok(())
 }
 
@@ -175,11 +175,11 @@ fn caching_splits_small_segments_and_reuses_best_fit() {
     let b = policy.allocate(&mut meter, 1000, 0).unwrap();
     assert_eq!((a.size, b.size, b.addr - a.addr), (512, 1024, 512));
     let big = policy.allocate(&mut meter, 5 << 20, 0).unwrap();
-    assert_eq!(meter.sizes, vec![2 << 20, 20 << 20]);
+    assert_eq!(meter.sizes(), [2 << 20, 20 << 20]);
     policy.free(&mut meter, big);
     // Best fit takes the cached 20 MiB block for 12 MiB and splits off the 8 MiB rest.
     let c = policy.allocate(&mut meter, 12 << 20, 0).unwrap();
-    assert_eq!((c.addr, c.size, meter.sizes.len()), (big.addr, 12 << 20, 2));
+    assert_eq!((c.addr, c.size, meter.sizes().len()), (big.addr, 12 << 20, 2));
 }
 
 /// A request no device could hold (up to 2^64 - 1 bytes) among live blocks is a refused

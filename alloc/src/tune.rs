@@ -4,7 +4,7 @@
 use experiments::{AllocConf, PolicyResult, Trace};
 
 use super::choice::replay_each;
-use super::{PolicyChoice, ReplayOptions};
+use super::{Error, PolicyChoice, ReplayOptions};
 
 /// The settings `vramlab tune` tries by default: each key alone at the values people reach
 /// for after an out-of-memory error, and the combinations that address different causes
@@ -40,7 +40,7 @@ pub fn tune(
     settings: &[String],
     capacity: Option<u64>,
     device_bytes: u64,
-) -> Result<Vec<PolicyResult>, experiments::Error> {
+) -> Result<Vec<PolicyResult>, Error> {
     let choices = settings
         .iter()
         .map(|text| PolicyChoice::pytorch(text))
@@ -99,9 +99,9 @@ pub fn tune_record(
     grid: &[String],
     capacity: Option<u64>,
     device_bytes: u64,
-) -> Result<experiments::ReplayRecord, experiments::Error> {
+) -> Result<experiments::ReplayRecord, Error> {
     let settings = tune_grid(trace, grid)?;
-    let (capacity, source) = super::replay_capacity(trace, capacity);
+    let (capacity, source) = super::choice::replay_capacity(trace, capacity);
     let mut results = tune(trace, &settings, capacity, device_bytes)?;
     // The baseline the others are weighed against: the trace's own settings, or the grid's first.
     let baseline = results.first().map(|r| r.setting().to_string()).unwrap_or_default();

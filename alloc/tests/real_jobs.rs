@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 mod common;
 
-use allocators::{replay_devices, ReplayOptions};
+use allocators::Replay;
 use experiments::{PolicyResult, ReplayRecord, Trace, Verdict};
 
 fn real_jobs() -> PathBuf {
@@ -54,7 +54,7 @@ fn every_real_job_reproduces_its_window_and_pytorchs_peak_reserved() {
         let meta: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(real_jobs().join(format!("{name}.json"))).unwrap()).unwrap();
         let stats = &meta["memory_stats"];
-        let (capacity, _) = allocators::replay_capacity(&trace, None);
+        let capacity = trace.capacity_from_oom().map(|cap| cap.bytes);
         assert_eq!(
             capacity.is_some(),
             name == "oom-lost-start",
@@ -138,14 +138,12 @@ fn a_window_agrees_with_the_whole_recording_of_its_job() {
     }
 }
 
+/// A file replayed as `vramlab replay FILE` replays it: every device, under its own settings.
 fn replay_file(path: &std::path::Path) -> ReplayRecord {
-    let traces = Trace::load_all(path, None).unwrap();
-    let options = ReplayOptions {
-        timeline_points: 0,
-        time_ops: false,
-        ..ReplayOptions::default()
-    };
-    replay_devices(&traces, None, &[], None, 80 << 30, options).unwrap()
+    Replay::new(Trace::load_all(path, None).unwrap(), None)
+        .unwrap()
+        .run()
+        .unwrap()
 }
 
 /// Each snapshot from the wild gets the peak reserved its own segments account for with a

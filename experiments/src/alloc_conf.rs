@@ -160,7 +160,7 @@ impl Tokens<'_> {
     }
 
     fn error(&self, message: impl fmt::Display) -> Error {
-        Error::Invalid(format!("alloc-conf '{}': {message}", self.text))
+        Error::Settings(format!("alloc-conf '{}': {message}", self.text))
     }
 
     fn get(&self, i: usize) -> Result<&str> {

@@ -60,6 +60,13 @@ pub enum Error {
         /// serde_json's error (it names line and column; shown in the message, not chained).
         reason: serde_json::Error,
     },
+    /// A trace that cannot be read or replayed, already worded for the user (naming the file).
+    #[error("{0}")]
+    Trace(String),
+    /// Allocator settings that do not parse or cannot run (a `PYTORCH_ALLOC_CONF`, a policy and
+    /// its parameters, a cap), already worded for the user.
+    #[error("{0}")]
+    Settings(String),
     /// Anything else that is wrong with a value, already worded for the user.
     #[error("{0}")]
     Invalid(String),

@@ -1,7 +1,7 @@
 //! Writing results so that a crash or a bad input never leaves a half-written file behind.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -52,10 +52,18 @@ fn special_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
 pub(crate) fn check_regular(path: &Path) -> Result<()> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     match special_kind(&meta) {
-        Some(kind) => Err(Error::Invalid(format!(
-            "{}: is {kind}; vramlab reads regular files",
-            path.display()
-        ))),
+        // A file-system error (the path names no file to read), not a bad value.
+        Some(kind) => Err(Error::io(
+            path,
+            std::io::Error::new(
+                if meta.is_dir() {
+                    std::io::ErrorKind::IsADirectory
+                } else {
+                    std::io::ErrorKind::InvalidInput
+                },
+                format!("is {kind}; vramlab reads regular files"),
+            ),
+        )),
         None => Ok(()),
     }
 }
@@ -155,6 +163,38 @@ fn prepare_folder(dir: &Path) -> Result<()> {
             }
             Err(e) => return Err(Error::io(&cursor, e)),
         }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything runs, one path named for two outputs (one would silently
+/// overwrite the other): `outputs` are (what, path) pairs, compared as absolute paths with `.`
+/// and `..` resolved.
+pub fn refuse_shared_outputs(outputs: &[(String, PathBuf)]) -> Result<()> {
+    let here = std::env::current_dir().unwrap_or_default();
+    let normal = |path: &Path| -> PathBuf {
+        let mut out = PathBuf::new();
+        for part in here.join(path).components() {
+            match part {
+                std::path::Component::ParentDir => {
+                    out.pop();
+                }
+                std::path::Component::CurDir => {}
+                other => out.push(other),
+            }
+        }
+        out
+    };
+    let mut seen: Vec<(PathBuf, &str)> = Vec::new();
+    for (what, path) in outputs {
+        let path_n = normal(path);
+        if let Some((_, first)) = seen.iter().find(|(p, _)| *p == path_n) {
+            return Err(Error::Invalid(format!(
+                "{}: named for two outputs ({first} and {what})",
+                path.display()
+            )));
+        }
+        seen.push((path_n, what));
     }
     Ok(())
 }

@@ -39,13 +39,16 @@ pub use calibration::{calibration_parts, Calibration, CalibrationPart, SmAttribu
 pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use family::{cycles_metrics, throughput_metrics, AxisScale, Family, Workload};
-pub use files::{read_input, read_input_text, set_output_root, unsafe_name, write_atomically, DEFAULT_MAX_INPUT_BYTES};
+pub use files::{
+    read_input, read_input_text, refuse_shared_outputs, set_output_root, unsafe_name, write_atomically,
+    DEFAULT_MAX_INPUT_BYTES,
+};
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
     machine_parts, this_machine, LinkParams, Profile, ProfileDevice, SmParams, Uncertainty, DEFAULT_PROFILE,
 };
-pub use record::{BackendKind, DeviceInfo, PointRecord, Record, CODE_COMMIT};
+pub use record::{code_commit, set_code_commit, BackendKind, DeviceInfo, PointRecord, Record};
 pub use registry::former_names;
 pub use replay_record::{
     BlockView, FirstDifference, OperationView, PolicyResult, PytorchStats, RecordedCheck, ReplayRecord, ReplayedEvent,

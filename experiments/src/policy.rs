@@ -101,7 +101,7 @@ impl PolicySpec {
         for part in parts {
             let (key, value) = part
                 .split_once('=')
-                .ok_or_else(|| Error::Invalid(format!("policy '{text}': '{part}' is not key=value")))?;
+                .ok_or_else(|| Error::Settings(format!("policy '{text}': '{part}' is not key=value")))?;
             if !info.params.iter().any(|(k, _, _)| *k == key) {
                 return Err(Error::Unknown {
                     kind: "parameter",
@@ -110,7 +110,7 @@ impl PolicySpec {
                 });
             }
             if params.insert(key.to_string(), value.to_string()).is_some() {
-                return Err(Error::Invalid(format!("policy '{text}': {key} is given twice")));
+                return Err(Error::Settings(format!("policy '{text}': {key} is given twice")));
             }
         }
         Ok(PolicySpec { name, params })
@@ -147,7 +147,7 @@ impl PolicySpec {
     pub fn bytes(&self, key: &str) -> Result<u64> {
         let value = self.param(key);
         crate::units::parse_bytes(value)
-            .map_err(|reason| Error::Invalid(format!("policy {}: {key} = {value}: {reason}", self.name)))
+            .map_err(|reason| Error::Settings(format!("policy {}: {key} = {value}: {reason}", self.name)))
     }
 
     /// How results name it: the name, with any parameters given.

@@ -88,8 +88,9 @@ pub struct Record {
     /// vramlab's version that wrote it (records written before the rename say `memlab_version`).
     #[serde(alias = "memlab_version")]
     pub vramlab_version: String,
-    /// The commit of the code that made it (`-dirty`: with uncommitted changes; empty in records
-    /// written before records carried it).
+    /// The commit of the code that made it (`unknown` where the binary did not say; a `-dirty`
+    /// suffix, in records made before the binaries stamped it, marks uncommitted changes; empty in
+    /// records written before records carried it).
     #[serde(default)]
     pub commit: String,
     /// For a prediction: the spread of repeated measurements of this family in its profile
@@ -103,8 +104,22 @@ pub struct Record {
     pub points: Vec<PointRecord>,
 }
 
-/// The commit of the code this vramlab was built from (see experiments/build.rs).
-pub const CODE_COMMIT: &str = env!("VRAMLAB_COMMIT");
+/// The commit of the code this process runs, as its binary stamped it.
+static CODE_COMMIT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Says which commit this process's code was built from: the binary's first act (the CLI's
+/// `main`, the Python module's init), with the `VRAMLAB_COMMIT` its build script stamps. The
+/// library does not stamp it itself, so that moving HEAD rebuilds only the binaries. The first
+/// call wins; later ones change nothing.
+pub fn set_code_commit(commit: &'static str) {
+    let _ = CODE_COMMIT.set(commit);
+}
+
+/// The commit given to [`set_code_commit`], or `"unknown"` where it was never called (as in
+/// the library's own tests). Every record written says it.
+pub fn code_commit() -> &'static str {
+    CODE_COMMIT.get().copied().unwrap_or("unknown")
+}
 
 impl Record {
     /// `DIR/<experiment>/<backend>.json`

@@ -429,7 +429,7 @@ impl ReplayRecord {
             warnings: trace.warnings.clone(),
             capacity_bytes,
             device,
-            commit: crate::record::CODE_COMMIT.to_string(),
+            commit: crate::record::code_commit().to_string(),
             results,
             device_index: trace.device,
             start: trace.start.as_ref().map(|start| StartSummary {

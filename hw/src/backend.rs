@@ -55,7 +55,7 @@ impl Backend for HwBackend {
             seed,
             calibration_points: Vec::new(),
             vramlab_version: env!("CARGO_PKG_VERSION").to_string(),
-            commit: experiments::CODE_COMMIT.to_string(),
+            commit: experiments::code_commit().to_string(),
             uncertainty: None,
             holdout_registered: experiment.holdout_registered.clone(),
             points,

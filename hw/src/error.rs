@@ -4,13 +4,13 @@ use cudarc::driver::DriverError;
 #[derive(Debug, thiserror::Error)]
 pub enum HwError {
     /// No libcuda (no NVIDIA driver) on this machine.
-    #[error("--backend hw needs an NVIDIA GPU: no CUDA driver library (libcuda.so) could be loaded on this machine")]
+    #[error("the hw backend needs an NVIDIA GPU: no CUDA driver library (libcuda.so) could be loaded on this machine")]
     NoDriver,
     /// The driver loaded but reports no usable device.
-    #[error("--backend hw needs an NVIDIA GPU: the CUDA driver found no device ({0})")]
+    #[error("the hw backend needs an NVIDIA GPU: the CUDA driver found no device ({0})")]
     NoDevice(String),
     /// No NVRTC library to compile kernels with.
-    #[error("--backend hw needs NVRTC (libnvrtc.so) to compile vramlab's kernels, and none could be loaded")]
+    #[error("the hw backend needs NVRTC (libnvrtc.so) to compile vramlab's kernels, and none could be loaded")]
     NoNvrtc,
     /// A CUDA driver call failed.
     #[error("{call} failed: {reason}")]
@@ -34,6 +34,11 @@ pub enum HwError {
     /// A point this GPU cannot run.
     #[error("{0}")]
     Unsupported(String),
+    /// A replay over device memory failed: the trace or settings (as the simulator would say),
+    /// or the device around an operation (`allocators::Error::Backend`, holding this crate's
+    /// error).
+    #[error(transparent)]
+    Replay(#[from] allocators::Error),
 }
 
 impl HwError {

@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use allocators::{build_policy, replay_policy, Block, DeviceMemory, Policy, ReplayHooks, ReplayOptions};
+use allocators::{build_policy, replay_policy, BackendError, Block, DeviceMemory, Policy, ReplayHooks, ReplayOptions};
 use experiments::{BackendKind, PolicySpec, ReplayRecord, Trace};
 
 use crate::cuda::{Gpu, Kernel, PolicyMemory};
@@ -52,9 +52,9 @@ struct DeviceChecks<'m, 'g> {
 }
 
 impl DeviceChecks<'_, '_> {
-    fn fault(&self) -> Result<(), String> {
+    fn fault(&self) -> Result<(), BackendError> {
         match self.memory.borrow_mut().take_fault() {
-            Some(fault) => Err(fault.to_string()),
+            Some(fault) => Err(fault.into()),
             None => Ok(()),
         }
     }
@@ -65,32 +65,33 @@ fn tag(id: u64) -> u32 {
 }
 
 impl ReplayHooks for DeviceChecks<'_, '_> {
-    fn allocated(&mut self, id: u64, block: Block) -> Result<(), String> {
+    fn allocated(&mut self, id: u64, block: Block) -> Result<(), BackendError> {
         self.fault()?;
         self.blocks += 1;
         self.bytes += block.size;
-        self.memory
+        Ok(self
+            .memory
             .borrow()
-            .stamp(self.stamp, block.addr, block.size, tag(id))
-            .map_err(|e| e.to_string())
+            .stamp(self.stamp, block.addr, block.size, tag(id))?)
     }
 
-    fn freeing(&mut self, id: u64, block: Block) -> Result<(), String> {
+    fn freeing(&mut self, id: u64, block: Block) -> Result<(), BackendError> {
         self.fault()?;
-        self.memory
+        Ok(self
+            .memory
             .borrow()
-            .verify(self.verify, block.addr, block.size, tag(id))
-            .map_err(|e| e.to_string())
+            .verify(self.verify, block.addr, block.size, tag(id))?)
     }
 
-    fn finish(&mut self) -> Result<Option<String>, String> {
+    fn finish(&mut self) -> Result<Option<String>, BackendError> {
         self.fault()?;
-        let bad = self.memory.borrow().mismatches().map_err(|e| e.to_string())?;
+        let bad = self.memory.borrow().mismatches()?;
         if bad > 0 {
-            return Err(format!(
+            return Err(HwError::DataMismatch(format!(
                 "{bad} words of {} blocks held another block's data when freed: the policy handed out overlapping blocks",
                 self.blocks
-            ));
+            ))
+            .into());
         }
         Ok(Some(format!(
             "{} blocks ({:.2} GB) stamped by a kernel and checked when freed: no overlap",
@@ -110,10 +111,7 @@ pub fn replay_on_gpu(
 ) -> Result<ReplayRecord> {
     let mut policies = Vec::new();
     for spec in specs {
-        policies.push((
-            spec.label(),
-            build_policy(spec).map_err(|e| HwError::Unsupported(e.to_string()))?,
-        ));
+        policies.push((spec.label(), build_policy(spec).map_err(allocators::Error::Input)?));
     }
     let options = ReplayOptions {
         capacity,
@@ -153,8 +151,7 @@ pub fn replay_policies_on_gpu(
             options,
             &mut checks,
             BackendKind::Hw,
-        )
-        .map_err(|e| HwError::DataMismatch(e.to_string()))?;
+        )?;
         results.push(result);
     }
     Ok(ReplayRecord::new(trace, options.capacity, device, results))

@@ -1,42 +1,83 @@
 //! vramlab's Python layer: plain data in and out. Every function takes Python values, runs the
-//! Rust core with the GIL released, and returns JSON text that `vramlab/__init__.py` turns
-//! into dicts; errors become `ValueError` or `OSError` carrying the CLI's one-line message,
-//! and a panic becomes a `RuntimeError` instead of crossing into Python.
+//! Rust core (through the same front as the CLI, `allocators::Replay`) with the GIL released,
+//! and returns JSON text that `vramlab/__init__.py` turns into dicts. Errors become the classes
+//! of `vramlab.errors`, chosen by the Rust error's variant, each also the built-in exception it
+//! stands for (`TraceError` is a `ValueError`, `FileError` an `OSError`); a cancel becomes
+//! `KeyboardInterrupt` and a panic a `RuntimeError` instead of crossing into Python.
 
 // PyO3's macros expand to unsafe code of their own; this crate writes none.
 #![deny(unsafe_code)]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
 
-use experiments::{Profile, Trace, DEFAULT_PROFILE};
-use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use allocators::Replay;
+use experiments::{Profile, Trace};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyType};
 
-/// Why a call failed, sorted into the Python exception it becomes.
-enum Failure {
-    Value(String),
-    Os(String),
-    Interrupted,
+/// Why a call failed: the class of `vramlab.errors` it becomes, and the one-line message.
+struct Failure {
+    class: &'static str,
+    message: String,
 }
 
-impl From<experiments::Error> for Failure {
-    fn from(e: experiments::Error) -> Failure {
-        match e {
-            experiments::Error::Io { .. } => Failure::Os(e.to_string()),
-            experiments::Error::Cancelled => Failure::Interrupted,
-            other => Failure::Value(other.to_string()),
+impl Failure {
+    fn new(class: &'static str, message: impl ToString) -> Failure {
+        Failure {
+            class,
+            message: message.to_string(),
         }
     }
 }
 
-impl From<Failure> for PyErr {
-    fn from(f: Failure) -> PyErr {
-        match f {
-            Failure::Value(m) => PyValueError::new_err(m),
-            Failure::Os(m) => PyOSError::new_err(m),
-            Failure::Interrupted => PyKeyboardInterrupt::new_err("vramlab: cancelled"),
+/// The Python class each variant becomes ("cancelled" is not a class: it raises
+/// `KeyboardInterrupt`).
+impl From<experiments::Error> for Failure {
+    fn from(e: experiments::Error) -> Failure {
+        use experiments::Error as E;
+        let class = match &e {
+            E::Io { .. } => "FileError",
+            E::Cancelled => "cancelled",
+            E::Trace(_) | E::Json { .. } => "TraceError",
+            E::Settings(_) => "SettingsError",
+            E::Unknown { kind: "policy", .. } => "SettingsError",
+            E::Syntax { .. } | E::InvalidParam { .. } | E::Unknown { .. } | E::Invalid(_) => "InputError",
+        };
+        Failure::new(class, e)
+    }
+}
+
+impl From<allocators::Error> for Failure {
+    fn from(e: allocators::Error) -> Failure {
+        match e {
+            allocators::Error::Input(e) => e.into(),
+            backend @ allocators::Error::Backend { .. } => Failure::new("DeviceError", backend),
+        }
+    }
+}
+
+impl From<hw::HwError> for Failure {
+    fn from(e: hw::HwError) -> Failure {
+        match e {
+            hw::HwError::Replay(e) => e.into(),
+            other => Failure::new("DeviceError", other),
+        }
+    }
+}
+
+impl Failure {
+    fn into_py(self, py: Python<'_>) -> PyErr {
+        if self.class == "cancelled" {
+            return PyKeyboardInterrupt::new_err("vramlab: cancelled");
+        }
+        let class = py
+            .import("vramlab.errors")
+            .and_then(|errors| errors.getattr(self.class))
+            .and_then(|class| Ok(class.downcast_into::<PyType>()?));
+        match class {
+            Ok(class) => PyErr::from_type(class, self.message),
+            Err(e) => e,
         }
     }
 }
@@ -78,23 +119,24 @@ fn detached<T: Send>(py: Python<'_>, work: impl FnOnce() -> Result<T, Failure> +
                 .unwrap_or_default();
             PyRuntimeError::new_err(format!("vramlab internal error (please report it): {what}"))
         })?
-        .map_err(PyErr::from)
+        .map_err(|failure| failure.into_py(py))
 }
 
 /// Every device of a trace from a path, the bytes of a pickle (gzipped or not), or a snapshot
-/// dict. A dict is pickled by Python's own pickler and read as a file would be, so that one
-/// reader of the snapshot schema serves every route.
-fn load_traces(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) -> PyResult<Vec<Trace>> {
+/// dict, ready to replay. A dict is pickled by Python's own pickler and read as a file would
+/// be, so that one reader of the snapshot schema serves every route.
+fn load_replay(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) -> PyResult<Replay> {
+    let from_bytes = |name: &'static str, bytes: Vec<u8>| {
+        detached(py, move || {
+            Ok(Replay::new(Trace::all_from_bytes(name, &bytes, device)?, device)?)
+        })
+    };
     if trace.downcast::<PyDict>().is_ok() {
         let pickled = py.import("pickle")?.call_method1("dumps", (trace, 4))?;
-        let bytes = pickled.downcast::<PyBytes>()?.as_bytes().to_vec();
-        return detached(py, move || {
-            Ok(Trace::all_from_bytes("<snapshot dict>", &bytes, device)?)
-        });
+        return from_bytes("<snapshot dict>", pickled.downcast::<PyBytes>()?.as_bytes().to_vec());
     }
     if let Ok(bytes) = trace.downcast::<PyBytes>() {
-        let bytes = bytes.as_bytes().to_vec();
-        return detached(py, move || Ok(Trace::all_from_bytes("<bytes>", &bytes, device)?));
+        return from_bytes("<bytes>", bytes.as_bytes().to_vec());
     }
     let path: std::path::PathBuf = trace.extract().map_err(|_| {
         PyTypeError::new_err(format!(
@@ -103,37 +145,9 @@ fn load_traces(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) 
         ))
     })?;
     let text = path.display().to_string();
-    if Trace::is_synthetic(&text) {
-        return detached(py, move || Ok(vec![Trace::synthetic(&text, 0)?]));
-    }
-    detached(py, move || Ok(Trace::load_all(Path::new(&path), device)?))
-}
-
-/// The one trace a call works on: the device asked for, or the first with events.
-fn one_trace(traces: Vec<Trace>, device: Option<usize>) -> PyResult<Trace> {
-    let count = traces.len();
-    traces.into_iter().find(|t| !t.is_empty()).ok_or_else(|| {
-        PyValueError::new_err(match device {
-            Some(d) => format!("device={d}: the snapshot has no events on that device (nothing to replay)"),
-            None if count > 0 => {
-                "not a PyTorch memory snapshot: every device trace is empty (was _record_memory_history on?)"
-                    .to_string()
-            }
-            None => "the trace has no events".to_string(),
-        })
+    detached(py, move || {
+        Ok(Replay::new(Trace::load_input(&text, device, 0)?, device)?)
     })
-}
-
-/// A cap of 0 bytes fits nothing: refused as the CLI refuses it.
-fn check_capacity(capacity: Option<u64>) -> PyResult<()> {
-    match capacity {
-        Some(0) => Err(PyValueError::new_err("capacity=0: must be positive")),
-        _ => Ok(()),
-    }
-}
-
-fn device_bytes() -> Result<u64, Failure> {
-    Ok(Profile::find(DEFAULT_PROFILE)?.device.memory_bytes)
 }
 
 /// `vramlab.replay`: one JSON object, as `vramlab replay --json` prints.
@@ -147,21 +161,12 @@ fn replay(
     policy: Option<String>,
     device: Option<usize>,
 ) -> PyResult<String> {
-    check_capacity(capacity)?;
-    let traces = load_traces(py, trace, device)?;
-    if device.is_some() {
-        one_trace(traces.clone(), device)?;
-    }
+    let front = load_replay(py, trace, device)?;
     detached(py, move || {
-        let options = allocators::ReplayOptions::default();
-        let record = allocators::replay_devices(
-            &traces,
-            policy.as_deref(),
-            &alloc_conf,
-            capacity,
-            device_bytes()?,
-            options,
-        )?;
+        let record = front
+            .capacity(capacity)?
+            .policies(policy.as_deref(), &alloc_conf)
+            .run()?;
         Ok(record.summary_json().to_string())
     })
 }
@@ -176,10 +181,9 @@ fn tune(
     capacity: Option<u64>,
     device: Option<usize>,
 ) -> PyResult<String> {
-    check_capacity(capacity)?;
-    let trace = one_trace(load_traces(py, trace, device)?, device)?;
+    let front = load_replay(py, trace, device)?;
     detached(py, move || {
-        let record = allocators::tune_record(&trace, &grid, capacity, device_bytes()?)?;
+        let record = front.capacity(capacity)?.tune(&grid)?;
         Ok(record.summary_json().to_string())
     })
 }
@@ -198,24 +202,24 @@ fn run(py: Python<'_>, targets: Vec<String>, backend: String, profile: String, s
             "sim" => {
                 let mut sim = sim::SimBackend::new(profile);
                 for experiment in experiments {
-                    records.push(
-                        sim.run(experiment, seed, &|| {})
-                            .map_err(|e| Failure::Value(e.to_string()))?,
-                    );
+                    let record = sim.run(experiment, seed, &|| {});
+                    records.push(record.map_err(|e| Failure::new("InputError", e))?);
                 }
             }
             "hw" => {
-                let mut hw = hw::HwBackend::open().map_err(|e| Failure::Os(e.to_string()))?;
+                let mut hw = hw::HwBackend::open()?;
                 for experiment in experiments {
-                    records.push(
-                        hw.run(experiment, seed, &|| {})
-                            .map_err(|e| Failure::Os(e.to_string()))?,
-                    );
+                    records.push(hw.run(experiment, seed, &|| {})?);
                 }
             }
-            other => return Err(Failure::Value(format!("backend = '{other}': must be 'sim' or 'hw'"))),
+            other => {
+                return Err(Failure::new(
+                    "InputError",
+                    format!("backend = '{other}': must be 'sim' or 'hw'"),
+                ))
+            }
         }
-        serde_json::to_string(&records).map_err(|e| Failure::Value(e.to_string()))
+        serde_json::to_string(&records).map_err(|e| Failure::new("InputError", e))
     })
 }
 
@@ -232,6 +236,7 @@ fn explain(py: Python<'_>, topic: String, params: Vec<String>, profile: String) 
 /// The Rust core behind the `vramlab` package.
 #[pymodule]
 fn _vramlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    experiments::set_code_commit(env!("VRAMLAB_COMMIT"));
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;

@@ -6,9 +6,11 @@ Plain data in and out: every function returns dicts and lists shaped like the CL
     >>> result = vramlab.replay("snapshot.pickle", alloc_conf=["", "expandable_segments:True"])
     >>> [r["pytorch_stats"]["reserved_bytes.all.peak"] for r in result["results"]]
 
-Errors on bad input are ``ValueError`` (or ``OSError`` for files) with vramlab's one-line
-message. The Rust core releases the GIL while it works, so calls from several threads run
-at once.
+Errors are the classes of ``vramlab.errors``, each with vramlab's one-line message and each
+also the built-in it stands for: ``TraceError``, ``SettingsError`` and ``InputError`` are
+``ValueError``s, ``FileError`` and ``DeviceError`` are ``OSError``s; ``VramlabError`` catches
+them all. Ctrl-C stops a long call with ``KeyboardInterrupt``. The Rust core releases the GIL
+while it works, so calls from several threads run at once.
 """
 
 from __future__ import annotations
@@ -18,8 +20,22 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _vramlab
+from .errors import DeviceError, FileError, InputError, SettingsError, TraceError, VramlabError
 
-__all__ = ["replay", "tune", "run", "explain", "DEFAULT_TUNE_GRID", "__version__"]
+__all__ = [
+    "replay",
+    "tune",
+    "run",
+    "explain",
+    "DEFAULT_TUNE_GRID",
+    "__version__",
+    "VramlabError",
+    "TraceError",
+    "SettingsError",
+    "InputError",
+    "FileError",
+    "DeviceError",
+]
 __version__: str = _vramlab.__version__
 DEFAULT_TUNE_GRID: List[str] = list(_vramlab.DEFAULT_TUNE_GRID)
 
@@ -44,7 +60,7 @@ def _capacity(capacity: Optional[int]) -> Optional[int]:
     if isinstance(capacity, bool) or not isinstance(capacity, int):
         raise TypeError(f"capacity must be a whole number of bytes, not {type(capacity).__name__}")
     if capacity <= 0:
-        raise ValueError(f"capacity={capacity}: must be positive")
+        raise SettingsError(f"capacity={capacity}: must be positive")
     return capacity
 
 
@@ -54,7 +70,7 @@ def _device(device: Optional[int]) -> Optional[int]:
     if isinstance(device, bool) or not isinstance(device, int):
         raise TypeError(f"device must be a device index (an int), not {type(device).__name__}")
     if device < 0:
-        raise ValueError(f"device={device}: must be 0 or more")
+        raise InputError(f"device={device}: must be 0 or more")
     return device
 
 

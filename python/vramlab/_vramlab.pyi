@@ -1,4 +1,9 @@
+"""The Rust core's functions, as `vramlab/__init__.py` calls them; checked against the built
+module by mypy's stubtest in CI."""
+
 from typing import Any, List, Optional
+
+__all__ = ["replay", "tune", "run", "explain", "DEFAULT_TUNE_GRID", "__version__"]
 
 __version__: str
 DEFAULT_TUNE_GRID: List[str]

@@ -11,6 +11,7 @@ mod chart;
 mod document;
 mod error;
 mod export_perfetto;
+mod exports;
 mod plot_agreement;
 mod plot_error;
 mod plot_peaks;
@@ -18,6 +19,7 @@ mod plot_sweep;
 mod plot_timeline;
 mod render;
 mod replay_render;
+mod terminal;
 mod tune_render;
 
 pub use analysis::{
@@ -25,6 +27,8 @@ pub use analysis::{
 };
 pub use error::{ReportError, Result};
 pub use export_perfetto::{perfetto_json, write_perfetto};
+pub use exports::{file_name_of, Export, ExportKind};
 pub use render::{render, render_report, Rendered};
 pub use replay_render::render_replay;
+pub use terminal::{replay_text, tune_text};
 pub use tune_render::{render_tune, setting_of, tune_row, TUNE_HEADER};

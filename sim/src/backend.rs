@@ -80,7 +80,7 @@ impl Backend for SimBackend {
             seed,
             calibration_points: models::calibration_points(&self.profile, experiment.family),
             vramlab_version: env!("CARGO_PKG_VERSION").to_string(),
-            commit: experiments::CODE_COMMIT.to_string(),
+            commit: experiments::code_commit().to_string(),
             uncertainty: self.profile.spread_of(experiment.family),
             holdout_registered: experiment.holdout_registered.clone(),
             points,

@@ -78,6 +78,38 @@ pub fn sm_params(compute_capability: &str, attributes: &SmAttributes) -> Result<
     })
 }
 
+/// Where a calibration's samples were measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplesFrom {
+    /// On this machine, just now (`vramlab calibrate`).
+    ThisMachine,
+    /// Earlier, on a host the samples do not name (`vramlab calibrate --from-samples`).
+    Earlier,
+}
+
+/// [`fit_profile`], with the profile's machine set by the rule for the parts that describe a
+/// host (its PCIe link, driver and CPU): measured here, the profile is this machine's; fitted
+/// from earlier samples, it names no machine where those parts were measured (older samples do
+/// not say which parts they measured: they are taken to have measured them).
+pub fn fit_profile_from(
+    name: &str,
+    calibration: &Calibration,
+    base: Option<&Profile>,
+    from: SamplesFrom,
+) -> Result<Profile, FitError> {
+    let mut profile = fit_profile(name, calibration, base)?;
+    let measured = &calibration.part_seconds;
+    let machine_measured = experiments::machine_parts()
+        .iter()
+        .any(|part| measured.contains_key(*part));
+    match from {
+        SamplesFrom::ThisMachine if machine_measured => profile.machine = experiments::this_machine(),
+        SamplesFrom::Earlier if machine_measured || measured.is_empty() => profile.machine = None,
+        _ => {}
+    }
+    Ok(profile)
+}
+
 /// Fits a profile to a calibration run. Parts the run did not measure (an empty sample list)
 /// are taken from `base`, so one part of an existing profile can be re-measured alone. Each
 /// family's fit is its model's ([`crate::models`]), in the registry's order, so a family can

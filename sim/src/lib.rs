@@ -20,6 +20,6 @@ experiments::for_each_family!(family_modules);
 
 pub use backend::{SimBackend, SimError};
 pub use explain::{explain, explain_topics};
-pub use fit::{fit_profile, sm_params, FitError};
+pub use fit::{fit_profile, fit_profile_from, sm_params, FitError, SamplesFrom};
 pub use link::{fit_link, pinned_copy_us};
 pub use models::profile_summary;

@@ -360,7 +360,7 @@ impl Format {
             Some(b'{') => Ok(Format::Json),
             Some(_) if text.starts_with(b"Thread") => Ok(Format::Rmm),
             Some(_) if rmm::looks_like_log(text) => Ok(Format::Rmm),
-            _ => Err(Error::Invalid(format!(
+            _ => Err(Error::Trace(format!(
                 "{name}: not a PyTorch snapshot pickle (gzipped or not), an RMM log CSV (header 'Thread,Time,Action,Pointer,Size,Stream') or a vramlab trace JSON"
             ))),
         }
@@ -385,9 +385,9 @@ fn read_bounded(name: &str, reader: impl std::io::Read, limit: u64) -> Result<Ve
     reader
         .take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| Error::Invalid(format!("{name}: {e}")))?;
+        .map_err(|e| Error::Trace(format!("{name}: {e}")))?;
     if bytes.len() as u64 > limit {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Trace(format!(
             "{name}: larger than {} (set VRAMLAB_MAX_TRACE_BYTES to read more)",
             crate::units::format_bytes(limit)
         )));
@@ -402,7 +402,7 @@ fn read_head(name: &str, reader: Box<dyn std::io::Read + '_>) -> Result<Vec<u8>>
     reader
         .take(64)
         .read_to_end(&mut head)
-        .map_err(|e| Error::Invalid(format!("{name}: {e}")))?;
+        .map_err(|e| Error::Trace(format!("{name}: {e}")))?;
     Ok(head)
 }
 
@@ -504,7 +504,7 @@ impl Trace {
     pub fn all_from_bytes(name: &str, bytes: &[u8], device: Option<usize>) -> Result<Vec<Trace>> {
         let format = Format::of(name, bytes)?;
         if device.is_some() && !matches!(format, Format::Gzip | Format::Pickle) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Trace(format!(
                 "{name}: a device applies only to PyTorch snapshots"
             )));
         }
@@ -537,13 +537,13 @@ impl Trace {
         let found = traces.into_iter().find(|t| !t.events.is_empty());
         match (found, device) {
             (Some(trace), _) => Ok(trace),
-            (None, Some(d)) => Err(Error::Invalid(format!(
+            (None, Some(d)) => Err(Error::Trace(format!(
                 "{name}: device {d} has no events in the snapshot (nothing to replay)"
             ))),
-            (None, None) if count > 0 => Err(Error::Invalid(format!(
+            (None, None) if count > 0 => Err(Error::Trace(format!(
                 "{name}: not a PyTorch memory snapshot: every device trace is empty (was _record_memory_history on?)"
             ))),
-            (None, None) => Err(Error::Invalid(format!("{name}: the trace has no events"))),
+            (None, None) => Err(Error::Trace(format!("{name}: the trace has no events"))),
         }
     }
 
@@ -557,6 +557,21 @@ impl Trace {
         synthetic::generate(spec, seed)
     }
 
+    /// Every device a TRACE argument holds: a generator's trace (`synthetic:NAME[:key=value...]`,
+    /// seeded by `seed`), or every device of a file (with `device`, only that device's events
+    /// are read).
+    pub fn load_input(text: &str, device: Option<usize>, seed: u64) -> Result<Vec<Trace>> {
+        if Trace::is_synthetic(text) {
+            if device.is_some() {
+                return Err(Error::Trace(format!(
+                    "{text}: a device applies only to PyTorch snapshots"
+                )));
+            }
+            return Ok(vec![Trace::synthetic(text, seed)?]);
+        }
+        Trace::load_all(Path::new(text), device)
+    }
+
     /// Whether a TRACE argument names a generator rather than a file.
     pub fn is_synthetic(spec: &str) -> bool {
         spec.starts_with("synthetic:")
@@ -568,7 +583,7 @@ impl Trace {
             reason: e,
         })?;
         if file.vramlab_trace != TRACE_FILE_VERSION {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Trace(format!(
                 "{name}: vramlab_trace = {}: this vramlab reads version {TRACE_FILE_VERSION}",
                 file.vramlab_trace
             )));
@@ -593,7 +608,7 @@ impl Trace {
             events: self.events.clone(),
             segment_sizes: self.segment_sizes.clone(),
         };
-        let text = serde_json::to_vec(&file).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+        let text = serde_json::to_vec(&file).map_err(|e| Error::Trace(format!("{}: {e}", path.display())))?;
         write_atomically(path, &text)
     }
 

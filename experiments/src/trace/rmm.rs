@@ -123,7 +123,7 @@ pub(super) fn import(name: &str, bytes: &[u8]) -> Result<Trace> {
                 continue;
             }
             if first {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Trace(format!(
                     "{name}:{line}: header is '{}', an RMM log has '{}'",
                     text.trim(),
                     HEADER.join(",")
@@ -139,7 +139,7 @@ pub(super) fn import(name: &str, bytes: &[u8]) -> Result<Trace> {
                 if !finished && (has_action || looks_like_log(raw)) {
                     skip(&mut pairing, CUT);
                 } else if has_action {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::Trace(format!(
                         "{name}:{line}: {count} fields, an RMM log row has {} ({})",
                         HEADER.len(),
                         HEADER.join(",")
@@ -156,9 +156,8 @@ pub(super) fn import(name: &str, bytes: &[u8]) -> Result<Trace> {
                 continue;
             }
         };
-        let parsed = parse(thread, record).map_err(|(column, value, want)| {
-            Error::Invalid(format!("{name}:{line}: {column} '{value}' is not {want}"))
-        });
+        let parsed = parse(thread, record)
+            .map_err(|(column, value, want)| Error::Trace(format!("{name}:{line}: {column} '{value}' is not {want}")));
         let (action, pointer, size, stream) = match parsed {
             Ok(parsed) => parsed,
             Err(_) if !finished => {

@@ -37,7 +37,7 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
         if crate::cancel::requested() {
             Error::Cancelled
         } else {
-            Error::Invalid(format!("{name}: byte {}: {}", e.at, e.message))
+            Error::Trace(format!("{name}: byte {}: {}", e.at, e.message))
         }
     };
     let streamed = if stream {
@@ -57,7 +57,7 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
     } else {
         None
     };
-    let schema = |what: &str| Error::Invalid(format!("{name}: not a PyTorch memory snapshot: {what}"));
+    let schema = |what: &str| Error::Trace(format!("{name}: not a PyTorch memory snapshot: {what}"));
     if let Some(what) = failure {
         return Err(schema(&what));
     }
@@ -103,7 +103,7 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
     let finals = final_segments(&pickle, root).map_err(|what| schema(&what))?;
     let devices = builders.len().max(finals.iter().map(|(d, _)| d + 1).max().unwrap_or(0));
     if let Some(d) = device.filter(|&d| d >= devices) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Trace(format!(
             "{name}: device {d}: the snapshot has devices 0..{}",
             devices.saturating_sub(1)
         )));
@@ -404,7 +404,7 @@ impl SnapshotBuilder {
         let mut unknowns = Vec::new();
         let conf = match allocator_settings.as_deref().map(AllocConf::parse) {
             Some(Ok(conf)) => conf,
-            Some(Err(e)) => return Err(Error::Invalid(format!("{name}: allocator_settings: {e}"))),
+            Some(Err(e)) => return Err(Error::Trace(format!("{name}: allocator_settings: {e}"))),
             None => AllocConf::default(),
         };
         let live_at_end: HashSet<u64> = pairing.live.keys().copied().collect();

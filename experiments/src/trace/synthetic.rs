@@ -123,27 +123,25 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
     };
     let mut params: BTreeMap<&str, u64> = BTreeMap::new();
     for (key, value, _) in defaults.iter() {
-        params.insert(key, parse_bytes(value).map_err(Error::Invalid)?);
+        params.insert(key, parse_bytes(value).map_err(Error::Trace)?);
     }
     let mut given = std::collections::BTreeSet::new();
     for part in parts {
         let (key, value) = part
             .split_once('=')
-            .ok_or_else(|| Error::Invalid(format!("{spec}: '{part}' is not key=value")))?;
+            .ok_or_else(|| Error::Trace(format!("{spec}: '{part}' is not key=value")))?;
         let slot = params.get_mut(key).ok_or_else(|| Error::Unknown {
             kind: "parameter",
             name: format!("{generator}.{key}"),
             valid: defaults.iter().map(|(k, _, _)| k.to_string()).collect(),
         })?;
         if !given.insert(key) {
-            return Err(Error::Invalid(format!("{spec}: {key} is given twice")));
+            return Err(Error::Trace(format!("{spec}: {key} is given twice")));
         }
-        *slot = parse_bytes(value).map_err(|e| Error::Invalid(format!("{spec}: {key}: {e}")))?;
+        *slot = parse_bytes(value).map_err(|e| Error::Trace(format!("{spec}: {key}: {e}")))?;
         let max = defaults.iter().find(|(k, _, _)| *k == key).map_or(0, |(_, _, m)| *m);
         if *slot == 0 || *slot > max {
-            return Err(Error::Invalid(format!(
-                "{spec}: {key} = {value}: must lie in 1..={max}"
-            )));
+            return Err(Error::Trace(format!("{spec}: {key} = {value}: must lie in 1..={max}")));
         }
     }
     let p = |key: &str| params[key];
@@ -155,7 +153,7 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
     };
     let budget = event_budget()?;
     if estimate > budget {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Trace(format!(
             "{spec}: about {estimate} events, about {} to hold and replay, more than the {budget} events a generator makes by default (VRAMLAB_MAX_EVENTS raises it)",
             crate::units::format_bytes(estimate.saturating_mul(BYTES_PER_EVENT))
         )));
@@ -168,7 +166,7 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
     match generator {
         "training-loop" => {
             if p("batch_min") > p("batch_max") {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Trace(format!(
                     "{spec}: batch_min = {} is larger than batch_max = {}",
                     p("batch_min"),
                     p("batch_max")
@@ -185,7 +183,7 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
         }
         "log-uniform" => {
             if p("min") > p("max") {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Trace(format!(
                     "{spec}: min = {} is larger than max = {}",
                     p("min"),
                     p("max")
@@ -195,7 +193,7 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
         }
         _ => {
             if p("factor") < 2 {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Trace(format!(
                     "{spec}: factor = {}: must be at least 2",
                     p("factor")
                 )));

@@ -1,0 +1,395 @@
+//! The one place where a trace's events reach a policy. A whole replay, each probe of the
+//! smallest-capacity searches, `tune` and the hw backend all step through events here; what
+//! each wants besides (timings, a timeline, the operations for the exports, a kernel stamping
+//! every block) it adds as an [`Observer`], so the rules of PyTorch's allocator that a replay
+//! follows (`free_requested` then `free`, blocks a flush finishes, releases within a request)
+//! have one home.
+
+use std::time::Instant;
+
+use experiments::{Trace, TraceEvent};
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{AllocError, Block, Error, Metered, Policy};
+
+/// A block handed to the trace's program.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Live {
+    /// The trace's id for it.
+    pub(crate) id: u64,
+    pub(crate) block: Block,
+    /// Bytes asked for.
+    pub(crate) size: u64,
+    pub(crate) stream: u64,
+    /// Host time the policy spent on it so far (allocating, letting go), where timed.
+    pub(crate) ns: f64,
+    /// The program let go of it (`FreeRequested`); it waits for its `Free`.
+    pub(crate) let_go: bool,
+}
+
+/// What the program holds now and at most: bytes of blocks handed out, and bytes asked for.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Held {
+    pub(crate) allocated: u64,
+    pub(crate) requested: u64,
+    pub(crate) peak_allocated: u64,
+    pub(crate) peak_requested: u64,
+}
+
+/// What a replay does around the policy's work. Every method does nothing unless a replay
+/// asks for more; none of it is counted in the policy's timings.
+pub(crate) trait Observer {
+    /// Whether the host clock is read around each call into the policy.
+    fn timed(&self) -> bool {
+        false
+    }
+    /// A request is about to reach the policy.
+    fn requesting(&mut self, _policy: &dyn Policy) {}
+    /// The policy answered a request (before any block it finished on the way is settled).
+    fn answered(&mut self, _index: usize, _size: u64, _stream: u64, _policy: &dyn Policy) {}
+    /// A block live when the trace began was taken over.
+    fn adopted(&mut self, _live: &Live) -> Result<(), Error> {
+        Ok(())
+    }
+    /// A block was handed out.
+    fn allocated(&mut self, _index: usize, _live: &Live, _meter: &Metered<'_>) -> Result<(), Error> {
+        Ok(())
+    }
+    /// The policy refused a request.
+    fn refused(&mut self, _index: usize, _size: u64, _stream: u64, _error: &AllocError, _meter: &mut Metered<'_>) {}
+    /// The program's allocated bytes reached a new peak.
+    fn new_peak(&mut self, _policy: &dyn Policy, _held: &Held) {}
+    /// The program let go of a block that stays in use a while (`free_requested`).
+    fn let_go(&mut self, _index: usize, _live: &Live) {}
+    /// A block leaves the program for good: right before the policy takes it back, or right
+    /// after a flush of the policy's finished it.
+    fn freeing(&mut self, _index: usize, _live: &Live) -> Result<(), Error> {
+        Ok(())
+    }
+    /// The policy took a block back, in `ns` of host time where timed.
+    fn freed(&mut self, _live: &Live, _ns: f64) {}
+    /// The program emptied the cache.
+    fn released(&mut self, _meter: &Metered<'_>) {}
+    /// An event is done.
+    fn stepped(&mut self, _index: usize, _held: &Held, _meter: &Metered<'_>) {}
+}
+
+/// No observer: the probes of the capacity searches.
+impl Observer for () {}
+
+/// A policy stepping through a trace, with the blocks it handed to the program.
+pub(crate) struct Replayer {
+    pub(crate) policy: Box<dyn Policy>,
+    pub(crate) live: LiveBlocks,
+    pub(crate) held: Held,
+    /// The trace names private pools: each request goes to its own.
+    pooled: bool,
+    /// A release right before a device allocation is the policy's to make (under a cap, where
+    /// it may be the allocator's own retry), not the trace's.
+    policy_retries: bool,
+}
+
+impl Replayer {
+    /// `policy` about to replay `trace`; `capped`: under a cap, where releases made within a
+    /// request are the policy's own to make.
+    pub(crate) fn new(policy: Box<dyn Policy>, trace: &Trace, capped: bool) -> Replayer {
+        Replayer {
+            policy,
+            live: LiveBlocks::for_trace(trace),
+            held: Held::default(),
+            pooled: !trace.pool_of_id.is_empty(),
+            policy_retries: capped,
+        }
+    }
+
+    /// A copy to go on from, where the policy can be copied.
+    pub(crate) fn resumable_copy(&self) -> Option<Replayer> {
+        Some(Replayer {
+            policy: self.policy.resumable_copy()?,
+            live: self.live.clone(),
+            ..*self
+        })
+    }
+
+    /// Takes over the state the trace began in (a snapshot whose start was lost). The memory
+    /// is held whatever the cap; no operation is logged. `Ok(Some(why))` where the policy cannot
+    /// hold that state: the replay cannot go on, as under a cap too small for it.
+    pub(crate) fn adopt_start(
+        &mut self,
+        trace: &Trace,
+        meter: &mut Metered<'_>,
+        observer: &mut impl Observer,
+    ) -> Result<Option<AllocError>, Error> {
+        let Some(start) = &trace.start else { return Ok(None) };
+        meter.set_priming(true);
+        let adopted = self.policy.adopt(meter, start);
+        meter.set_priming(false);
+        let adopted = match adopted {
+            Ok(adopted) => adopted,
+            Err(why) => return Ok(Some(why)),
+        };
+        for a in adopted {
+            let live = Live {
+                id: a.id,
+                block: a.block,
+                size: a.requested,
+                stream: a.stream,
+                ns: 0.0,
+                let_go: a.pending,
+            };
+            observer.adopted(&live)?;
+            self.live.insert(live);
+            if !a.pending {
+                self.held.allocated += a.block.size;
+                self.held.requested += a.requested;
+            }
+        }
+        self.held.peak_allocated = self.held.allocated;
+        self.held.peak_requested = self.held.requested;
+        Ok(None)
+    }
+
+    /// Replays event `index` of `trace`; false where the policy refused its request.
+    #[inline]
+    pub(crate) fn step<O: Observer>(
+        &mut self,
+        trace: &Trace,
+        index: usize,
+        meter: &mut Metered<'_>,
+        observer: &mut O,
+    ) -> Result<bool, Error> {
+        let timed = observer.timed();
+        let clock = || timed.then(Instant::now);
+        let since = |start: Option<Instant>| start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
+        meter.at = index;
+        let mut fits = true;
+        match trace.events[index] {
+            TraceEvent::Alloc { id, size, stream } => {
+                observer.requesting(self.policy.as_ref());
+                if self.pooled {
+                    self.policy.select_pool(trace.pool_of(id));
+                }
+                let start = clock();
+                let result = self.policy.allocate(meter, size, stream);
+                let ns = since(start);
+                observer.answered(index, size, stream, self.policy.as_ref());
+                self.settle_finished(index, observer)?;
+                match result {
+                    Ok(block) => {
+                        let live = Live {
+                            id,
+                            block,
+                            size,
+                            stream,
+                            ns,
+                            let_go: false,
+                        };
+                        observer.allocated(index, &live, meter)?;
+                        self.live.insert(live);
+                        let held = &mut self.held;
+                        held.allocated += block.size;
+                        held.requested += size;
+                        held.peak_requested = held.peak_requested.max(held.requested);
+                        if held.allocated > held.peak_allocated {
+                            held.peak_allocated = held.allocated;
+                            observer.new_peak(self.policy.as_ref(), &self.held);
+                        }
+                    }
+                    Err(e) => {
+                        observer.refused(index, size, stream, &e, meter);
+                        fits = false;
+                    }
+                }
+            }
+            TraceEvent::FreeRequested { id } => {
+                if let Some(live) = self.live.let_go(id) {
+                    observer.let_go(index, live);
+                    self.held.allocated -= live.block.size;
+                    self.held.requested -= live.size;
+                    let start = clock();
+                    self.policy.free_requested(meter, live.block);
+                    live.ns += since(start);
+                }
+            }
+            // A release right before a device allocation, where the policy makes its own.
+            TraceEvent::EmptyCache { within_request: true } if self.policy_retries => {}
+            TraceEvent::EmptyCache { within_request } => {
+                // Its operations belong to the request that follows, as the recording has them.
+                meter.at = index + usize::from(within_request);
+                self.policy.empty_cache(meter);
+                self.settle_finished(index, observer)?;
+                observer.released(meter);
+            }
+            TraceEvent::ReleasePool { pool } => self.policy.release_pool(pool),
+            TraceEvent::Free { id } => {
+                // A free whose allocation failed, or that a flush already finished, has nothing
+                // to return.
+                if let Some(live) = self.live.remove(id) {
+                    if !live.let_go {
+                        self.held.allocated -= live.block.size;
+                        self.held.requested -= live.size;
+                    }
+                    observer.freeing(index, &live)?;
+                    let start = clock();
+                    self.policy.free(meter, live.block);
+                    observer.freed(&live, since(start));
+                }
+            }
+        }
+        observer.stepped(index, &self.held, meter);
+        Ok(fits)
+    }
+
+    /// Takes out of the live blocks those a flush finished before the trace's own free came
+    /// (rare: a scan will do).
+    fn settle_finished(&mut self, index: usize, observer: &mut impl Observer) -> Result<(), Error> {
+        for block in self.policy.drain_finished() {
+            if let Some(live) = self.live.remove_let_go_at(block.addr) {
+                observer.freeing(index, &live)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns the blocks the trace never freed (in id order, untimed), then the cache.
+    pub(crate) fn finish(
+        &mut self,
+        trace: &Trace,
+        meter: &mut Metered<'_>,
+        observer: &mut impl Observer,
+    ) -> Result<(), Error> {
+        let end = trace.events.len();
+        meter.at = end;
+        for live in self.live.take_all() {
+            observer.freeing(end, &live)?;
+            self.policy.free(meter, live.block);
+        }
+        self.policy.release_cached(meter);
+        Ok(())
+    }
+}
+
+/// The live blocks, kept together so that a copy costs what is live, not what the trace's ids
+/// span; an index by id finds them.
+#[derive(Clone)]
+pub(crate) struct LiveBlocks {
+    entries: Vec<Live>,
+    index: LiveIndex,
+}
+
+/// Where each live id's entry is: a vector where the ids are dense (every importer numbers them
+/// from 0), a hash map otherwise.
+#[derive(Clone)]
+enum LiveIndex {
+    Dense(Vec<u32>),
+    Sparse(HashMap<u64, u32>),
+}
+
+const ABSENT: u32 = u32::MAX;
+
+/// How many slots a table indexed by the trace's ids needs, when the ids are dense enough for
+/// one; `None` when a hash map should hold them.
+fn dense_id_slots(trace: &Trace) -> Option<usize> {
+    let started = trace.start.iter().flat_map(|s| s.blocks()).filter_map(|b| b.id);
+    let max_id = trace
+        .events
+        .iter()
+        .map(|e| match *e {
+            TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => id,
+            TraceEvent::EmptyCache { .. } | TraceEvent::ReleasePool { .. } => 0,
+        })
+        .chain(started)
+        .max()
+        .unwrap_or(0);
+    (max_id <= 2 * trace.events.len() as u64 + 1024).then(|| max_id as usize + 1)
+}
+
+impl LiveBlocks {
+    fn for_trace(trace: &Trace) -> LiveBlocks {
+        let index = match dense_id_slots(trace) {
+            Some(slots) => LiveIndex::Dense(vec![ABSENT; slots]),
+            None => LiveIndex::Sparse(HashMap::default()),
+        };
+        LiveBlocks {
+            entries: Vec::new(),
+            index,
+        }
+    }
+
+    /// How many blocks are live.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn position(&self, id: u64) -> Option<usize> {
+        let at = match &self.index {
+            LiveIndex::Dense(slots) => slots.get(id as usize).copied().unwrap_or(ABSENT),
+            LiveIndex::Sparse(map) => map.get(&id).copied().unwrap_or(ABSENT),
+        };
+        (at != ABSENT).then_some(at as usize)
+    }
+
+    fn set_position(&mut self, id: u64, at: u32) {
+        match &mut self.index {
+            LiveIndex::Dense(slots) => slots[id as usize] = at,
+            LiveIndex::Sparse(map) => {
+                if at == ABSENT {
+                    map.remove(&id);
+                } else {
+                    map.insert(id, at);
+                }
+            }
+        }
+    }
+
+    /// Adds a live block; an id allocated again while live replaces its block.
+    fn insert(&mut self, live: Live) {
+        if let Some(old) = self.position(live.id) {
+            self.entries[old] = live;
+            return;
+        }
+        self.set_position(live.id, self.entries.len() as u32);
+        self.entries.push(live);
+    }
+
+    /// Marks `id` let go: its entry, when it was live and not yet let go.
+    fn let_go(&mut self, id: u64) -> Option<&mut Live> {
+        let at = self.position(id)?;
+        let live = &mut self.entries[at];
+        if live.let_go {
+            return None;
+        }
+        live.let_go = true;
+        Some(live)
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Live> {
+        let at = self.position(id)?;
+        let live = self.entries.swap_remove(at);
+        self.set_position(id, ABSENT);
+        if let Some(moved) = self.entries.get(at) {
+            self.set_position(moved.id, at as u32);
+        }
+        Some(live)
+    }
+
+    /// Removes the live block at `addr` that the program has let go of.
+    fn remove_let_go_at(&mut self, addr: u64) -> Option<Live> {
+        let id = self
+            .entries
+            .iter()
+            .find(|live| live.let_go && live.block.addr == addr)?
+            .id;
+        self.remove(id)
+    }
+
+    /// Every live block, in id order, leaving none.
+    fn take_all(&mut self) -> Vec<Live> {
+        let mut all = std::mem::take(&mut self.entries);
+        for live in &all {
+            self.set_position(live.id, ABSENT);
+        }
+        all.sort_by_key(|live| live.id);
+        all
+    }
+}

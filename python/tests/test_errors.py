@@ -1,0 +1,90 @@
+"""Each error class of vramlab.errors, raised where its kind of error happens, and caught by
+the built-in exception it stands for."""
+
+import os
+import pathlib
+import tempfile
+
+import pytest
+
+import vramlab
+from vramlab.errors import DeviceError, FileError, InputError, SettingsError, TraceError, VramlabError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TRACE = str(ROOT / "tests" / "traces" / "resnet18_default.pickle")
+
+
+def one_line(err):
+    assert "\n" not in str(err.value), str(err.value)
+    return str(err.value)
+
+
+def test_the_classes_stand_for_the_builtins():
+    for cls, builtin in [
+        (TraceError, ValueError),
+        (SettingsError, ValueError),
+        (InputError, ValueError),
+        (FileError, OSError),
+        (DeviceError, OSError),
+    ]:
+        assert issubclass(cls, VramlabError) and issubclass(cls, builtin)
+        assert getattr(vramlab, cls.__name__) is cls
+
+
+def test_a_bad_trace_is_a_trace_error_and_a_value_error():
+    with pytest.raises(TraceError) as err:
+        vramlab.replay(b"\x80\x04\x95garbage")
+    one_line(err)
+    with pytest.raises(ValueError):
+        vramlab.replay({"device_traces": 5})
+    with pytest.raises(TraceError) as err:
+        vramlab.replay(TRACE, device=3)
+    assert "device 3: the snapshot has devices 0..0" in one_line(err)
+
+
+def test_bad_settings_are_settings_errors():
+    with pytest.raises(SettingsError) as err:
+        vramlab.replay(TRACE, alloc_conf="colour:blue")
+    assert "colour" in one_line(err)
+    with pytest.raises(SettingsError) as err:
+        vramlab.replay(TRACE, policy="no-such-policy")
+    assert "no-such-policy" in one_line(err)
+    with pytest.raises(SettingsError):
+        vramlab.tune(TRACE, capacity=0)
+    with pytest.raises(ValueError):
+        vramlab.tune(TRACE, grid=["max_split_size_mb:10"])
+
+
+def test_other_bad_values_are_input_errors():
+    with pytest.raises(InputError) as err:
+        vramlab.explain("occupancy", threads="many")
+    one_line(err)
+    with pytest.raises(InputError):
+        vramlab.run("no-such-experiment")
+    with pytest.raises(InputError):
+        vramlab.run("occupancy", backend="abacus")
+
+
+def test_files_that_cannot_be_read_are_file_errors_and_os_errors():
+    with pytest.raises(FileError) as err:
+        vramlab.replay("/nonexistent/snapshot.pickle")
+    assert "/nonexistent/snapshot.pickle" in one_line(err)
+    with tempfile.TemporaryDirectory() as folder:
+        # A folder given as a trace: the README promises OSError.
+        with pytest.raises(OSError) as err:
+            vramlab.replay(folder)
+        assert isinstance(err.value, FileError) and "is a folder" in one_line(err)
+        fifo = os.path.join(folder, "fifo")
+        os.mkfifo(fifo)
+        with pytest.raises(FileError):
+            vramlab.replay(fifo)
+
+
+def test_a_machine_without_a_gpu_gives_a_device_error():
+    if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
+        pytest.skip("this machine has an NVIDIA device: the hw backend may run")
+    with pytest.raises(DeviceError) as err:
+        vramlab.run("occupancy", backend="hw")
+    assert "needs an NVIDIA GPU" in one_line(err) and "--backend" not in str(err.value)
+    with pytest.raises(OSError):
+        vramlab.run("occupancy", backend="hw")

@@ -1,0 +1,110 @@
+//! What `vramlab replay` and `vramlab tune` print on a terminal: the tables and the sentences
+//! that go with them, as text, so that every front shows the same.
+
+use experiments::{format_bytes, ReplayRecord};
+
+use crate::{tune_row, TUNE_HEADER};
+
+/// Every device's replay, as a table and the sentences that go with it (devices labelled where
+/// the snapshot has several).
+pub fn replay_text(record: &ReplayRecord) -> String {
+    let devices = if record.devices.is_empty() {
+        std::slice::from_ref(record)
+    } else {
+        &record.devices[..]
+    };
+    let mut lines = Vec::new();
+    for device in devices {
+        device_lines(device, !record.devices.is_empty(), &mut lines);
+    }
+    lines.join("\n")
+}
+
+fn device_lines(record: &ReplayRecord, label: bool, lines: &mut Vec<String>) {
+    if label {
+        lines.push(format!("\ndevice {}: {} events", record.device_index, record.events));
+    }
+    if let Some(start) = &record.start {
+        lines.push(format!(
+            "window: began with {} reserved in {} segments, {} allocated in {} live blocks",
+            format_bytes(start.reserved_bytes),
+            start.segments,
+            format_bytes(start.allocated_bytes),
+            start.live_blocks
+        ));
+    }
+    if let (Some(cap), Some(source)) = (record.capacity_bytes, &record.capacity_source) {
+        lines.push(format!("cap {}: {source}", format_bytes(cap)));
+    }
+    let width = record.results.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(22);
+    if !record.results.is_empty() {
+        lines.push(format!(
+            "{:<width$} {:>14} {:>14} {:>8} {:>8} {:>14} {:>12}",
+            "policy", "peak reserved", "peak alloc'd", "frag", "failed", "min capacity", "a+f p50 ns"
+        ));
+    }
+    for r in &record.results {
+        lines.push(format!(
+            "{:<width$} {:>14} {:>14} {:>7.1}% {:>8} {:>14} {:>12.0}",
+            r.policy,
+            format_bytes(r.peak_reserved_bytes),
+            format_bytes(r.peak_allocated_bytes),
+            r.fragmentation_at_peak * 100.0,
+            r.failed_allocs,
+            r.min_capacity_bytes.map_or("-".to_string(), format_bytes),
+            r.alloc_free_ns_p50
+        ));
+    }
+    for r in &record.results {
+        if let Some(stats) = &r.pytorch_stats {
+            lines.push(format!(
+                "{}: retries {}, out of memory {}, device allocations {}, frees {}",
+                r.policy, stats.num_alloc_retries, stats.num_ooms, stats.num_device_alloc, stats.num_device_free
+            ));
+        }
+        if !r.recorded_check.is_what_if() {
+            lines.push(format!(
+                "{}: against the recording: {}",
+                r.policy, r.recorded_check.summary
+            ));
+        }
+    }
+    for note in &record.notes {
+        lines.push(format!("note: {note}"));
+    }
+}
+
+/// A tune's ranked table, then its verdicts and post-mortem (as tune.json, tune.md and
+/// tune.html hold them).
+pub fn tune_text(record: &ReplayRecord) -> String {
+    let rows: Vec<Vec<String>> = record
+        .results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| tune_row(i + 1, r, record.capacity_bytes))
+        .collect();
+    let widths: Vec<usize> = (0..TUNE_HEADER.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].len())
+                .chain([TUNE_HEADER[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut lines = vec![line(TUNE_HEADER.to_vec())];
+    lines.extend(rows.iter().map(|row| line(row.iter().map(String::as_str).collect())));
+    lines.push(String::new());
+    lines.extend(record.tune_lines());
+    lines.join("\n")
+}

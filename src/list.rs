@@ -1,0 +1,62 @@
+//! `vramlab list`: what there is to run, replay and tune.
+
+use anyhow::Result;
+use experiments::{Catalog, Family, Profile, DEFAULT_PROFILE};
+
+use crate::print_to_stdout;
+
+pub(crate) fn list() -> Result<()> {
+    let catalog = Catalog::builtin()?;
+    let mut lines = Vec::new();
+    lines.push("suites and experiments:".to_string());
+    for suite in &catalog.suites {
+        lines.push(format!("  {} - {}", suite.name, suite.description));
+        for e in &suite.experiments {
+            lines.push(format!(
+                "    {:<16} {:<9} {:>4} points  {}",
+                e.name,
+                e.family.name(),
+                e.points.len(),
+                e.description
+            ));
+        }
+    }
+    lines.push(format!("families: {}", Family::ALL.map(|f| f.name()).join(", ")));
+    lines.push(format!(
+        "profiles: {} (default {DEFAULT_PROFILE}; or a path to a profile .toml)",
+        Profile::builtin_names().join(", ")
+    ));
+    lines.push("backends: sim, hw, both".to_string());
+    lines.push("allocator policies (vramlab replay --policy NAME[:key=value...]):".to_string());
+    for policy in experiments::POLICIES {
+        lines.push(format!("  {:<18} {}", policy.name, policy.summary));
+        for (key, default, meaning) in policy.params {
+            lines.push(format!("    {key} = {default}: {meaning}"));
+        }
+    }
+    lines.push("synthetic traces (vramlab replay synthetic:NAME[:key=value...] --seed N):".to_string());
+    for generator in experiments::SYNTHETIC_TRACES {
+        let params: Vec<String> = generator.params.iter().map(|(k, v, _)| format!("{k}={v}")).collect();
+        lines.push(format!(
+            "  {:<18} {} ({})",
+            generator.name,
+            generator.summary,
+            params.join(", ")
+        ));
+    }
+    lines.push("PyTorch's allocator (vramlab replay --alloc-conf SETTINGS, vramlab tune --grid SETTINGS):".to_string());
+    lines.push(format!("  keys: {}", experiments::ALLOC_CONF_KEYS.join(", ")));
+    lines.push("  tune's default grid:".to_string());
+    for settings in allocators::DEFAULT_TUNE_GRID {
+        lines.push(format!(
+            "    {}",
+            if settings.is_empty() {
+                "\"\" (PyTorch's defaults)"
+            } else {
+                settings
+            }
+        ));
+    }
+    lines.push(String::new());
+    print_to_stdout(&lines.join("\n"))
+}

@@ -1,0 +1,176 @@
+//! `vramlab replay` and `vramlab tune`: the front's calls (`allocators::Replay`), the outputs
+//! checked before any work, and what is printed.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use experiments::Trace;
+
+use crate::progress::Progress;
+use crate::ReplayBackend;
+
+pub(crate) struct ReplayArgs<'a> {
+    pub(crate) trace: &'a str,
+    pub(crate) policy: Option<&'a str>,
+    pub(crate) alloc_conf: &'a [String],
+    pub(crate) device: Option<usize>,
+    pub(crate) capacity: Option<&'a str>,
+    pub(crate) backend: ReplayBackend,
+    pub(crate) json: bool,
+    pub(crate) out: &'a Path,
+    pub(crate) seed: u64,
+    pub(crate) save_trace: Option<&'a Path>,
+    pub(crate) export: &'a [String],
+}
+
+fn parse_capacity(text: Option<&str>) -> Result<Option<u64>> {
+    text.map(|text| experiments::parse_bytes(text).map_err(|e| anyhow::anyhow!("--capacity: {e}")))
+        .transpose()
+}
+
+/// The replay front for a TRACE argument, its errors worded with the CLI's flags.
+fn load_replay(text: &str, device: Option<usize>, seed: u64, capacity: Option<&str>) -> Result<allocators::Replay> {
+    let capacity = parse_capacity(capacity)?;
+    let front = Trace::load_input(text, device, seed)
+        .map_err(allocators::Error::from)
+        .and_then(|traces| allocators::Replay::new(traces, device)?.capacity(capacity));
+    front.map_err(|e| {
+        // The library names a device by its index and the cap as such; here they are flags.
+        let message = e
+            .to_string()
+            .replace(": device ", ": --device ")
+            .replace("capacity 0", "--capacity 0");
+        anyhow::anyhow!(message)
+    })
+}
+
+pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
+    let exports = args
+        .export
+        .chunks(2)
+        .map(|pair| reports::Export::parse(&pair[0], &pair[1]))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let front = load_replay(args.trace, args.device, args.seed, args.capacity)?
+        .policies(args.policy, args.alloc_conf)
+        .keep_events(!exports.is_empty());
+    let trace = front.trace();
+    let jobs = front.choices()?;
+    let backend = match args.backend {
+        ReplayBackend::Sim => "sim",
+        ReplayBackend::Hw => "hw",
+    };
+    let mut outputs: Vec<(String, PathBuf)> = vec![
+        ("the record".into(), args.out.join(format!("replay-{backend}.json"))),
+        ("the report".into(), args.out.join("replay.md")),
+        ("the report".into(), args.out.join("replay.html")),
+    ];
+    if let Some(path) = args.save_trace {
+        if reports::file_name_of(&path.to_string_lossy()).is_none() {
+            bail!("--save-trace '{}': not a file name", path.display());
+        }
+        outputs.push(("--save-trace".into(), path.to_path_buf()));
+    }
+    for export in &exports {
+        let flag = format!("--export {}", export.kind.name());
+        outputs.extend(export.files(jobs.len()).into_iter().map(|file| (flag.clone(), file)));
+    }
+    experiments::refuse_shared_outputs(&outputs)?;
+    if let Some(path) = args.save_trace {
+        trace.save(path)?;
+    }
+    if trace.warnings.count > 0 && !args.json {
+        eprintln!(
+            "warning: {} events of {} skipped; first: {}",
+            trace.warnings.count,
+            trace.name,
+            trace.warnings.examples.first().map_or("", String::as_str)
+        );
+        if let Some(lost) = trace.warnings.lost_start() {
+            eprintln!("warning: {lost}");
+        }
+    }
+    let progress = Progress::new(jobs.len() as u64, "policies");
+    let record = match args.backend {
+        ReplayBackend::Sim => {
+            progress.message("replaying");
+            let record = front.run()?;
+            jobs.iter().for_each(|_| progress.tick());
+            record
+        }
+        ReplayBackend::Hw => {
+            let policies = jobs.iter().map(|job| (job.label(), job.build())).collect();
+            hw::replay_policies_on_gpu(trace, policies, front.options(), &|label| {
+                progress.message(label);
+                progress.tick();
+            })?
+        }
+    };
+    progress.finish();
+    record.save(&args.out.join(format!("replay-{backend}.json")))?;
+    for export in &exports {
+        for line in export.write(&record)? {
+            // On stderr when stdout carries JSON.
+            if args.json {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
+        }
+    }
+    let rendered = reports::render_replay(args.out)?;
+    // To stderr, so --json stays one document; the trace is streamed, so this is what the
+    // replay itself held.
+    eprintln!(
+        "replay: {} events; this process's peak memory {}",
+        record.events,
+        peak_memory()
+    );
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&record.summary_json()).context("serialising the replay")?
+        );
+        return Ok(());
+    }
+    println!("{}", reports::replay_text(&record));
+    println!("replay: {}", rendered.markdown.display());
+    Ok(())
+}
+
+pub(crate) fn tune(
+    trace_arg: &str,
+    capacity: Option<&str>,
+    grid: &[String],
+    device: Option<usize>,
+    out: &Path,
+    json: bool,
+) -> Result<()> {
+    let record = load_replay(trace_arg, device, 0, capacity)?.tune(grid)?;
+    record.save(&out.join("tune.json"))?;
+    let rendered = reports::render_tune(out)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&record.summary_json()).context("serialising the tune")?
+        );
+        return Ok(());
+    }
+    println!("{}", reports::tune_text(&record));
+    println!("tune: {}", rendered.markdown.display());
+    eprintln!("tune: this process's peak memory {}", peak_memory());
+    Ok(())
+}
+
+/// This process's peak resident memory (Linux's VmHWM), or "not known" where the kernel does not
+/// say.
+fn peak_memory() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(experiments::format_bytes(kib * 1024))
+        })
+        .unwrap_or_else(|| "not known".to_string())
+}
