@@ -27,7 +27,7 @@ use experiments::Trace;
 
 use super::device::{MeterCounts, Metered};
 use super::replayer::Replayer;
-use super::{build_policy, Error, Policy, PolicySpec, SimDevice};
+use super::{Error, Policy, PolicySpec, Recipe, SimDevice};
 
 /// Copies of the unlimited run kept at most, spread evenly over the trace.
 const CHECKPOINTS: usize = 32;
@@ -51,8 +51,8 @@ const ALWAYS_FITS_EVENTS: usize = 32_000_000;
 /// failed request (found by bisection below the unlimited run's peak); `None` when even
 /// unlimited memory fails (a request the policy can never satisfy).
 pub fn min_capacity(trace: &Trace, spec: &PolicySpec, device_bytes: u64) -> Result<Option<u64>, Error> {
-    build_policy(spec)?;
-    min_capacity_of(trace, &|| build_policy(spec).expect("checked above"), device_bytes)
+    let recipe = Recipe::of(spec)?;
+    min_capacity_of(trace, &|| recipe.build(), device_bytes)
 }
 
 /// [`min_capacity`] for any policy, built afresh by `build` for each probe that cannot start
@@ -472,7 +472,10 @@ mod tests {
         let device_bytes = 80 << 30;
         let mut choices: Vec<crate::PolicyChoice> = experiments::POLICIES
             .iter()
-            .map(|p| crate::PolicyChoice::Named(PolicySpec::parse(p.name).unwrap()))
+            .map(|p| {
+                let spec = PolicySpec::parse(p.name).unwrap();
+                crate::PolicyChoice::Named(spec.clone(), Recipe::of(&spec).unwrap())
+            })
             .collect();
         for settings in crate::DEFAULT_TUNE_GRID {
             choices.push(crate::PolicyChoice::pytorch(settings).unwrap());

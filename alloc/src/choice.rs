@@ -8,13 +8,13 @@ use experiments::{
 use rayon::prelude::*;
 
 use super::capacity::{fitting_caps_of, ALWAYS_FITS_PROBES};
-use super::{build_policy, build_pytorch_policy, replay_policy, Error, Policy, ReplayOptions, SimDevice};
+use super::{build_pytorch_policy, replay_policy, Error, Policy, Recipe, ReplayOptions, SimDevice};
 
 /// One policy a replay runs.
 #[derive(Debug, Clone)]
 pub enum PolicyChoice {
-    /// One of vramlab's policies, by name with parameters.
-    Named(PolicySpec),
+    /// One of vramlab's policies, by name with parameters, and read into a recipe.
+    Named(PolicySpec, Recipe),
     /// PyTorch's allocator under a `PYTORCH_ALLOC_CONF`, as written and as parsed.
     Pytorch {
         /// The string as given (the label shows it).
@@ -36,7 +36,7 @@ impl PolicyChoice {
     /// How results name it.
     pub fn label(&self) -> String {
         match self {
-            PolicyChoice::Named(spec) => spec.label(),
+            PolicyChoice::Named(spec, _) => spec.label(),
             PolicyChoice::Pytorch { settings, .. } => format!("PYTORCH_ALLOC_CONF={settings}"),
         }
     }
@@ -44,7 +44,7 @@ impl PolicyChoice {
     /// A fresh policy.
     pub fn build(&self) -> Box<dyn Policy> {
         match self {
-            PolicyChoice::Named(spec) => build_policy(spec).expect("checked when the choice was made"),
+            PolicyChoice::Named(_, recipe) => recipe.build(),
             PolicyChoice::Pytorch { conf, .. } => build_pytorch_policy(conf),
         }
     }
@@ -60,7 +60,7 @@ impl PolicyChoice {
                     && conf.garbage_collection_threshold == 0.0
                     && !conf.expandable_segments
             }
-            PolicyChoice::Named(_) => false,
+            PolicyChoice::Named(..) => false,
         }
     }
 
@@ -104,8 +104,8 @@ pub fn choose_policies(
             PolicySpec::parse_list(named)?
         };
         for spec in specs {
-            build_policy(&spec)?;
-            choices.push(PolicyChoice::Named(spec));
+            let recipe = Recipe::of(&spec)?;
+            choices.push(PolicyChoice::Named(spec, recipe));
         }
     }
     let own = (alloc_conf.is_empty() && policy.is_none())

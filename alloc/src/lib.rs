@@ -215,98 +215,131 @@ pub trait Policy {
     }
 }
 
+/// A policy's spec, read and checked: building from it cannot fail, so a choice validated once
+/// builds a fresh policy for every replay and probe. Made by [`Recipe::of`] from the catalogue's
+/// names ([`experiments::POLICIES`]), one arm per policy.
+#[derive(Clone)]
+pub struct Recipe(std::sync::Arc<dyn Fn() -> Box<dyn Policy> + Send + Sync>);
+
+impl std::fmt::Debug for Recipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Recipe")
+    }
+}
+
+impl Recipe {
+    fn new(build: impl Fn() -> Box<dyn Policy> + Send + Sync + 'static) -> Recipe {
+        Recipe(std::sync::Arc::new(build))
+    }
+
+    /// A fresh policy.
+    pub fn build(&self) -> Box<dyn Policy> {
+        (self.0)()
+    }
+
+    /// Reads and checks the parameters of the policy `spec` names.
+    pub fn of(spec: &PolicySpec) -> Result<Recipe, experiments::Error> {
+        let power_of_two = |key: &str| -> Result<u64, experiments::Error> {
+            let value = spec.bytes(key)?;
+            if value.is_power_of_two() {
+                Ok(value)
+            } else {
+                Err(experiments::Error::Invalid(format!(
+                    "policy {}: {key} = {}: must be a power of two",
+                    spec.name,
+                    spec.param(key)
+                )))
+            }
+        };
+        let positive = |key: &str| -> Result<u64, experiments::Error> {
+            match spec.bytes(key)? {
+                0 => Err(experiments::Error::Invalid(format!(
+                    "policy {}: {key} = 0: must be positive",
+                    spec.name
+                ))),
+                value => Ok(value),
+            }
+        };
+        Ok(match spec.name.as_str() {
+            name @ ("cuda-malloc" | "cuda-malloc-async") => {
+                let (round, stream_ordered) = (power_of_two("round")?, name == "cuda-malloc-async");
+                Recipe::new(move || Box::new(simple::CudaMalloc::new(round, stream_ordered)))
+            }
+            "bump" => {
+                let (arena, alignment) = (positive("arena")?, power_of_two("alignment")?);
+                let reset = spec.bytes("reset_when_empty")? != 0;
+                Recipe::new(move || Box::new(simple::Bump::new(arena, alignment, reset)))
+            }
+            "buckets" => {
+                let min = power_of_two("min")?;
+                Recipe::new(move || Box::new(simple::Buckets::new(min)))
+            }
+            "best-fit" => {
+                let (grow_by, alignment) = (positive("grow_by")?, power_of_two("alignment")?);
+                Recipe::new(move || Box::new(best_fit::BestFit::new(grow_by, alignment)))
+            }
+            "buddy" => {
+                let (arena, min_block) = (power_of_two("arena")?, power_of_two("min_block")?);
+                if min_block > arena {
+                    return Err(experiments::Error::Invalid(format!(
+                        "policy buddy: min_block = {} is larger than arena = {}",
+                        spec.param("min_block"),
+                        spec.param("arena")
+                    )));
+                }
+                Recipe::new(move || Box::new(buddy::Buddy::new(arena, min_block)))
+            }
+            "binning" => {
+                let (min_bin, max_bin) = (power_of_two("min_bin")?, power_of_two("max_bin")?);
+                if min_bin > max_bin {
+                    return Err(experiments::Error::Invalid(format!(
+                        "policy binning: min_bin = {} is larger than max_bin = {}",
+                        spec.param("min_bin"),
+                        spec.param("max_bin")
+                    )));
+                }
+                let large = PolicySpec::parse(spec.param("large"))?;
+                if large.name == "binning" {
+                    return Err(experiments::Error::Invalid(
+                        "policy binning: large = binning would never end".into(),
+                    ));
+                }
+                let (chunk, large) = (positive("chunk")?, Recipe::of(&large)?);
+                Recipe::new(move || Box::new(binning::Binning::new(min_bin, max_bin, chunk, large.build())))
+            }
+            "caching" => {
+                let conf = AllocConf {
+                    max_split_size: match spec.param("max_split_size") {
+                        "none" => u64::MAX,
+                        _ => positive("max_split_size")?,
+                    },
+                    ..AllocConf::default()
+                };
+                Recipe::new(move || Box::new(caching::Caching::new(conf.clone(), PYTORCH_SMALL_PAGE)))
+            }
+            "expandable" => {
+                let conf = AllocConf {
+                    expandable_segments: true,
+                    large_segment_size: positive("large_page")?,
+                    ..AllocConf::default()
+                };
+                let small_page = positive("small_page")?;
+                Recipe::new(move || Box::new(caching::Caching::new(conf.clone(), small_page)))
+            }
+            other => {
+                return Err(experiments::Error::Unknown {
+                    kind: "policy",
+                    name: other.to_string(),
+                    valid: experiments::POLICIES.iter().map(|p| p.name.to_string()).collect(),
+                })
+            }
+        })
+    }
+}
+
 /// Builds the policy a spec names, reading its parameters.
 pub fn build_policy(spec: &PolicySpec) -> Result<Box<dyn Policy>, experiments::Error> {
-    let power_of_two = |key: &str| -> Result<u64, experiments::Error> {
-        let value = spec.bytes(key)?;
-        if value.is_power_of_two() {
-            Ok(value)
-        } else {
-            Err(experiments::Error::Invalid(format!(
-                "policy {}: {key} = {}: must be a power of two",
-                spec.name,
-                spec.param(key)
-            )))
-        }
-    };
-    let positive = |key: &str| -> Result<u64, experiments::Error> {
-        match spec.bytes(key)? {
-            0 => Err(experiments::Error::Invalid(format!(
-                "policy {}: {key} = 0: must be positive",
-                spec.name
-            ))),
-            value => Ok(value),
-        }
-    };
-    Ok(match spec.name.as_str() {
-        "cuda-malloc" => Box::new(simple::CudaMalloc::new(power_of_two("round")?, false)),
-        "cuda-malloc-async" => Box::new(simple::CudaMalloc::new(power_of_two("round")?, true)),
-        "bump" => Box::new(simple::Bump::new(
-            positive("arena")?,
-            power_of_two("alignment")?,
-            spec.bytes("reset_when_empty")? != 0,
-        )),
-        "buckets" => Box::new(simple::Buckets::new(power_of_two("min")?)),
-        "best-fit" => Box::new(best_fit::BestFit::new(positive("grow_by")?, power_of_two("alignment")?)),
-        "buddy" => {
-            let (arena, min_block) = (power_of_two("arena")?, power_of_two("min_block")?);
-            if min_block > arena {
-                return Err(experiments::Error::Invalid(format!(
-                    "policy buddy: min_block = {} is larger than arena = {}",
-                    spec.param("min_block"),
-                    spec.param("arena")
-                )));
-            }
-            Box::new(buddy::Buddy::new(arena, min_block))
-        }
-        "binning" => {
-            let (min_bin, max_bin) = (power_of_two("min_bin")?, power_of_two("max_bin")?);
-            if min_bin > max_bin {
-                return Err(experiments::Error::Invalid(format!(
-                    "policy binning: min_bin = {} is larger than max_bin = {}",
-                    spec.param("min_bin"),
-                    spec.param("max_bin")
-                )));
-            }
-            let large = PolicySpec::parse(spec.param("large"))?;
-            if large.name == "binning" {
-                return Err(experiments::Error::Invalid(
-                    "policy binning: large = binning would never end".into(),
-                ));
-            }
-            Box::new(binning::Binning::new(
-                min_bin,
-                max_bin,
-                positive("chunk")?,
-                build_policy(&large)?,
-            ))
-        }
-        "caching" => {
-            let conf = AllocConf {
-                max_split_size: match spec.param("max_split_size") {
-                    "none" => u64::MAX,
-                    _ => positive("max_split_size")?,
-                },
-                ..AllocConf::default()
-            };
-            Box::new(caching::Caching::new(conf, PYTORCH_SMALL_PAGE))
-        }
-        "expandable" => {
-            let conf = AllocConf {
-                expandable_segments: true,
-                large_segment_size: positive("large_page")?,
-                ..AllocConf::default()
-            };
-            Box::new(caching::Caching::new(conf, positive("small_page")?))
-        }
-        other => {
-            return Err(experiments::Error::Unknown {
-                kind: "policy",
-                name: other.to_string(),
-                valid: experiments::POLICIES.iter().map(|p| p.name.to_string()).collect(),
-            })
-        }
-    })
+    Ok(Recipe::of(spec)?.build())
 }
 
 /// The small pool's page under expandable segments (kSmallBuffer).
