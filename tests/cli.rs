@@ -836,3 +836,23 @@ fn output_goes_only_where_it_may() {
     assert_clean_failure(&output, &["named for two outputs"]);
     assert!(!tmp.path().join("o4").exists(), "nothing written before the refusal");
 }
+
+/// A second run into the same folder reports only what it made, and says what it left out.
+#[test]
+fn a_run_into_a_used_folder_reports_only_its_own_records() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(vramlab(&["run", "banks", "--out", "out"], dir.path()).status.success());
+    let second = vramlab(&["run", "occupancy", "--out", "out"], dir.path());
+    assert!(second.status.success(), "{}", stderr(&second));
+    let note = stderr(&second);
+    assert!(
+        note.contains("records of 1 experiments this run did not make (banks)") && note.contains("vramlab report"),
+        "{note}"
+    );
+    let report = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    assert!(report.contains("occupancy") && !report.contains("## banks"), "{report}");
+    // The records stay; `report` renders the whole folder.
+    assert!(vramlab(&["report", "out"], dir.path()).status.success());
+    let all = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
+    assert!(all.contains("## banks"), "the full report lacks banks");
+}

@@ -233,6 +233,13 @@ fn explain(py: Python<'_>, topic: String, params: Vec<String>, profile: String) 
     })
 }
 
+/// `vramlab` on the command line (`python -m vramlab`, the command pip installs): the same
+/// code as the Rust binary, run without the GIL; its exit status.
+#[pyfunction]
+fn main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(|| vramlab::main(argv))
+}
+
 /// The Rust core behind the `vramlab` package.
 #[pymodule]
 fn _vramlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -241,6 +248,7 @@ fn _vramlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
+    m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add("DEFAULT_TUNE_GRID", allocators::DEFAULT_TUNE_GRID.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

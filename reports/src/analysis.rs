@@ -165,6 +165,11 @@ pub struct Analysis {
 impl Analysis {
     /// Reads every record under `dir` and joins them.
     pub fn from_dir(dir: &Path) -> Result<Analysis> {
+        Analysis::from_dir_only(dir, None)
+    }
+
+    /// The names of the experiments whose records `dir` holds.
+    pub fn recorded_in(dir: &Path) -> Result<Vec<String>> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .map_err(|e| experiments::Error::io(dir, e))?
             .filter_map(|entry| entry.ok())
@@ -176,6 +181,26 @@ impl Analysis {
                     .any(|b| Record::json_path(dir, name, *b).exists())
             })
             .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// As [`Analysis::from_dir`], keeping only the experiments `only` names (all where none).
+    pub fn from_dir_only(dir: &Path, only: Option<&[String]>) -> Result<Analysis> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map_err(|e| experiments::Error::io(dir, e))?
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.path().is_dir())
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter(|name| {
+                [BackendKind::Sim, BackendKind::Hw]
+                    .iter()
+                    .any(|b| Record::json_path(dir, name, *b).exists())
+            })
+            .collect();
+        if let Some(only) = only {
+            names.retain(|name| only.contains(name));
+        }
         if names.is_empty() {
             return Err(ReportError::Empty(dir.to_path_buf()));
         }

@@ -28,7 +28,7 @@ pub use analysis::{
 pub use error::{ReportError, Result};
 pub use export_perfetto::{perfetto_json, write_perfetto};
 pub use exports::{file_name_of, Export, ExportKind};
-pub use render::{render, render_report, Rendered};
+pub use render::{render, render_report, render_report_of, Rendered};
 pub use replay_render::render_replay;
 pub use terminal::{replay_text, tune_text};
 pub use tune_render::{render_tune, setting_of, tune_row, TUNE_HEADER};

@@ -30,6 +30,14 @@ pub fn render_report(dir: &Path) -> Result<Rendered> {
     render(dir, &analysis)
 }
 
+/// As [`render_report`], of the experiments `only` names: a run's report, in a folder that may
+/// also hold the records of earlier runs.
+pub fn render_report_of(dir: &Path, only: &[String]) -> Result<Rendered> {
+    let analysis = Analysis::from_dir_only(dir, Some(only))?;
+    analysis.save(dir)?;
+    render(dir, &analysis)
+}
+
 /// Renders an analysis into `dir`.
 pub fn render(dir: &Path, analysis: &Analysis) -> Result<Rendered> {
     let plot_dir = dir.join("plots");
