@@ -856,3 +856,16 @@ fn a_run_into_a_used_folder_reports_only_its_own_records() {
     let all = std::fs::read_to_string(dir.path().join("out/report.md")).unwrap();
     assert!(all.contains("## banks"), "the full report lacks banks");
 }
+
+/// Small things a new user trips over: a near-miss name gets a suggestion, and the figures file
+/// committed beside a snapshot is told apart from a trace.
+#[test]
+fn near_misses_are_answered_helpfully() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = vramlab(&["run", "transfer", "--out", "out"], dir.path());
+    let err = assert_clean_failure(&output, &["(did you mean 'transfers'?)"]);
+    assert_eq!(err.matches(" growth,").count() + err.matches(" growth\n").count(), 1, "{err}");
+    let figures = trace_file("resnet18_default.json");
+    let output = vramlab(&["replay", &figures, "--out", "out"], dir.path());
+    assert_clean_failure(&output, &["not a vramlab trace", "alloc_conf"]);
+}

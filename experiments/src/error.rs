@@ -32,7 +32,7 @@ pub enum Error {
         reason: String,
     },
     /// A name that matches no known item; lists the valid ones.
-    #[error("unknown {kind} '{name}'; valid {}: {}", plural(kind), valid.join(", "))]
+    #[error("unknown {kind} '{name}'{}; valid {}: {}", suggestion(name, valid), plural(kind), distinct(valid).join(", "))]
     Unknown {
         /// "experiment", "suite", "profile", ...
         kind: &'static str,
@@ -94,6 +94,48 @@ impl Error {
     }
 }
 
+/// The names, each once, in their order.
+fn distinct(names: &[String]) -> Vec<&str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for name in names {
+        if !seen.contains(&name.as_str()) {
+            seen.push(name);
+        }
+    }
+    seen
+}
+
+/// " (did you mean 'x'?)" where one valid name is close to the one given: it starts with it or
+/// with it less a last letter, or is within two edits of it.
+fn suggestion(name: &str, valid: &[String]) -> String {
+    let close = |candidate: &str| {
+        let stem = name.strip_suffix('s').unwrap_or(name);
+        (!name.is_empty() && candidate.starts_with(name))
+            || (stem.len() >= 3 && candidate.starts_with(stem))
+            || edits(name, candidate) <= 2
+    };
+    match distinct(valid).into_iter().find(|candidate| close(candidate)) {
+        Some(candidate) if candidate != name => format!(" (did you mean '{candidate}'?)"),
+        _ => String::new(),
+    }
+}
+
+/// Levenshtein distance, for names of a few letters (quadratic, and capped at 64 letters).
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().take(64).collect(), b.chars().take(64).collect());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// "policy" -> "policies", "profile" -> "profiles".
 fn plural(kind: &str) -> String {
     match kind.strip_suffix('y') {
@@ -116,6 +158,23 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_close_name_is_suggested_and_each_name_listed_once() {
+        let valid: Vec<String> = ["all", "transfers", "growth", "growth"].map(String::from).to_vec();
+        let unknown = |name: &str| {
+            Error::Unknown {
+                kind: "suite or experiment",
+                name: name.into(),
+                valid: valid.clone(),
+            }
+            .to_string()
+        };
+        assert!(unknown("transfer").contains("(did you mean 'transfers'?)"), "{}", unknown("transfer"));
+        assert!(unknown("grwoth").contains("(did you mean 'growth'?)"));
+        assert!(!unknown("banks").contains("did you mean"));
+        assert_eq!(unknown("x").matches("growth").count(), 1);
+    }
 
     #[test]
     fn line_column_counts_from_one() {

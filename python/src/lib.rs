@@ -233,6 +233,12 @@ fn explain(py: Python<'_>, topic: String, params: Vec<String>, profile: String) 
     })
 }
 
+/// A byte count as the CLI reads one (`"3 GiB"`, `"512 MB"`, `"1048576"`).
+#[pyfunction]
+fn parse_bytes(py: Python<'_>, text: &str) -> PyResult<u64> {
+    experiments::parse_bytes(text).map_err(|why| Failure::new("SettingsError", format!("'{text}': {why}")).into_py(py))
+}
+
 /// `vramlab` on the command line (`python -m vramlab`, the command pip installs): the same
 /// code as the Rust binary, run without the GIL; its exit status.
 #[pyfunction]
@@ -249,6 +255,7 @@ fn _vramlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add("DEFAULT_TUNE_GRID", allocators::DEFAULT_TUNE_GRID.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -120,7 +120,9 @@ def test_wrong_types_are_type_errors():
     with pytest.raises(TypeError):
         vramlab.replay(TRACE, alloc_conf=[1])
     with pytest.raises(TypeError):
-        vramlab.replay(TRACE, capacity="2 GiB")
+        vramlab.replay(TRACE, capacity=2.5)
+    with pytest.raises(ValueError):
+        vramlab.replay(TRACE, capacity="two gigabytes")
     with pytest.raises(ValueError):
         vramlab.replay(TRACE, capacity=0)
 
@@ -204,3 +206,9 @@ def test_ctrl_c_stops_a_long_replay_promptly():
     assert elapsed < 3.0, elapsed
     # The next call is not cancelled by the last one.
     assert vramlab.replay("synthetic:training-loop:steps=2", policy="caching")["results"]
+
+
+def test_a_capacity_is_read_as_the_cli_reads_it():
+    as_text = vramlab.replay(TRACE, alloc_conf="", capacity="300 MiB")
+    as_bytes = vramlab.replay(TRACE, alloc_conf="", capacity=300 << 20)
+    assert as_text["capacity_bytes"] == as_bytes["capacity_bytes"] == 300 << 20

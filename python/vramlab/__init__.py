@@ -54,11 +54,14 @@ def _settings(alloc_conf: Union[None, str, Sequence[str]]) -> List[str]:
     return settings
 
 
-def _capacity(capacity: Optional[int]) -> Optional[int]:
+def _capacity(capacity: Union[None, int, str]) -> Optional[int]:
     if capacity is None:
         return None
+    if isinstance(capacity, str):
+        # As the CLI reads it: "3 GiB", "512 MB", "1048576".
+        capacity = _vramlab.parse_bytes(capacity)
     if isinstance(capacity, bool) or not isinstance(capacity, int):
-        raise TypeError(f"capacity must be a whole number of bytes, not {type(capacity).__name__}")
+        raise TypeError(f"capacity must be a whole number of bytes or a size such as '3 GiB', not {type(capacity).__name__}")
     if capacity <= 0:
         raise SettingsError(f"capacity={capacity}: must be positive")
     return capacity
@@ -78,7 +81,7 @@ def replay(
     trace: Trace,
     *,
     alloc_conf: Union[None, str, Sequence[str]] = None,
-    capacity: Optional[int] = None,
+    capacity: Union[None, int, str] = None,
     policy: Optional[str] = None,
     device: Optional[int] = None,
 ) -> Dict[str, Any]:
@@ -90,7 +93,9 @@ def replay(
     alloc_conf: one ``PYTORCH_ALLOC_CONF`` string or a list of them; each is one result
         (``""`` is PyTorch's defaults). With neither this nor ``policy``, a snapshot is replayed
         under the settings it was recorded with, and checked against itself.
-    capacity: the cap in bytes, as ``torch.cuda.set_per_process_memory_fraction`` sets it.
+    capacity: the cap in bytes, or a size such as ``"3 GiB"``, as
+        ``torch.cuda.set_per_process_memory_fraction`` sets it (the fraction times the device's
+        memory); none: the cap a recorded out-of-memory error implies, if any.
     policy: vramlab policies, comma-separated (``"caching,best-fit"``, ``"all"``).
     device: which device of a multi-GPU snapshot (by default every device with events is
         replayed, each in ``devices``; the top-level figures are the first's).
@@ -111,7 +116,7 @@ def replay(
 def tune(
     trace: Trace,
     *,
-    capacity: Optional[int] = None,
+    capacity: Union[None, int, str] = None,
     grid: Optional[Sequence[str]] = None,
     device: Optional[int] = None,
 ) -> Dict[str, Any]:

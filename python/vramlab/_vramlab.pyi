@@ -3,7 +3,7 @@ module by mypy's stubtest in CI."""
 
 from typing import Any, List, Optional
 
-__all__ = ["replay", "tune", "run", "explain", "main", "DEFAULT_TUNE_GRID", "__version__"]
+__all__ = ["replay", "tune", "run", "explain", "main", "parse_bytes", "DEFAULT_TUNE_GRID", "__version__"]
 
 __version__: str
 DEFAULT_TUNE_GRID: List[str]
@@ -13,3 +13,4 @@ def tune(trace: Any, grid: List[str], capacity: Optional[int] = ..., device: Opt
 def run(targets: List[str], backend: str, profile: str, seed: int) -> str: ...
 def explain(topic: str, params: List[str], profile: str) -> str: ...
 def main(argv: List[str]) -> int: ...
+def parse_bytes(text: str) -> int: ...

@@ -578,9 +578,24 @@ impl Trace {
     }
 
     fn from_json(name: &str, bytes: &[u8]) -> Result<Trace> {
-        let file: TraceFile = serde_json::from_slice(bytes).map_err(|e| Error::Json {
-            path: name.into(),
-            reason: e,
+        let file: TraceFile = serde_json::from_slice(bytes).map_err(|e| {
+            // A JSON object that is no trace at all (say the figures file a snapshot is committed
+            // with) is told so, rather than by serde's first complaint about its keys.
+            let keys = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes);
+            match keys {
+                Ok(keys) if !keys.contains_key("vramlab_trace") && !keys.contains_key("memlab_trace") => {
+                    let first: Vec<&str> = keys.keys().take(4).map(String::as_str).collect();
+                    Error::Trace(format!(
+                        "{name}: a JSON object with keys {}{}, not a vramlab trace (which has 'vramlab_trace' and 'events'); vramlab replays PyTorch snapshots (.pickle), RMM logs (.csv) and vramlab traces (.json)",
+                        first.join(", "),
+                        if keys.len() > first.len() { ", ..." } else { "" }
+                    ))
+                }
+                _ => Error::Json {
+                    path: name.into(),
+                    reason: e,
+                },
+            }
         })?;
         if file.vramlab_trace != TRACE_FILE_VERSION {
             return Err(Error::Trace(format!(
