@@ -143,7 +143,7 @@ impl GrowthParams {
 
 /// The share of free device memory `reserve = yes` sets aside before the first grow (vramlab's
 /// choice: room for every size a series tries, short of the whole device).
-pub const GROWTH_RESERVE_FRACTION: f64 = 0.85;
+pub(crate) const GROWTH_RESERVE_FRACTION: f64 = 0.85;
 
 /// VMM and the driver hand out memory in 2 MiB granules (cuMemGetAllocationGranularity on
 /// the H100 and H200, GPU.md).

@@ -27,7 +27,7 @@ use experiments::{BankParams, BankPoint};
 
 /// What one warp-wide shared load costs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BankAccess {
+pub(crate) struct BankAccess {
     /// Passes over the banks.
     pub wavefronts: u32,
     /// Passes the load would need without conflicts: its distinct words over the bank count.
@@ -40,7 +40,7 @@ pub struct BankAccess {
 
 impl BankAccess {
     /// Passes beyond the conflict-free minimum: what conflicts cost.
-    pub fn replays(&self) -> u32 {
+    pub(crate) fn replays(&self) -> u32 {
         self.wavefronts - self.min_wavefronts
     }
 }
@@ -49,7 +49,7 @@ impl BankAccess {
 const WARP: u32 = 32;
 
 /// The banks one warp-wide load touches and the wavefronts it needs.
-pub fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess {
+pub(crate) fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess {
     let words_per_lane = u64::from((point.width / shared.bank_bytes).max(1));
     let banks = u64::from(shared.banks);
     let first_word = |lane: u32| u64::from(lane) * u64::from(point.stride) * words_per_lane;
@@ -82,7 +82,7 @@ pub fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess {
 /// `g = gcd(stride x k, 32)`, each `g` times; since `k` divides `stride x k`, `k <= g`, so each
 /// bank that is hit holds exactly `g` distinct words. A broadcast (stride 0) is one pass.
 /// Other bank or warp counts fall back to counting.
-pub fn bank_wavefronts(shared: &BankParams, point: &BankPoint) -> u32 {
+pub(crate) fn bank_wavefronts(shared: &BankParams, point: &BankPoint) -> u32 {
     if shared.banks != WARP || shared.bank_bytes != 4 {
         return bank_access(shared, point).wavefronts;
     }
@@ -101,7 +101,7 @@ pub fn bank_cycles(shared: &BankParams, point: &BankPoint) -> f64 {
 }
 
 /// Fits shared memory's base and per-wavefront cycles on measured bank patterns.
-pub fn fit_banks(samples: &[BankSample], source: String) -> Result<BankParams, FitError> {
+pub(crate) fn fit_banks(samples: &[BankSample], source: String) -> Result<BankParams, FitError> {
     let what = "shared-memory bank costs";
     let shape = BankParams {
         source,
@@ -158,7 +158,7 @@ pub fn fit_banks(samples: &[BankSample], source: String) -> Result<BankParams, F
 }
 
 /// Which bank each lane hits for one shared load, and how many passes the banks need.
-pub fn explain_banks(shared: &BankParams, device: &str, point: &BankPoint) -> String {
+pub(crate) fn explain_banks(shared: &BankParams, device: &str, point: &BankPoint) -> String {
     let access = bank_access(shared, point);
     let mut out = String::new();
     let pattern = if point.stride == 0 {
@@ -366,9 +366,8 @@ mod tests {
 mod fit_tests {
     
     
-    use crate::*;
+    use super::*;
     
-    use experiments::*;
 
     #[test]
     fn recovers_known_bank_costs_and_names_its_cases() {

@@ -101,7 +101,7 @@ fn pieces_per_pass(point: &CoalescingPoint, unit: u64) -> f64 {
 
 /// What one pass over the array asks of memory.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PassTraffic {
+pub(crate) struct PassTraffic {
     /// Bytes DRAM delivers, in `dram_fetch_bytes` pieces (if the pass is served by DRAM).
     pub dram_bytes: f64,
     /// Bytes the L2 delivers, in sectors.
@@ -114,7 +114,7 @@ pub struct PassTraffic {
 }
 
 /// What one pass over the array asks of memory.
-pub fn pass_traffic(global: &CoalescingParams, point: &CoalescingPoint) -> PassTraffic {
+pub(crate) fn pass_traffic(global: &CoalescingParams, point: &CoalescingPoint) -> PassTraffic {
     let dram_bytes = pieces_per_pass(point, u64::from(global.dram_fetch_bytes)) * f64::from(global.dram_fetch_bytes);
     let l2_bytes = pieces_per_pass(point, u64::from(global.sector_bytes)) * f64::from(global.sector_bytes);
     PassTraffic {
@@ -127,7 +127,7 @@ pub fn pass_traffic(global: &CoalescingParams, point: &CoalescingPoint) -> PassT
 
 /// The two limits on a read kernel's time and how they combine.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReadTime {
+pub(crate) struct ReadTime {
     /// Time if only the latency of each warp's loads counted: every resident warp has one
     /// load in flight (the kernel's loads wait on the loop), so the kernel takes the number
     /// of loads each warp makes times the latency of one (Little's law), microseconds. A load
@@ -145,7 +145,7 @@ pub struct ReadTime {
 
 /// Predicted time of the read kernel over `point`, on a GPU with `multiprocessors` SMs.
 /// `None` when the kernel cannot launch (its shared memory does not fit an SM).
-pub fn read_time(
+pub(crate) fn read_time(
     global: &CoalescingParams,
     sm: &SmParams,
     multiprocessors: u32,
@@ -204,7 +204,7 @@ pub fn read_time(
 /// DRAM page-open rate, the L2's line-request rate, the latency of one warp's load from each
 /// level and per extra line, how the two bounds combine, and DRAM's fetch size (32, 64 or 128 bytes, whichever predicts best). Every
 /// continuous parameter is fitted jointly by least absolute relative error.
-pub fn fit_coalescing(
+pub(crate) fn fit_coalescing(
     samples: &[CoalescingSample],
     machine: &CoalescingMachine,
     source: String,
@@ -377,7 +377,7 @@ fn has_latency_bound_lines(samples: &[CoalescingSample]) -> bool {
 
 /// What the global fit needs to know about the machine besides the samples.
 #[derive(Debug, Clone)]
-pub struct CoalescingMachine {
+pub(crate) struct CoalescingMachine {
     /// L2 capacity, bytes.
     pub l2_bytes: u64,
     /// Fixed cost of a kernel launch, microseconds.
@@ -408,7 +408,7 @@ fn dram_pages(since_2026_11_24: bool) -> Vec<u32> {
 
 /// Which sector and line each lane of one warp's global load touches, what fraction of the
 /// fetched bytes is used, and what bounds the read kernel's time.
-pub fn explain_coalescing(
+pub(crate) fn explain_coalescing(
     global: &CoalescingParams,
     sm: &SmParams,
     multiprocessors: u32,
@@ -748,7 +748,7 @@ mod tests {
 mod fit_tests {
     use crate::fit::sm_params;
     use crate::coalescing::read_time;
-    use crate::*;
+    use super::*;
     use experiments::coalescing_calibration_cases;
     use experiments::*;
 

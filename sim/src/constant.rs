@@ -15,7 +15,7 @@ use experiments::{ConstantParams, ConstantPoint};
 
 /// Predicted cycles of one dependent constant access. A warm chain naming more lines than
 /// the cache keeps evicts each line before it comes round again, so it costs what a cold one does.
-pub fn constant_cycles(params: &ConstantParams, point: &ConstantPoint) -> f64 {
+pub(crate) fn constant_cycles(params: &ConstantParams, point: &ConstantPoint) -> f64 {
     let misses = point.cold || point.distinct > params.capacity_lines;
     let (first, per_extra) = if misses {
         (params.cold_cycles, params.cold_per_extra)
@@ -79,7 +79,7 @@ pub fn fit_constant(samples: &[ConstantSample], source: String) -> Result<Consta
 }
 
 /// Which word each lane of one warp reads from constant memory, and what that costs.
-pub fn explain_constant(params: &ConstantParams, device: &str, point: &ConstantPoint) -> String {
+pub(crate) fn explain_constant(params: &ConstantParams, device: &str, point: &ConstantPoint) -> String {
     let mut out = String::new();
     let state = if point.cold {
         "cold (every access misses)"

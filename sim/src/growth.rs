@@ -20,7 +20,7 @@ use experiments::{grow_sizes, reserved_bytes, GrowthParams, GrowthPoint, GrowthS
 
 /// What the model says about one grow.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GrowthPrediction {
+pub(crate) struct GrowthPrediction {
     /// The grow's time, microseconds; `None` when the strategy runs out of memory.
     pub grow_us: Option<f64>,
     /// Device memory the strategy holds at its peak during the grow, bytes.
@@ -28,7 +28,7 @@ pub struct GrowthPrediction {
 }
 
 /// Predicts one grow from `point.bytes / 2` to `point.bytes`.
-pub fn predict_growth(params: &GrowthParams, point: &GrowthPoint) -> Option<GrowthPrediction> {
+pub(crate) fn predict_growth(params: &GrowthParams, point: &GrowthPoint) -> Option<GrowthPrediction> {
     let (old, new) = grow_sizes(point.bytes);
     let free = params.free_bytes;
     let reserve = reserved_bytes(free);
@@ -49,7 +49,7 @@ pub fn predict_growth(params: &GrowthParams, point: &GrowthPoint) -> Option<Grow
 
 /// Fits each growth strategy's cost line, `fixed + per GiB x size`, on its calibration grows
 /// by least absolute relative error.
-pub fn fit_growth(samples: &[GrowthSample], free_bytes: u64, source: String) -> Result<GrowthParams, FitError> {
+pub(crate) fn fit_growth(samples: &[GrowthSample], free_bytes: u64, source: String) -> Result<GrowthParams, FitError> {
     let what = "buffer growth";
     let mut costs = Vec::new();
     for strategy in GrowthStrategy::ALL {

@@ -24,7 +24,7 @@ fn served(capacity: f64, footprint: f64, sharpness: f64) -> f64 {
 }
 
 /// Shares of loads served by the L1, the L2 and DRAM for a random chase through `bytes`.
-pub fn level_shares(params: &LatencyParams, bytes: u64) -> [f64; 3] {
+pub(crate) fn level_shares(params: &LatencyParams, bytes: u64) -> [f64; 3] {
     let footprint = bytes.max(1) as f64;
     let l2_capacity = if params.l2_effective_bytes > 0 {
         params.l2_effective_bytes
@@ -40,7 +40,7 @@ pub fn level_shares(params: &LatencyParams, bytes: u64) -> [f64; 3] {
 }
 
 /// Predicted cycles per dependent load.
-pub fn chase_cycles(params: &LatencyParams, point: &LatencyPoint) -> f64 {
+pub(crate) fn chase_cycles(params: &LatencyParams, point: &LatencyPoint) -> f64 {
     let [l1, l2, dram] = level_shares(params, point.bytes);
     l1 * params.l1_cycles + l2 * params.l2_cycles + dram * params.dram_cycles
 }
@@ -77,7 +77,7 @@ impl L2Edge {
 /// the L1 fixes how sharply the L1 stops serving; the four where the L2 runs out fix its near
 /// capacity, the far half's share and capacity, and the sharpness (jointly, least absolute
 /// relative error). Shape and latencies are fitted in turn until they settle.
-pub fn fit_latency(
+pub(crate) fn fit_latency(
     samples: &[LatencySample],
     l1_bytes: u64,
     l2_bytes: u64,
@@ -290,9 +290,8 @@ mod tests {
 mod fit_tests {
     
     
-    use crate::*;
+    use super::*;
     
-    use experiments::*;
 
     #[test]
     fn recovers_a_known_latency_ladder() {

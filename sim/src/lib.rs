@@ -13,10 +13,18 @@ mod solve;
 /// [`experiments::for_each_family!`] lists them.
 macro_rules! family_modules {
     ($( $(#[$doc:meta])* $module:ident : $Variant:ident($Point:ty) $([$Section:ty])? $({$Sample:ty})? ),* $(,)?) => {
-        $( mod $module; pub use $module::*; )*
+        $( mod $module; )*
     };
 }
 experiments::for_each_family!(family_modules);
+
+// What other crates use of the families' models; the rest stays inside.
+pub use banks::bank_cycles;
+pub use coalescing::{warp_footprint, WarpFootprint};
+pub use constant::fit_constant;
+pub use occupancy::{occupancy, Limiter, Occupancy};
+pub use overlap::{overlapped_us, serial_us};
+pub use spills::compiled_spills;
 
 pub use backend::{SimBackend, SimError};
 pub use explain::{explain, explain_topics};

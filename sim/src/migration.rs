@@ -12,7 +12,7 @@ use experiments::{migration_calibration_bytes, MigrationParams, MigrationPoint, 
 use crate::link::{fit_link_of, pinned_copy_us};
 
 /// Microseconds to read `point.bytes` of managed memory last written by the host.
-pub fn migration_us(params: &MigrationParams, point: &MigrationPoint) -> f64 {
+pub(crate) fn migration_us(params: &MigrationParams, point: &MigrationPoint) -> f64 {
     let link = if point.prefetch {
         &params.prefetch
     } else {
@@ -22,7 +22,7 @@ pub fn migration_us(params: &MigrationParams, point: &MigrationPoint) -> f64 {
 }
 
 /// Fits one link per mode (on demand, prefetched) on the calibration's samples.
-pub fn fit_migration(samples: &[MigrationSample], source: String) -> Result<MigrationParams, FitError> {
+pub(crate) fn fit_migration(samples: &[MigrationSample], source: String) -> Result<MigrationParams, FitError> {
     let time = |s: &MigrationSample, prefetch: bool| {
         (s.prefetch == prefetch).then_some(Sample {
             bytes: s.bytes,

@@ -151,7 +151,7 @@ pub fn occupancy(sm: &SmParams, kernel: &OccupancyPoint) -> Occupancy {
 }
 
 /// The occupancy calculator's working for one kernel shape, as terminal text.
-pub fn explain_occupancy(sm: &SmParams, device: &str, kernel: &OccupancyPoint) -> String {
+pub(crate) fn explain_occupancy(sm: &SmParams, device: &str, kernel: &OccupancyPoint) -> String {
     let o = occupancy(sm, kernel);
     let max_warps = sm.max_threads_per_sm / sm.warp_size;
     let mut out = String::new();

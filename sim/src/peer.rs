@@ -12,13 +12,13 @@ use experiments::{peer_calibration_bytes, PeerParams, PeerPoint, PeerSample, Sam
 use crate::link::{fit_link_of, pinned_copy_us};
 
 /// Microseconds for the reading GPU's kernel to read `point.bytes` of the other's memory.
-pub fn peer_us(params: &PeerParams, point: &PeerPoint) -> f64 {
+pub(crate) fn peer_us(params: &PeerParams, point: &PeerPoint) -> f64 {
     let link = if point.vmm { &params.vmm } else { &params.peer_access };
     pinned_copy_us(link, point.bytes)
 }
 
 /// Fits one link per mapping (VMM, peer access) on the calibration's samples.
-pub fn fit_peer(samples: &[PeerSample], source: String) -> Result<PeerParams, FitError> {
+pub(crate) fn fit_peer(samples: &[PeerSample], source: String) -> Result<PeerParams, FitError> {
     let time = |s: &PeerSample, vmm: bool| {
         (s.vmm == vmm).then_some(Sample {
             bytes: s.bytes,

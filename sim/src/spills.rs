@@ -15,7 +15,7 @@ use crate::occupancy::occupancy;
 
 /// What the model says about one capped loop on a full GPU.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SpillPrediction {
+pub(crate) struct SpillPrediction {
     /// Registers the compiler uses.
     pub registers_used: u32,
     /// Spill frame per thread, bytes.
@@ -53,7 +53,7 @@ pub fn compiled_spills(params: &SpillParams, point: &SpillPoint) -> (u32, u32, u
 
 /// Predicts the spill kernel at `point` with every one of `multiprocessors` SMs holding as many
 /// blocks as fit.
-pub fn predict_spills(
+pub(crate) fn predict_spills(
     params: &SpillParams,
     sm: &SmParams,
     multiprocessors: u32,
@@ -117,7 +117,7 @@ const SPILL_LOOP_INSTRUCTIONS: f64 = 4.0;
 /// - how issue and traffic combine, and the reserved local memory the L2 holds, by least
 ///   absolute relative error over the spilling cases, with the L2's bandwidth and DRAM's
 ///   dense-read bandwidth of the profile's `[coalescing]` section (fitted on other kernels).
-pub fn fit_spills(
+pub(crate) fn fit_spills(
     samples: &[SpillSample],
     sm: &SmParams,
     multiprocessors: u32,

@@ -56,7 +56,7 @@ fn pipeline_us(bytes: u64, chunk: u64, first_gb_per_s: f64, second_gb_per_s: f64
 }
 
 /// Time of one pageable copy, microseconds.
-pub fn pageable_copy_us(link: &LinkParams, staged: &StagedParams, direction: Direction, bytes: u64) -> f64 {
+pub(crate) fn pageable_copy_us(link: &LinkParams, staged: &StagedParams, direction: Direction, bytes: u64) -> f64 {
     let pipeline = match direction {
         // Host copies into staging, then the copy engine uploads it.
         Direction::HostToDevice => pipeline_us(bytes, staged.staging_bytes, staged.host_gb_per_s, link.gb_per_s),
@@ -67,7 +67,7 @@ pub fn pageable_copy_us(link: &LinkParams, staged: &StagedParams, direction: Dir
 }
 
 /// Predicted time of one copy, microseconds.
-pub fn copy_us(params: &TransferParams, point: &TransferPoint) -> f64 {
+pub(crate) fn copy_us(params: &TransferParams, point: &TransferPoint) -> f64 {
     let (link, staged) = match point.direction {
         Direction::HostToDevice => (&params.h2d_pinned, &params.h2d_pageable),
         Direction::DeviceToHost => (&params.d2h_pinned, &params.d2h_pageable),
@@ -83,7 +83,7 @@ const STAGING_CANDIDATES: std::ops::RangeInclusive<u32> = 16..=24;
 
 /// Fits the pageable pipeline given the pinned link: a grid over staging chunk size and
 /// host copy bandwidth, with the latency solved exactly (a weighted median) at each grid point.
-pub fn fit_staged(link: &LinkParams, direction: Direction, samples: &[Sample]) -> Result<StagedParams, FitError> {
+pub(crate) fn fit_staged(link: &LinkParams, direction: Direction, samples: &[Sample]) -> Result<StagedParams, FitError> {
     check("a pageable pipeline", samples, 3)?;
     let mut best: Option<(f64, StagedParams)> = None;
     for chunk_log in STAGING_CANDIDATES {
@@ -277,9 +277,8 @@ mod tests {
 mod fit_tests {
     
     
-    use crate::*;
+    use super::*;
     use experiments::Sample;
-    use experiments::*;
 
     #[test]
     fn recovers_a_known_pipeline() {
