@@ -3,9 +3,13 @@
 //! Kernels come from `kernels/*.cu` (compiled at run time with NVRTC). All raw CUDA calls
 //! live in one private module; a machine without a GPU gets an error, never a panic.
 #![deny(missing_docs)]
+// `unsafe` only in the CUDA core (`cuda`), where each block says why it is sound.
+#![deny(unsafe_code)]
 
 mod backend;
 mod calibrate;
+// The one module that calls the driver's raw API (cudarc's `result`/`sys` layers).
+#[allow(unsafe_code)]
 mod cuda;
 mod error;
 mod probes;
