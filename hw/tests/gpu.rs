@@ -1,6 +1,7 @@
 //! Tests that need an NVIDIA GPU. They are ignored by default, so a machine without one
-//! reports them as ignored rather than passing them silently. On a GPU machine:
-//! `cargo test -p hw -- --ignored` (or run the compiled test binary with `--ignored`).
+//! reports them as ignored rather than passing them silently; run with `--ignored` where no GPU
+//! opens, each fails saying so. On a GPU machine: `cargo test -p hw -- --ignored` (or run the
+//! compiled test binary with `--ignored`). The one test not ignored checks opening, on any machine.
 
 use experiments::{Backend, Suite};
 use hw::HwBackend;
@@ -25,6 +26,12 @@ streams = [1, 2]
 kernel_us = 1500
 "#;
 
+/// The GPU an ignored test needs: run with `--ignored` on a machine without one, the test fails
+/// here, saying so, rather than passing or failing somewhere less clear.
+fn open_gpu() -> HwBackend {
+    HwBackend::open().unwrap_or_else(|e| panic!("this test needs an NVIDIA GPU and cannot open one: {e}"))
+}
+
 fn metric(record: &experiments::Record, index: usize, name: &str) -> f64 {
     record.points[index].metrics[name]
 }
@@ -33,7 +40,7 @@ fn metric(record: &experiments::Record, index: usize, name: &str) -> f64 {
 #[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
 fn transfers_move_real_data_at_pcie_speeds() {
     let suite = Suite::parse("gpu-tests", SUITE).unwrap();
-    let mut gpu = HwBackend::open().expect("a GPU");
+    let mut gpu = open_gpu();
     assert!(gpu.device().memory_bytes > 1 << 30);
     let record = gpu
         .run(&suite.experiments[0], 1, &|| {})
@@ -54,7 +61,7 @@ fn transfers_move_real_data_at_pcie_speeds() {
 #[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
 fn two_streams_overlap_copies_with_kernels() {
     let suite = Suite::parse("gpu-tests", SUITE).unwrap();
-    let mut gpu = HwBackend::open().expect("a GPU");
+    let mut gpu = open_gpu();
     let record = gpu.run(&suite.experiments[1], 1, &|| {}).expect("measures");
     let (one, two) = (metric(&record, 0, "speedup"), metric(&record, 1, "speedup"));
     assert!(one < 1.05, "one stream cannot overlap: {one}");
@@ -63,20 +70,28 @@ fn two_streams_overlap_copies_with_kernels() {
     assert!(metric(&record, 0, "serial_time_us") > 1500.0);
 }
 
+/// Runs its check on every machine: without a driver or without a device, opening is one line
+/// saying a GPU is needed (never a panic); with a GPU, it opens it.
 #[test]
-fn without_a_driver_open_is_an_error_not_a_panic() {
-    if hw::driver_present() {
-        eprintln!("skipped: a CUDA driver is present here; the ignored GPU tests cover this machine");
-        return;
+fn open_is_a_gpu_or_one_line_saying_one_is_needed() {
+    match HwBackend::open() {
+        Ok(gpu) => assert!(
+            hw::driver_present() && gpu.device().memory_bytes > 0,
+            "opened {:?}",
+            gpu.device()
+        ),
+        Err(e) => {
+            let err = e.to_string();
+            assert!(err.contains("needs an NVIDIA GPU") && !err.contains('\n'), "{err}");
+        }
     }
-    let err = HwBackend::open().err().expect("no GPU here").to_string();
-    assert!(err.contains("needs an NVIDIA GPU") && !err.contains('\n'), "{err}");
 }
 
 #[test]
 #[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
 fn policies_replay_over_device_memory_without_overlap() {
     use experiments::{PolicySpec, Trace};
+    drop(open_gpu());
     let trace = Trace::synthetic("synthetic:training-loop:steps=4", 7).unwrap();
     let specs = PolicySpec::parse_list("caching,expandable,best-fit,buddy,cuda-malloc-async").unwrap();
     let record = hw::replay_on_gpu(&trace, &specs, None, &|_| {}).expect("replays with every block checked");
@@ -146,6 +161,7 @@ impl allocators::Policy for OneAddress {
 #[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
 fn a_policy_that_overlaps_blocks_is_caught_on_the_device() {
     use experiments::Trace;
+    drop(open_gpu());
     // Many blocks live at once, all handed out at one address: the device check must see it.
     let trace = Trace::synthetic("synthetic:log-uniform:count=200:max=1MiB", 3).unwrap();
     let policies: Vec<(String, Box<dyn allocators::Policy>)> =
@@ -159,7 +175,7 @@ fn a_policy_that_overlaps_blocks_is_caught_on_the_device() {
 #[test]
 #[ignore = "needs an NVIDIA GPU; run with --ignored on a GPU machine"]
 fn growing_past_the_device_is_refused_and_keeps_the_data() {
-    let mut gpu = HwBackend::open().expect("a GPU");
+    let mut gpu = open_gpu();
     // The first power of two above the device's memory: half of it fits, all of it cannot.
     let past = gpu.device().memory_bytes.next_power_of_two();
     let text = format!(
