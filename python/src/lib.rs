@@ -233,6 +233,23 @@ fn explain(py: Python<'_>, topic: String, params: Vec<String>, profile: String) 
     })
 }
 
+/// The device a profile describes (a built-in name such as `h100`, or a profile file): name,
+/// compute capability, SM count and memory, as JSON.
+#[pyfunction]
+fn gpu(py: Python<'_>, profile: String) -> PyResult<String> {
+    detached(py, move || {
+        let device = Profile::find(&profile)?.device;
+        Ok(serde_json::json!({
+            "profile": profile,
+            "name": device.name,
+            "compute_capability": device.compute_capability,
+            "multiprocessors": device.multiprocessors,
+            "memory_bytes": device.memory_bytes,
+        })
+        .to_string())
+    })
+}
+
 /// A byte count as the CLI reads one (`"3 GiB"`, `"512 MB"`, `"1048576"`).
 #[pyfunction]
 fn parse_bytes(py: Python<'_>, text: &str) -> PyResult<u64> {
@@ -256,6 +273,7 @@ fn _vramlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu, m)?)?;
     m.add("DEFAULT_TUNE_GRID", allocators::DEFAULT_TUNE_GRID.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

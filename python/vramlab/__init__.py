@@ -20,13 +20,15 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _vramlab
-from .errors import DeviceError, FileError, InputError, SettingsError, TraceError, VramlabError
+from .errors import DeviceError, FileError, InputError, SettingsError, TraceError, UnfollowedError, VramlabError
+from .trace import trace
 
 __all__ = [
     "replay",
     "tune",
     "run",
     "explain",
+    "trace",
     "DEFAULT_TUNE_GRID",
     "__version__",
     "VramlabError",
@@ -35,6 +37,7 @@ __all__ = [
     "InputError",
     "FileError",
     "DeviceError",
+    "UnfollowedError",
 ]
 __version__: str = _vramlab.__version__
 DEFAULT_TUNE_GRID: List[str] = list(_vramlab.DEFAULT_TUNE_GRID)

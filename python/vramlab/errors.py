@@ -7,7 +7,15 @@ message.
 
 from __future__ import annotations
 
-__all__ = ["VramlabError", "TraceError", "SettingsError", "InputError", "FileError", "DeviceError"]
+__all__ = [
+    "VramlabError",
+    "TraceError",
+    "SettingsError",
+    "InputError",
+    "FileError",
+    "DeviceError",
+    "UnfollowedError",
+]
 
 
 class VramlabError(Exception):
@@ -35,3 +43,9 @@ class FileError(VramlabError, OSError):
 
 class DeviceError(VramlabError, OSError):
     """The GPU side failed: no driver or device, a CUDA call, a kernel, or a data check."""
+
+
+class UnfollowedError(VramlabError, RuntimeError):
+    """vramlab.trace met something it cannot follow without a GPU (a value read back with
+    ``.item()``, a data-dependent shape, an attention kernel or cuDNN routine it does not model):
+    the message names the operation and the program's line; the trace up to there is kept."""

@@ -118,6 +118,21 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
                 _ => None,
             }),
         });
+    // What the snapshot's maker says cannot be known from it (vramlab's tracer writes these:
+    // allocations it cannot see, such as cuDNN's workspaces): said with every replay.
+    let said: Vec<String> = pickle
+        .get(root, "vramlab_notes")
+        .and_then(|notes| pickle.items(notes))
+        .map(|notes| {
+            notes
+                .iter()
+                .filter_map(|note| match note {
+                    Value::Str(text) => Some(text.to_string()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let mut out = Vec::new();
     for (d, builder) in builders.into_iter().enumerate() {
         if device.is_some_and(|wanted| wanted != d) {
@@ -128,7 +143,9 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
             .filter(|(of, _)| *of == d)
             .map(|(_, s)| s.clone())
             .collect();
-        out.push(builder.finish(name, settings.clone(), finals, d)?);
+        let mut trace = builder.finish(name, settings.clone(), finals, d)?;
+        trace.unknowns.extend(said.iter().cloned());
+        out.push(trace);
     }
     Ok(out)
 }
@@ -332,6 +349,7 @@ impl SnapshotBuilder {
                 | "segment_free"
                 | "segment_unmap"
                 | "oom"
+                | "empty_cache"
         )
     }
 
@@ -374,6 +392,9 @@ impl SnapshotBuilder {
             }
             "segment_free" => record(DeviceAction::SegmentFree),
             "segment_unmap" => record(DeviceAction::SegmentUnmap),
+            // Written by vramlab's tracer, which has no segments to show the program's
+            // `torch.cuda.empty_cache()` by (PyTorch's memory_viz passes over it).
+            "empty_cache" => self.pairing.events.push(TraceEvent::EmptyCache { within_request: false }),
             "oom" => {
                 record(DeviceAction::Oom);
                 self.alloc_addrs.push(u64::MAX);

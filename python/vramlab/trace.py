@@ -1,0 +1,438 @@
+"""Traces a PyTorch program's CUDA memory on a machine without a GPU.
+
+    >>> import torch, vramlab
+    >>> with vramlab.trace(gpu="h100") as t:
+    ...     model = torch.nn.Linear(4096, 4096).to("cuda")
+    ...     model(torch.randn(64, 4096, device="cuda")).sum().backward()
+    >>> vramlab.tune(t.snapshot(), capacity="1 GiB")
+
+Inside ``trace``, tensors asked for on ``"cuda"`` are made on PyTorch's ``meta`` device: they have
+shapes, dtypes and storages but no data, so nothing is computed. Each storage the program makes is
+an allocation the CUDA caching allocator would serve, in the same order and of the same size; each
+storage that dies is a free. ``snapshot()`` gives the record in the form of PyTorch's own memory
+snapshots (``torch.cuda.memory._snapshot()``), which ``vramlab.replay``, ``vramlab.tune``, the CLI
+and PyTorch's memory_viz read; the caching allocator itself, under any ``PYTORCH_ALLOC_CONF``, is
+vramlab's replay.
+
+Allocations PyTorch makes behind the program's back are added by the rules measured for the GPU
+named (reports/reference/h100/trace-workloads, torch 2.11 on an H100):
+- the cuBLAS workspace, 32 MiB for each handle (one per thread: the program's and the autograd
+  engine's) on its first matrix multiply, and cuBLASLt's 1 MiB on the first matrix multiply with a
+  bias (``addmm``) on that handle; each right after the multiply's output.
+
+What it cannot follow it says, in one line naming the operation and the program's line, raising
+``vramlab.UnfollowedError`` (the trace up to there is kept): a value read back (``.item()``,
+``nonzero``, a data-dependent shape), ``scaled_dot_product_attention`` (flash and cuDNN attention
+keep other intermediates than the math path), ``autocast("cuda")``, recurrent layers (cuDNN RNN)
+and CUDA streams. What it follows but cannot size, it notes in the snapshot (``vramlab_notes``,
+said with every replay): cuDNN's convolution workspaces, which cuDNN chooses at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import weakref
+from typing import Any, Dict, List, Optional
+
+from . import _vramlab
+from .errors import UnfollowedError
+
+__all__ = ["trace", "UnfollowedError"]
+
+# Measured on an H100 (sm_90) with torch 2.11 (cu130): the first cuBLAS call of a thread allocates
+# its handle's workspace (at::cuda::setWorkspaceForHandle), and the first cuBLASLt call on it
+# another workspace (at::cuda::getCUDABlasLtWorkspace). PyTorch's rule for sm_90 is 32 MiB;
+# CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT,...") overrides it, as it does in PyTorch.
+_CUBLAS_WORKSPACE_SM90 = 32 << 20
+_CUBLAS_WORKSPACE_OTHER = 8519680
+_CUBLASLT_WORKSPACE = 1 << 20
+
+# Operations that read values back or make shapes from values: a trace without data cannot
+# follow them.
+_READS_VALUES = {
+    "_local_scalar_dense",
+    "nonzero",
+    "masked_select",
+    "unique",
+    "_unique",
+    "_unique2",
+    "unique_consecutive",
+    "unique_dim",
+    "equal",
+    "is_nonzero",
+    "item",
+    "repeat_interleave",
+    "bincount",
+    "histc",
+    "nonzero_static",
+}
+_MATMULS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation"}
+_WITH_BIAS = {"addmm", "_addmm_activation"}
+_RECURRENT = {"lstm", "gru", "rnn_tanh", "rnn_relu", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell", "gru_cell"}
+_CONVOLUTIONS = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
+
+
+def _user_frame() -> Optional[Dict[str, Any]]:
+    """The innermost frame of the traced program (outside torch and vramlab)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_TORCH_DIR) or name.startswith(_HERE) or name.startswith("<frozen")):
+            return {"filename": name, "line": frame.f_lineno, "name": frame.f_code.co_name}
+        frame = frame.f_back
+    return None
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TORCH_DIR = ""
+
+
+def _where(frame: Optional[Dict[str, Any]]) -> str:
+    return f"{frame['filename']}:{frame['line']}" if frame else "an unknown line"
+
+
+class trace:
+    """A context manager: PyTorch code inside runs on ``"cuda"`` as if ``gpu`` were present,
+    without computing, and its CUDA memory is recorded (see the module's notes).
+
+    gpu: a device profile, built-in (``"h100"``, ``"h200"``) or a profile file.
+    """
+
+    def __init__(self, gpu: str = "h100") -> None:
+        import torch
+
+        global _TORCH_DIR
+        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+        self.gpu: Dict[str, Any] = json.loads(_vramlab.gpu(gpu))
+        major = int(str(self.gpu["compute_capability"]).split(".")[0])
+        self._workspace = _workspace_size(major)
+        self._events: List[Dict[str, Any]] = []
+        self._live: Dict[int, Any] = {}
+        self._next_addr = 1 << 40
+        self._handles: set = set()
+        self._lt_handles: set = set()
+        self._notes: Dict[str, int] = {}
+        self._allocated = 0
+        self._peak = 0
+        self._modes: List[Any] = []
+        self._patches: List[Any] = []
+        self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
+        self._torch = torch
+
+    # The record -----------------------------------------------------------------------------
+
+    def _alloc(self, size: int, frame: Optional[Dict[str, Any]]) -> int:
+        addr = self._next_addr
+        # Addresses are the record's own, never reused: they pair each free with its allocation.
+        self._next_addr += max(512, (size + 511) // 512 * 512)
+        event = {"action": "alloc", "addr": addr, "size": size, "stream": 0, "frames": [frame] if frame else []}
+        self._events.append(event)
+        self._allocated += (size + 511) // 512 * 512
+        self._peak = max(self._peak, self._allocated)
+        return addr
+
+    def _free(self, addr: int, size: int) -> None:
+        for action in ("free_requested", "free_completed"):
+            self._events.append({"action": action, "addr": addr, "size": size, "stream": 0, "frames": []})
+        self._allocated -= (size + 511) // 512 * 512
+
+    def _track(self, tensor: Any, frame: Optional[Dict[str, Any]]) -> None:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key in self._live or storage.nbytes() == 0:
+            return
+        size = storage.nbytes()
+        addr = self._alloc(size, frame)
+
+        def freed(_ref: Any, key: int = key, addr: int = addr, size: int = size) -> None:
+            if self._live.pop(key, None) is not None:
+                self._free(addr, size)
+
+        self._live[key] = weakref.ref(storage, freed)
+
+    def _note(self, what: str) -> None:
+        self._notes[what] = self._notes.get(what, 0) + 1
+
+    def snapshot(self) -> Dict[str, Any]:
+        """The record so far, as a PyTorch memory snapshot (a dict)."""
+        notes = [
+            f"traced without a GPU by vramlab.trace for {self.gpu['name']} (compute capability {self.gpu['compute_capability']}, torch {self._torch.__version__}): allocations and frees as the caching allocator would be asked for them, with no data computed"
+        ]
+        for what, count in sorted(self._notes.items()):
+            notes.append(what.format(count=count))
+        return {
+            "segments": [],
+            "device_traces": [list(self._events)],
+            "allocator_settings": {"PYTORCH_ALLOC_CONF": self._settings},
+            "vramlab_notes": notes,
+        }
+
+    def save(self, path: str) -> None:
+        """Writes the snapshot as a pickle (gzipped where the name ends in .gz)."""
+        import gzip
+        import pickle
+
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "wb") as f:
+            pickle.dump(self.snapshot(), f, protocol=4)
+
+    @property
+    def peak_allocated(self) -> int:
+        """The most bytes the program held at once (blocks rounded to 512 B, as PyTorch counts)."""
+        return self._peak
+
+    # Entering and leaving -------------------------------------------------------------------
+
+    def __enter__(self) -> "trace":
+        self._install()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._uninstall()
+
+    def _install(self) -> None:
+        torch = self._torch
+        from torch.overrides import TorchFunctionMode
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        tracer = self
+
+        def redirect(value: Any) -> Any:
+            if isinstance(value, torch.device) and value.type == "cuda":
+                return torch.device("meta")
+            if isinstance(value, str) and value.split(":")[0] == "cuda":
+                return "meta"
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            return value
+
+        class OnTheGpu(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = dict(kwargs or {})
+                name = getattr(func, "__name__", "")
+                if name == "scaled_dot_product_attention":
+                    raise UnfollowedError(
+                        f"scaled_dot_product_attention at {_where(_user_frame())}: on the GPU, flash or cuDNN attention keeps other intermediates than the math path a trace without data would take; vramlab.trace does not follow it yet (the trace up to there is kept)"
+                    )
+                if name in _RECURRENT and any(
+                    isinstance(a, torch.Tensor) and a.device.type == "meta"
+                    for a in torch.utils._pytree.tree_leaves((args, kwargs))
+                ):
+                    raise UnfollowedError(
+                        f"{name} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU, with workspaces and layouts vramlab.trace does not model yet (the trace up to there is kept)"
+                    )
+                if name == "dropout" and func is torch.nn.functional.dropout:
+                    # On CUDA, dropout is one fused kernel keeping a one-byte mask; elsewhere
+                    # (meta too) PyTorch draws a noise tensor of the input's dtype: the CUDA
+                    # choice is taken for tensors standing in for CUDA ones.
+                    bound = _bind(func, args, kwargs)
+                    x = bound.get("input")
+                    if isinstance(x, torch.Tensor) and x.device.type == "meta" and bound.get("training", True):
+                        p, inplace = bound.get("p", 0.5), bound.get("inplace", False)
+                        if p > 0 and not inplace:
+                            return torch.ops.aten.native_dropout(x, p, True)[0]
+                if "device" in kwargs:
+                    kwargs["device"] = redirect(kwargs["device"])
+                if func is torch.Tensor.cuda:
+                    return args[0].to("meta")
+                if func in (torch.Tensor.to, torch.Tensor.new_empty, torch.Tensor.new_zeros):
+                    args = tuple(redirect(a) for a in args)
+                if func is torch.Tensor.pin_memory:
+                    return args[0]
+                return func(*args, **kwargs)
+
+        class Allocations(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                op = func._schema.name.split("::")[-1]
+                # Only tensors standing in for CUDA ones have no values: the program's own CPU
+                # tensors (an optimizer's step count) read back as they would.
+                on_gpu = any(
+                    isinstance(a, torch.Tensor) and a.device.type == "meta"
+                    for a in torch.utils._pytree.tree_leaves((args, kwargs))
+                )
+                if op in _READS_VALUES and on_gpu:
+                    raise UnfollowedError(
+                        f"{op} at {_where(_user_frame())}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
+                    )
+                if op in _RECURRENT and on_gpu:
+                    raise UnfollowedError(
+                        f"{op} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU, with workspaces and layouts vramlab.trace does not model yet (the trace up to there is kept)"
+                    )
+                out = func(*args, **(kwargs or {}))
+                on_meta = [
+                    t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.device.type == "meta"
+                ]
+                frame = _user_frame() if on_meta else None
+                for t in on_meta:
+                    tracer._track(t, frame)
+                if op in _MATMULS and on_meta:
+                    tracer._matmul(op, frame)
+                if op in _CONVOLUTIONS:
+                    tracer._note(
+                        "{count} cuDNN convolutions (forward and backward) are in the trace without their workspaces, which cuDNN chooses at run time on the GPU: peak reserved may be higher, by up to the largest workspace"
+                    )
+                return out
+
+        def unfollowed(what: str):
+            def refuse(*args: Any, **kwargs: Any) -> Any:
+                raise UnfollowedError(f"{what} at {_where(_user_frame())}: vramlab.trace does not follow it yet (the trace up to there is kept)")
+
+            return refuse
+
+        def empty_cache() -> None:
+            self._events.append({"action": "empty_cache", "addr": 0, "size": 0, "stream": 0, "frames": []})
+
+        props = _Properties(self.gpu)
+        cuda = torch.cuda
+        patches = {
+            (cuda, "is_available"): lambda: True,
+            (cuda, "device_count"): lambda: 1,
+            (cuda, "current_device"): lambda: 0,
+            (cuda, "get_device_name"): lambda device=None: self.gpu["name"],
+            (cuda, "get_device_properties"): lambda device=None: props,
+            (cuda, "get_device_capability"): lambda device=None: (props.major, props.minor),
+            (cuda, "synchronize"): lambda device=None: None,
+            (cuda, "empty_cache"): empty_cache,
+            (cuda, "memory_allocated"): lambda device=None: self._allocated,
+            (cuda, "max_memory_allocated"): lambda device=None: self._peak,
+            (cuda, "reset_peak_memory_stats"): lambda device=None: None,
+            (cuda, "manual_seed"): lambda seed: None,
+            (cuda, "manual_seed_all"): lambda seed: None,
+            (cuda, "set_device"): lambda device: None,
+            (cuda, "is_current_stream_capturing"): lambda: False,
+            (cuda, "Stream"): _refusing_class(cuda.Stream, unfollowed("torch.cuda.Stream")),
+            (cuda, "stream"): unfollowed("torch.cuda.stream"),
+        }
+        autocast = torch.amp.autocast_mode.autocast
+        original_enter = autocast.__enter__
+
+        def autocast_enter(mode: Any) -> Any:
+            if getattr(mode, "device", None) == "cuda" and getattr(mode, "_enabled", True):
+                raise UnfollowedError(
+                    f"autocast('cuda') at {_where(_user_frame())}: mixed precision is decided by the CUDA autocast kernels, which a trace on PyTorch's meta device does not run; vramlab.trace does not follow it yet (the trace up to there is kept)"
+                )
+            return original_enter(mode)
+
+        patches[(autocast, "__enter__")] = autocast_enter
+        from torch.optim import optimizer as optim_module
+
+        # On the GPU the optimizers take their multi-tensor (foreach) path by default, with its own
+        # temporaries: the same choice is made for the meta tensors that stand in for CUDA ones.
+        supported = optim_module._get_foreach_kernels_supported_devices
+        patches[(optim_module, "_get_foreach_kernels_supported_devices")] = lambda: list(supported()) + ["meta"]
+        for (owner, name), value in patches.items():
+            self._patches.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, value)
+        # On CUDA, `module.to("cuda")` moves each parameter in place, so a parameter two modules
+        # share (tied embeddings) moves once and stays shared; from CPU to meta PyTorch would make
+        # a new Parameter per module instead. Swapping keeps each parameter's identity, as on CUDA.
+        self._swap_was = torch.__future__.get_swap_module_params_on_conversion()
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        self._modes = [OnTheGpu(), Allocations()]
+        for mode in self._modes:
+            mode.__enter__()
+
+    def _uninstall(self) -> None:
+        for mode in reversed(self._modes):
+            mode.__exit__(None, None, None)
+        self._modes = []
+        for owner, name, value in reversed(self._patches):
+            setattr(owner, name, value)
+        if self._patches:
+            self._torch.__future__.set_swap_module_params_on_conversion(self._swap_was)
+        self._patches = []
+
+    def _matmul(self, op: str, frame: Optional[Dict[str, Any]]) -> None:
+        # The autograd engine runs CUDA backward on a thread of its own, with its own handle.
+        handle = "backward" if self._torch._C._current_autograd_node() is not None else threading.get_ident()
+        if handle not in self._handles:
+            self._handles.add(handle)
+            self._alloc(self._workspace, frame)
+        if op in _WITH_BIAS and handle not in self._lt_handles:
+            self._lt_handles.add(handle)
+            self._alloc(_CUBLASLT_WORKSPACE, frame)
+
+
+def _bind(func: Any, args: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """The arguments of a call by name (as far as Python's signature of `func` tells)."""
+    import inspect
+
+    try:
+        return dict(inspect.signature(func).bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        return {}
+
+
+def _refusing_class(base: Any, refuse: Any) -> Any:
+    """A subclass of `base` that refuses to be made: still a type, so annotations such as
+    ``torch.cuda.Stream | None`` in imported libraries keep working."""
+    return type(base.__name__, (base,), {"__new__": staticmethod(lambda cls, *a, **k: refuse())})
+
+
+def _workspace_size(major: int) -> int:
+    """cuBLAS's workspace per handle: CUBLAS_WORKSPACE_CONFIG where set (the sum of SIZE_KiB x
+    COUNT over its entries, as PyTorch reads it), else PyTorch's default for the architecture."""
+    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if config:
+        total = 0
+        for entry in config.split(":"):
+            if "," in entry or entry.isdigit():
+                parts = entry.split(",")
+                if len(parts) == 2 and all(p.isdigit() for p in parts):
+                    total += int(parts[0]) * 1024 * int(parts[1])
+        if total:
+            return total
+    return _CUBLAS_WORKSPACE_SM90 if major == 9 else _CUBLAS_WORKSPACE_OTHER
+
+
+class _Properties:
+    """What ``torch.cuda.get_device_properties`` says of the profile's GPU."""
+
+    def __init__(self, gpu: Dict[str, Any]) -> None:
+        major, minor = (int(x) for x in str(gpu["compute_capability"]).split("."))
+        self.name = gpu["name"]
+        self.major, self.minor = major, minor
+        self.total_memory = gpu["memory_bytes"]
+        self.multi_processor_count = gpu["multiprocessors"]
+
+    def __repr__(self) -> str:
+        return f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, total_memory={self.total_memory >> 20}MB, multi_processor_count={self.multi_processor_count})"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m vramlab.trace --gpu h100 --out snap.pickle script.py [args]``: runs a script
+    unchanged under :class:`trace` and writes its snapshot (also where the tracer stops)."""
+    import argparse
+    import runpy
+
+    parser = argparse.ArgumentParser(
+        prog="python -m vramlab.trace",
+        description="Trace a PyTorch script's CUDA memory without a GPU; writes a memory snapshot that vramlab replay and tune read.",
+    )
+    parser.add_argument("--gpu", default="h100", help="device profile to trace for (h100, h200, or a profile file)")
+    parser.add_argument("--out", required=True, help="snapshot file to write (.pickle, or .pickle.gz)")
+    parser.add_argument("script", help="the Python script to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    options = parser.parse_args(argv)
+    tracer = trace(gpu=options.gpu)
+    sys.argv = [options.script] + options.args
+    status = 0
+    try:
+        with tracer:
+            runpy.run_path(options.script, run_name="__main__")
+    except UnfollowedError as e:
+        print(f"error: {e}", file=sys.stderr)
+        status = 1
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    tracer.save(options.out)
+    events = len(tracer.snapshot()["device_traces"][0])
+    print(f"trace: {events} events, peak allocated {tracer.peak_allocated} B -> {options.out}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Records the tracer's workloads (scripts/trace_workloads.py) on a GPU: for each workload and
+setting, a fresh process runs it with PyTorch's allocator history on, and saves the snapshot
+(.pickle.gz) and torch.cuda.memory_stats() (JSON) with the device's metadata. Run on a GPU
+machine: python scripts/record_trace_workloads.py OUT_DIR."""
+
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
+
+
+def record_one(name, out_dir):
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from trace_workloads import WORKLOADS
+
+    torch.cuda.init()
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    WORKLOADS[name]("cuda")
+    torch.cuda.synchronize()
+    snapshot = torch.cuda.memory._snapshot()
+    stats = torch.cuda.memory_stats()
+    props = torch.cuda.get_device_properties(0)
+    setting = os.environ.get("PYTORCH_ALLOC_CONF", "")
+    stem = os.path.join(out_dir, f"{name}-{'expandable' if setting else 'default'}")
+    with gzip.open(stem + ".pickle.gz", "wb") as f:
+        pickle.dump(snapshot, f, protocol=4)
+    meta = {
+        "workload": name,
+        "alloc_conf": setting,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "device": props.name,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "total_memory": props.total_memory,
+        "memory_stats": {k: v for k, v in stats.items() if isinstance(v, (int, float))},
+    }
+    with open(stem + ".json", "w") as f:
+        json.dump(meta, f, indent=1, sort_keys=True)
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    if len(sys.argv) > 2:
+        record_one(sys.argv[2], out_dir)
+        return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from trace_workloads import WORKLOADS
+
+    for name in WORKLOADS:
+        for label, setting in SETTINGS.items():
+            env = dict(os.environ, PYTORCH_ALLOC_CONF=setting)
+            done = subprocess.run([sys.executable, __file__, out_dir, name], env=env, capture_output=True, text=True)
+            print(name, label, "ok" if done.returncode == 0 else "FAILED\n" + done.stderr[-2000:], flush=True)
+
+
+if __name__ == "__main__":
+    main()

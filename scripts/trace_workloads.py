@@ -1,0 +1,129 @@
+"""Workloads the GPU-free tracer (vramlab.trace) is checked on: each records itself on a GPU
+(scripts/record_trace_workloads.py) and is traced on a CPU-only machine (python/tests/
+test_trace.py), and the two are compared. Each is a function of the device, written as a
+PyTorch user writes it, seeded, small enough to run in seconds."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def mlp_adamw(device):
+    """An MLP trained with AdamW for three steps (fp32)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 4096), nn.GELU(), nn.Linear(4096, 1024)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(3):
+        x = torch.randn(256, 1024, device=device)
+        loss = F.mse_loss(model(x), torch.zeros(256, 1024, device=device))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def cnn_sgd(device):
+    """A CNN with BatchNorm trained with SGD and momentum (cuDNN convolutions)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 128, 3, padding=1), nn.BatchNorm2d(128), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(128, 10),
+    ).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(3):
+        x = torch.randn(64, 3, 64, 64, device=device)
+        y = torch.randint(0, 10, (64,), device=device)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def accumulate_empty_cache(device):
+    """Gradient accumulation over four micro-batches, emptying the cache after each step."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 2048)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(2):
+        for _ in range(4):
+            x = torch.randn(512, 2048, device=device)
+            (model(x).square().mean() / 4).backward()
+        opt.step()
+        opt.zero_grad()
+        if device != "cpu":
+            torch.cuda.empty_cache()
+
+
+def lstm(device):
+    """An LSTM trained with Adam (cuDNN RNN)."""
+    torch.manual_seed(0)
+    model = nn.LSTM(256, 512, num_layers=2, batch_first=True).to(device)
+    head = nn.Linear(512, 256).to(device)
+    opt = torch.optim.Adam(list(model.parameters()) + list(head.parameters()))
+    for _ in range(2):
+        x = torch.randn(32, 64, 256, device=device)
+        out, _ = model(x)
+        head(out).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def checkpointed(device):
+    """Activation checkpointing of four MLP blocks, trained with SGD."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    blocks = nn.ModuleList(nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024)) for _ in range(4)).to(device)
+    opt = torch.optim.SGD(blocks.parameters(), lr=0.01)
+    for _ in range(2):
+        h = torch.randn(256, 1024, device=device, requires_grad=True)
+        for block in blocks:
+            h = checkpoint(block, h, use_reentrant=False)
+        h.square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def kv_cache_inference(device):
+    """Greedy decoding with a growing key/value cache (attention written out, no_grad)."""
+    torch.manual_seed(0)
+    d, heads, layers = 512, 8, 4
+    proj = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers)).to(device)
+    out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers)).to(device)
+    with torch.no_grad():
+        x = torch.randn(4, 1, d, device=device)
+        cache = [None] * layers
+        for _ in range(32):
+            h = x
+            for i in range(layers):
+                q, k, v = proj[i](h).chunk(3, dim=-1)
+                if cache[i] is not None:
+                    k = torch.cat([cache[i][0], k], dim=1)
+                    v = torch.cat([cache[i][1], v], dim=1)
+                cache[i] = (k, v)
+                split = lambda t: t.view(t.shape[0], t.shape[1], heads, d // heads).transpose(1, 2)
+                att = (split(q) @ split(k).transpose(-1, -2) / (d // heads) ** 0.5).softmax(-1)
+                h = out[i]((att @ split(v)).transpose(1, 2).reshape(h.shape[0], 1, d))
+            x = h
+
+
+def hf_gpt2(device):
+    """A Hugging Face GPT-2 (6 layers) built from its config, trained with AdamW for two steps
+    (eager attention)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=6, n_embd=512, n_head=8, vocab_size=8192, n_positions=256)
+    config._attn_implementation = "eager"
+    model = GPT2LMHeadModel(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        ids = torch.randint(0, 8192, (8, 256), device=device)
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+WORKLOADS = {
+    f.__name__: f
+    for f in [mlp_adamw, cnn_sgd, accumulate_empty_cache, lstm, checkpointed, kv_cache_inference, hf_gpt2]
+}
