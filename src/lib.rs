@@ -83,7 +83,8 @@ enum Command {
         /// defaults), e.g. --alloc-conf "expandable_segments:True" --alloc-conf "max_split_size_mb:128".
         #[arg(long = "alloc-conf", value_name = "SETTINGS", allow_hyphen_values = true)]
         alloc_conf: Vec<String>,
-        /// Which device of a multi-GPU snapshot to replay (default: the first with events).
+        /// Which device of a multi-GPU snapshot to replay (default: every device with events, each
+        /// labelled).
         #[arg(long)]
         device: Option<usize>,
         /// Refuse device memory beyond this many bytes (e.g. "2 GiB"); for PyTorch's allocator,
@@ -116,7 +117,8 @@ enum Command {
     Tune {
         /// A PyTorch memory snapshot (.pickle or .pickle.gz), an RMM log or a vramlab trace.
         trace: String,
-        /// The cap to fit under, as torch.cuda.set_per_process_memory_fraction sets it (bytes).
+        /// The cap to fit under (e.g. "2 GiB", or bytes), as torch.cuda.set_per_process_memory_fraction
+        /// sets it (fraction x device memory); default: the cap a recorded out-of-memory error implies.
         #[arg(long, allow_hyphen_values = true)]
         capacity: Option<String>,
         /// Settings to try (repeatable); replaces the default grid of 20 (see `vramlab list`).

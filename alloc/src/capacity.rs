@@ -465,7 +465,7 @@ mod tests {
     /// decided alike) is replayed whole from the first event, and fits exactly where the search
     /// said. Every committed trace, under every policy and every setting of tune's grid; in a
     /// debug build a fixed sample of them (one in fifteen, and four caps per search), all of
-    /// them with VRAMLAB_FULL_CHECKS set, as CI does.
+    /// them in a release build or with VRAMLAB_FULL_CHECKS set (about 4 minutes in release).
     #[test]
     fn probes_answer_as_whole_replays_do() {
         let full = !cfg!(debug_assertions) || std::env::var_os("VRAMLAB_FULL_CHECKS").is_some();

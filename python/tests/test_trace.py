@@ -1,0 +1,139 @@
+"""vramlab.trace on a CPU-only machine against PyTorch's own figures recorded on an H100
+(reports/reference/h100/trace-workloads, scripts/record_trace_workloads.py). The workloads are
+scripts/trace_workloads.py; the tracer's rules were written while looking at these recordings, so
+the figures here are seen-while-designing, not held out."""
+
+import gzip
+import json
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="vramlab.trace needs PyTorch (pip install torch)")
+
+import vramlab  # noqa: E402
+from vramlab import UnfollowedError  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RECORDINGS = ROOT / "reports" / "reference" / "h100" / "trace-workloads"
+sys.path.insert(0, str(ROOT / "scripts"))
+from trace_workloads import WORKLOADS  # noqa: E402
+
+SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
+# Workloads whose cuDNN convolutions have workspaces the trace cannot size (noted in the
+# snapshot): their allocated peak is checked, their reserved peak only reported.
+CUDNN_CONVOLUTIONS = {"cnn_sgd"}
+# Refused, with the reason, rather than answered wrong.
+REFUSED = {"lstm": "recurrent layers run as cuDNN RNN"}
+
+
+def recorded(name, label):
+    return json.loads((RECORDINGS / f"{name}-{label}.json").read_text())["memory_stats"]
+
+
+def traced(name):
+    if name == "hf_gpt2":
+        pytest.importorskip("transformers", reason="the Hugging Face workload needs transformers")
+    with vramlab.trace(gpu="h100") as t:
+        WORKLOADS[name]("cuda")
+    return t.snapshot()
+
+
+@pytest.mark.parametrize("name", [n for n in WORKLOADS if n not in REFUSED])
+def test_a_trace_replays_to_pytorchs_peaks(name):
+    snapshot = traced(name)
+    for label, setting in SETTINGS.items():
+        ours = vramlab.replay(snapshot, alloc_conf=setting)["results"][0]["pytorch_stats"]
+        theirs = recorded(name, label)
+        allocated = ours["allocated_bytes.all.peak"] / theirs["allocated_bytes.all.peak"] - 1
+        reserved = ours["reserved_bytes.all.peak"] / theirs["reserved_bytes.all.peak"] - 1
+        assert abs(allocated) <= 0.005, f"{name} {label}: peak allocated off by {allocated:+.2%}"
+        if name in CUDNN_CONVOLUTIONS:
+            assert any("cuDNN convolutions" in n for n in snapshot["vramlab_notes"])
+        else:
+            assert abs(reserved) <= 0.02, f"{name} {label}: peak reserved off by {reserved:+.2%}"
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_what_it_cannot_follow_is_refused_in_one_line(name):
+    with pytest.raises(UnfollowedError) as err:
+        traced(name)
+    message = str(err.value)
+    assert REFUSED[name] in message and "trace_workloads.py:" in message and "\n" not in message
+
+
+def test_the_snapshot_is_pytorchs_format_and_says_what_it_is():
+    snapshot = traced("mlp_adamw")
+    events = snapshot["device_traces"][0]
+    assert {e["action"] for e in events} <= {"alloc", "free_requested", "free_completed", "empty_cache"}
+    assert all({"addr", "size", "stream", "frames"} <= set(e) for e in events)
+    assert "without a GPU" in snapshot["vramlab_notes"][0]
+    # The cuBLAS workspaces (program thread, autograd thread) and cuBLASLt's, as measured.
+    sizes = [e["size"] for e in events if e["action"] == "alloc"]
+    assert sizes.count(32 << 20) == 2 and sizes.count(1 << 20) >= 1
+    result = vramlab.replay(snapshot, alloc_conf="")
+    assert any("without a GPU" in n for n in result["notes"])
+
+
+def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before():
+    with pytest.raises(UnfollowedError) as err:
+        with vramlab.trace() as t:
+            x = torch.randn(1024, 1024, device="cuda")
+            x.sum().item()
+    assert "_local_scalar_dense" in str(err.value) and "test_trace.py:" in str(err.value)
+    assert [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"][0] == 4 << 20
+
+
+@pytest.mark.parametrize(
+    "program, needle",
+    [
+        (lambda: torch.nn.functional.scaled_dot_product_attention(*(torch.randn(1, 2, 8, 8, device="cuda"),) * 3), "scaled_dot_product_attention"),
+        (lambda: torch.autocast("cuda", dtype=torch.bfloat16).__enter__(), "autocast('cuda')"),
+        (lambda: torch.cuda.Stream(), "torch.cuda.Stream"),
+        (lambda: torch.nonzero(torch.ones(4, device="cuda")), "nonzero"),
+    ],
+)
+def test_each_unfollowed_case_names_itself(program, needle):
+    with pytest.raises(UnfollowedError) as err:
+        with vramlab.trace():
+            program()
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cuda_answers_as_the_target_gpu_and_nothing_leaks_out():
+    with vramlab.trace(gpu="h200") as t:
+        assert torch.cuda.is_available()
+        props = torch.cuda.get_device_properties(0)
+        assert (props.major, props.minor) == (9, 0) and "H200" in props.name
+        x = torch.empty(1 << 20, device="cuda")
+        assert torch.cuda.memory_allocated() == 4 << 20
+        del x
+        torch.cuda.empty_cache()
+    assert not torch.cuda.is_available() or torch.cuda.device_count() > 0
+    actions = [e["action"] for e in t.snapshot()["device_traces"][0]]
+    assert actions == ["alloc", "free_requested", "free_completed", "empty_cache"]
+
+
+def test_a_script_traces_unchanged_from_the_command_line(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, torch\n"
+        "model = torch.nn.Linear(256, 256).cuda()\n"
+        "model(torch.randn(int(sys.argv[1]), 256, device='cuda')).sum().backward()\n"
+    )
+    out = tmp_path / "snap.pickle.gz"
+    done = subprocess.run(
+        [sys.executable, "-m", "vramlab.trace", "--gpu", "h100", "--out", str(out), str(script), "64"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    snapshot = pickle.load(gzip.open(out))
+    assert any(e["size"] == 64 * 256 * 4 for e in snapshot["device_traces"][0])
+    result = vramlab.replay(str(out), alloc_conf="")
+    assert result["results"][0]["pytorch_stats"]["allocated_bytes.all.peak"] > 0
