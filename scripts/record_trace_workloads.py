@@ -17,8 +17,9 @@ def record_one(name, out_dir):
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from trace_workloads import WORKLOADS
+    from trace_workloads import HOLDOUT, WORKLOADS
 
+    WORKLOADS = {**WORKLOADS, **HOLDOUT}
     torch.cuda.init()
     torch.cuda.memory._record_memory_history(max_entries=1_000_000)
     WORKLOADS[name]("cuda")
@@ -52,9 +53,10 @@ def main():
         record_one(sys.argv[2], out_dir)
         return
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from trace_workloads import WORKLOADS
+    from trace_workloads import HOLDOUT, WORKLOADS
 
-    for name in WORKLOADS:
+    names = sys.argv[2:] if False else list(HOLDOUT if os.environ.get("VRAMLAB_HOLDOUT") else WORKLOADS)
+    for name in names:
         for label, setting in SETTINGS.items():
             env = dict(os.environ, PYTORCH_ALLOC_CONF=setting)
             done = subprocess.run([sys.executable, __file__, out_dir, name], env=env, capture_output=True, text=True)

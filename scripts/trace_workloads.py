@@ -127,3 +127,96 @@ WORKLOADS = {
     f.__name__: f
     for f in [mlp_adamw, cnn_sgd, accumulate_empty_cache, lstm, checkpointed, kv_cache_inference, hf_gpt2]
 }
+
+
+# Held out: committed before they were ever run on a GPU or traced (see the commit that adds
+# them), so that the tracer's figures on them say how it does on programs it was not shaped by.
+
+
+def tv_resnet18_sgd(device):
+    """torchvision's ResNet-18 trained with SGD and momentum for two steps (cuDNN convolutions)."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        x = torch.randn(32, 3, 128, 128, device=device)
+        y = torch.randint(0, 10, (32,), device=device)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_bert_adamw(device):
+    """A Hugging Face BERT classifier (4 layers) built from its config, trained with AdamW for two
+    steps (eager attention)."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024, vocab_size=8192
+    )
+    config._attn_implementation = "eager"
+    model = BertForSequenceClassification(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        ids = torch.randint(0, 8192, (16, 128), device=device)
+        labels = torch.randint(0, 2, (16,), device=device)
+        model(input_ids=ids, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_llama_adamw(device):
+    """A Hugging Face Llama (4 layers) built from its config, one AdamW training step (eager
+    attention, rotary embeddings, RMSNorm)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        num_hidden_layers=4,
+        hidden_size=512,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        intermediate_size=1376,
+        vocab_size=8192,
+        max_position_embeddings=512,
+    )
+    config._attn_implementation = "eager"
+    model = LlamaForCausalLM(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 8192, (4, 256), device=device)
+    model(input_ids=ids, labels=ids).loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def bf16_mlp_sgd(device):
+    """An MLP whose parameters are bfloat16 (model.to(torch.bfloat16), no autocast), trained with
+    SGD for three steps."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2048, 8192), nn.SiLU(), nn.Linear(8192, 2048)).to(device).to(torch.bfloat16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(3):
+        x = torch.randn(512, 2048, device=device, dtype=torch.bfloat16)
+        model(x).float().square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def embedding_adam(device):
+    """A large embedding table and a linear head trained with Adam (embedding backward)."""
+    torch.manual_seed(0)
+    embed = nn.Embedding(100_000, 256).to(device)
+    head = nn.Linear(256, 1000).to(device)
+    opt = torch.optim.Adam(list(embed.parameters()) + list(head.parameters()))
+    for _ in range(2):
+        ids = torch.randint(0, 100_000, (64, 128), device=device)
+        y = torch.randint(0, 1000, (64 * 128,), device=device)
+        F.cross_entropy(head(embed(ids)).view(-1, 1000), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+HOLDOUT = {f.__name__: f for f in [tv_resnet18_sgd, hf_bert_adamw, hf_llama_adamw, bf16_mlp_sgd, embedding_adam]}

@@ -1,0 +1,34 @@
+"""The table of vramlab.trace against PyTorch's recorded peaks (README, docs/VALIDATION.md):
+each workload of scripts/trace_workloads.py traced on this machine (no GPU needed) and replayed,
+beside torch.cuda.memory_stats() recorded on the H100. Run: python scripts/trace_table.py"""
+
+import json
+import pathlib
+import sys
+import warnings
+
+import vramlab
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from trace_workloads import WORKLOADS  # noqa: E402
+
+warnings.filterwarnings("ignore")
+print("| workload | setting | peak allocated: PyTorch / trace | peak reserved: PyTorch / trace |")
+print("|---|---|---|---|")
+mib = lambda b: f"{b / 2**20:,.1f} MiB"
+for name, workload in WORKLOADS.items():
+    try:
+        with vramlab.trace(gpu="h100") as t:
+            workload("cuda")
+    except vramlab.UnfollowedError as e:
+        print(f"| {name} | both | refused: {str(e).split(': ', 1)[1].split(';')[0].split(' (')[0]} | |")
+        continue
+    for label, setting in [("default", ""), ("expandable", "expandable_segments:True")]:
+        theirs = json.loads((ROOT / f"reports/reference/h100/trace-workloads/{name}-{label}.json").read_text())["memory_stats"]
+        ours = vramlab.replay(t.snapshot(), alloc_conf=setting)["results"][0]["pytorch_stats"]
+        cells = []
+        for key in ["allocated_bytes.all.peak", "reserved_bytes.all.peak"]:
+            a, b = theirs[key], ours[key]
+            cells.append(f"{mib(a)} / {mib(b)} ({b / a - 1:+.2%})" if a != b else f"{mib(a)} / exact")
+        print(f"| {name} | {label} | {cells[0]} | {cells[1]} |")
