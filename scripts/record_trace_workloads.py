@@ -55,7 +55,8 @@ def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from trace_workloads import HOLDOUT, WORKLOADS
 
-    names = sys.argv[2:] if False else list(HOLDOUT if os.environ.get("VRAMLAB_HOLDOUT") else WORKLOADS)
+    # VRAMLAB_HOLDOUT=1: the held-out workloads.
+    names = list(HOLDOUT if os.environ.get("VRAMLAB_HOLDOUT") else WORKLOADS)
     for name in names:
         for label, setting in SETTINGS.items():
             env = dict(os.environ, PYTORCH_ALLOC_CONF=setting)

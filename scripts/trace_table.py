@@ -11,7 +11,11 @@ import vramlab
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from trace_workloads import WORKLOADS  # noqa: E402
+from trace_workloads import HOLDOUT, WORKLOADS  # noqa: E402
+
+# `--holdout`: the workloads committed before they were measured or traced.
+if "--holdout" in sys.argv:
+    WORKLOADS = HOLDOUT
 
 warnings.filterwarnings("ignore")
 print("| workload | setting | peak allocated: PyTorch / trace | peak reserved: PyTorch / trace |")
