@@ -26,8 +26,11 @@ macro_rules! calibration_struct {
             pub d2h_pageable: Vec<Sample>,
             /// Median time per kernel of a run of back-to-back zero-length kernels, microseconds.
             pub kernel_launch_us: f64,
-            /// The SM limits the driver reports (cuDeviceGetAttribute).
-            pub sm: SmAttributes,
+            /// The SM limits the driver reports (cuDeviceGetAttribute); `None` in samples written
+            /// before calibrations recorded them (the transfer-only samples of 2026-11-22, before
+            /// the occupancy calculator): a refit then keeps the base profile's (`--into`).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub sm: Option<SmAttributes>,
             /// Registers per thread of the global read kernel (its occupancy); 0 when not measured.
             #[serde(default)]
             pub read_kernel_registers: u32,
@@ -46,6 +49,13 @@ macro_rules! calibration_struct {
             /// which part to shorten).
             #[serde(default)]
             pub part_seconds: BTreeMap<String, f64>,
+            /// What [`Calibration::from_json`] could not take from samples an earlier calibration
+            /// wrote, one line per part, `part: what`: a value not recorded then, or measurements
+            /// the current fits cannot use (another experiment's, or lacking cases a fit needs).
+            /// Those parts load as not measured, so a refit keeps them from its base (`--into`);
+            /// the fitted profile's description lists these lines. Never written.
+            #[serde(skip)]
+            pub set_aside: Vec<String>,
         }
     };
 }
@@ -65,12 +75,13 @@ macro_rules! calibration_new {
                     h2d_pageable: Vec::new(),
                     d2h_pageable: Vec::new(),
                     kernel_launch_us: 0.0,
-                    sm,
+                    sm: Some(sm),
                     read_kernel_registers: 0,
                     l2_bytes,
                     free_bytes: 0,
                     $( $( $module: Vec::<$Sample>::new(), )? )*
                     part_seconds: BTreeMap::new(),
+                    set_aside: Vec::new(),
                 }
             }
         }
@@ -79,20 +90,125 @@ macro_rules! calibration_new {
 for_each_family!(calibration_new);
 
 impl Calibration {
-    /// Reads a calibration's JSON (`vramlab calibrate`'s samples file), also one written before
-    /// each family had one name in every layer ([`crate::former_names`]).
+    /// Reads a calibration's JSON (`vramlab calibrate`'s samples file), also one written by an
+    /// earlier calibration: the families' former names ([`crate::former_names`]), fields added
+    /// since (defaults that mean "not measured"), and parts whose samples the current fits cannot
+    /// use, which load as not measured and are named in [`Calibration::set_aside`]. Nothing is
+    /// invented: a part is refitted from what the file measured or not at all.
+    ///
+    /// The earlier samples it reads, and what it makes of them (from the code history of this
+    /// file and the families' modules):
+    ///
+    /// - no `sm` (the transfer-only samples of 2026-11-22, before the occupancy calculator of
+    ///   af6e886 recorded the driver's SM attributes): `sm` is `None`, and a refit takes the SM's
+    ///   limits from its base.
+    /// - no `read_kernel_registers`, `l2_bytes`, `free_bytes`, later parts' lists or `part_seconds`:
+    ///   each was added with its part and defaults to "not measured".
+    /// - `shared` and `global` lists: the banks and coalescing parts' former names.
+    /// - spill samples of `cycles` per iteration (the first spill calibration: one warp, until
+    ///   f712bfb of 2026-11-22 made the kernel fill the GPU and timed it in ns per iteration with
+    ///   the resident warps counted): another experiment than the model's, set aside.
+    /// - latency samples without every footprint of [`crate::latency_calibration_bytes`] (the
+    ///   three-footprint ladder of 69946a9 and the six of d6ec550, both 2026-11-22; eight since
+    ///   6729823 that day): the fit places each footprint on the ladder, so they are set aside.
+    /// - coalescing samples without the read kernel's registers or a case of
+    ///   [`crate::coalescing_calibration_cases`] other than those added later as optional (the three
+    ///   4-byte cases of 5abb136 and the eight cases of `reports/reference/h100/global-v3/`, both
+    ///   2026-11-22, before c97d9c0's nine): set aside.
     pub fn from_json(origin: &str, text: &str) -> crate::Result<Calibration> {
         let invalid = |e: serde_json::Error| crate::Error::Invalid(format!("{origin}: {e}"));
         let mut value: serde_json::Value = serde_json::from_str(text).map_err(invalid)?;
+        let mut set_aside = Vec::new();
         if let Some(fields) = value.as_object_mut() {
             for (old, new) in crate::former_names() {
                 if let Some(samples) = fields.remove(old) {
                     fields.insert(new.to_string(), samples);
                 }
             }
+            set_aside.extend(set_aside_first_spills(fields));
+            if !fields.contains_key("sm") {
+                set_aside.push("sm: the SM's limits, which calibrations recorded only from the occupancy calculator on (2026-11-22)".to_string());
+            }
         }
-        serde_json::from_value(value).map_err(invalid)
+        let mut calibration: Calibration = serde_json::from_value(value).map_err(invalid)?;
+        set_aside.extend(calibration.set_aside_earlier_cases());
+        calibration.set_aside = set_aside;
+        Ok(calibration)
     }
+
+    /// Empties the latency and coalescing parts whose samples lack cases the current fits need
+    /// (those of an earlier ladder or case list), saying so.
+    fn set_aside_earlier_cases(&mut self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if !self.latency.is_empty() {
+            let have: Vec<u64> = self.latency.iter().map(|s| s.bytes).collect();
+            let lacks: Vec<u64> = crate::latency_calibration_bytes()
+                .into_iter()
+                .filter(|b| !have.contains(b))
+                .collect();
+            if !lacks.is_empty() {
+                let list = |bytes: &[u64]| {
+                    bytes
+                        .iter()
+                        .map(|&b| crate::format_bytes(b))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let mut sorted = have.clone();
+                sorted.sort_unstable();
+                notes.push(format!(
+                    "latency: {} footprints of an earlier ladder ({}), lacking {} of the {} the fit needs",
+                    sorted.len(),
+                    list(&sorted),
+                    list(&lacks),
+                    crate::latency_calibration_bytes().len()
+                ));
+                self.latency.clear();
+            }
+        }
+        if !self.coalescing.is_empty() {
+            let have: Vec<(u32, u32, u64)> = self.coalescing.iter().map(|s| (s.width, s.stride, s.bytes)).collect();
+            let lacks: Vec<(u32, u32, u64)> = crate::coalescing_calibration_cases()
+                .into_iter()
+                .filter(|case| !COALESCING_CASES_ADDED_LATER.contains(case) && !have.contains(case))
+                .collect();
+            if !lacks.is_empty() || self.read_kernel_registers == 0 {
+                let case = |&(width, stride, bytes): &(u32, u32, u64)| {
+                    format!("{width} B at stride {stride} of {}", crate::format_bytes(bytes))
+                };
+                let mut missing: Vec<String> = lacks.iter().map(case).collect();
+                if self.read_kernel_registers == 0 {
+                    missing.push("the read kernel's registers".to_string());
+                }
+                notes.push(format!(
+                    "coalescing: {} read cases of an earlier list, lacking {}, which the fit needs",
+                    have.len(),
+                    missing.join(", ")
+                ));
+                self.coalescing.clear();
+            }
+        }
+        notes
+    }
+}
+
+/// Coalescing cases added to the calibration after its nine of c97d9c0 (2026-11-22) that a fit
+/// can do without: the latency-bound L2 case of a65985a (2026-11-24), without which the L2's
+/// reads share DRAM's overlap exponent (`CoalescingParams::l2_overlap_exponent` is `None`).
+const COALESCING_CASES_ADDED_LATER: [(u32, u32, u64); 1] = [(16, 32, 2 << 20)];
+
+/// Takes out spill samples of the first spill calibration (cycles per iteration of one warp),
+/// which the current model (a full GPU's ns per iteration) cannot use, saying so.
+fn set_aside_first_spills(fields: &mut serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    let first = |s: &serde_json::Value| s.get("cycles").is_some() && s.get("ns_per_iteration").is_none();
+    let count = fields.get("spills")?.as_array()?.iter().filter(|s| first(s)).count();
+    if count == 0 {
+        return None;
+    }
+    fields.remove("spills");
+    Some(format!(
+        "spills: {count} cases of the first spill calibration (one warp's cycles per iteration, until 2026-11-22), not the full GPU's ns per iteration the model fits"
+    ))
 }
 
 /// SM limits as device attributes; the occupancy rules that are not attributes come from the
@@ -124,6 +240,81 @@ pub struct SmAttributes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Samples of `date` holding `fields` besides the device and transfers.
+    fn samples(date: &str, fields: &str) -> String {
+        let device = r#"{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "memory_bytes": 85017493504,
+            "multiprocessors": 132, "copy_engines": 3, "driver_version": "13.0", "clock_mhz": 1980,
+            "memory_clock_mhz": 2619, "pci_bus_id": "0000:00:06.0", "stream_ordered_pool": true}"#;
+        format!(
+            r#"{{"device": {device}, "date": "{date}", "h2d_pinned": [], "d2h_pinned": [], "h2d_pageable": [],
+            "d2h_pageable": [], "kernel_launch_us": 0.0{fields}}}"#
+        )
+    }
+
+    const SM: &str = r#", "sm": {"warp_size": 32, "max_threads_per_sm": 2048, "max_threads_per_block": 1024,
+        "max_blocks_per_sm": 32, "registers_per_sm": 65536, "registers_per_block": 65536,
+        "shared_bytes_per_sm": 233472, "shared_bytes_per_block": 49152,
+        "shared_bytes_per_block_optin": 232448, "reserved_shared_bytes_per_block": 1024}"#;
+
+    #[test]
+    fn samples_without_the_sms_limits_load_without_them() {
+        let c = Calibration::from_json("old", &samples("2026-11-22", "")).unwrap();
+        assert_eq!(c.sm, None);
+        assert_eq!(c.set_aside.len(), 1);
+        assert!(c.set_aside[0].starts_with("sm: "), "{:?}", c.set_aside);
+        // Written again, the file has no `sm` either, and reads back the same.
+        let again = Calibration::from_json("again", &serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(again.sm, None);
+    }
+
+    #[test]
+    fn samples_of_earlier_experiments_and_case_lists_are_set_aside() {
+        let first_spills =
+            r#", "spills": [{"live": 48, "registers": 255, "registers_used": 62, "local_bytes": 0, "cycles": 51.5}]"#;
+        let c = Calibration::from_json("old", &samples("2026-11-22", &format!("{SM}{first_spills}"))).unwrap();
+        assert!(c.spills.is_empty() && c.sm.is_some());
+        assert!(
+            c.set_aside.len() == 1 && c.set_aside[0].starts_with("spills: 1 case"),
+            "{:?}",
+            c.set_aside
+        );
+
+        let ladder = r#", "latency": [{"bytes": 12288, "cycles": 45.9}, {"bytes": 6291456, "cycles": 297.7},
+            {"bytes": 805306368, "cycles": 707.6}]"#;
+        let c = Calibration::from_json("old", &samples("2026-11-22", &format!("{SM}{ladder}"))).unwrap();
+        assert!(c.latency.is_empty());
+        assert_eq!(
+            c.set_aside,
+            ["latency: 3 footprints of an earlier ladder (12 KiB, 6 MiB, 768 MiB), lacking 384 KiB, 28 MiB, 40 MiB, 56 MiB, 80 MiB of the 8 the fit needs"]
+        );
+
+        // The nine coalescing cases before the latency-bound L2 case are kept, and the old name
+        // of the part read; without the registers they are set aside.
+        let cases: Vec<String> = crate::coalescing_calibration_cases()
+            .into_iter()
+            .filter(|case| !COALESCING_CASES_ADDED_LATER.contains(case))
+            .map(|(w, s, b)| format!(r#"{{"width": {w}, "stride": {s}, "bytes": {b}, "time_us": 400.0}}"#))
+            .collect();
+        let nine = format!(r#", "global": [{}]"#, cases.join(", "));
+        let kept = Calibration::from_json(
+            "nine",
+            &samples("2026-11-23", &format!("{SM}, \"read_kernel_registers\": 26{nine}")),
+        )
+        .unwrap();
+        assert!(kept.set_aside.is_empty() && kept.coalescing.len() == 9);
+        let unknown_registers = Calibration::from_json("nine", &samples("2026-11-23", &format!("{SM}{nine}"))).unwrap();
+        assert!(unknown_registers.coalescing.is_empty());
+        assert!(unknown_registers.set_aside[0].ends_with("lacking the read kernel's registers, which the fit needs"));
+    }
+
+    #[test]
+    fn a_file_that_is_no_calibration_is_one_line_naming_it() {
+        let e = Calibration::from_json("x.samples.json", r#"{"date": "2026-11-22"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("x.samples.json: ") && !e.contains('\n'), "{e}");
+    }
 
     #[test]
     fn part_selections_name_their_parts() {

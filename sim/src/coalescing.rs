@@ -217,7 +217,13 @@ pub(crate) fn fit_coalescing(
     {
         return Err(FitError::BadSamples {
             what,
-            reason: format!("{bad:?} is not longer than the launch cost ({launch_us} us)"),
+            reason: format!(
+                "the {} B read at stride {} of {} took {} us, not longer than the launch cost ({launch_us} us)",
+                bad.width,
+                bad.stride,
+                experiments::format_bytes(bad.bytes),
+                bad.time_us
+            ),
         });
     }
     if samples.len() < 9 || machine.read_kernel_registers == 0 {

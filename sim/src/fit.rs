@@ -126,7 +126,17 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
             reason: "not measured in this calibration, and no profile given to keep it from (--into)".into(),
         })?
     };
-    let sm = sm_params(&d.compute_capability, &calibration.sm)?;
+    let sm = match &calibration.sm {
+        Some(attributes) => sm_params(&d.compute_capability, attributes)?,
+        // Samples written before calibrations recorded the SM's attributes (2026-11-22).
+        None => base.map(|b| b.sm.clone()).ok_or_else(|| FitError::BadSamples {
+            what: "the SM's occupancy rules",
+            reason: format!(
+                "the samples of {} do not hold the SM's limits (calibrations recorded them only from the occupancy calculator on, 2026-11-22), and no profile was given to keep them from (--into)",
+                calibration.date
+            ),
+        })?,
+    };
     let device = ProfileDevice {
         name: d.name.clone(),
         compute_capability: d.compute_capability.clone(),
@@ -148,6 +158,11 @@ pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>
         "{} (driver {}, PCI {}), measured by vramlab calibrate on {}",
         d.name, d.driver_version, d.pci_bus_id, calibration.date
     );
+    // What loading earlier samples could not take, so the profile says which parts it did not refit.
+    if !calibration.set_aside.is_empty() {
+        let notes = calibration.set_aside.join("; ");
+        profile.description += &format!("; not refitted from these earlier samples: {notes}");
+    }
     crate::models::fit_families(calibration, base, &mut profile)?;
     Ok(profile)
 }

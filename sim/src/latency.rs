@@ -90,7 +90,13 @@ pub(crate) fn fit_latency(
         return Err(FitError::BadSamples {
             what,
             reason: format!(
-                "need eight positive samples (L1, past-L1, L2, four L2-edge and DRAM footprints), got {sorted:?}"
+                "need eight positive samples (L1, past-L1, L2, four L2-edge and DRAM footprints), got {}: {}",
+                sorted.len(),
+                sorted
+                    .iter()
+                    .map(|s| format!("{} {} cycles", experiments::format_bytes(s.bytes), s.cycles))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         });
     }
