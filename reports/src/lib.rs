@@ -12,6 +12,7 @@ mod document;
 mod error;
 mod export_perfetto;
 mod exports;
+mod names;
 mod plot_agreement;
 mod plot_error;
 mod plot_peaks;

@@ -5,7 +5,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::analysis::ExperimentAnalysis;
-use crate::chart::{Chart, FONT_FAMILY, PALETTE};
+use crate::chart::{all_whole, Chart, Scale, FONT_FAMILY, PALETTE};
+use crate::names::metric_title;
 
 pub(crate) struct AgreementChart<'a> {
     experiment: &'a ExperimentAnalysis,
@@ -21,6 +22,12 @@ impl<'a> AgreementChart<'a> {
             .filter_map(|p| Some((*p.predicted.as_ref()?.get(metric)?, *p.measured.as_ref()?.get(metric)?)))
             .collect();
         AgreementChart { experiment, pairs }
+    }
+
+    /// Whether there is anything to compare: a point both predicted and measured. Reports say
+    /// so in words rather than draw an empty square.
+    pub(crate) fn has_pairs(&self) -> bool {
+        !self.pairs.is_empty()
     }
 }
 
@@ -46,19 +53,25 @@ impl Chart for AgreementChart<'_> {
                 self.pairs.len()
             )
         };
+        let whole = all_whole(self.pairs.iter().flat_map(|(p, m)| [*p, *m]));
         let mut chart = ChartBuilder::on(root)
             .caption(caption, (FONT_FAMILY, 20))
             .margin(14)
             .x_label_area_size(48)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0.0..top, 0.0..top)
+            .y_label_area_size(64)
+            .build_cartesian_2d(Scale::Linear.axis(0.0..top, whole), Scale::Linear.axis(0.0..top, whole))
             .map_err(e)?;
-        let metric = self.experiment.metric.as_str();
+        let metric = metric_title(self.experiment.family, &self.experiment.metric);
         chart
             .configure_mesh()
             .x_desc(format!("predicted {metric}"))
             .y_desc(format!("measured {metric}"))
+            .x_label_formatter(&|v| Scale::Linear.label(*v))
+            .y_label_formatter(&|v| Scale::Linear.label(*v))
             .label_style((FONT_FAMILY, 13))
+            .axis_desc_style((FONT_FAMILY, 15))
+            .light_line_style(BLACK.mix(0.04))
+            .bold_line_style(BLACK.mix(0.18))
             .draw()
             .map_err(e)?;
         chart

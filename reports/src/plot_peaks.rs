@@ -5,7 +5,7 @@ use plotters::prelude::*;
 
 use experiments::PolicyResult;
 
-use crate::chart::{Chart, FONT_FAMILY, PALETTE};
+use crate::chart::{Axis, Chart, Scale, FONT_FAMILY, PALETTE};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -42,12 +42,14 @@ impl Chart for PeaksChart<'_> {
             .margin(14)
             .x_label_area_size(44)
             .y_label_area_size(60)
-            .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..top.max(1e-3))
+            .build_cartesian_2d(
+                Axis::new(-0.5..(n as f64 - 0.5), (0..n).map(|i| i as f64).collect(), Vec::new()),
+                Scale::Linear.axis(0.0..top.max(1e-3), false),
+            )
             .map_err(e)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n)
             .x_label_formatter(&|x| {
                 let i = x.round();
                 if (x - i).abs() < 0.01 && i >= 0.0 {
@@ -56,6 +58,7 @@ impl Chart for PeaksChart<'_> {
                     String::new()
                 }
             })
+            .y_label_formatter(&|v| Scale::Linear.label(*v))
             .y_desc("peak reserved, GiB (dark line: peak requested)")
             .label_style((FONT_FAMILY, 12))
             .draw()
@@ -68,12 +71,15 @@ impl Chart for PeaksChart<'_> {
                 .draw_series([Rectangle::new([(x - 0.35, 0.0), (x + 0.35, reserved)], color.filled())])
                 .map_err(e)?;
             let requested = result.peak_requested_bytes as f64 / GIB;
-            chart
-                .draw_series([PathElement::new(
-                    vec![(x - 0.4, requested), (x + 0.4, requested)],
-                    BLACK.stroke_width(2),
-                )])
-                .map_err(e)?;
+            // A white edge keeps the line seen on a black bar.
+            for style in [WHITE.stroke_width(5), BLACK.stroke_width(2)] {
+                chart
+                    .draw_series([PathElement::new(
+                        vec![(x - 0.4, requested), (x + 0.4, requested)],
+                        style,
+                    )])
+                    .map_err(e)?;
+            }
             chart
                 .draw_series([Text::new(
                     format!("{reserved:.2}"),

@@ -7,7 +7,10 @@ use plotters::prelude::*;
 use experiments::{AxisScale, Params};
 
 use crate::analysis::ExperimentAnalysis;
-use crate::chart::{draw_legend, Chart, Scale, FONT_FAMILY, PALETTE};
+use crate::chart::{
+    all_whole, draw_line, draw_markers, legend_beside, series_style, Chart, Entry, Mark, Scale, Shape, FONT_FAMILY,
+};
+use crate::names::{metric_title, param_title, param_value};
 
 /// One line of the chart: the points that share every parameter but the x one.
 struct Series {
@@ -22,18 +25,6 @@ pub(crate) struct SweepChart<'a> {
     x_scale: Scale,
     y_scale: Scale,
     series: Vec<Series>,
-}
-
-fn metric_title(metric: &str) -> &str {
-    match metric {
-        "gb_per_s" => "bandwidth (GB/s)",
-        "speedup" => "speed-up over copy-then-compute",
-        "time_us" => "time (us)",
-        "cycles" => "cycles per dependent load",
-        "grow_us" => "time per grow (us)",
-        "peak_bytes" => "peak device memory",
-        other => other,
-    }
 }
 
 impl<'a> SweepChart<'a> {
@@ -66,7 +57,7 @@ impl<'a> SweepChart<'a> {
                 let varying: Vec<String> = rest
                     .iter()
                     .filter(|(k, v)| experiment.points.iter().any(|q| q.params.get(*k) != Some(*v)))
-                    .map(|(k, v)| format!("{k}={v}"))
+                    .map(|(k, v)| param_value(k, v))
                     .collect();
                 let label = if varying.is_empty() {
                     experiment.experiment.clone()
@@ -117,48 +108,98 @@ impl Chart for SweepChart<'_> {
             .as_ref()
             .map(|d| format!(" on {}", d.name))
             .unwrap_or_default();
-        let mut chart = ChartBuilder::on(root)
-            .caption(format!("{}{device}", self.experiment.experiment), (FONT_FAMILY, 22))
+        let measured = self.series.iter().any(|s| !s.measured.is_empty());
+        // With one series the key is drawn in its colour; with several, in black.
+        let (black, key_shape) = match self.series.len() {
+            1 => (series_style(0).color.to_rgba(), series_style(0).shape),
+            _ => (BLACK.to_rgba(), Shape::Circle),
+        };
+        // The legend sits beside the plot, never on its data: first what lines and markers
+        // mean, then each series.
+        let mut entries = vec![Entry::new(
+            "model (sim)",
+            Mark::Line {
+                color: black,
+                width: 2,
+                dashed: false,
+                marker: None,
+            },
+        )];
+        if measured {
+            entries.push(Entry::new(
+                "measured (hw)",
+                Mark::Marker {
+                    color: black,
+                    shape: key_shape,
+                    filled: true,
+                },
+            ));
+        }
+        if self.series.len() > 1 {
+            entries.push(Entry::new("", Mark::Text));
+            entries.extend(self.series.iter().enumerate().map(|(i, s)| {
+                let style = series_style(i);
+                Entry::new(
+                    s.label.clone(),
+                    Mark::Line {
+                        color: style.color.to_rgba(),
+                        width: 2,
+                        dashed: style.dashed,
+                        marker: measured.then_some(style.shape),
+                    },
+                )
+            }));
+        }
+        let area = legend_beside(root, &entries, 46)?;
+        let (xs, ys) = (self.x_scale, self.y_scale);
+        let x_whole = xs == Scale::Linear && all_whole(all().map(|p| p.0));
+        let y_whole = ys == Scale::Linear && all_whole(all().map(|p| p.1));
+        // A further metric (growth's peak memory) says which in its title.
+        let caption = if self.metric == self.experiment.metric {
+            format!("{}{device}", self.experiment.experiment)
+        } else {
+            format!(
+                "{}: {}{device}",
+                self.experiment.experiment,
+                metric_title(self.experiment.family, self.metric)
+            )
+        };
+        let mut chart = ChartBuilder::on(&area)
+            .caption(caption, (FONT_FAMILY, 22))
             .margin(14)
             .x_label_area_size(48)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x_range, y_range)
+            .y_label_area_size(72)
+            .build_cartesian_2d(xs.axis(x_range, x_whole), ys.axis(y_range, y_whole))
             .map_err(e)?;
-        let (xs, ys) = (self.x_scale, self.y_scale);
         chart
             .configure_mesh()
-            .x_desc(self.experiment.x_param.as_str())
-            .y_desc(metric_title(self.metric))
+            .x_desc(param_title(self.experiment.family, &self.experiment.x_param))
+            .y_desc(metric_title(self.experiment.family, self.metric))
             .x_label_formatter(&|v| xs.label(*v))
             .y_label_formatter(&|v| ys.label(*v))
-            .x_labels(12)
             .label_style((FONT_FAMILY, 13))
+            .axis_desc_style((FONT_FAMILY, 15))
+            .light_line_style(BLACK.mix(0.04))
+            .bold_line_style(BLACK.mix(0.18))
             .draw()
             .map_err(e)?;
         for (i, s) in self.series.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
+            let style = series_style(i);
             let to_axis = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
                 pts.iter().map(|(x, y)| (xs.to_axis(*x), ys.to_axis(*y))).collect()
             };
             if !s.predicted.is_empty() {
-                chart
-                    .draw_series(LineSeries::new(to_axis(&s.predicted), color.stroke_width(2)))
-                    .map_err(e)?
-                    .label(format!("{} (sim)", s.label))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                draw_line(
+                    &mut chart,
+                    to_axis(&s.predicted),
+                    style.color.stroke_width(2),
+                    style.dashed,
+                )?;
             }
             if !s.measured.is_empty() {
-                chart
-                    .draw_series(
-                        to_axis(&s.measured)
-                            .into_iter()
-                            .map(|p| Circle::new(p, 4, color.filled())),
-                    )
-                    .map_err(e)?
-                    .label(format!("{} (hw)", s.label))
-                    .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+                draw_markers(&mut chart, &to_axis(&s.measured), style.shape, style.color.filled())?;
             }
         }
-        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)
+        Ok(())
     }
 }

@@ -1,12 +1,13 @@
-//! Plot kind 4: allocated and reserved bytes over a replayed trace, one colour per policy
-//! (reserved as a solid line, allocated as a thin light one).
+//! Plot kind 4: reserved and allocated bytes over a replayed trace, one colour per policy, in
+//! two panels over the same events (reserved above, allocated below), so that neither set of
+//! lines hides the other and each policy keeps its full colour in both.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use experiments::PolicyResult;
 
-use crate::chart::{draw_legend, Chart, FONT_FAMILY, PALETTE};
+use crate::chart::{draw_line, legend_beside, series_style, Chart, Entry, Mark, Scale, FONT_FAMILY};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -22,6 +23,10 @@ impl<'a> TimelineChart<'a> {
 }
 
 impl Chart for TimelineChart<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1040, 680)
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>
     where
         DB::ErrorType: 'static,
@@ -31,41 +36,78 @@ impl Chart for TimelineChart<'_> {
         let points = || self.results.iter().flat_map(|r| r.timeline.iter());
         let last = points().map(|p| p.event).max().unwrap_or(1).max(1) as f64;
         let top = points().map(|p| p.reserved.max(p.allocated)).max().unwrap_or(1) as f64 / GIB * 1.08;
-        let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, (FONT_FAMILY, 20))
-            .margin(14)
-            .x_label_area_size(44)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..last, 0.0..top.max(1e-3))
-            .map_err(e)?;
-        chart
-            .configure_mesh()
-            .x_desc("trace event")
-            .y_desc("GiB (solid: reserved, light: allocated)")
-            .label_style((FONT_FAMILY, 13))
-            .draw()
-            .map_err(e)?;
-        for (i, result) in self.results.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            let series = |value: fn(&experiments::TimelinePoint) -> u64| {
-                result
+        let mut entries: Vec<Entry> = self
+            .results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let style = series_style(i);
+                // PyTorch's settings by the setting alone: `(defaults)`, `expandable_segments:True`.
+                let label = match r.policy.strip_prefix("PYTORCH_ALLOC_CONF=") {
+                    Some(_) => r.setting_label().to_string(),
+                    None => r.policy.clone(),
+                };
+                Entry::new(
+                    label,
+                    Mark::Line {
+                        color: style.color.to_rgba(),
+                        width: 2,
+                        dashed: style.dashed,
+                        marker: None,
+                    },
+                )
+            })
+            .collect();
+        if self.results.len() > 1 {
+            entries.push(Entry::new("", Mark::Text));
+            entries.push(Entry::new("allocated lines lie on one", Mark::Text));
+            entries.push(Entry::new("another where policies agree", Mark::Text));
+        }
+        let titled = root.titled(&self.title, (FONT_FAMILY, 20)).map_err(e)?;
+        let area = legend_beside(&titled, &entries, 14)?;
+        let (_, height) = area.dim_in_pixel();
+        let (upper, lower) = area.split_vertically(height * 52 / 100);
+        let panels = [(&upper, "reserved, GiB", false), (&lower, "allocated, GiB", true)];
+        for (panel, title, allocated) in panels {
+            let mut chart = ChartBuilder::on(panel)
+                .margin(10)
+                .x_label_area_size(if allocated { 44 } else { 24 })
+                .y_label_area_size(60)
+                .build_cartesian_2d(
+                    Scale::Linear.axis(0.0..last, true),
+                    Scale::Linear.axis(0.0..top.max(1e-3), false),
+                )
+                .map_err(e)?;
+            let label = |v: &f64| Scale::Linear.label(*v);
+            let blank = |_: &f64| String::new();
+            // The lower panel labels the shared axis.
+            let x_labels: &dyn Fn(&f64) -> String = if allocated { &label } else { &blank };
+            let mut mesh = chart.configure_mesh();
+            mesh.y_desc(title)
+                .x_label_formatter(x_labels)
+                .y_label_formatter(&label)
+                .label_style((FONT_FAMILY, 13))
+                .axis_desc_style((FONT_FAMILY, 15))
+                .light_line_style(BLACK.mix(0.04))
+                .bold_line_style(BLACK.mix(0.18));
+            if allocated {
+                mesh.x_desc("trace event");
+            }
+            mesh.draw().map_err(e)?;
+            for (i, result) in self.results.iter().enumerate() {
+                let style = series_style(i);
+                let series: Vec<(f64, f64)> = result
                     .timeline
                     .iter()
-                    .map(move |p| (p.event as f64, value(p) as f64 / GIB))
-                    .collect::<Vec<_>>()
-            };
-            chart
-                .draw_series(LineSeries::new(
-                    series(|p| p.allocated),
-                    color.mix(0.35).stroke_width(1),
-                ))
-                .map_err(e)?;
-            chart
-                .draw_series(LineSeries::new(series(|p| p.reserved), color.stroke_width(2)))
-                .map_err(e)?
-                .label(result.policy.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+                    .map(|p| {
+                        let bytes = if allocated { p.allocated } else { p.reserved };
+                        (p.event as f64, bytes as f64 / GIB)
+                    })
+                    .collect();
+                let width = if allocated { 1 } else { 2 };
+                draw_line(&mut chart, series, style.color.stroke_width(width), style.dashed)?;
+            }
         }
-        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
+        Ok(())
     }
 }

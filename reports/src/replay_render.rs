@@ -2,14 +2,15 @@
 
 use std::path::Path;
 
-use experiments::{format_bytes, write_atomically, PolicyResult, ReplayRecord};
+use experiments::{format_bytes, write_atomically, BackendKind, PolicyResult, ReplayRecord};
 
 use crate::chart::render_both;
-use crate::document::{to_html, to_markdown, Block};
+use crate::document::{to_html, to_markdown, Block, Table};
 use crate::error::{ReportError, Result};
 use crate::plot_peaks::PeaksChart;
 use crate::plot_timeline::TimelineChart;
 use crate::render::Rendered;
+use crate::tune_render::self_check;
 
 /// Reads every `replay-*.json` in `dir` and writes replay.md, replay.html and plots/.
 pub fn render_replay(dir: &Path) -> Result<Rendered> {
@@ -26,7 +27,16 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
     let plot_dir = dir.join("plots");
     let mut plots = Vec::new();
     let mut blocks = vec![Block::Heading(1, "vramlab replay".into())];
+    let several = records.len() > 1;
     for (backend, record) in &records {
+        // Headings name the backend where the page has both, so that their anchors differ.
+        let titled = |what: &str| {
+            if several {
+                format!("{what} ({backend})")
+            } else {
+                what.to_string()
+            }
+        };
         blocks.push(Block::Heading(2, format!("{} ({backend})", record.trace)));
         let mut about = format!(
             "{} events, {} allocations, {} import warnings",
@@ -34,6 +44,8 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
         );
         if let Some(capacity) = record.capacity_bytes {
             about.push_str(&format!(", capacity {}", format_bytes(capacity)));
+        } else {
+            about.push_str(", no cap");
         }
         if !record.device.name.is_empty() {
             about.push_str(&format!(
@@ -48,15 +60,57 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
             ));
         }
         blocks.push(Block::Paragraph(about + "."));
-        for example in &record.warnings.examples {
-            blocks.push(Block::Paragraph(format!("warning: {example}")));
+        // What the terminal says beside its table (`replay_text`).
+        let mut context = Vec::new();
+        if let Some(start) = &record.start {
+            context.push(format!(
+                "window: began with {} reserved in {} segments, {} allocated in {} live blocks",
+                format_bytes(start.reserved_bytes),
+                start.segments,
+                format_bytes(start.allocated_bytes),
+                start.live_blocks
+            ));
         }
+        if let (Some(cap), Some(source)) = (record.capacity_bytes, &record.capacity_source) {
+            context.push(format!("cap {}: {source}", format_bytes(cap)));
+        }
+        context.extend(record.notes.iter().map(|note| format!("note: {note}")));
+        context.extend(record.warnings.examples.iter().map(|w| format!("warning: {w}")));
+        if !context.is_empty() {
+            blocks.push(Block::List(context));
+        }
+        blocks.push(Block::Heading(3, titled("Policies")));
+        blocks.push(Block::Table(table(record)));
+        blocks.push(Block::Paragraph(timing_note(record)));
+        let failures: Vec<String> = record
+            .results
+            .iter()
+            .filter_map(|r| failure_note(r, record.capacity_bytes))
+            .collect();
+        if !failures.is_empty() {
+            blocks.push(Block::List(failures));
+        }
+        blocks.push(Block::Fold {
+            summary: "What the columns mean".into(),
+            open: false,
+            blocks: vec![Block::Terms(
+                columns(record).into_iter().map(|(h, m)| (h, m.to_string())).collect(),
+            )],
+        });
+        let mut check = self_check(record);
+        if let Some(Block::Heading(level, text)) = check.first_mut() {
+            *level = 3;
+            *text = titled(text);
+        }
+        blocks.extend(check);
+
+        blocks.push(Block::Heading(3, titled("Plots")));
         let title = |what: &str| format!("{what}: {} ({backend})", short(&record.trace));
         let stem = format!("replay_timeline_{backend}");
         plots.extend(render_both(
             &plot_dir,
             &stem,
-            &TimelineChart::new(title("allocated and reserved"), &record.results),
+            &TimelineChart::new(title("reserved and allocated"), &record.results),
         )?);
         blocks.push(image(&stem));
         let stem = format!("replay_peaks_{backend}");
@@ -66,21 +120,18 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
             &PeaksChart::new(title("peak reserved"), &record.results),
         )?);
         blocks.push(image(&stem));
-        blocks.push(table(&record.results));
-        for result in record
+        let checks: Vec<String> = record
             .results
             .iter()
-            .filter(|r| r.first_failure.is_some() || r.device_check.is_some())
-        {
-            if let Some(failure) = &result.first_failure {
-                blocks.push(Block::Paragraph(format!(
-                    "{}: first failure at {failure}",
-                    result.policy
-                )));
-            }
-            if let Some(check) = &result.device_check {
-                blocks.push(Block::Paragraph(format!("{}: device check: {check}", result.policy)));
-            }
+            .filter_map(|r| {
+                r.device_check
+                    .as_ref()
+                    .map(|check| format!("{}: device check: {check}", r.policy))
+            })
+            .collect();
+        if !checks.is_empty() {
+            blocks.push(Block::Heading(3, titled("Device checks")));
+            blocks.extend(checks.into_iter().map(Block::Paragraph));
         }
     }
     let markdown = dir.join("replay.md");
@@ -102,22 +153,95 @@ fn image(stem: &str) -> Block {
     }
 }
 
-fn table(results: &[PolicyResult]) -> Block {
-    let header = [
-        "policy",
-        "peak reserved",
-        "peak allocated",
-        "fragmentation at peak",
-        "rounding waste",
-        "device allocs",
-        "failed",
-        "min capacity",
-        "alloc+free p50 / p99 (ns)",
-        "segments matched",
-    ];
-    let rows = results
+/// Whether the record's timings are the simulator's (every result replayed in sim).
+fn simulated(record: &ReplayRecord) -> bool {
+    record.results.iter().all(|r| r.backend == BackendKind::Sim)
+}
+
+/// The timing column's name: whose time it is.
+fn timing_header(record: &ReplayRecord) -> String {
+    if simulated(record) {
+        "simulator's alloc+free time p50 / p99 (ns)".into()
+    } else {
+        "alloc+free time p50 / p99 (ns)".into()
+    }
+}
+
+fn timing_note(record: &ReplayRecord) -> String {
+    if simulated(record) {
+        let mut note = String::from(
+            "Timings are the simulator's own: its bookkeeping time on this host for one allocation and its free, not a device's",
+        );
+        if record.results.iter().any(|r| r.policy.starts_with("cuda-malloc")) {
+            note.push_str(" (`cuda-malloc`'s times no cudaMalloc call)");
+        }
+        note + ". `--backend hw` times the calls against a GPU's driver."
+    } else {
+        "Timings are host time for one allocation and its free, the GPU driver's calls included.".into()
+    }
+}
+
+/// The columns of [`table`] and what each means.
+fn columns(record: &ReplayRecord) -> Vec<(String, &'static str)> {
+    vec![
+        ("policy".into(), "the allocator policy, with its parameters; PYTORCH_ALLOC_CONF=... is PyTorch's caching allocator under that setting"),
+        ("peak reserved".into(), "the most device memory the policy held at once"),
+        ("peak allocated".into(), "the most the live blocks took at once, after the policy's rounding"),
+        ("fragmentation at peak".into(), "at the peak of allocated bytes: 1 - largest free block / all free bytes held"),
+        ("rounding waste".into(), "at the peak of allocated bytes: block sizes minus the sizes asked for"),
+        ("device allocs".into(), "device allocations made (cudaMalloc calls, or pages mapped)"),
+        ("retries".into(), "PyTorch's allocator: device allocations that failed and were retried after the cache was released (num_alloc_retries); - for other policies"),
+        ("OOMs".into(), "PyTorch's allocator: requests that failed even then (num_ooms); - for other policies"),
+        ("failed".into(), "requests the policy refused (their frees are skipped), and why in a few words; the list below the table says more"),
+        ("min capacity".into(), "the smallest device capacity, on a 2 MiB grid, at which the trace replays with no failure (sim only)"),
+        (timing_header(record), "the median and 99th percentile of the time one allocation and its free took"),
+        ("segments matched".into(), "how many of the recording's segment sizes this replay also allocated"),
+    ]
+}
+
+/// Why a policy's requests failed, in a few words, beside its count.
+fn failure_reason(result: &PolicyResult, capacity: Option<u64>) -> &'static str {
+    match (result.policy.split(':').next().unwrap_or_default(), capacity) {
+        ("bump", _) => "its fixed arena refuses",
+        (_, Some(_)) => "under the cap",
+        (_, None) => "even with no cap",
+    }
+}
+
+/// A failing policy's explanation and first failure, for the list below the table.
+fn failure_note(result: &PolicyResult, capacity: Option<u64>) -> Option<String> {
+    if result.failed_allocs == 0 {
+        return None;
+    }
+    let mut text = format!(
+        "`{}`: {} requests failed, {}",
+        result.policy,
+        result.failed_allocs,
+        failure_reason(result, capacity)
+    );
+    if result.policy.split(':').next() == Some("bump") {
+        text.push_str(
+            ": bump hands out one arena of a fixed size (`bump:arena=...`) front to back and takes memory back only when every block is free, so a request past the arena's end fails whatever the device holds",
+        );
+    }
+    if let Some(failure) = &result.first_failure {
+        text.push_str(&format!("; the first at {failure}"));
+    }
+    Some(text + ".")
+}
+
+fn table(record: &ReplayRecord) -> Table {
+    let header: Vec<String> = columns(record).into_iter().map(|(h, _)| h).collect();
+    let titles = columns(record).into_iter().map(|(_, m)| m.to_string()).collect();
+    let rows = record
+        .results
         .iter()
         .map(|r| {
+            let stats = r.pytorch_stats.as_ref();
+            let failed = match r.failed_allocs {
+                0 => "0".to_string(),
+                n => format!("{n}: {}", failure_reason(r, record.capacity_bytes)),
+            };
             vec![
                 r.policy.clone(),
                 format_bytes(r.peak_reserved_bytes),
@@ -125,15 +249,18 @@ fn table(results: &[PolicyResult]) -> Block {
                 format!("{:.1}%", r.fragmentation_at_peak * 100.0),
                 format_bytes(r.rounding_waste_bytes),
                 r.device_allocations.to_string(),
-                r.failed_allocs.to_string(),
+                stats.map_or("-".into(), |s| s.num_alloc_retries.to_string()),
+                stats.map_or("-".into(), |s| s.num_ooms.to_string()),
+                failed,
                 r.min_capacity_bytes.map_or("-".into(), format_bytes),
                 format!("{:.0} / {:.0}", r.alloc_free_ns_p50, r.alloc_free_ns_p99),
                 r.segments_matched.map_or("-".into(), |m| m.to_string()),
             ]
         })
         .collect();
-    Block::Table {
-        header: header.iter().map(|s| s.to_string()).collect(),
-        rows,
+    let mut wrap = vec![0];
+    if record.results.iter().any(|r| r.failed_allocs > 0) {
+        wrap.push(8);
     }
+    Table::new(header, rows).titles(titles).wrap(&wrap)
 }

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use experiments::{format_bytes, write_atomically, PolicyResult, ReplayRecord};
+use experiments::{format_bytes, write_atomically, PolicyResult, ReplayRecord, Verdict};
 
 use crate::chart::render_both;
-use crate::document::{to_html, to_markdown, Block};
+use crate::document::{to_html, to_markdown, Block, Table, FOLD_ROWS};
 use crate::error::Result;
 use crate::plot_peaks::PeaksChart;
 use crate::plot_timeline::TimelineChart;
@@ -62,6 +62,137 @@ pub const TUNE_HEADER: [&str; 10] = [
     "PYTORCH_ALLOC_CONF",
 ];
 
+/// What each column of the ranked table means, in [`TUNE_HEADER`]'s order.
+const TUNE_COLUMNS: [&str; 10] = [
+    "tune's order: settings that fit first, then by the cap from which each fits at every larger cap, then by peak reserved memory",
+    "yes: no request failed under the cap; NO: some request failed under it; fails: some request fails even with unlimited memory",
+    "the most device memory the allocator held at once (memory_stats' reserved_bytes.all.peak)",
+    "peak reserved minus peak allocated: memory held beyond the most the live blocks ever took (cached, split, rounded)",
+    "device allocations (cudaMalloc calls, or pages mapped for expandable segments) and frees",
+    "times a device allocation failed, the cache was released and the allocation retried (num_alloc_retries)",
+    "requests that failed even after that (num_ooms): the job's out-of-memory errors",
+    "the smallest cap, on a 2 MiB grid, under which the trace replays with no failure",
+    "the cap from which every larger cap fits too, each replayed (fitting need not be monotone in the cap); <= marks a bound where the search stopped early",
+    "the setting, as PYTORCH_ALLOC_CONF takes it; (defaults) is PyTorch's defaults",
+];
+
+/// The line that sets `setting`, as the post-mortem writes it.
+fn alloc_conf_line(setting: &str) -> String {
+    format!("PYTORCH_ALLOC_CONF=\"{setting}\"")
+}
+
+/// The answer, first: the setting to paste, and why.
+fn answer(record: &ReplayRecord) -> Vec<Block> {
+    let Some(best) = record.results.first() else {
+        return vec![Block::Paragraph("No setting was replayed.".into())];
+    };
+    let cap = record.capacity_bytes.map(ReplayRecord::format_cap);
+    let verdict = record.verdicts.first().map(|v| v.text.clone()).unwrap_or_default();
+    let mut blocks = Vec::new();
+    if best.failed_allocs == 0 {
+        blocks.push(Block::Heading(2, "Recommended setting".into()));
+        blocks.push(Block::Paragraph(match &cap {
+            Some(cap) => format!(
+                "Ranked first of {} settings under the cap of {cap}:",
+                record.results.len()
+            ),
+            None => format!("Ranked first of {} settings:", record.results.len()),
+        }));
+    } else {
+        blocks.push(Block::Heading(
+            2,
+            match &cap {
+                Some(cap) => format!("No setting fits under the cap of {cap}"),
+                None => "No setting fits, even with unlimited memory".into(),
+            },
+        ));
+        blocks.push(Block::Paragraph("The one that needs the smallest cap:".into()));
+    }
+    blocks.push(Block::Code(alloc_conf_line(best.setting())));
+    let mut why = format!(
+        "{verdict} Peak reserved {}, {} more than the live blocks' peak.",
+        format_bytes(best.peak_reserved_bytes),
+        format_bytes(best.peak_reserved_bytes.saturating_sub(best.peak_allocated_bytes))
+    );
+    if best.setting().is_empty() {
+        why.push_str(" These are PyTorch's defaults: leaving PYTORCH_ALLOC_CONF unset does the same.");
+    }
+    blocks.push(Block::Paragraph(why));
+    blocks.push(Block::Paragraph(
+        "Set it in the job's environment before the job starts.".into(),
+    ));
+    if let Some(own) = own_setting(record) {
+        let rank = record.results.iter().position(|r| std::ptr::eq(r, own)).unwrap_or(0) + 1;
+        if rank != 1 {
+            blocks.push(Block::Paragraph(format!(
+                "The trace's own setting, `{}`, ranks {rank} of {}{}.",
+                own.setting_label(),
+                record.results.len(),
+                if own.failed_allocs > 0 {
+                    ": it does not fit (see the [post-mortem](#post-mortem))"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    vec![Block::Answer(blocks)]
+}
+
+/// The result replayed under the recording's own setting: the one checked against it.
+fn own_setting(record: &ReplayRecord) -> Option<&PolicyResult> {
+    record.results.iter().find(|r| !r.recorded_check.is_what_if())
+}
+
+/// The self-check: the replay under the recording's own setting against what the recording
+/// allocator did.
+pub(crate) fn self_check(record: &ReplayRecord) -> Vec<Block> {
+    let mut blocks = vec![Block::Heading(2, "Self-check against the recording".into())];
+    let checked: Vec<&PolicyResult> = record
+        .results
+        .iter()
+        .filter(|r| !r.recorded_check.is_what_if())
+        .collect();
+    if checked.is_empty() {
+        blocks.push(Block::Paragraph(
+            "Nothing to check: every setting here is a what-if, and the recording ran under none of them.".into(),
+        ));
+        return blocks;
+    }
+    for r in &checked {
+        let check = &r.recorded_check;
+        let verdict = match check.verdict {
+            Verdict::Match => "**match**",
+            Verdict::Differs => "**differs**",
+            Verdict::Unchecked => "**not checked**",
+        };
+        blocks.push(Block::Paragraph(format!(
+            "`{}`, the recording's own setting: {verdict}: {}.",
+            r.setting_label(),
+            check.summary
+        )));
+        // The reason in full where the replay parts from the recording or was not checked.
+        if check.verdict != Verdict::Match && check.why != check.summary && !check.why.is_empty() {
+            blocks.push(Block::Paragraph(format!("Why: {}.", check.why)));
+        }
+    }
+    match record.results.len() - checked.len() {
+        0 => {}
+        1 => blocks.push(Block::Paragraph(
+            "The other setting is a what-if: the recording did not run under it, so there is nothing to compare it with.".into(),
+        )),
+        n => blocks.push(Block::Paragraph(format!(
+            "The other {n} are what-ifs: the recording ran under none of them, so there is nothing to compare them with."
+        ))),
+    }
+    if record.capacity_bytes.is_some() && checked.iter().any(|r| r.recorded_check.verdict == Verdict::Differs) {
+        blocks.push(Block::Paragraph(
+            "The check replays under the cap given here; `vramlab replay TRACE` without `--capacity` checks the recording's own setting with no cap.".into(),
+        ));
+    }
+    blocks
+}
+
 /// Reads `dir/tune.json` and writes tune.md, tune.html and plots/.
 pub fn render_tune(dir: &Path) -> Result<Rendered> {
     let record = ReplayRecord::load(&dir.join("tune.json"))?;
@@ -69,7 +200,7 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
     let mut plots = Vec::new();
     let mut blocks = vec![Block::Heading(1, "vramlab tune".into())];
     let mut about = format!(
-        "{}: {} events, {} allocations",
+        "`{}`: {} events, {} allocations",
         record.trace, record.events, record.allocations
     );
     match record.capacity_bytes {
@@ -80,12 +211,71 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
         )),
         None => about.push_str(", no cap"),
     }
+    blocks.push(Block::Paragraph(about + "."));
+    blocks.extend(answer(&record));
+
+    blocks.push(Block::Heading(2, "Verdicts".into()));
     blocks.push(Block::Paragraph(
-        about
-            + ". Ranked: settings that fit first, then by the cap from which each fits at every larger cap \
-               (2 MiB steps, each replayed; fitting need not be monotone in the cap), then by peak reserved \
-               memory; the plots name each by its rank.",
+        "Ranked: settings that fit first, then by the cap from which each fits at every larger cap \
+         (2 MiB steps, each replayed; fitting need not be monotone in the cap), then by peak reserved \
+         memory; the plots name each by its rank. Rest the pointer on a column's name for what it means, or see below the table."
+            .into(),
     ));
+    blocks.push(Block::Table(
+        Table::new(
+            TUNE_HEADER.iter().map(|s| s.to_string()).collect(),
+            record
+                .results
+                .iter()
+                .enumerate()
+                .map(|(i, r)| tune_row(i + 1, r, record.capacity_bytes))
+                .collect(),
+        )
+        .titles(TUNE_COLUMNS.iter().map(|s| s.to_string()).collect())
+        .wrap(&[TUNE_HEADER.len() - 1]),
+    ));
+    blocks.push(Block::Fold {
+        summary: "What the columns mean".into(),
+        open: false,
+        blocks: vec![Block::Terms(
+            TUNE_HEADER
+                .iter()
+                .zip(TUNE_COLUMNS)
+                .map(|(h, m)| (h.to_string(), m.to_string()))
+                .collect(),
+        )],
+    });
+    // The verdicts and the post-mortem, as the terminal prints them (`ReplayRecord::tune_lines`).
+    if !record.verdicts.is_empty() {
+        let lines = Block::List(record.verdicts.iter().map(|v| v.text.clone()).collect());
+        blocks.push(if record.verdicts.len() > FOLD_ROWS {
+            Block::Fold {
+                summary: format!("Each setting's verdict ({} lines)", record.verdicts.len()),
+                open: false,
+                blocks: vec![lines],
+            }
+        } else {
+            lines
+        });
+    }
+    blocks.push(Block::Heading(2, "Post-mortem".into()));
+    match &record.postmortem {
+        Some(postmortem) => blocks.extend(postmortem.text.iter().cloned().map(Block::Paragraph)),
+        None => blocks.push(Block::Paragraph(match own_setting(&record) {
+            Some(own) => format!(
+                "Not needed: the trace's own setting, `{}`, fits{}.",
+                own.setting_label(),
+                if record.capacity_bytes.is_some() {
+                    " under the cap"
+                } else {
+                    ""
+                }
+            ),
+            None => "Not needed: the baseline setting fits.".into(),
+        })),
+    }
+    blocks.extend(self_check(&record));
+    blocks.push(Block::Heading(2, "Plots".into()));
     // Setting strings are too long for an axis: the bars carry their rank, "x" marking a misfit.
     let by_rank: Vec<PolicyResult> = record
         .results
@@ -106,27 +296,9 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
     plots.extend(render_both(
         &plot_dir,
         "tune_best_timeline",
-        &TimelineChart::new(format!("allocated and reserved, best {}", best.len()), best),
+        &TimelineChart::new(format!("reserved and allocated, best {}", best.len()), best),
     )?);
     blocks.push(image("tune_best_timeline"));
-    blocks.push(Block::Table {
-        header: TUNE_HEADER.iter().map(|s| s.to_string()).collect(),
-        rows: record
-            .results
-            .iter()
-            .enumerate()
-            .map(|(i, r)| tune_row(i + 1, r, record.capacity_bytes))
-            .collect(),
-    });
-    // The verdicts and the post-mortem, as the terminal prints them (`ReplayRecord::tune_lines`).
-    if !record.verdicts.is_empty() {
-        blocks.push(Block::Heading(2, "Each setting".into()));
-        blocks.extend(record.verdicts.iter().map(|v| Block::Paragraph(v.text.clone())));
-    }
-    if let Some(postmortem) = &record.postmortem {
-        blocks.push(Block::Heading(2, "Post-mortem".into()));
-        blocks.extend(postmortem.text.iter().cloned().map(Block::Paragraph));
-    }
     let failures = record.results.iter().filter(|r| r.first_failure.is_some());
     if failures.clone().next().is_some() {
         blocks.push(Block::Heading(2, "First failures".into()));
