@@ -112,7 +112,7 @@ pub fn fit_profile_from(
 
 /// Fits a profile to a calibration run. Parts the run did not measure (an empty sample list)
 /// are taken from `base`, so one part of an existing profile can be re-measured alone. Each
-/// family's fit is its model's ([`crate::models`]), in the registry's order, so a family can
+/// family's fit is its model's (`sim/src/models.rs`), in the registry's order, so a family can
 /// build on one fitted before it (the spills' traffic on the coalescing part's bandwidths).
 pub fn fit_profile(name: &str, calibration: &Calibration, base: Option<&Profile>) -> Result<Profile, FitError> {
     let d = &calibration.device;
