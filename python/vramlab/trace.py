@@ -266,6 +266,9 @@ class trace:
                     t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.device.type == "meta"
                 ]
                 frame = _user_frame() if on_meta else None
+                if op == "native_dropout":
+                    # CUDA's fused dropout makes its mask before its output (as recorded).
+                    on_meta.reverse()
                 for t in on_meta:
                     tracer._track(t, frame)
                 if op in _MATMULS and on_meta:
