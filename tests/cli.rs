@@ -864,7 +864,11 @@ fn near_misses_are_answered_helpfully() {
     let dir = tempfile::tempdir().unwrap();
     let output = vramlab(&["run", "transfer", "--out", "out"], dir.path());
     let err = assert_clean_failure(&output, &["(did you mean 'transfers'?)"]);
-    assert_eq!(err.matches(" growth,").count() + err.matches(" growth\n").count(), 1, "{err}");
+    assert_eq!(
+        err.matches(" growth,").count() + err.matches(" growth\n").count(),
+        1,
+        "{err}"
+    );
     let figures = trace_file("resnet18_default.json");
     let output = vramlab(&["replay", &figures, "--out", "out"], dir.path());
     assert_clean_failure(&output, &["not a vramlab trace", "alloc_conf"]);

@@ -170,7 +170,11 @@ mod tests {
             }
             .to_string()
         };
-        assert!(unknown("transfer").contains("(did you mean 'transfers'?)"), "{}", unknown("transfer"));
+        assert!(
+            unknown("transfer").contains("(did you mean 'transfers'?)"),
+            "{}",
+            unknown("transfer")
+        );
         assert!(unknown("grwoth").contains("(did you mean 'growth'?)"));
         assert!(!unknown("banks").contains("did you mean"));
         assert_eq!(unknown("x").matches("growth").count(), 1);

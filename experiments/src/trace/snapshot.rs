@@ -394,7 +394,10 @@ impl SnapshotBuilder {
             "segment_unmap" => record(DeviceAction::SegmentUnmap),
             // Written by vramlab's tracer, which has no segments to show the program's
             // `torch.cuda.empty_cache()` by (PyTorch's memory_viz passes over it).
-            "empty_cache" => self.pairing.events.push(TraceEvent::EmptyCache { within_request: false }),
+            "empty_cache" => self
+                .pairing
+                .events
+                .push(TraceEvent::EmptyCache { within_request: false }),
             "oom" => {
                 record(DeviceAction::Oom);
                 self.alloc_addrs.push(u64::MAX);
