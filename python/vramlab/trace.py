@@ -34,6 +34,7 @@ import json
 import os
 import sys
 import threading
+import types
 import weakref
 from typing import Any, Dict, List, Optional
 
@@ -77,7 +78,7 @@ _CONVOLUTIONS = {"convolution", "convolution_backward", "_convolution", "cudnn_c
 
 def _user_frame() -> Optional[Dict[str, Any]]:
     """The innermost frame of the traced program (outside torch and vramlab)."""
-    frame = sys._getframe(1)
+    frame: Optional[types.FrameType] = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
         if not (name.startswith(_TORCH_DIR) or name.startswith(_HERE) or name.startswith("<frozen")):

@@ -74,8 +74,10 @@ fn every_committed_samples_file_loads_and_refits_onto_its_built_in_profile() {
     );
     // The coalescing fit takes seconds in release and minutes in debug: a debug build fits the
     // first file that holds coalescing samples (refit_reference.rs fits more), a release build
-    // (`cargo test --release`) every one. Every file loads either way.
-    let (thorough, mut heavy_fitted) = (!cfg!(debug_assertions), 0);
+    // (`cargo test --release`) or one with VRAMLAB_FULL_CHECKS set (CI) every one. Every file
+    // loads either way.
+    let thorough = !cfg!(debug_assertions) || std::env::var_os("VRAMLAB_FULL_CHECKS").is_some();
+    let mut heavy_fitted = 0;
     let mut failures = Vec::new();
     for file in &files {
         let origin = file.strip_prefix(repository()).unwrap_or(file).display().to_string();
