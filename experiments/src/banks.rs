@@ -99,3 +99,7 @@ impl crate::profile::Section for BankParams {
         Ok(())
     }
 }
+
+/// This family's samples have kept their form since calibrations first wrote them.
+impl crate::calibration::EarlierSamples for BankSample {}
+

@@ -125,7 +125,7 @@ impl Calibration {
                     fields.insert(new.to_string(), samples);
                 }
             }
-            set_aside.extend(set_aside_first_spills(fields));
+            set_aside.extend(set_aside_raw(fields));
             if !fields.contains_key("sm") {
                 set_aside.push("sm: the SM's limits, which calibrations recorded only from the occupancy calculator on (2026-11-22)".to_string());
             }
@@ -135,81 +135,52 @@ impl Calibration {
         calibration.set_aside = set_aside;
         Ok(calibration)
     }
+}
 
-    /// Empties the latency and coalescing parts whose samples lack cases the current fits need
-    /// (those of an earlier ladder or case list), saying so.
-    fn set_aside_earlier_cases(&mut self) -> Vec<String> {
-        let mut notes = Vec::new();
-        if !self.latency.is_empty() {
-            let have: Vec<u64> = self.latency.iter().map(|s| s.bytes).collect();
-            let lacks: Vec<u64> = crate::latency_calibration_bytes()
-                .into_iter()
-                .filter(|b| !have.contains(b))
-                .collect();
-            if !lacks.is_empty() {
-                let list = |bytes: &[u64]| {
-                    bytes
-                        .iter()
-                        .map(|&b| crate::format_bytes(b))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                let mut sorted = have.clone();
-                sorted.sort_unstable();
-                notes.push(format!(
-                    "latency: {} footprints of an earlier ladder ({}), lacking {} of the {} the fit needs",
-                    sorted.len(),
-                    list(&sorted),
-                    list(&lacks),
-                    crate::latency_calibration_bytes().len()
-                ));
-                self.latency.clear();
-            }
-        }
-        if !self.coalescing.is_empty() {
-            let have: Vec<(u32, u32, u64)> = self.coalescing.iter().map(|s| (s.width, s.stride, s.bytes)).collect();
-            let lacks: Vec<(u32, u32, u64)> = crate::coalescing_calibration_cases()
-                .into_iter()
-                .filter(|case| !COALESCING_CASES_ADDED_LATER.contains(case) && !have.contains(case))
-                .collect();
-            if !lacks.is_empty() || self.read_kernel_registers == 0 {
-                let case = |&(width, stride, bytes): &(u32, u32, u64)| {
-                    format!("{width} B at stride {stride} of {}", crate::format_bytes(bytes))
-                };
-                let mut missing: Vec<String> = lacks.iter().map(case).collect();
-                if self.read_kernel_registers == 0 {
-                    missing.push("the read kernel's registers".to_string());
+/// What a family's samples, written by an earlier calibration, need before the current fit can
+/// use them. Each family's samples type answers in the family's own module; only those whose
+/// calibration changed say anything. A part whose samples are set aside loads as not measured.
+pub(crate) trait EarlierSamples: Sized {
+    /// Takes out, before they are parsed, samples of another experiment than the current one
+    /// (leaving an empty list), saying what they were.
+    fn set_aside_raw(_samples: &mut serde_json::Value) -> Option<String> {
+        None
+    }
+
+    /// Empties samples that lack cases the current fit needs (`read_kernel_registers` as the
+    /// file recorded it), saying what they lack.
+    fn set_aside_parsed(_samples: &mut Vec<Self>, _read_kernel_registers: u32) -> Option<String> {
+        None
+    }
+}
+
+macro_rules! set_aside_earlier {
+    ($( $(#[$doc:meta])* $module:ident : $Variant:ident($Point:ty) $([$Section:ty])? $({$Sample:ty})? ),* $(,)?) => {
+        /// Every family's [`EarlierSamples::set_aside_raw`] on the samples file's fields.
+        fn set_aside_raw(fields: &mut serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+            let mut notes = Vec::new();
+            $( $(
+                if let Some(samples) = fields.get_mut(stringify!($module)) {
+                    notes.extend(<$Sample as EarlierSamples>::set_aside_raw(samples));
                 }
-                notes.push(format!(
-                    "coalescing: {} read cases of an earlier list, lacking {}, which the fit needs",
-                    have.len(),
-                    missing.join(", ")
-                ));
-                self.coalescing.clear();
+            )? )*
+            notes
+        }
+
+        impl Calibration {
+            /// Every family's [`EarlierSamples::set_aside_parsed`].
+            fn set_aside_earlier_cases(&mut self) -> Vec<String> {
+                let mut notes = Vec::new();
+                let registers = self.read_kernel_registers;
+                $( $(
+                    notes.extend(<$Sample as EarlierSamples>::set_aside_parsed(&mut self.$module, registers));
+                )? )*
+                notes
             }
         }
-        notes
-    }
+    };
 }
-
-/// Coalescing cases added to the calibration after its nine of c97d9c0 (2026-11-22) that a fit
-/// can do without: the latency-bound L2 case of a65985a (2026-11-24), without which the L2's
-/// reads share DRAM's overlap exponent (`CoalescingParams::l2_overlap_exponent` is `None`).
-const COALESCING_CASES_ADDED_LATER: [(u32, u32, u64); 1] = [(16, 32, 2 << 20)];
-
-/// Takes out spill samples of the first spill calibration (cycles per iteration of one warp),
-/// which the current model (a full GPU's ns per iteration) cannot use, saying so.
-fn set_aside_first_spills(fields: &mut serde_json::Map<String, serde_json::Value>) -> Option<String> {
-    let first = |s: &serde_json::Value| s.get("cycles").is_some() && s.get("ns_per_iteration").is_none();
-    let count = fields.get("spills")?.as_array()?.iter().filter(|s| first(s)).count();
-    if count == 0 {
-        return None;
-    }
-    fields.remove("spills");
-    Some(format!(
-        "spills: {count} cases of the first spill calibration (one warp's cycles per iteration, until 2026-11-22), not the full GPU's ns per iteration the model fits"
-    ))
-}
+for_each_family!(set_aside_earlier);
 
 /// SM limits as device attributes; the occupancy rules that are not attributes come from the
 /// compute capability (see `sim::fit_profile`).
@@ -293,7 +264,7 @@ mod tests {
         // of the part read; without the registers they are set aside.
         let cases: Vec<String> = crate::coalescing_calibration_cases()
             .into_iter()
-            .filter(|case| !COALESCING_CASES_ADDED_LATER.contains(case))
+            .filter(|case| !crate::coalescing::CASES_ADDED_LATER.contains(case))
             .map(|(w, s, b)| format!(r#"{{"width": {w}, "stride": {s}, "bytes": {b}, "time_us": 400.0}}"#))
             .collect();
         let nine = format!(r#", "global": [{}]"#, cases.join(", "));

@@ -251,3 +251,42 @@ impl crate::profile::Section for CoalescingParams {
         Ok(())
     }
 }
+
+/// Coalescing cases added to the calibration after its nine of c97d9c0 (2026-11-22) that a fit
+/// can do without: the latency-bound L2 case of a65985a (2026-11-24), without which the L2's
+/// reads share DRAM's overlap exponent (`CoalescingParams::l2_overlap_exponent` is `None`).
+pub(crate) const CASES_ADDED_LATER: [(u32, u32, u64); 1] = [(16, 32, 2 << 20)];
+
+/// Coalescing samples without the read kernel's registers or a case of
+/// [`coalescing_calibration_cases`] other than those added later (the three 4-byte cases of
+/// 5abb136 and the eight of `reports/reference/h100/global-v3/`, both 2026-11-22, before
+/// c97d9c0's nine): set aside.
+impl crate::calibration::EarlierSamples for CoalescingSample {
+    fn set_aside_parsed(samples: &mut Vec<Self>, read_kernel_registers: u32) -> Option<String> {
+        if samples.is_empty() {
+            return None;
+        }
+        let have: Vec<(u32, u32, u64)> = samples.iter().map(|s| (s.width, s.stride, s.bytes)).collect();
+        let lacks: Vec<(u32, u32, u64)> = coalescing_calibration_cases()
+            .into_iter()
+            .filter(|case| !CASES_ADDED_LATER.contains(case) && !have.contains(case))
+            .collect();
+        if lacks.is_empty() && read_kernel_registers != 0 {
+            return None;
+        }
+        let case = |&(width, stride, bytes): &(u32, u32, u64)| {
+            format!("{width} B at stride {stride} of {}", crate::format_bytes(bytes))
+        };
+        let mut missing: Vec<String> = lacks.iter().map(case).collect();
+        if read_kernel_registers == 0 {
+            missing.push("the read kernel's registers".to_string());
+        }
+        let count = samples.len();
+        samples.clear();
+        Some(format!(
+            "coalescing: {count} read cases of an earlier list, lacking {}, which the fit needs",
+            missing.join(", ")
+        ))
+    }
+}
+

@@ -104,3 +104,7 @@ pub fn constant_calibration_cases() -> Vec<(u32, bool)> {
 
 /// Every number is checked by [`crate::Profile::parse`]; nothing more is asked of them together.
 impl crate::profile::Section for ConstantParams {}
+
+/// This family's samples have kept their form since calibrations first wrote them.
+impl crate::calibration::EarlierSamples for ConstantSample {}
+

@@ -186,3 +186,7 @@ pub fn growth_calibration_bytes() -> Vec<u64> {
 
 /// Every number is checked by [`crate::Profile::parse`]; nothing more is asked of them together.
 impl crate::profile::Section for GrowthParams {}
+
+/// This family's samples have kept their form since calibrations first wrote them.
+impl crate::calibration::EarlierSamples for GrowthSample {}
+

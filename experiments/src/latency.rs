@@ -124,3 +124,32 @@ pub fn latency_calibration_bytes() -> Vec<u64> {
 
 /// Every number is checked by [`crate::Profile::parse`]; nothing more is asked of them together.
 impl crate::profile::Section for LatencyParams {}
+
+/// Latency samples without every footprint of [`latency_calibration_bytes`] (the three-footprint
+/// ladder of 69946a9 and the six of d6ec550, both 2026-11-22; eight since 6729823 that day): the
+/// fit places each footprint on the ladder, so they are set aside.
+impl crate::calibration::EarlierSamples for LatencySample {
+    fn set_aside_parsed(samples: &mut Vec<Self>, _read_kernel_registers: u32) -> Option<String> {
+        if samples.is_empty() {
+            return None;
+        }
+        let have: Vec<u64> = samples.iter().map(|s| s.bytes).collect();
+        let needed = latency_calibration_bytes();
+        let lacks: Vec<u64> = needed.iter().copied().filter(|b| !have.contains(b)).collect();
+        if lacks.is_empty() {
+            return None;
+        }
+        let list = |bytes: &[u64]| bytes.iter().map(|&b| crate::format_bytes(b)).collect::<Vec<_>>().join(", ");
+        let mut sorted = have.clone();
+        sorted.sort_unstable();
+        samples.clear();
+        Some(format!(
+            "latency: {} footprints of an earlier ladder ({}), lacking {} of the {} the fit needs",
+            sorted.len(),
+            list(&sorted),
+            list(&lacks),
+            needed.len()
+        ))
+    }
+}
+

@@ -85,3 +85,7 @@ pub fn peer_calibration_bytes() -> Vec<u64> {
 
 /// Every number is checked by [`crate::Profile::parse`]; nothing more is asked of them together.
 impl crate::profile::Section for PeerParams {}
+
+/// This family's samples have kept their form since calibrations first wrote them.
+impl crate::calibration::EarlierSamples for PeerSample {}
+

@@ -149,3 +149,21 @@ pub fn spill_calibration_cases() -> Vec<(u32, u32)> {
 
 /// Every number is checked by [`crate::Profile::parse`]; nothing more is asked of them together.
 impl crate::profile::Section for SpillParams {}
+
+/// Spill samples of the first spill calibration (cycles per iteration of one warp, until
+/// f712bfb of 2026-11-22 made the kernel fill the GPU and timed it in ns per iteration with the
+/// resident warps counted): another experiment than the model's, set aside.
+impl crate::calibration::EarlierSamples for SpillSample {
+    fn set_aside_raw(samples: &mut serde_json::Value) -> Option<String> {
+        let first = |s: &serde_json::Value| s.get("cycles").is_some() && s.get("ns_per_iteration").is_none();
+        let count = samples.as_array()?.iter().filter(|s| first(s)).count();
+        if count == 0 {
+            return None;
+        }
+        *samples = serde_json::Value::Array(Vec::new());
+        Some(format!(
+            "spills: {count} cases of the first spill calibration (one warp's cycles per iteration, until 2026-11-22), not the full GPU's ns per iteration the model fits"
+        ))
+    }
+}
+

@@ -9,8 +9,6 @@ pub(crate) fn metric_title(family: Family, metric: &str) -> String {
         (_, "gb_per_s") => "bandwidth (GB/s)".into(),
         (_, "speedup") => "speed-up over copy-then-compute (x)".into(),
         (_, "time_us") => "time (µs)".into(),
-        (Family::Banks, "cycles") => "cycles per dependent shared-memory load".into(),
-        (Family::Constant, "cycles") => "cycles per dependent constant load".into(),
         (_, "cycles") => "cycles per dependent load".into(),
         (_, "grow_us") => "time per grow (µs)".into(),
         (_, "peak_bytes") => "peak device memory".into(),
@@ -24,18 +22,11 @@ pub(crate) fn metric_title(family: Family, metric: &str) -> String {
 /// A parameter's name with its unit, as an axis says it (byte sizes carry theirs on the ticks).
 pub(crate) fn param_title(family: Family, param: &str) -> String {
     match (family, param) {
-        (Family::Transfer, "bytes") => "bytes per copy".into(),
-        (Family::Overlap, "bytes") => "bytes uploaded".into(),
-        (Family::Coalescing, "bytes") => "array read".into(),
-        (Family::Latency, "bytes") => "footprint (bytes touched)".into(),
-        (Family::Growth, "bytes") => "size grown to".into(),
-        (Family::Migration, "bytes") => "managed bytes read".into(),
         (_, "bytes") => "bytes".into(),
         (_, "streams") => "streams".into(),
         (_, "chunks") => "chunks".into(),
         (_, "kernel_us") => "kernel time, all chunks (µs)".into(),
         (_, "threads") => "threads per block".into(),
-        (Family::Spills, "registers") => "register cap per thread".into(),
         (_, "registers") => "registers per thread".into(),
         (_, "static_shared") => "static shared memory per block (bytes)".into(),
         (_, "dynamic_shared") => "dynamic shared memory per block (bytes)".into(),

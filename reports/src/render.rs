@@ -39,33 +39,12 @@ pub fn render_report_of(dir: &Path, only: &[String]) -> Result<Rendered> {
     render(dir, &analysis)
 }
 
-/// The order the report's sections follow: the path data takes, from the host inwards. Across
-/// the bus first (host copies, copies overlapped with compute, managed pages migrating, copies
-/// between GPUs), then device memory held while a buffer grows; then on the SM: what runs at
-/// once (occupancy), shared memory (banks), global loads (coalescing), the caches a load walks
-/// through (latency), the constant cache, and registers spilling to local memory. The on-chip
-/// part is the hierarchy suite's own order (experiments/suites/hierarchy.toml).
-/// `Family::ALL` is not used: it is the order families were added in (`vramlab list`), which
-/// puts growth between constant and spills. A family missing here comes last.
-const FAMILY_ORDER: &[Family] = &[
-    Family::Transfer,
-    Family::Overlap,
-    Family::Migration,
-    Family::Peer,
-    Family::Growth,
-    Family::Occupancy,
-    Family::Banks,
-    Family::Coalescing,
-    Family::Latency,
-    Family::Constant,
-    Family::Spills,
-];
-
-/// Every family, in [`FAMILY_ORDER`].
+/// Every family in the order of the hierarchy a report walks: first those that live on the host
+/// side of the link (copies, overlap, growth, migration, peer: the families whose figures depend
+/// on the machine's parts), then those on the chip, each group in the registry's order.
 fn families_in_order() -> Vec<Family> {
-    let mut order = FAMILY_ORDER.to_vec();
-    order.extend(Family::ALL.into_iter().filter(|f| !FAMILY_ORDER.contains(f)));
-    order
+    let (host, chip): (Vec<Family>, Vec<Family>) = Family::ALL.into_iter().partition(|f| f.uses_machine_parts());
+    host.into_iter().chain(chip).collect()
 }
 
 /// The error vramlab aims for: the error plots draw it.
@@ -154,7 +133,7 @@ fn experiment_section(e: &ExperimentAnalysis, plot_dir: &Path, plots: &mut Vec<P
     Ok(blocks)
 }
 
-/// One row per family, in [`FAMILY_ORDER`]: how many points, the error, a verdict; and the
+/// One row per family, in [`families_in_order`]: how many points, the error, a verdict; and the
 /// contents, each family's experiments linked.
 fn summary(analysis: &Analysis) -> Vec<Block> {
     let mut rows = Vec::new();
@@ -327,7 +306,7 @@ fn overview(analysis: &Analysis) -> Vec<Block> {
     blocks
 }
 
-/// The families' pooled statistics, in [`FAMILY_ORDER`].
+/// The families' pooled statistics, in [`families_in_order`].
 fn by_family_in_order(analysis: &Analysis) -> Vec<&(Family, ErrorStats)> {
     families_in_order()
         .into_iter()
@@ -335,7 +314,7 @@ fn by_family_in_order(analysis: &Analysis) -> Vec<&(Family, ErrorStats)> {
         .collect()
 }
 
-/// The experiments, grouped by family in [`FAMILY_ORDER`].
+/// The experiments, grouped by family in [`families_in_order`].
 fn experiments_in_order(analysis: &Analysis) -> Vec<&ExperimentAnalysis> {
     families_in_order()
         .into_iter()
@@ -545,10 +524,6 @@ mod tests {
         assert_eq!(order.len(), Family::ALL.len());
         for family in Family::ALL {
             assert_eq!(order.iter().filter(|f| **f == family).count(), 1, "{family:?}");
-            assert!(
-                FAMILY_ORDER.contains(&family),
-                "{family:?} has no place in FAMILY_ORDER"
-            );
         }
     }
 

@@ -13,18 +13,12 @@ mod solve;
 /// [`experiments::for_each_family!`] lists them.
 macro_rules! family_modules {
     ($( $(#[$doc:meta])* $module:ident : $Variant:ident($Point:ty) $([$Section:ty])? $({$Sample:ty})? ),* $(,)?) => {
-        $( mod $module; )*
+        // Each family's `pub` items are what other crates use of it (the rest is `pub(crate)`);
+        // a family whose module has none re-exports nothing, which is no mistake.
+        $( mod $module; #[allow(unused_imports, unreachable_pub)] pub use $module::*; )*
     };
 }
 experiments::for_each_family!(family_modules);
-
-// What other crates use of the families' models; the rest stays inside.
-pub use banks::bank_cycles;
-pub use coalescing::{warp_footprint, WarpFootprint};
-pub use constant::fit_constant;
-pub use occupancy::{occupancy, Limiter, Occupancy};
-pub use overlap::{overlapped_us, serial_us};
-pub use spills::compiled_spills;
 
 pub use backend::{SimBackend, SimError};
 pub use explain::{explain, explain_topics};
