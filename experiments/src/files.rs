@@ -139,6 +139,16 @@ fn prepare_folder(dir: &Path) -> Result<()> {
         return std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e));
     };
     let (root, rest) = inside;
+    if rest
+        .components()
+        .any(|part| !matches!(part, std::path::Component::Normal(_)))
+    {
+        return Err(Error::Invalid(format!(
+            "{}: climbs out of the output folder {} ('..'); vramlab writes only inside it",
+            dir.display(),
+            root.display()
+        )));
+    }
     std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
     let mut cursor = root.to_path_buf();
     for part in rest.components() {
@@ -250,6 +260,26 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// The output folder is the process's: tests that name one take turns.
+    static ONE_ROOT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Found by the `output_paths` fuzz target: `out/../x` passed the symbolic-link check, which
+    /// looked only for links, and was written beside the output folder.
+    #[test]
+    fn a_path_that_climbs_out_of_the_output_is_refused() {
+        let dir = std::env::temp_dir().join(format!("vramlab-climb-{}", std::process::id()));
+        let out = dir.join("out");
+        let _one_root = ONE_ROOT.lock().unwrap_or_else(|e| e.into_inner());
+        set_output_root(&out);
+        let err = write_atomically(&out.join("sub/../../x"), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("climbs out of the output folder"), "{err}");
+        assert!(!dir.join("x").exists());
+        write_atomically(&out.join("sub/x"), b"x").unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     #[test]
     fn a_symlinked_folder_inside_the_output_is_refused() {
         let dir = std::env::temp_dir().join(format!("vramlab-links-{}", std::process::id()));
@@ -257,6 +287,7 @@ mod tests {
         std::fs::create_dir_all(&out).unwrap();
         std::fs::create_dir_all(&elsewhere).unwrap();
         std::os::unix::fs::symlink(&elsewhere, out.join("plots")).unwrap();
+        let _one_root = ONE_ROOT.lock().unwrap_or_else(|e| e.into_inner());
         set_output_root(&out);
         let err = write_atomically(&out.join("plots/a.png"), b"x")
             .unwrap_err()

@@ -71,6 +71,21 @@ impl Pickle {
         }
     }
 
+    /// Whether Python could use `value` as a dict key: lists and dicts cannot be, nor tuples
+    /// holding them (a key nested deeper than Python's own recursion allows is refused too).
+    fn hashable(&self, value: &Value, depth: u32) -> bool {
+        match value {
+            Value::List(_) | Value::Dict(_) => false,
+            Value::Tuple(r) => {
+                depth < 1000
+                    && self
+                        .list(*r)
+                        .is_some_and(|items| items.iter().all(|v| self.hashable(v, depth + 1)))
+            }
+            _ => true,
+        }
+    }
+
     fn list(&self, r: Ref) -> Option<&[Value]> {
         self.lists
             .get(r.slot as usize)
@@ -267,6 +282,19 @@ impl<R: Read> Reader<R> {
         Ok(&self.buf[start..start + n])
     }
 
+    /// Fails as [`Reader::take`] would where fewer than `n` bytes follow, taking none.
+    fn require(&mut self, n: usize) -> Result<(), PickleError> {
+        self.fill(n)?;
+        if self.hi - self.lo < n {
+            return Err(self.error(format!(
+                "truncated pickle: a frame of {n} bytes at byte {}, the file has {}",
+                self.pos,
+                self.pos + (self.hi - self.lo) as u64
+            )));
+        }
+        Ok(())
+    }
+
     #[inline]
     fn at_end(&mut self) -> Result<bool, PickleError> {
         if self.hi == self.lo {
@@ -454,7 +482,10 @@ pub(crate) fn decode(
                 }
             }
             0x95 => {
-                reader.take(8)?;
+                // Python's unpickler reads a frame whole: one that claims more bytes than follow
+                // is "pickle data was truncated", wherever the STOP is.
+                let len = reader.length(8)?;
+                reader.require(len)?;
             }
             b'.' => {
                 let root = stack
@@ -474,8 +505,12 @@ pub(crate) fn decode(
                 let r = out.new_dict(Vec::new());
                 stack.push(Value::Dict(r));
             }
-            b']' | 0x8f => {
-                // EMPTY_SET is read as a list; snapshots do not use sets, but they are plain data.
+            0x8f..=0x91 => {
+                // Python's sets hash and merge their items, and take ADDITEMS where a list takes
+                // APPENDS; a snapshot holds none, so they are refused rather than read otherwise.
+                return Err(reader.error("a set, which PyTorch's memory snapshots do not hold".into()));
+            }
+            b']' => {
                 let r = out.new_list(Vec::new());
                 stack.push(Value::List(r));
             }
@@ -483,7 +518,7 @@ pub(crate) fn decode(
                 let r = out.new_list(Vec::new());
                 stack.push(Value::Tuple(r));
             }
-            b'l' | b't' | 0x91 => {
+            b'l' | b't' => {
                 let (items, _) = pop_mark(&reader, &mut stack, &mut marks)?;
                 let r = out.new_list(items);
                 stack.push(if op == b't' { Value::Tuple(r) } else { Value::List(r) });
@@ -491,6 +526,9 @@ pub(crate) fn decode(
             b'd' => {
                 let (items, _) = pop_mark(&reader, &mut stack, &mut marks)?;
                 let pairs = pairs(&reader, items)?;
+                if pairs.iter().any(|(key, _)| !out.hashable(key, 0)) {
+                    return Err(unhashable(&reader));
+                }
                 let r = out.new_dict(pairs);
                 stack.push(Value::Dict(r));
             }
@@ -503,7 +541,7 @@ pub(crate) fn decode(
                 let r = out.new_list(items);
                 stack.push(Value::Tuple(r));
             }
-            b'a' | b'e' | 0x90 => {
+            b'a' | b'e' => {
                 let (items, mark) = if op == b'a' {
                     (vec![pop(&reader, &mut stack)?], None)
                 } else {
@@ -545,6 +583,9 @@ pub(crate) fn decode(
                 let value = pop(&reader, &mut stack)?;
                 let key = pop(&reader, &mut stack)?;
                 let dict = top_dict(&reader, &stack)?;
+                if !out.hashable(&key, 0) {
+                    return Err(unhashable(&reader));
+                }
                 out.held += 2;
                 out.dict_mut(dict).ok_or_else(|| stale(&reader))?.push((key, value));
             }
@@ -560,6 +601,9 @@ pub(crate) fn decode(
                     return Err(reader.error("dict items come in an odd number".into()));
                 }
                 let dict = top_dict(&reader, &stack[..mark.stack])?;
+                if stack[mark.stack..].iter().step_by(2).any(|key| !out.hashable(key, 0)) {
+                    return Err(unhashable(&reader));
+                }
                 out.held += (stack.len() - mark.stack) as u64;
                 let entries = out.dict_mut(dict).ok_or_else(|| stale(&reader))?;
                 entries.reserve((stack.len() - mark.stack) / 2);
@@ -720,6 +764,11 @@ fn pairs<R>(reader: &Reader<R>, items: Vec<Value>) -> Result<Vec<(Value, Value)>
         out.push((k, v));
     }
     Ok(out)
+}
+
+/// Python refuses a list or dict as a key ("unhashable type"); so does vramlab.
+fn unhashable<R>(reader: &Reader<R>) -> PickleError {
+    reader.error("a dict key is a list or a dict, which Python cannot hash".into())
 }
 
 fn top_list<R>(reader: &Reader<R>, stack: &[Value]) -> Result<Ref, PickleError> {
@@ -942,5 +991,30 @@ mod tests {
         assert!(!keys.contains(0));
         let pickle = decode(&bytes[..], u64::MAX, u64::MAX, None).unwrap();
         assert_eq!(pickle.root, Some(Value::Int(1)));
+    }
+
+    /// Where Python's `pickle.loads` refuses, so does the reader (each case found by the
+    /// `snapshot_differential` fuzz target): a frame longer than what follows, a list or dict as
+    /// a key, and sets, which a snapshot never holds.
+    #[test]
+    fn refuses_what_python_refuses() {
+        let refused = |bytes: &[u8]| decode(bytes, u64::MAX, u64::MAX, None).map(|_| ()).unwrap_err().message;
+        // FRAME of 100 bytes, then a whole pickle of 3: Python says "pickle data was truncated".
+        let short_frame = b"\x80\x04\x95\x64\x00\x00\x00\x00\x00\x00\x00K\x01.";
+        assert!(refused(short_frame).contains("frame of 100 bytes"));
+        // {[]: 1} as SETITEM, as SETITEMS and as DICT; {(1, []): 1} too.
+        for bytes in [
+            &b"\x80\x02}]K\x01s."[..],
+            b"\x80\x02}(]K\x01u.",
+            b"\x80\x02(}K\x01d.",
+            b"\x80\x02}K\x01]\x86K\x01s.",
+        ] {
+            assert!(refused(bytes).contains("cannot hash"), "{bytes:?}");
+        }
+        // {(1, 2): 1} is a valid key.
+        assert!(decode(&b"\x80\x02}K\x01K\x02\x86K\x01s."[..], u64::MAX, u64::MAX, None).is_ok());
+        for bytes in [&b"\x80\x04\x8f."[..], b"\x80\x04(K\x01\x91."] {
+            assert!(refused(bytes).contains("a set"), "{bytes:?}");
+        }
     }
 }
