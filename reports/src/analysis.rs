@@ -187,24 +187,13 @@ impl Analysis {
 
     /// As [`Analysis::from_dir`], keeping only the experiments `only` names (all where none).
     pub fn from_dir_only(dir: &Path, only: Option<&[String]>) -> Result<Analysis> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .map_err(|e| experiments::Error::io(dir, e))?
-            .filter_map(|entry| entry.ok())
-            .filter(|entry| entry.path().is_dir())
-            .filter_map(|entry| entry.file_name().into_string().ok())
-            .filter(|name| {
-                [BackendKind::Sim, BackendKind::Hw]
-                    .iter()
-                    .any(|b| Record::json_path(dir, name, *b).exists())
-            })
-            .collect();
+        let mut names = Analysis::recorded_in(dir)?;
         if let Some(only) = only {
             names.retain(|name| only.contains(name));
         }
         if names.is_empty() {
             return Err(ReportError::Empty(dir.to_path_buf()));
         }
-        names.sort();
         let mut experiments = Vec::with_capacity(names.len());
         for name in names {
             let load = |backend| {
