@@ -61,19 +61,7 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
         }
         blocks.push(Block::Paragraph(about + "."));
         // What the terminal says beside its table (`replay_text`).
-        let mut context = Vec::new();
-        if let Some(start) = &record.start {
-            context.push(format!(
-                "window: began with {} reserved in {} segments, {} allocated in {} live blocks",
-                format_bytes(start.reserved_bytes),
-                start.segments,
-                format_bytes(start.allocated_bytes),
-                start.live_blocks
-            ));
-        }
-        if let (Some(cap), Some(source)) = (record.capacity_bytes, &record.capacity_source) {
-            context.push(format!("cap {}: {source}", format_bytes(cap)));
-        }
+        let mut context = crate::terminal::window_and_cap(record);
         context.extend(record.notes.iter().map(|note| format!("note: {note}")));
         context.extend(record.warnings.examples.iter().map(|w| format!("warning: {w}")));
         if !context.is_empty() {

@@ -20,10 +20,10 @@ pub fn replay_text(record: &ReplayRecord) -> String {
     lines.join("\n")
 }
 
-fn device_lines(record: &ReplayRecord, label: bool, lines: &mut Vec<String>) {
-    if label {
-        lines.push(format!("\ndevice {}: {} events", record.device_index, record.events));
-    }
+/// The state a snapshot's window began in and where the cap came from, as the terminal and
+/// replay.html both say them.
+pub(crate) fn window_and_cap(record: &ReplayRecord) -> Vec<String> {
+    let mut lines = Vec::new();
     if let Some(start) = &record.start {
         lines.push(format!(
             "window: began with {} reserved in {} segments, {} allocated in {} live blocks",
@@ -36,6 +36,14 @@ fn device_lines(record: &ReplayRecord, label: bool, lines: &mut Vec<String>) {
     if let (Some(cap), Some(source)) = (record.capacity_bytes, &record.capacity_source) {
         lines.push(format!("cap {}: {source}", format_bytes(cap)));
     }
+    lines
+}
+
+fn device_lines(record: &ReplayRecord, label: bool, lines: &mut Vec<String>) {
+    if label {
+        lines.push(format!("\ndevice {}: {} events", record.device_index, record.events));
+    }
+    lines.extend(window_and_cap(record));
     let width = record.results.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(22);
     if !record.results.is_empty() {
         lines.push(format!(
