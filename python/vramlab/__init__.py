@@ -19,7 +19,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from . import _vramlab
+from . import _vramlab, errors
 from .errors import DeviceError, FileError, InputError, SettingsError, TraceError, UnfollowedError, VramlabError
 from .trace import trace
 
@@ -31,14 +31,8 @@ __all__ = [
     "trace",
     "DEFAULT_TUNE_GRID",
     "__version__",
-    "VramlabError",
-    "TraceError",
-    "SettingsError",
-    "InputError",
-    "FileError",
-    "DeviceError",
-    "UnfollowedError",
 ]
+__all__ += errors.__all__
 __version__: str = _vramlab.__version__
 DEFAULT_TUNE_GRID: List[str] = list(_vramlab.DEFAULT_TUNE_GRID)
 
