@@ -193,14 +193,21 @@ def test_a_bool_is_no_device_index():
 
 def test_ctrl_c_stops_a_long_replay_promptly():
     import _thread
+    import signal
     import time
 
+    # A shell running the tests as a background job ignores SIGINT, and interrupt_main then does
+    # nothing: Python's own handler is put back for the test's length.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     # About 7.7 M events under every policy: many seconds of work, stopped within a fraction.
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     start = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        vramlab.replay("synthetic:training-loop:steps=20000:layers=64", policy="all")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            vramlab.replay("synthetic:training-loop:steps=20000:layers=64", policy="all")
+    finally:
+        signal.signal(signal.SIGINT, before)
     elapsed = time.monotonic() - start
     timer.cancel()
     assert elapsed < 3.0, elapsed
