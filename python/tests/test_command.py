@@ -44,3 +44,31 @@ def test_failures_exit_as_the_binary_does(command, tmp_path):
     version = subprocess.run(command + ["--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("vramlab ")
     assert not os.listdir(tmp_path), "a failed command wrote files"
+
+
+def test_replay_html_shows_every_device(tmp_path):
+    """A snapshot of two devices: replay.html has a section, a table and plots for each, as the
+    terminal has a table for each (issue 24: the page showed the first device only)."""
+    import pickle
+
+    def events(base, sizes):
+        out = []
+        for i, size in enumerate(sizes):
+            out.append({"action": "alloc", "addr": base + i * (2 << 20), "size": size, "stream": 0})
+        for i, size in enumerate(sizes):
+            out.append({"action": "free_completed", "addr": base + i * (2 << 20), "size": size, "stream": 0})
+        return out
+
+    snapshot = {"segments": [], "device_traces": [events(1 << 40, [1 << 20] * 3), events(2 << 40, [512, 4096])]}
+    path = tmp_path / "two-devices.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "vramlab", "replay", str(path), "--out", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "device 0:" in done.stdout and "device 1:" in done.stdout, done.stdout
+    html = (out / "replay.html").read_text()
+    for device in (0, 1):
+        assert f"two-devices.pickle (sim), device {device}" in html
+        assert (out / "plots" / f"replay_peaks_sim_device{device}.png").exists()

@@ -29,97 +29,18 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
     let mut blocks = vec![Block::Heading(1, "vramlab replay".into())];
     let several = records.len() > 1;
     for (backend, record) in &records {
-        // Headings name the backend where the page has both, so that their anchors differ.
-        let titled = |what: &str| {
-            if several {
-                format!("{what} ({backend})")
-            } else {
-                what.to_string()
-            }
-        };
-        blocks.push(Block::Heading(2, format!("{} ({backend})", record.trace)));
-        let mut about = format!(
-            "{} events, {} allocations, {} import warnings",
-            record.events, record.allocations, record.warnings.count
-        );
-        if let Some(capacity) = record.capacity_bytes {
-            about.push_str(&format!(", capacity {}", format_bytes(capacity)));
+        let devices = if record.devices.is_empty() {
+            std::slice::from_ref(record)
         } else {
-            about.push_str(", no cap");
-        }
-        if !record.device.name.is_empty() {
-            about.push_str(&format!(
-                ", device {} (driver {})",
-                record.device.name, record.device.driver_version
-            ));
-        }
-        if record.recorded_segments > 0 {
-            about.push_str(&format!(
-                "; the recording allocator made {} segment allocations",
-                record.recorded_segments
-            ));
-        }
-        blocks.push(Block::Paragraph(about + "."));
-        // What the terminal says beside its table (`replay_text`).
-        let mut context = crate::terminal::window_and_cap(record);
-        context.extend(record.notes.iter().map(|note| format!("note: {note}")));
-        context.extend(record.warnings.examples.iter().map(|w| format!("warning: {w}")));
-        if !context.is_empty() {
-            blocks.push(Block::List(context));
-        }
-        blocks.push(Block::Heading(3, titled("Policies")));
-        blocks.push(Block::Table(table(record)));
-        blocks.push(Block::Paragraph(timing_note(record)));
-        let failures: Vec<String> = record
-            .results
-            .iter()
-            .filter_map(|r| failure_note(r, record.capacity_bytes))
-            .collect();
-        if !failures.is_empty() {
-            blocks.push(Block::List(failures));
-        }
-        blocks.push(Block::Fold {
-            summary: "What the columns mean".into(),
-            open: false,
-            blocks: vec![Block::Terms(
-                columns(record).into_iter().map(|(h, m)| (h, m.to_string())).collect(),
-            )],
-        });
-        let mut check = self_check(record);
-        if let Some(Block::Heading(level, text)) = check.first_mut() {
-            *level = 3;
-            *text = titled(text);
-        }
-        blocks.extend(check);
-
-        blocks.push(Block::Heading(3, titled("Plots")));
-        let title = |what: &str| format!("{what}: {} ({backend})", short(&record.trace));
-        let stem = format!("replay_timeline_{backend}");
-        plots.extend(render_both(
-            &plot_dir,
-            &stem,
-            &TimelineChart::new(title("reserved and allocated"), &record.results),
-        )?);
-        blocks.push(image(&stem));
-        let stem = format!("replay_peaks_{backend}");
-        plots.extend(render_both(
-            &plot_dir,
-            &stem,
-            &PeaksChart::new(title("peak reserved"), &record.results),
-        )?);
-        blocks.push(image(&stem));
-        let checks: Vec<String> = record
-            .results
-            .iter()
-            .filter_map(|r| {
-                r.device_check
-                    .as_ref()
-                    .map(|check| format!("{}: device check: {check}", r.policy))
-            })
-            .collect();
-        if !checks.is_empty() {
-            blocks.push(Block::Heading(3, titled("Device checks")));
-            blocks.extend(checks.into_iter().map(Block::Paragraph));
+            &record.devices[..]
+        };
+        for device in devices {
+            let label = Label {
+                backend,
+                device: (!record.devices.is_empty()).then_some(device.device_index),
+                several_backends: several,
+            };
+            device_blocks(device, &label, &plot_dir, &mut plots, &mut blocks)?;
         }
     }
     let markdown = dir.join("replay.md");
@@ -127,6 +48,135 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
     write_atomically(&markdown, to_markdown(&blocks).as_bytes())?;
     write_atomically(&html, to_html("vramlab replay", &blocks).as_bytes())?;
     Ok(Rendered { markdown, html, plots })
+}
+
+/// Whose replay a section shows: the backend, and the device where the snapshot has several.
+struct Label<'a> {
+    backend: &'a str,
+    device: Option<usize>,
+    several_backends: bool,
+}
+
+impl Label<'_> {
+    /// A heading's words with what tells this section from the others on the page (so that
+    /// their anchors differ too).
+    fn titled(&self, what: &str) -> String {
+        match (self.device, self.several_backends) {
+            (Some(d), true) => format!("{what} (device {d}, {})", self.backend),
+            (Some(d), false) => format!("{what} (device {d})"),
+            (None, true) => format!("{what} ({})", self.backend),
+            (None, false) => what.to_string(),
+        }
+    }
+
+    /// The plots' file-name stem for `what`.
+    fn stem(&self, what: &str) -> String {
+        match self.device {
+            Some(d) => format!("replay_{what}_{}_device{d}", self.backend),
+            None => format!("replay_{what}_{}", self.backend),
+        }
+    }
+}
+
+/// One device's replay: what it is, the policies' table, the self-check and the plots.
+fn device_blocks(
+    record: &ReplayRecord,
+    label: &Label<'_>,
+    plot_dir: &Path,
+    plots: &mut Vec<std::path::PathBuf>,
+    blocks: &mut Vec<Block>,
+) -> Result<()> {
+    let backend = label.backend;
+    let titled = |what: &str| label.titled(what);
+    let heading = match label.device {
+        Some(d) => format!("{} ({backend}), device {d}", record.trace),
+        None => format!("{} ({backend})", record.trace),
+    };
+    blocks.push(Block::Heading(2, heading));
+    let mut about = format!(
+        "{} events, {} allocations, {} import warnings",
+        record.events, record.allocations, record.warnings.count
+    );
+    if let Some(capacity) = record.capacity_bytes {
+        about.push_str(&format!(", capacity {}", format_bytes(capacity)));
+    } else {
+        about.push_str(", no cap");
+    }
+    if !record.device.name.is_empty() {
+        about.push_str(&format!(
+            ", device {} (driver {})",
+            record.device.name, record.device.driver_version
+        ));
+    }
+    if record.recorded_segments > 0 {
+        about.push_str(&format!(
+            "; the recording allocator made {} segment allocations",
+            record.recorded_segments
+        ));
+    }
+    blocks.push(Block::Paragraph(about + "."));
+    // What the terminal says beside its table (`replay_text`).
+    let mut context = crate::terminal::window_and_cap(record);
+    context.extend(record.notes.iter().map(|note| format!("note: {note}")));
+    context.extend(record.warnings.examples.iter().map(|w| format!("warning: {w}")));
+    if !context.is_empty() {
+        blocks.push(Block::List(context));
+    }
+    blocks.push(Block::Heading(3, titled("Policies")));
+    blocks.push(Block::Table(table(record)));
+    blocks.push(Block::Paragraph(timing_note(record)));
+    let failures: Vec<String> = record
+        .results
+        .iter()
+        .filter_map(|r| failure_note(r, record.capacity_bytes))
+        .collect();
+    if !failures.is_empty() {
+        blocks.push(Block::List(failures));
+    }
+    blocks.push(Block::Fold {
+        summary: "What the columns mean".into(),
+        open: false,
+        blocks: vec![Block::Terms(
+            columns(record).into_iter().map(|(h, m)| (h, m.to_string())).collect(),
+        )],
+    });
+    let mut check = self_check(record);
+    if let Some(Block::Heading(level, text)) = check.first_mut() {
+        *level = 3;
+        *text = titled(text);
+    }
+    blocks.extend(check);
+
+    blocks.push(Block::Heading(3, titled("Plots")));
+    let title = |what: &str| format!("{what}: {} ({backend})", short(&record.trace));
+    let stem = label.stem("timeline");
+    plots.extend(render_both(
+        plot_dir,
+        &stem,
+        &TimelineChart::new(title("reserved and allocated"), &record.results),
+    )?);
+    blocks.push(image(&stem));
+    let stem = label.stem("peaks");
+    plots.extend(render_both(
+        plot_dir,
+        &stem,
+        &PeaksChart::new(title("peak reserved"), &record.results),
+    )?);
+    blocks.push(image(&stem));
+    let checks: Vec<String> = record
+        .results
+        .iter()
+        .filter_map(|r| {
+            r.device_check
+                .as_ref()
+                .map(|check| format!("{}: device check: {check}", r.policy))
+        })
+        .collect();
+    if !checks.is_empty() {
+        blocks.push(Block::Heading(3, titled("Device checks")));
+        blocks.extend(checks.into_iter().map(Block::Paragraph));
+    }
+    Ok(())
 }
 
 fn short(trace: &str) -> &str {
