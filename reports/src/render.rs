@@ -8,7 +8,7 @@ use crate::analysis::{Analysis, ErrorStats, ExperimentAnalysis};
 use crate::chart::render_both;
 use crate::document::{anchor, table_folded, to_html, to_markdown, Block, Table};
 use crate::error::Result;
-use crate::names::metric_title;
+use crate::names::{metric_title, param_title};
 use crate::plot_agreement::AgreementChart;
 use crate::plot_error::ErrorChart;
 use crate::plot_sweep::SweepChart;
@@ -478,7 +478,7 @@ fn points_table(e: &ExperimentAnalysis) -> Table {
         .collect();
     let measured = e.points.iter().any(|p| p.measured.is_some());
     let metric = metric_title(e.family, &e.metric);
-    let mut header = varying.clone();
+    let mut header: Vec<String> = varying.iter().map(|k| param_title(e.family, k)).collect();
     header.push(format!("predicted {metric}"));
     if measured {
         header.extend([format!("measured {metric}"), "error".into()]);
