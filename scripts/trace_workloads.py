@@ -220,3 +220,99 @@ def embedding_adam(device):
 
 
 HOLDOUT = {f.__name__: f for f in [tv_resnet18_sgd, hf_bert_adamw, hf_llama_adamw, bf16_mlp_sgd, embedding_adam]}
+
+
+# Held out, second group: mixed precision (bf16 autocast), committed with the tracer's autocast
+# support and before either was run on a GPU (see the commit that adds them).
+
+
+def gpt_autocast_adamw(device):
+    """A GPT-style transformer (attention written out, causal mask, pre-LayerNorm) trained under
+    bf16 autocast with AdamW for three steps, the loss taken inside the autocast region."""
+    torch.manual_seed(0)
+    d, heads, layers, vocab, length = 512, 8, 4, 8192, 256
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x, mask):
+            b, n, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+            split = lambda t: t.view(b, n, heads, d // heads).transpose(1, 2)
+            q, k, v = split(q), split(k), split(v)
+            att = (q @ k.transpose(-1, -2)) / (d // heads) ** 0.5
+            att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
+            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, n, d))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    embed, pos = nn.Embedding(vocab, d).to(device), nn.Embedding(length, d).to(device)
+    blocks = nn.ModuleList(Block() for _ in range(layers)).to(device)
+    ln, head = nn.LayerNorm(d).to(device), nn.Linear(d, vocab, bias=False).to(device)
+    params = [p for m in (embed, pos, blocks, ln, head) for p in m.parameters()]
+    opt = torch.optim.AdamW(params, lr=3e-4)
+    mask = torch.ones(length, length, device=device, dtype=torch.bool).triu(1)
+    positions = torch.arange(length, device=device)
+    for _ in range(3):
+        ids = torch.randint(0, vocab, (8, length), device=device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            x = embed(ids) + pos(positions)
+            for block in blocks:
+                x = block(x, mask)
+            logits = head(ln(x))
+            loss = F.cross_entropy(logits.view(-1, vocab), ids.view(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+def hf_gpt2_autocast(device):
+    """A Hugging Face GPT-2 (4 layers) built from its config, trained under bf16 autocast with
+    AdamW for two steps (eager attention)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=8192, n_positions=256)
+    config._attn_implementation = "eager"
+    model = GPT2LMHeadModel(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        ids = torch.randint(0, 8192, (8, 256), device=device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_llama_autocast(device):
+    """A Hugging Face Llama (4 layers) built from its config, two AdamW steps under bf16 autocast
+    (eager attention; rotary embeddings computed with autocast off, RMSNorm in float32)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        num_hidden_layers=4,
+        hidden_size=512,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        intermediate_size=1376,
+        vocab_size=8192,
+        max_position_embeddings=512,
+    )
+    config._attn_implementation = "eager"
+    model = LlamaForCausalLM(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        ids = torch.randint(0, 8192, (4, 256), device=device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+AUTOCAST = {f.__name__: f for f in [gpt_autocast_adamw, hf_gpt2_autocast, hf_llama_autocast]}

@@ -92,7 +92,7 @@ def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before
     "program, needle",
     [
         (lambda: torch.nn.functional.scaled_dot_product_attention(*(torch.randn(1, 2, 8, 8, device="cuda"),) * 3), "scaled_dot_product_attention"),
-        (lambda: torch.autocast("cuda", dtype=torch.bfloat16).__enter__(), "autocast('cuda')"),
+        (lambda: torch.nn.LSTM(4, 4).cuda()(torch.randn(2, 1, 4, device="cuda")), "recurrent layers"),
         (lambda: torch.cuda.Stream(), "torch.cuda.Stream"),
         (lambda: torch.nonzero(torch.ones(4, device="cuda")), "nonzero"),
     ],
@@ -137,3 +137,53 @@ def test_a_script_traces_unchanged_from_the_command_line(tmp_path):
     assert any(e["size"] == 64 * 256 * 4 for e in snapshot["device_traces"][0])
     result = vramlab.replay(str(out), alloc_conf="")
     assert result["results"][0]["pytorch_stats"]["allocated_bytes.all.peak"] > 0
+
+
+def test_autocast_policies_are_pytorchs_own():
+    """Every operator the installed torch gives a CUDA autocast kernel has a policy in the tracer,
+    and each policy is the one torch's own header (torch/include/ATen/autocast_mode.h) lists."""
+    import re
+
+    from vramlab._autocast import POLICIES, registered_cuda_policies
+
+    assert set(registered_cuda_policies(torch)) == set(POLICIES)
+    header = pathlib.Path(torch.__file__).parent / "include" / "ATen" / "autocast_mode.h"
+    if not header.exists():
+        pytest.skip("this torch ships no C++ headers to read the policies from")
+    text = header.read_text()
+    lists = {
+        "AT_FORALL_LOWER_PRECISION_FP": "lower_precision_fp",
+        "AT_FORALL_FP32": "fp32",
+        "AT_FORALL_FP32_SET_OPT_DTYPE": "fp32_set_opt_dtype",
+        "AT_FORALL_PROMOTE": "promote",
+    }
+    checked = 0
+    for macro, policy in lists.items():
+        body = re.search(rf"#define {macro}\(_\)((?:.*\\\n)*.*\n)", text).group(1)
+        for name, overload in re.findall(r"_\((\w+)(?:,\s*(\w+))?\)", body):
+            key = f"{name}.{overload}" if overload else name
+            assert POLICIES[key] == policy, (key, POLICIES[key], policy)
+            checked += 1
+    assert checked > 100
+
+
+def test_autocast_casts_as_cuda_would():
+    """Under a traced autocast("cuda", bfloat16): a linear layer computes in bfloat16 and casts each
+    float32 weight once per region (the cast cache), layer_norm and softmax give float32, and
+    leaving the region stops the casts."""
+    with vramlab.trace(gpu="h100") as t:
+        layer = torch.nn.Linear(1024, 1024).cuda()
+        x = torch.randn(64, 1024, device="cuda")
+        before = len(t.snapshot()["device_traces"][0])
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert torch.is_autocast_enabled("cuda")
+            y = layer(layer(x))
+            assert y.dtype == torch.bfloat16
+            assert torch.nn.functional.layer_norm(y, (1024,)).dtype == torch.float32
+            assert y.softmax(-1).dtype == torch.float32
+            with torch.autocast("cuda", enabled=False):
+                assert layer(x).dtype == torch.float32
+        assert layer(x).dtype == torch.float32
+        events = t.snapshot()["device_traces"][0][before:]
+    weight_casts = [e for e in events if e["action"] == "alloc" and e["size"] == 1024 * 1024 * 2]
+    assert len(weight_casts) == 1, [e["size"] for e in events if e["action"] == "alloc"]

@@ -23,8 +23,9 @@ named (reports/reference/h100/trace-workloads, torch 2.11 on an H100):
 What it cannot follow it says, in one line naming the operation and the program's line, raising
 ``vramlab.UnfollowedError`` (the trace up to there is kept): a value read back (``.item()``,
 ``nonzero``, a data-dependent shape), ``scaled_dot_product_attention`` (flash and cuDNN attention
-keep other intermediates than the math path), ``autocast("cuda")``, recurrent layers (cuDNN RNN)
-and CUDA streams. What it follows but cannot size, it notes in the snapshot (``vramlab_notes``,
+keep other intermediates than the math path), recurrent layers (cuDNN RNN) and CUDA streams.
+``autocast("cuda")`` is followed: its casts are made by PyTorch's own per-operator policies
+(vramlab/_autocast.py). What it follows but cannot size, it notes in the snapshot (``vramlab_notes``,
 said with every replay): cuDNN's convolution workspaces, which cuDNN chooses at run time.
 """
 
@@ -39,6 +40,7 @@ import weakref
 from typing import Any, Dict, List, Optional
 
 from . import _vramlab
+from ._autocast import Autocast
 from .errors import UnfollowedError
 
 __all__ = ["trace", "UnfollowedError"]
@@ -120,6 +122,7 @@ class trace:
         self._peak = 0
         self._modes: List[Any] = []
         self._patches: List[Any] = []
+        self._autocast: Optional[Autocast] = None
         self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
         self._torch = torch
 
@@ -310,17 +313,39 @@ class trace:
             (cuda, "Stream"): _refusing_class(cuda.Stream, unfollowed("torch.cuda.Stream")),
             (cuda, "stream"): unfollowed("torch.cuda.stream"),
         }
+        # autocast("cuda"): PyTorch's own context manager keeps the thread's autocast state (so
+        # torch.is_autocast_enabled("cuda") and get_autocast_dtype answer as on the GPU), and
+        # vramlab's kernels (vramlab/_autocast.py) make the casts while it is on. A program that
+        # names its tensors' device type (`x.device.type`, "meta" here) means "cuda".
+        self._autocast = Autocast(torch, lambda: _where(_user_frame()))
+        self._autocast.install()
         autocast = torch.amp.autocast_mode.autocast
-        original_enter = autocast.__enter__
+        original_init, original_enter, original_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
+        original_clear, original_available = torch.clear_autocast_cache, torch.amp.autocast_mode.is_autocast_available
+
+        def autocast_init(mode: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+            original_init(mode, "cuda" if device_type == "meta" else device_type, *args, **kwargs)
 
         def autocast_enter(mode: Any) -> Any:
-            if getattr(mode, "device", None) == "cuda" and getattr(mode, "_enabled", True):
-                raise UnfollowedError(
-                    f"autocast('cuda') at {_where(_user_frame())}: mixed precision is decided by the CUDA autocast kernels, which a trace on PyTorch's meta device does not run; vramlab.trace does not follow it yet (the trace up to there is kept)"
-                )
-            return original_enter(mode)
+            entered = original_enter(mode)
+            self._autocast.switch(torch.is_autocast_enabled("cuda"))
+            return entered
 
+        def autocast_exit(mode: Any, *exc: Any) -> Any:
+            left = original_exit(mode, *exc)
+            self._autocast.switch(torch.is_autocast_enabled("cuda"))
+            return left
+
+        def clear_autocast_cache() -> None:
+            original_clear()
+            self._autocast.clear_cache()
+
+        patches[(autocast, "__init__")] = autocast_init
         patches[(autocast, "__enter__")] = autocast_enter
+        patches[(autocast, "__exit__")] = autocast_exit
+        patches[(torch, "clear_autocast_cache")] = clear_autocast_cache
+        patches[(torch.amp.autocast_mode, "is_autocast_available")] = lambda device_type: device_type == "meta" or original_available(device_type)
+        patches[(cuda, "is_bf16_supported")] = lambda including_emulation=True: props.major >= 8
         from torch.optim import optimizer as optim_module
 
         # On the GPU the optimizers take their multi-tensor (foreach) path by default, with its own
@@ -343,6 +368,9 @@ class trace:
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes = []
+        if self._autocast is not None:
+            self._autocast.uninstall()
+            self._autocast = None
         for owner, name, value in reversed(self._patches):
             setattr(owner, name, value)
         if self._patches:
