@@ -138,8 +138,13 @@ pub(super) fn generate(spec: &str, seed: u64) -> Result<Trace> {
         if !given.insert(key) {
             return Err(Error::Trace(format!("{spec}: {key} is given twice")));
         }
-        *slot = parse_bytes(value).map_err(|e| Error::Trace(format!("{spec}: {key}: {e}")))?;
         let max = defaults.iter().find(|(k, _, _)| *k == key).map_or(0, |(_, _, m)| *m);
+        // Counts and sizes alike are whole numbers; sizes may carry a unit (`64 MiB`).
+        *slot = parse_bytes(value).map_err(|_| {
+            Error::Trace(format!(
+                "{spec}: {key} = {value}: not a whole number (or a size such as 64MiB) in 1..={max}"
+            ))
+        })?;
         if *slot == 0 || *slot > max {
             return Err(Error::Trace(format!("{spec}: {key} = {value}: must lie in 1..={max}")));
         }
