@@ -63,6 +63,18 @@ def test_other_bad_values_are_input_errors():
         vramlab.run("no-such-experiment")
     with pytest.raises(InputError):
         vramlab.run("occupancy", backend="abacus")
+    # An empty grid is a mistake, not a request for the default one.
+    with pytest.raises(InputError) as err:
+        vramlab.tune(TRACE, grid=[])
+    assert "grid is empty" in one_line(err)
+    with pytest.raises(TypeError):
+        vramlab.replay(TRACE, alloc_conf=5)
+
+
+def test_a_number_too_large_is_named_as_such():
+    with pytest.raises(TraceError) as err:
+        vramlab.replay({"device_traces": [[{"action": "alloc", "addr": 1, "size": 2**70, "stream": 0}]]})
+    assert "larger than 2^64 - 1" in one_line(err)
 
 
 def test_files_that_cannot_be_read_are_file_errors_and_os_errors():

@@ -44,6 +44,8 @@ def _settings(alloc_conf: Union[None, str, Sequence[str]]) -> List[str]:
         return []
     if isinstance(alloc_conf, str):
         return [alloc_conf]
+    if not isinstance(alloc_conf, (list, tuple)):
+        raise TypeError(f"alloc_conf must be a string or a list of strings, not {type(alloc_conf).__name__}")
     settings = list(alloc_conf)
     for value in settings:
         if not isinstance(value, str):
@@ -123,7 +125,11 @@ def tune(
     names its setting (``policy`` is ``"PYTORCH_ALLOC_CONF=..."``) and the smallest cap it fits
     under. ``grid`` replaces the default grid (``vramlab.DEFAULT_TUNE_GRID``).
     """
-    text = _vramlab.tune(trace, _settings(grid), _capacity(capacity), _device(device))
+    settings = _settings(grid)
+    if grid is not None and not settings:
+        # An empty grid would otherwise mean the default one, silently.
+        raise InputError("grid is empty: give the settings to rank, or leave grid out for vramlab.DEFAULT_TUNE_GRID")
+    text = _vramlab.tune(trace, settings, _capacity(capacity), _device(device))
     return json.loads(text)
 
 
