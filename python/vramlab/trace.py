@@ -40,6 +40,7 @@ import weakref
 from typing import Any, Dict, List, Optional
 
 from . import _vramlab
+from . import _kernels
 from ._autocast import Autocast
 from .errors import UnfollowedError
 
@@ -76,6 +77,10 @@ _MATMULS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vd
 _WITH_BIAS = {"addmm", "_addmm_activation"}
 _RECURRENT = {"lstm", "gru", "rnn_tanh", "rnn_relu", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell", "gru_cell"}
 _CONVOLUTIONS = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
+# Losses whose CUDA kernels keep a full-size output storage and a full-size temporary
+# (vramlab/_kernels.py), and the operators whose kernels allocate scratch.
+_LOSSES = {"mse_loss", "smooth_l1_loss", "huber_loss"}
+_KERNEL_SCRATCH = {"sum", "mean", "convolution_backward"} | _LOSSES
 
 
 def _user_frame() -> Optional[Dict[str, Any]]:
@@ -112,6 +117,7 @@ class trace:
         self.gpu: Dict[str, Any] = json.loads(_vramlab.gpu(gpu))
         major = int(str(self.gpu["compute_capability"]).split(".")[0])
         self._workspace = _workspace_size(major)
+        self._threads_per_sm = _kernels.threads_per_sm(major, int(str(self.gpu["compute_capability"]).split(".")[1]))
         self._events: List[Dict[str, Any]] = []
         self._live: Dict[int, Any] = {}
         self._next_addr = 1 << 40
@@ -143,12 +149,14 @@ class trace:
             self._events.append({"action": action, "addr": addr, "size": size, "stream": 0, "frames": []})
         self._allocated -= (size + 511) // 512 * 512
 
-    def _track(self, tensor: Any, frame: Optional[Dict[str, Any]]) -> None:
+    def _track(self, tensor: Any, frame: Optional[Dict[str, Any]], size: Optional[int] = None) -> None:
+        """Records the allocation of `tensor`'s storage (of `size` bytes where the GPU's storage
+        is larger than the meta tensor's), and its free when the storage dies."""
         storage = tensor.untyped_storage()
         key = storage._cdata
         if key in self._live or storage.nbytes() == 0:
             return
-        size = storage.nbytes()
+        size = storage.nbytes() if size is None else size
         addr = self._alloc(size, frame)
 
         def freed(_ref: Any, key: int = key, addr: int = addr, size: int = size) -> None:
@@ -273,8 +281,12 @@ class trace:
                 if op == "native_dropout":
                     # CUDA's fused dropout makes its mask before its output (as recorded).
                     on_meta.reverse()
+                bound = _schema_values(func, args, kwargs or {}) if on_meta and op in _KERNEL_SCRATCH else {}
+                full = tracer._loss_storage(op, bound) if op in _LOSSES else None
                 for t in on_meta:
-                    tracer._track(t, frame)
+                    tracer._track(t, frame, full)
+                if bound:
+                    tracer._kernel_scratch(op, bound, on_meta[0], frame)
                 if op in _MATMULS and on_meta:
                     tracer._matmul(op, frame)
                 if op in _CONVOLUTIONS:
@@ -377,6 +389,75 @@ class trace:
             self._torch.__future__.set_swap_module_params_on_conversion(self._swap_was)
         self._patches = []
 
+    def _scratch(self, sizes: List[int], frame: Optional[Dict[str, Any]]) -> None:
+        """Allocations a kernel makes and frees before it returns, freed in reverse order."""
+        made = [(self._alloc(size, frame), size) for size in sizes]
+        for addr, size in reversed(made):
+            self._free(addr, size)
+
+    def _reduction(self, x: Any, dims: Any, out_elsize: int, mean: bool, frame: Optional[Dict[str, Any]]) -> None:
+        """The global buffer and semaphores of `gpu_reduce_kernel` for a CUDA sum or mean of `x`."""
+        torch = self._torch
+        arg_size = _kernels.accumulation_size(x.dtype, torch)
+        if arg_size is None:
+            return
+        shape, strides, elsize = list(x.shape), list(x.stride()), x.element_size()
+        if not _kernels.fits_32bit_indexing(shape, strides, elsize):
+            self._note(
+                "{count} reductions over more than 2^31 elements are in the trace without the buffers their split kernels allocate: peak reserved may be higher by up to their size"
+            )
+            return
+        # sum_functor loads 16-bit inputs 8 at a time, other types and MeanOps 4 (vt0 = 4).
+        vector = 8 if elsize == 2 and not mean else 4
+        sizes = _kernels.reduce_buffers(
+            shape,
+            strides,
+            x.storage_offset(),
+            elsize,
+            _kernels.reduced_dims(x.dim(), dims),
+            out_elsize,
+            arg_size,
+            vector,
+            self.gpu["multiprocessors"],
+            self._threads_per_sm,
+        )
+        self._scratch(sizes, frame)
+
+    def _loss_storage(self, op: str, bound: Dict[str, Any]) -> Optional[int]:
+        """The bytes a reduced loss's output holds on the GPU: made at the inputs' full shape and
+        then resized to a scalar, its storage keeps the full size (Loss.cpp's structured meta)."""
+        if bound.get("reduction", 1) == 0:
+            return None
+        x, target = bound["self"], bound["target"]
+        shape = self._torch.broadcast_shapes(x.shape, target.shape)
+        numel = 1
+        for n in shape:
+            numel *= n
+        return numel * x.element_size()
+
+    def _kernel_scratch(self, op: str, bound: Dict[str, Any], out: Any, frame: Optional[Dict[str, Any]]) -> None:
+        torch = self._torch
+        if op in ("sum", "mean"):
+            x = bound["self"]
+            if isinstance(x, torch.Tensor) and x.device.type == "meta" and x.is_floating_point():
+                self._reduction(x, bound.get("dim"), out.element_size(), op == "mean", frame)
+        elif op == "convolution_backward":
+            # Convolution.cpp: backends that do not compute the bias gradient (cuDNN) leave it to
+            # grad_output.sum over every dimension but the channels, after the other two.
+            mask, grad = bound.get("output_mask") or [False] * 3, bound["grad_output"]
+            if mask[2] and isinstance(grad, torch.Tensor) and grad.device.type == "meta" and grad.is_floating_point():
+                dims = [0] + list(range(2, grad.dim()))
+                self._reduction(grad, dims, grad.element_size(), False, frame)
+        elif op in _LOSSES and bound.get("reduction", 1) != 0:
+            full = self._loss_storage(op, bound)
+            x = bound["self"]
+            shape = list(torch.broadcast_shapes(x.shape, bound["target"].shape))
+            # The unreduced loss, a full-size temporary reduced by mean_out or sum_out.
+            temp = self._alloc(full, frame)
+            unreduced = torch.empty(shape, dtype=out.dtype, device="meta")
+            self._reduction(unreduced, None, out.element_size(), bound["reduction"] == 1, frame)
+            self._free(temp, full)
+
     def _matmul(self, op: str, frame: Optional[Dict[str, Any]]) -> None:
         # The autograd engine runs CUDA backward on a thread of its own, with its own handle.
         handle = "backward" if self._torch._C._current_autograd_node() is not None else threading.get_ident()
@@ -386,6 +467,19 @@ class trace:
         if op in _WITH_BIAS and handle not in self._lt_handles:
             self._lt_handles.add(handle)
             self._alloc(_CUBLASLT_WORKSPACE, frame)
+
+
+def _schema_values(func: Any, args: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """An ATen operator's arguments by their schema's names, defaults filled in."""
+    values: Dict[str, Any] = {}
+    for i, arg in enumerate(func._schema.arguments):
+        if i < len(args):
+            values[arg.name] = args[i]
+        elif arg.name in kwargs:
+            values[arg.name] = kwargs[arg.name]
+        elif arg.has_default_value():
+            values[arg.name] = arg.default_value
+    return values
 
 
 def _bind(func: Any, args: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:

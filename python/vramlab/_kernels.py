@@ -1,0 +1,229 @@
+"""Device memory CUDA kernels ask the caching allocator for on their own, which a trace on the meta
+device does not see because no kernel runs there: the rules of PyTorch 2.11's host code, each
+named where it is applied.
+
+- ``gpu_reduce_kernel`` (``ATen/native/cuda/Reduce.cuh``, shipped in torch's wheel under
+  ``torch/include``): a reduction whose inputs are split across thread blocks stages partial
+  results in a global buffer and counts finished blocks in semaphores, both allocated after the
+  output and freed before the operator returns. Whether it splits, and the sizes, follow
+  ``setReduceConfig`` on the reduction's TensorIterator (dimensions reordered and coalesced as
+  ``TensorIteratorBase::reorder_dimensions`` and ``coalesce_dimensions`` do) and the GPU's SM count
+  and threads per SM.
+- ``mse_loss``, ``smooth_l1_loss`` and ``huber_loss`` with a reduction (``ATen/native/Loss.cpp``):
+  the structured output is first made at the inputs' full shape and only then resized to a scalar
+  (its storage keeps the full size for as long as the loss lives), and the unreduced loss is a
+  full-size temporary, reduced by ``mean_out``/``sum_out`` and freed when the operator returns.
+
+Checked against every ``gpu_reduce_kernel`` and loss allocation in the H100 recordings of
+reports/reference/h100/trace-workloads (torch 2.11).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+# Reduce.cuh: mnt_wrapper<T>::MAX_NUM_THREADS (512 but for complex<double>), at::cuda::warp_size(),
+# min_values_per_thread and max_values_per_thread in setReduceConfig (CUDA, not ROCm).
+_MAX_NUM_THREADS = 512
+_WARP = 32
+_MIN_VALUES_PER_THREAD = 16
+_MAX_VALUES_PER_THREAD = 256
+
+# The CUDA programming guide's table of compute capabilities: resident threads per multiprocessor.
+_THREADS_PER_SM = {(7, 5): 1024, (8, 6): 1536, (8, 7): 1536, (8, 9): 1536, (12, 0): 1536}
+
+
+def threads_per_sm(major: int, minor: int) -> int:
+    """``maxThreadsPerMultiProcessor`` for a compute capability (2048 unless the table says less)."""
+    return _THREADS_PER_SM.get((major, minor), 2048)
+
+
+def _last_pow2(n: int) -> int:
+    n |= n >> 1
+    n |= n >> 2
+    n |= n >> 4
+    n |= n >> 8
+    n |= n >> 16
+    n |= n >> 32
+    return max(1, n - (n >> 1))
+
+
+def _div_up(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _reduction_iterator(
+    shape: Sequence[int], in_strides: Sequence[int], reduced: Sequence[int], out_elsize: int
+) -> Tuple[List[int], List[int], List[int]]:
+    """The reduction's TensorIterator after reordering and coalescing: its shape and the output's
+    and input's byte strides (the output contiguous over the kept dimensions, 0 on reduced ones)."""
+    ndim = len(shape)
+    out_strides = [0] * ndim
+    step = out_elsize
+    for d in reversed(range(ndim)):
+        if d not in reduced:
+            out_strides[d] = step
+            step *= shape[d]
+    operands = [out_strides, list(in_strides)]
+
+    def should_swap(d0: int, d1: int) -> int:
+        for index, strides in enumerate(operands):
+            s0, s1 = strides[d0], strides[d1]
+            if index == 0 and (s0 == 0) != (s1 == 0):
+                return 1 if s1 == 0 else -1
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = list(reversed(range(ndim)))
+    for i in range(1, ndim):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            comparison = should_swap(perm[dim0], perm[dim1])
+            if comparison > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif comparison < 0:
+                break
+    sizes = [shape[p] for p in perm]
+    strides = [[s[p] for p in perm] for s in operands]
+    if ndim > 1:
+        prev = 0
+        for dim in range(1, ndim):
+            mergeable = sizes[prev] == 1 or sizes[dim] == 1 or all(sizes[prev] * s[prev] == s[dim] for s in strides)
+            if mergeable:
+                if sizes[prev] == 1:
+                    for s in strides:
+                        s[prev] = s[dim]
+                sizes[prev] *= sizes[dim]
+            else:
+                prev += 1
+                if prev != dim:
+                    for s in strides:
+                        s[prev] = s[dim]
+                    sizes[prev] = sizes[dim]
+        del sizes[prev + 1 :]
+        for s in strides:
+            del s[prev + 1 :]
+    return sizes, strides[0], strides[1]
+
+
+def reduce_buffers(
+    shape: Sequence[int],
+    strides: Sequence[int],
+    storage_offset: int,
+    elsize: int,
+    reduced: Sequence[int],
+    out_elsize: int,
+    arg_elsize: int,
+    input_vec_size: int,
+    multiprocessors: int,
+    threads_per_multiprocessor: int,
+) -> List[int]:
+    """The bytes ``gpu_reduce_kernel`` allocates for one reduction, in order (the global buffer,
+    then the semaphores), or nothing where it reduces within blocks. ``strides`` are the input's in
+    elements; ``arg_elsize`` is the accumulation type's size (``sizeof(arg_t)``)."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel == 0:
+        return []
+    sizes, out_strides, in_strides = _reduction_iterator(shape, [s * elsize for s in strides], reduced, out_elsize)
+    ndim = len(sizes)
+    num_outputs = 1
+    for n, s in zip(sizes, out_strides):
+        if s != 0:
+            num_outputs *= n
+    inputs_per_output = numel // num_outputs
+    num_reduce_dims = sum(1 for s in out_strides if s == 0)
+    if ndim > 0:
+        fastest_reduced = num_reduce_dims == ndim or in_strides[0] < in_strides[num_reduce_dims]
+        if fastest_reduced:
+            dim0, dim1, fastest_stride = inputs_per_output, num_outputs, in_strides[0]
+        else:
+            dim0, dim1, fastest_stride = num_outputs, inputs_per_output, in_strides[num_reduce_dims]
+    else:
+        fastest_reduced, dim0, dim1, fastest_stride = True, 1, 1, elsize
+    output_vec_size = 1
+    if fastest_stride == elsize:
+        if fastest_reduced and dim0 >= 128 and num_reduce_dims == 1:
+            dim0 //= input_vec_size
+        elif not fastest_reduced:
+            vec = 4
+            # The input's address in elements: allocations are 512-byte aligned, so its storage
+            # offset decides it.
+            for n in [storage_offset, sizes[num_reduce_dims]] + [s // elsize for j, s in enumerate(in_strides) if j != num_reduce_dims]:
+                while n % vec != 0:
+                    vec //= 2
+            output_vec_size = vec
+            dim0 //= output_vec_size
+    max_threads = _MAX_NUM_THREADS // output_vec_size
+    dim0_pow2 = _last_pow2(dim0) if dim0 < max_threads else max_threads
+    dim1_pow2 = _last_pow2(dim1) if dim1 < max_threads else max_threads
+    block_width = min(dim0_pow2, _WARP)
+    block_height = min(dim1_pow2, max_threads // block_width)
+    block_width = min(dim0_pow2, max_threads // block_height)
+    num_threads = block_width * block_height
+    step_input = step_output = 1
+    block_x_reduce = False
+    if ndim == 0 or fastest_reduced:
+        block_x_reduce = True
+        step_input *= block_width
+    else:
+        step_output *= block_width
+    split_across_warps = _div_up(inputs_per_output, step_input) >= min(block_height * 16, _MAX_VALUES_PER_THREAD)
+    if split_across_warps:
+        step_input *= block_height
+    else:
+        step_output *= block_height
+    target_grid = multiprocessors * (threads_per_multiprocessor // num_threads)
+    grid_x = _div_up(num_outputs // output_vec_size, step_output)
+    values_per_thread = _div_up(inputs_per_output, step_input)
+    ctas = 1
+    if split_across_warps and values_per_thread >= _MAX_VALUES_PER_THREAD and grid_x <= target_grid:
+        ctas = max(
+            min(_div_up(target_grid, grid_x), _div_up(values_per_thread, _MIN_VALUES_PER_THREAD)),
+            _div_up(values_per_thread, _MAX_VALUES_PER_THREAD),
+        )
+    if ctas <= 1:
+        return []
+    staging = arg_elsize * num_outputs * ctas
+    if not block_x_reduce:
+        staging *= block_width * output_vec_size
+    return [staging, 4 * grid_x]
+
+
+def fits_32bit_indexing(shape: Sequence[int], strides: Sequence[int], elsize: int) -> bool:
+    """``TensorIteratorBase::can_use_32bit_indexing`` for one operand: past it the kernel splits the
+    reduction into pieces (and may keep an accumulation buffer), which the trace does not model."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel > 2**31 - 1:
+        return False
+    offset = sum((n - 1) * abs(s) for n, s in zip(shape, strides)) * elsize
+    return offset <= 2**31 - 1
+
+
+def reduced_dims(ndim: int, dims: Optional[Sequence[int]]) -> List[int]:
+    """The dimensions a ``dim`` argument names (all of them for None or an empty list, as
+    ``sum.dim_IntList`` and ``mean.dim`` read it)."""
+    if not dims:
+        return list(range(ndim))
+    return sorted({d % ndim for d in dims}) if ndim else []
+
+
+def accumulation_size(dtype: Any, torch: Any) -> Optional[int]:
+    """``sizeof(arg_t)`` of a CUDA sum or mean over ``dtype`` (``at::acc_type``: float for the
+    16-bit types and float32, double for float64); None where the trace does not model it."""
+    if dtype in (torch.float16, torch.bfloat16, torch.float32):
+        return 4
+    if dtype == torch.float64:
+        return 8
+    return None
