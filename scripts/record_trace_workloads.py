@@ -17,9 +17,9 @@ def record_one(name, out_dir):
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from trace_workloads import AUTOCAST, HOLDOUT, WORKLOADS
+    from trace_workloads import AUTOCAST, HOLDOUT, SDPA, WORKLOADS
 
-    WORKLOADS = {**WORKLOADS, **HOLDOUT, **AUTOCAST}
+    WORKLOADS = {**WORKLOADS, **HOLDOUT, **AUTOCAST, **SDPA}
     torch.cuda.init()
     torch.cuda.memory._record_memory_history(max_entries=1_000_000)
     WORKLOADS[name]("cuda")
@@ -53,11 +53,12 @@ def main():
         record_one(sys.argv[2], out_dir)
         return
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from trace_workloads import AUTOCAST, HOLDOUT, WORKLOADS
+    from trace_workloads import AUTOCAST, HOLDOUT, SDPA, WORKLOADS
 
-    # VRAMLAB_HOLDOUT=1: the held-out workloads; VRAMLAB_HOLDOUT=autocast: the mixed-precision ones.
+    # VRAMLAB_HOLDOUT=1: the held-out workloads; =autocast: the mixed-precision ones; =sdpa: those
+    # using PyTorch's fused attention.
     group = os.environ.get("VRAMLAB_HOLDOUT", "")
-    names = list({"": WORKLOADS, "autocast": AUTOCAST}.get(group, HOLDOUT))
+    names = list({"": WORKLOADS, "autocast": AUTOCAST, "sdpa": SDPA}.get(group, HOLDOUT))
     for name in names:
         for label, setting in SETTINGS.items():
             env = dict(os.environ, PYTORCH_ALLOC_CONF=setting)

@@ -316,3 +316,90 @@ def hf_llama_autocast(device):
 
 
 AUTOCAST = {f.__name__: f for f in [gpt_autocast_adamw, hf_gpt2_autocast, hf_llama_autocast]}
+
+
+# Held out, third group: PyTorch's fused attention (scaled_dot_product_attention, which on an H100
+# runs cuDNN attention in half precision), committed with the tracer's support for it and before
+# any of them was run on a GPU (see the commit that adds them).
+
+
+def hand_sdpa_autocast(device):
+    """A hand-written causal transformer (head size 128) calling F.scaled_dot_product_attention,
+    trained under bf16 autocast with SGD and momentum for three steps."""
+    torch.manual_seed(0)
+    d, heads, layers, vocab, length = 1024, 8, 3, 4096, 512
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, n, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(att.transpose(1, 2).reshape(b, n, d))
+            return x + self.down(F.silu(self.up(self.ln2(x))))
+
+    embed = nn.Embedding(vocab, d).to(device)
+    blocks = nn.ModuleList(Block() for _ in range(layers)).to(device)
+    head = nn.Linear(d, vocab).to(device)
+    params = [p for m in (embed, blocks, head) for p in m.parameters()]
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    for _ in range(3):
+        ids = torch.randint(0, vocab, (4, length), device=device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            x = embed(ids)
+            for block in blocks:
+                x = block(x)
+            loss = F.cross_entropy(head(x).flatten(0, 1), ids.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_llama_sdpa_autocast(device):
+    """A Hugging Face Llama (4 layers, 8 query and 4 key/value heads) built from its config with
+    its default attention (SDPA), two AdamW steps under bf16 autocast."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        num_hidden_layers=4,
+        hidden_size=512,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        intermediate_size=1376,
+        vocab_size=8192,
+        max_position_embeddings=1024,
+    )
+    model = LlamaForCausalLM(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        ids = torch.randint(0, 8192, (4, 512), device=device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_gpt2_sdpa_bf16(device):
+    """A Hugging Face GPT-2 (6 layers) built from its config with its default attention (SDPA, with
+    attention dropout), its parameters in bfloat16, trained with AdamW for two steps."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=6, n_embd=768, n_head=12, vocab_size=8192, n_positions=512)
+    model = GPT2LMHeadModel(config).to(device).to(torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        ids = torch.randint(0, 8192, (8, 512), device=device)
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+SDPA = {f.__name__: f for f in [hand_sdpa_autocast, hf_llama_sdpa_autocast, hf_gpt2_sdpa_bf16]}

@@ -97,7 +97,7 @@ def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before
 @pytest.mark.parametrize(
     "program, needle",
     [
-        (lambda: torch.nn.functional.scaled_dot_product_attention(*(torch.randn(1, 2, 8, 8, device="cuda"),) * 3), "scaled_dot_product_attention"),
+        (lambda: torch.nn.functional.scaled_dot_product_attention(*(torch.randn(1, 2, 8, 8, device="cuda"),) * 3), "run efficient attention"),
         (lambda: torch.nn.LSTM(4, 4).cuda()(torch.randn(2, 1, 4, device="cuda")), "recurrent layers"),
         (lambda: torch.cuda.Stream(), "torch.cuda.Stream"),
         (lambda: torch.nonzero(torch.ones(4, device="cuda")), "nonzero"),
@@ -193,3 +193,22 @@ def test_autocast_casts_as_cuda_would():
         events = t.snapshot()["device_traces"][0][before:]
     weight_casts = [e for e in events if e["action"] == "alloc" and e["size"] == 1024 * 1024 * 2]
     assert len(weight_casts) == 1, [e["size"] for e in events if e["action"] == "alloc"]
+
+
+def test_cudnn_attention_allocates_as_measured_on_the_h100():
+    """bfloat16 attention on an H100 runs cuDNN: the forward makes the dropout seed and offset, the
+    output, the log-sum-exp and a 256-byte workspace; the backward dq, dk, dv and a workspace (the
+    sizes an H100 gave for B=2, H=8, Lq=200, Lk=300, D=64 with torch 2.11 and cuDNN 9.19)."""
+    with vramlab.trace(gpu="h100") as t:
+        q = torch.randn(2, 8, 200, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        k, v = (torch.randn(2, 8, 300, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+        grad = torch.ones(2, 8, 200, 64, device="cuda", dtype=torch.bfloat16)
+        before = len(t.snapshot()["device_traces"][0])
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        forward = [e["size"] for e in t.snapshot()["device_traces"][0][before:] if e["action"] == "alloc"]
+        before = len(t.snapshot()["device_traces"][0])
+        out.backward(grad)
+        backward = [e["size"] for e in t.snapshot()["device_traces"][0][before:] if e["action"] == "alloc"]
+    assert forward == [8, 8, 409_600, 12_800, 256]
+    assert backward == [409_600, 614_400, 614_400, 832_256]
+    assert any("cuDNN attention" in n for n in t.snapshot()["vramlab_notes"])

@@ -155,11 +155,11 @@ class Autocast:
             and value.dtype != torch.float64
         )
 
-    def _cast(self, to: Any, value: Any) -> Any:
+    def cast(self, to: Any, value: Any) -> Any:
         """``cached_cast``: tensors, and tensors in lists, cast where eligible."""
         torch = self.torch
         if isinstance(value, (list, tuple)):
-            return type(value)(self._cast(to, v) for v in value)
+            return type(value)(self.cast(to, v) for v in value)
         if not self._eligible(value) or value.dtype == to:
             return value
         lower = torch.get_autocast_dtype("cuda")
@@ -203,10 +203,10 @@ class Autocast:
             with torch._C._ExcludeDispatchKeyGuard(excluded):
                 if policy == LOWER:
                     to = torch.get_autocast_dtype("cuda")
-                    return op(*(self._cast(to, a) for a in args), **{k: self._cast(to, v) for k, v in kwargs.items()})
+                    return op(*(self.cast(to, a) for a in args), **{k: self.cast(to, v) for k, v in kwargs.items()})
                 if policy == FP32:
                     to = torch.float32
-                    return op(*(self._cast(to, a) for a in args), **{k: self._cast(to, v) for k, v in kwargs.items()})
+                    return op(*(self.cast(to, a) for a in args), **{k: self.cast(to, v) for k, v in kwargs.items()})
                 if policy == SET_OPT_DTYPE:
                     if args and self._eligible(args[0]):
                         given = kwargs.get("dtype")
@@ -225,7 +225,7 @@ class Autocast:
                     return op(*args, **kwargs)
                 if policy == PROMOTE:
                     to = self._promoted(list(args) + list(kwargs.values()))
-                    return op(*(self._cast(to, a) for a in args), **{k: self._cast(to, v) for k, v in kwargs.items()})
+                    return op(*(self.cast(to, a) for a in args), **{k: self.cast(to, v) for k, v in kwargs.items()})
                 if policy == BANNED:
                     raise RuntimeError(_BANNED_MESSAGE)
                 raise UnfollowedError(

@@ -22,10 +22,12 @@ named (reports/reference/h100/trace-workloads, torch 2.11 on an H100):
 
 What it cannot follow it says, in one line naming the operation and the program's line, raising
 ``vramlab.UnfollowedError`` (the trace up to there is kept): a value read back (``.item()``,
-``nonzero``, a data-dependent shape), ``scaled_dot_product_attention`` (flash and cuDNN attention
-keep other intermediates than the math path), recurrent layers (cuDNN RNN) and CUDA streams.
-``autocast("cuda")`` is followed: its casts are made by PyTorch's own per-operator policies
-(vramlab/_autocast.py). What it follows but cannot size, it notes in the snapshot (``vramlab_notes``,
+``nonzero``, a data-dependent shape), ``scaled_dot_product_attention`` where the GPU would run
+flash, memory-efficient or math attention (float32, head sizes cuDNN refuses), recurrent layers
+(cuDNN RNN) and CUDA streams. ``autocast("cuda")`` is followed, by PyTorch's own per-operator
+policies (vramlab/_autocast.py), and so is half-precision ``scaled_dot_product_attention``, which
+an H100 runs on cuDNN (vramlab/_attention.py). Kernels' own scratch memory (reductions' buffers,
+losses' temporaries) is added by PyTorch's rules (vramlab/_kernels.py). What it follows but cannot size, it notes in the snapshot (``vramlab_notes``,
 said with every replay): cuDNN's convolution workspaces, which cuDNN chooses at run time.
 """
 
@@ -40,7 +42,7 @@ import weakref
 from typing import Any, Dict, List, Optional
 
 from . import _vramlab
-from . import _kernels
+from . import _attention, _kernels
 from ._autocast import Autocast
 from .errors import UnfollowedError
 
@@ -226,9 +228,9 @@ class trace:
                 kwargs = dict(kwargs or {})
                 name = getattr(func, "__name__", "")
                 if name == "scaled_dot_product_attention":
-                    raise UnfollowedError(
-                        f"scaled_dot_product_attention at {_where(_user_frame())}: on the GPU, flash or cuDNN attention keeps other intermediates than the math path a trace without data would take; vramlab.trace does not follow it yet (the trace up to there is kept)"
-                    )
+                    attended = tracer._attention(args, kwargs)
+                    if attended is not None:
+                        return attended
                 if name in _RECURRENT and any(
                     isinstance(a, torch.Tensor) and a.device.type == "meta"
                     for a in torch.utils._pytree.tree_leaves((args, kwargs))
@@ -283,8 +285,18 @@ class trace:
                     on_meta.reverse()
                 bound = _schema_values(func, args, kwargs or {}) if on_meta and op in _KERNEL_SCRATCH else {}
                 full = tracer._loss_storage(op, bound) if op in _LOSSES else None
+                if op == "_scaled_dot_product_cudnn_attention":
+                    # On the GPU: the dropout seed and offset first, then the output, and the
+                    # log-sum-exp only where a gradient will be needed (the meta kernel always
+                    # makes one).
+                    kept = [out[6], out[7], out[0]] + ([out[1]] if args[4] else [])
+                    on_meta = [t for t in kept if isinstance(t, torch.Tensor)]
                 for t in on_meta:
                     tracer._track(t, frame, full)
+                if op == "_scaled_dot_product_cudnn_attention":
+                    tracer._scratch([_attention.CUDNN_FORWARD_WORKSPACE], frame)
+                elif op == "_scaled_dot_product_cudnn_attention_backward":
+                    tracer._scratch([_attention.cudnn_backward_workspace(args[1], args[2])], frame)
                 if bound:
                     tracer._kernel_scratch(op, bound, on_meta[0], frame)
                 if op in _MATMULS and on_meta:
@@ -388,6 +400,42 @@ class trace:
         if self._patches:
             self._torch.__future__.set_swap_module_params_on_conversion(self._swap_was)
         self._patches = []
+
+    def _attention(self, args: Any, kwargs: Dict[str, Any]) -> Any:
+        """F.scaled_dot_product_attention on tensors standing in for CUDA ones, as the backend
+        PyTorch would pick on the target GPU runs it (vramlab/_attention.py); None for other
+        tensors, which run as the program would."""
+        torch = self._torch
+        bound = _attention.bind(args, kwargs)
+        q, k, v = bound["query"], bound["key"], bound["value"]
+        if not all(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in (q, k, v)):
+            return None
+        if self._autocast is not None and torch.is_autocast_enabled("cuda"):
+            # scaled_dot_product_attention is on autocast's lower-precision list: its tensors are
+            # cast before PyTorch picks the backend.
+            lower = torch.get_autocast_dtype("cuda")
+            for name in ("query", "key", "value", "attn_mask"):
+                bound[name] = self._autocast.cast(lower, bound[name])
+            q, k, v = bound["query"], bound["key"], bound["value"]
+        major = int(str(self.gpu["compute_capability"]).split(".")[0])
+        where = _where(_user_frame())
+        backend = _attention.choose(torch, bound, major)
+        mask = bound["attn_mask"]
+        if backend == "cudnn" and mask is not None and mask.dtype == torch.bool:
+            backend = "cudnn with a boolean mask (turned into an additive one first)"
+        if backend != "cudnn":
+            what = backend or "no backend (PyTorch raises 'No available kernel')"
+            raise UnfollowedError(
+                f"scaled_dot_product_attention at {where}: on the {self.gpu['name']} these arguments run {what} attention, whose workspaces vramlab.trace does not size yet (it follows cuDNN attention: float16/bfloat16, head sizes a multiple of 8 up to 256); the trace up to there is kept"
+            )
+        self._note(
+            "{count} cuDNN attention calls: their backward workspaces are sized by a fit to cuDNN 9.19 measured on an H100 (three shapes), not by a rule"
+        )
+        compute_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+        outputs = torch.ops.aten._scaled_dot_product_cudnn_attention(
+            q, k, v, mask, compute_lse, bound["dropout_p"], bound["is_causal"], False, scale=bound["scale"]
+        )
+        return outputs[0]
 
     def _scratch(self, sizes: List[int], frame: Optional[Dict[str, Any]]) -> None:
         """Allocations a kernel makes and frees before it returns, freed in reverse order."""
