@@ -14,6 +14,12 @@ named where it is applied.
   (its storage keeps the full size for as long as the loss lives), and the unreduced loss is a
   full-size temporary, reduced by ``mean_out``/``sum_out`` and freed when the operator returns.
 
+- ``_softmax_backward_data`` (``ATen/native/cuda/SoftMax.cu``, ``softmax_backward_cuda_out``):
+  ``grad * output`` into a temporary the size of the gradient before the kernel runs.
+- The autograd engine adds two gradients of one input in place into one it holds alone
+  (``torch/csrc/autograd/input_buffer.cpp``, ``accumulate``), which PyTorch does not do while a
+  dispatch mode is on (``isTensorSubclassLike``); ``vramlab/trace.py`` does it as the GPU would.
+
 Checked against every ``gpu_reduce_kernel`` and loss allocation in the H100 recordings of
 reports/reference/h100/trace-workloads (torch 2.11).
 """

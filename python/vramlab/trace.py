@@ -82,7 +82,7 @@ _CONVOLUTIONS = {"convolution", "convolution_backward", "_convolution", "cudnn_c
 # Losses whose CUDA kernels keep a full-size output storage and a full-size temporary
 # (vramlab/_kernels.py), and the operators whose kernels allocate scratch.
 _LOSSES = {"mse_loss", "smooth_l1_loss", "huber_loss"}
-_KERNEL_SCRATCH = {"sum", "mean", "convolution_backward"} | _LOSSES
+_KERNEL_SCRATCH = {"sum", "mean", "convolution_backward", "_softmax_backward_data"} | _LOSSES
 
 
 def _user_frame() -> Optional[Dict[str, Any]]:
@@ -275,6 +275,12 @@ class trace:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU, with workspaces and layouts vramlab.trace does not model yet (the trace up to there is kept)"
                     )
+                into = _engine_accumulation(torch, func, args, kwargs or {})
+                if into is not None:
+                    # As the GPU does it: the autograd engine adds a gradient into the one it
+                    # holds alone (InputBuffer's accumulate), where under a dispatch mode PyTorch
+                    # would make a new tensor.
+                    return into.add_(args[1] if into is args[0] else args[0])
                 out = func(*args, **(kwargs or {}))
                 on_meta = [
                     t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.device.type == "meta"
@@ -489,6 +495,16 @@ class trace:
             x = bound["self"]
             if isinstance(x, torch.Tensor) and x.device.type == "meta" and x.is_floating_point():
                 self._reduction(x, bound.get("dim"), out.element_size(), op == "mean", frame)
+        elif op == "_softmax_backward_data":
+            # SoftMax.cu's softmax_backward_cuda_out first multiplies the gradient by the output
+            # into a temporary (log_softmax's backward does not).
+            grad, output = bound["grad_output"], bound["output"]
+            if isinstance(grad, torch.Tensor) and grad.device.type == "meta":
+                dtype = torch.promote_types(grad.dtype, output.dtype)
+                numel = 1
+                for n in torch.broadcast_shapes(grad.shape, output.shape):
+                    numel *= n
+                self._scratch([numel * torch.empty((), dtype=dtype, device="meta").element_size()], frame)
         elif op == "convolution_backward":
             # Convolution.cpp: backends that do not compute the bias gradient (cuDNN) leave it to
             # grad_output.sum over every dimension but the channels, after the other two.
@@ -515,6 +531,59 @@ class trace:
         if op in _WITH_BIAS and handle not in self._lt_handles:
             self._lt_handles.add(handle)
             self._alloc(_CUBLASLT_WORKSPACE, frame)
+
+
+def _dense(t: Any) -> bool:
+    """``is_non_overlapping_and_dense``: the elements fill the storage span exactly once."""
+    dims = sorted((stride, size) for size, stride in zip(t.shape, t.stride()) if size != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+# A gradient the autograd engine holds alone, as seen from inside the dispatch mode: the mode's
+# own arguments and the Python objects add references (measured on torch 2.11: a tensor the
+# engine holds alone shows a use count of 4 here, its storage 2).
+_ALONE_USE_COUNT = 4
+_ALONE_STORAGE_COUNT = 2
+
+
+def _engine_accumulation(torch: Any, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+    """The gradient the autograd engine would add the other into in place, where this `add` is the
+    engine accumulating two gradients of one input (InputBuffer's accumulate: in place into a
+    gradient it holds alone and that is dense, the buffered one first), else None. PyTorch makes a
+    new tensor instead whenever a dispatch mode is on (isTensorSubclassLike), which the trace's
+    is; on the GPU there is none."""
+    if func is not torch.ops.aten.add.Tensor or torch.is_grad_enabled() or kwargs.get("alpha", 1) != 1:
+        return None
+    if torch._C._current_autograd_node() is None or len(args) != 2:
+        return None
+    a, b = args
+    if not all(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in (a, b)):
+        return None
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return None
+    # Engine work has no Python frame of the program's between it and backward(); a Python
+    # backward (autograd.Function) adding its own gradients does.
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_TORCH_DIR or "\0") or name == __file__):
+            return None
+        if name.replace(os.sep, "/").endswith(("autograd/graph.py", "autograd/__init__.py")):
+            break
+        frame = frame.f_back
+    for candidate in (a, b):
+        if (
+            _dense(candidate)
+            and candidate._use_count() <= _ALONE_USE_COUNT
+            and torch._C._storage_Use_Count(candidate.untyped_storage()._cdata) <= _ALONE_STORAGE_COUNT
+        ):
+            return candidate
+    return None
 
 
 def _schema_values(func: Any, args: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
