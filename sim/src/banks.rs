@@ -25,9 +25,9 @@ use experiments::BankSample;
 
 use experiments::{BankParams, BankPoint};
 
-/// What one warp-wide shared load costs.
+/// What one warp-wide shared load costs, lane by lane (the picture `vramlab teach` draws).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BankAccess {
+pub struct BankAccess {
     /// Passes over the banks.
     pub wavefronts: u32,
     /// Passes the load would need without conflicts: its distinct words over the bank count.
@@ -36,11 +36,14 @@ pub(crate) struct BankAccess {
     pub conflict_degree: u32,
     /// For each lane, the bank of its first word.
     pub lane_banks: Vec<u32>,
+    /// For each lane, the pass (0-based) in which its first word's bank delivers it: lanes
+    /// sharing a word share a pass.
+    pub lane_passes: Vec<u32>,
 }
 
 impl BankAccess {
     /// Passes beyond the conflict-free minimum: what conflicts cost.
-    pub(crate) fn replays(&self) -> u32 {
+    pub fn replays(&self) -> u32 {
         self.wavefronts - self.min_wavefronts
     }
 }
@@ -49,7 +52,7 @@ impl BankAccess {
 const WARP: u32 = 32;
 
 /// The banks one warp-wide load touches and the wavefronts it needs.
-pub(crate) fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess {
+pub fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess {
     let words_per_lane = u64::from((point.width / shared.bank_bytes).max(1));
     let banks = u64::from(shared.banks);
     let first_word = |lane: u32| u64::from(lane) * u64::from(point.stride) * words_per_lane;
@@ -67,7 +70,15 @@ pub(crate) fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess 
     let distinct: usize = words_in_bank.iter().map(Vec::len).sum();
     let min_wavefronts = (distinct as u32).div_ceil(shared.banks).max(1);
     let lane_banks = (0..WARP).map(|lane| (first_word(lane) % banks) as u32).collect();
+    let lane_passes = (0..WARP)
+        .map(|lane| {
+            let word = first_word(lane);
+            let bank = &words_in_bank[(word % banks) as usize];
+            bank.iter().position(|&w| w == word).unwrap_or(0) as u32
+        })
+        .collect();
     BankAccess {
+        lane_passes,
         wavefronts,
         min_wavefronts,
         conflict_degree: wavefronts.div_ceil(min_wavefronts),

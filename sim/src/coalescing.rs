@@ -88,6 +88,19 @@ pub fn warp_footprint(global: &CoalescingParams, point: &CoalescingPoint) -> War
     }
 }
 
+/// For each active lane of one warp, the 32-byte sector and the 128-byte line its first byte
+/// falls in, counted from the first lane's (the picture `vramlab teach` draws).
+pub fn lane_sectors(global: &CoalescingParams, point: &CoalescingPoint) -> Vec<(u64, u64)> {
+    let first = lane_address(point, 0, 0);
+    let (sector, line) = (u64::from(global.sector_bytes), u64::from(global.line_bytes));
+    (0..point.active_lanes)
+        .map(|lane| {
+            let address = lane_address(point, 0, lane);
+            (address / sector - first / sector, address / line - first / line)
+        })
+        .collect()
+}
+
 /// Warps sampled to estimate traffic over the whole array (neighbouring warps share pieces at
 /// their edges, so one warp alone would over-count dense patterns).
 const SAMPLE_WARPS: u64 = 64;

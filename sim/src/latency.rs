@@ -24,7 +24,7 @@ fn served(capacity: f64, footprint: f64, sharpness: f64) -> f64 {
 }
 
 /// Shares of loads served by the L1, the L2 and DRAM for a random chase through `bytes`.
-pub(crate) fn level_shares(params: &LatencyParams, bytes: u64) -> [f64; 3] {
+pub fn level_shares(params: &LatencyParams, bytes: u64) -> [f64; 3] {
     let footprint = bytes.max(1) as f64;
     let l2_capacity = if params.l2_effective_bytes > 0 {
         params.l2_effective_bytes
