@@ -355,8 +355,15 @@ fn run(targets: &[String], choice: BackendChoice, profile: &str, out: &Path, see
     );
     // The teaching site, from the same profile: the pages a class opens beside the report.
     let site = out.join("teach");
-    let pages = teach::write_site(&site, None, profile_name)?;
-    println!("teaching site: {} pages in {}", pages.len(), site.display());
+    // A by-product: a profile the pages cannot use (one without a [banks] section, say) costs
+    // the site, not the run.
+    match teach::write_site(&site, None, profile_name) {
+        Ok(pages) => println!("teaching site: {} pages in {}", pages.len(), site.display()),
+        Err(err) => eprintln!(
+            "warning: teaching site not written: {}",
+            format!("{err:#}").replace('\n', " ")
+        ),
+    }
     if !others.is_empty() {
         let shown: Vec<&str> = others.iter().take(5).map(String::as_str).collect();
         eprintln!(

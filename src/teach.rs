@@ -1206,8 +1206,8 @@ fn allocator_page(t: &Teacher, snapshot: Option<&Path>) -> Result<TeachPage> {
                 format_bytes(*reserved),
             ));
             facts.push(TeachFact::new(
-                &format!("{key}_allocated"),
-                &format!("{}: allocated now", names[p]),
+                &format!("{key}_live_requested"),
+                &format!("{}: requested by live blocks now", names[p]),
                 format_bytes(*allocated),
             ));
             facts.push(
@@ -1231,7 +1231,7 @@ fn allocator_page(t: &Teacher, snapshot: Option<&Path>) -> Result<TeachPage> {
                     r.peak_allocated_bytes
                 ),
             ));
-            policies.push(json!({"name": format!("{} ({}): {} reserved, {} allocated, {} segment(s)", names[p], r.policy, format_bytes(*reserved), format_bytes(*allocated), segments.len()), "segments": segments}));
+            policies.push(json!({"name": format!("{} ({}): {} reserved, {} requested by live blocks, {} segment(s)", names[p], r.policy, format_bytes(*reserved), format_bytes(*allocated), segments.len()), "segments": segments}));
         }
         Ok(TeachView {
             facts,
@@ -1262,8 +1262,13 @@ fn allocator_page(t: &Teacher, snapshot: Option<&Path>) -> Result<TeachPage> {
 
 /// Writes the site into `out`: an index and one page per topic. Gives the files written.
 pub(crate) fn write_site(out: &Path, snapshot: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
+    Ok(reports::write_teach_site(out, &pages(snapshot, profile)?)?)
+}
+
+/// Every topic's page, computed.
+fn pages(snapshot: Option<&Path>, profile: &str) -> Result<Vec<TeachPage>> {
     let teacher = Teacher::new(profile)?;
-    let pages = vec![
+    Ok(vec![
         banks_page(&teacher)?,
         coalescing_page(&teacher)?,
         constant_page(&teacher)?,
@@ -1271,8 +1276,7 @@ pub(crate) fn write_site(out: &Path, snapshot: Option<&Path>, profile: &str) -> 
         latency_page(&teacher)?,
         transfers_page(&teacher)?,
         allocator_page(&teacher, snapshot)?,
-    ];
-    Ok(reports::write_teach_site(out, &pages)?)
+    ])
 }
 
 /// `vramlab teach`.
@@ -1287,4 +1291,273 @@ pub(crate) fn teach(out: &Path, snapshot: Option<&Path>, profile: &str) -> Resul
         written[0].display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view<'a>(pages: &'a [TeachPage], slug: &str, panel: &str, key: &str) -> &'a TeachView {
+        let page = pages.iter().find(|p| p.slug == slug).expect("page");
+        let panel = page.panels.iter().find(|p| p.id == panel).expect("panel");
+        panel.views.get(key).unwrap_or_else(|| panic!("{slug}: no view {key}"))
+    }
+
+    fn fact<'a>(view: &'a TeachView, key: &str) -> &'a str {
+        &view
+            .facts
+            .iter()
+            .find(|f| f.key == key)
+            .unwrap_or_else(|| panic!("no fact {key}"))
+            .value
+    }
+
+    /// The value of `metric` at the point of the committed record at `path` (read from disk,
+    /// not from the built-in copy) whose parameters are `params`.
+    fn recorded(path: &str, params: &[(&str, i64)], metric: &str) -> f64 {
+        let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+        let record: serde_json::Value = serde_json::from_str(&text).unwrap();
+        record["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| params.iter().all(|(k, v)| p["params"][k].as_i64() == Some(*v)))
+            .and_then(|p| p["metrics"][metric].as_f64())
+            .unwrap_or_else(|| panic!("{path}: no point {params:?}"))
+    }
+
+    #[test]
+    fn the_site_is_an_index_and_seven_self_contained_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("site");
+        let written = write_site(&out, None, DEFAULT_PROFILE).unwrap();
+        assert_eq!(written.len(), 8, "{written:?}");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        assert_eq!(
+            on_disk,
+            [
+                "allocator.html",
+                "banks.html",
+                "coalescing.html",
+                "constant.html",
+                "index.html",
+                "latency.html",
+                "occupancy.html",
+                "transfers.html"
+            ]
+        );
+        for path in &written {
+            let html = std::fs::read_to_string(path).unwrap();
+            let name = path.display();
+            // Nothing fetched: no external script, style, image, font or frame, no link out.
+            for banned in [
+                "src=\"http",
+                "href=\"http",
+                "src='http",
+                "<link",
+                "@import",
+                "url(",
+                "<iframe",
+                "<img",
+            ] {
+                assert!(!html.contains(banned), "{name} holds {banned}");
+            }
+            assert!(!html.contains("<script src"), "{name}: an external script");
+            // Links stay inside the site.
+            for part in html.split("href=\"").skip(1) {
+                let target = &part[..part.find('"').unwrap()];
+                assert!(
+                    target.ends_with(".html") && !target.contains('/'),
+                    "{name}: link to {target}"
+                );
+                assert!(out.join(target).is_file(), "{name}: {target} missing");
+            }
+            if !path.ends_with("index.html") {
+                assert!(html.contains("id=\"teach-data\""), "{name}: no data");
+                assert!(
+                    html.contains("In the terminal: <code>vramlab "),
+                    "{name}: no terminal equivalent"
+                );
+                assert!(html.contains("@media print"), "{name}: no print style");
+            }
+        }
+    }
+
+    #[test]
+    fn the_pages_figures_are_the_models() {
+        let profile = Profile::find(DEFAULT_PROFILE).unwrap();
+        let pages = pages(None, DEFAULT_PROFILE).unwrap();
+        // Banks: every width and stride, passes and replays as the model counts them.
+        let shared = profile.banks.as_ref().unwrap();
+        for (width, stride) in [(4, 0), (4, 2), (4, 32), (4, 33), (8, 1), (16, 3)] {
+            let v = view(&pages, "banks", "banks", &format!("{width}|{stride}"));
+            let access = sim::bank_access(shared, &experiments::BankPoint { width, stride });
+            assert_eq!(fact(v, "wavefronts"), access.wavefronts.to_string(), "{width}|{stride}");
+            assert_eq!(fact(v, "replays"), access.replays().to_string());
+            let args = [format!("width={width}"), format!("stride={stride}")];
+            assert_eq!(
+                v.text,
+                sim::explain("banks", &args, &profile).unwrap(),
+                "the explain text"
+            );
+        }
+        // The stride-32 column conflicts 32 ways; one element of padding removes it.
+        let column = view(&pages, "banks", "banks", "4|32");
+        assert_eq!(fact(column, "conflict"), "32-way");
+        assert!(
+            fact(column, "padded").starts_with("stride 33: 1 wavefront"),
+            "{}",
+            fact(column, "padded")
+        );
+        // Coalescing: sectors, lines and efficiency from the model's prediction.
+        let sim = SimBackend::new(profile.clone());
+        for (width, stride, offset) in [(4, 1, 0), (4, 2, 1), (8, 3, 0), (16, 32, 31), (1, 5, 3)] {
+            let args = [
+                format!("width={width}"),
+                format!("stride={stride}"),
+                format!("offset={offset}"),
+            ];
+            let point = experiments::point_from_args(Family::Coalescing, &args).unwrap();
+            let m = sim.predict(&point.workload).unwrap();
+            let v = view(
+                &pages,
+                "coalescing",
+                "coalescing",
+                &format!("{width}|{stride}|{offset}"),
+            );
+            assert_eq!(fact(v, "sectors"), m["sectors_per_warp"].to_string());
+            assert_eq!(fact(v, "lines"), m["lines_per_warp"].to_string());
+            assert!(fact(v, "efficiency").starts_with(&format!("{:.0}%", 100.0 * m["efficiency"])));
+            assert_eq!(fact(v, "gb_per_s"), format!("{:.0} GB/s", m["gb_per_s"]));
+        }
+        // Occupancy: blocks and the limiter as sim::occupancy finds them, and the step it names
+        // really lets one more block in.
+        for (threads, registers, shared_bytes) in [(256, 64, 0), (1024, 32, 0), (128, 255, 49152), (512, 40, 102400)] {
+            let point = experiments::OccupancyPoint {
+                threads,
+                registers,
+                static_shared: 0,
+                dynamic_shared: shared_bytes,
+            };
+            let occ = sim::occupancy(&profile.sm, &point);
+            let v = view(
+                &pages,
+                "occupancy",
+                "occupancy",
+                &format!("{threads}|{registers}|{shared_bytes}"),
+            );
+            assert_eq!(fact(v, "blocks_per_sm"), occ.blocks_per_sm.to_string());
+            assert_eq!(fact(v, "limiter"), occ.limiter.to_string());
+            let step = fact(v, "next_step");
+            if let Some(rest) = step.strip_prefix("another block fits at ") {
+                if let Some(r) = rest.split(" registers").next().and_then(|r| r.parse::<u32>().ok()) {
+                    let fewer = experiments::OccupancyPoint { registers: r, ..point };
+                    assert!(
+                        sim::occupancy(&profile.sm, &fewer).blocks_per_sm > occ.blocks_per_sm,
+                        "{step}"
+                    );
+                    let one_more = experiments::OccupancyPoint {
+                        registers: r + 1,
+                        ..point
+                    };
+                    assert_eq!(
+                        sim::occupancy(&profile.sm, &one_more).blocks_per_sm,
+                        occ.blocks_per_sm,
+                        "{step}: the largest such count"
+                    );
+                }
+            }
+        }
+        // Measurements: the committed records' numbers, the GPU named.
+        let banks = view(&pages, "banks", "banks", "4|2");
+        let h100 = recorded(
+            "reports/reference/h100/all-suites/run/banks/hw.json",
+            &[("width", 4), ("stride", 2)],
+            "cycles",
+        );
+        assert!(
+            banks
+                .measured
+                .iter()
+                .any(|m| m.contains("NVIDIA H100") && m.contains(&format!("cycles {h100:.1}"))),
+            "{:?}",
+            banks.measured
+        );
+        let latency = view(&pages, "latency", "latency", &(1u64 << 20).to_string());
+        let h100 = recorded(
+            "reports/reference/h100/all-suites/run/latency/hw.json",
+            &[("bytes", 1 << 20)],
+            "cycles",
+        );
+        assert!(
+            latency
+                .measured
+                .iter()
+                .any(|m| m.contains(&format!("cycles {h100:.0}"))),
+            "{:?}",
+            latency.measured
+        );
+        // A point no GPU run measured says so.
+        let unmeasured = view(&pages, "coalescing", "coalescing", "16|12|8");
+        assert!(
+            unmeasured.measured[0].starts_with("No committed GPU measurement"),
+            "{:?}",
+            unmeasured.measured
+        );
+    }
+
+    #[test]
+    fn the_allocator_page_shows_the_peaks_vramlab_replay_prints() {
+        let pages = pages(None, DEFAULT_PROFILE).unwrap();
+        // What `vramlab replay` runs (src/replay.rs): the front, without the kept events.
+        let traces = Trace::load_all(&Path::new(env!("CARGO_MANIFEST_DIR")).join(RESNET18_NAME), None).unwrap();
+        let settings: Vec<String> = TEACH_SETTINGS.iter().map(|s| s.to_string()).collect();
+        let replay = allocators::Replay::new(traces, None)
+            .unwrap()
+            .policies(None, &settings)
+            .run()
+            .unwrap();
+        assert_eq!(replay.results.len(), 2);
+        let (defaults, expandable) = (&replay.results[0], &replay.results[1]);
+        assert!(
+            expandable.peak_reserved_bytes < defaults.peak_reserved_bytes,
+            "the trace shows expandable segments reserving less"
+        );
+        let page = pages.iter().find(|p| p.slug == "allocator").unwrap();
+        let panel = &page.panels[0];
+        for (key, r) in [("defaults", defaults), ("expandable", expandable)] {
+            for v in panel.views.values() {
+                assert!(
+                    fact(v, &format!("{key}_peak_reserved")).ends_with(&format!("({} bytes)", r.peak_reserved_bytes))
+                );
+                assert!(
+                    fact(v, &format!("{key}_peak_allocated")).ends_with(&format!("({} bytes)", r.peak_allocated_bytes))
+                );
+            }
+            // The pictures, rebuilt from the replay's log, reach the replay's peak and never
+            // pass it.
+            let reserved: Vec<u64> = panel
+                .views
+                .values()
+                .map(|v| {
+                    v.picture["policies"][usize::from(key == "expandable")]["segments"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|s| s[1].as_u64().unwrap())
+                        .sum()
+                })
+                .collect();
+            assert_eq!(reserved.iter().max(), Some(&r.peak_reserved_bytes), "{key}");
+        }
+        assert!(
+            panel.views.len() > FRAMES && panel.views.len() <= FRAMES + 2,
+            "{} steps",
+            panel.views.len()
+        );
+    }
 }

@@ -376,7 +376,7 @@ const SCRIPT: &str = r##"
   }
   // A model curve with measured points and the point shown marked.
   function curve(p) {
-    var w = 820, h = 360, l = 80, r = 20, t = 20, bt = 60;
+    var w = 1000, h = 400, l = 80, r = 20, t = 20, bt = 76;
     var xs = [], ys = [];
     p.series.forEach(function (s) { s.points.forEach(function (q) { xs.push(q[0]); ys.push(q[1]); }); });
     var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs);
@@ -396,7 +396,7 @@ const SCRIPT: &str = r##"
       if (v < y0 || v > y1) return;
       b += '<line x1="' + (l - 5) + '" x2="' + l + '" y1="' + sy(v) + '" y2="' + sy(v) + '" stroke="#333"/><text x="' + (l - 8) + '" y="' + (sy(v) + 4) + '" text-anchor="end">' + esc(+v.toPrecision(3)) + '</text>';
     });
-    b += '<text x="' + ((w + l) / 2) + '" y="' + (h - 18) + '" text-anchor="middle">' + esc(p.xlabel) + '</text>';
+    b += '<text x="' + ((w + l) / 2) + '" y="' + (h - bt + 34) + '" text-anchor="middle">' + esc(p.xlabel) + '</text>';
     b += '<text x="14" y="' + ((h - bt) / 2) + '" transform="rotate(-90 14 ' + ((h - bt) / 2) + ')" text-anchor="middle">' + esc(p.ylabel) + '</text>';
     p.series.forEach(function (s, i) {
       var colour = fill(s.class);
@@ -405,7 +405,7 @@ const SCRIPT: &str = r##"
       } else {
         s.points.forEach(function (q) { b += '<rect x="' + (sx(q[0]) - 4) + '" y="' + (sy(q[1]) - 4) + '" width="8" height="8" fill="none" stroke="' + colour + '" stroke-width="2"/>'; });
       }
-      var ly = h - 6, lx = l + i * 250;
+      var ly = h - 26 + Math.floor(i / 3) * 16, lx = l + (i % 3) * 300;
       b += '<rect x="' + lx + '" y="' + (ly - 10) + '" width="14" height="' + (s.line ? 4 : 10) + '" fill="' + colour + '"/><text x="' + (lx + 18) + '" y="' + ly + '">' + esc(s.name) + '</text>';
     });
     (p.marks || []).forEach(function (m) {
@@ -415,21 +415,20 @@ const SCRIPT: &str = r##"
   }
   // Device memory: each policy's segments in address order, its live blocks inside them.
   function memory(p) {
-    var w = 1240, left = 10, rowh = 34, out = '';
+    var w = 1240, left = 10, rowh = 44, gap = 3, out = '';
+    var most = Math.max.apply(null, p.policies.map(function (q) { return q.segments.length; }).concat([1]));
+    var per = (w - 2 * left - gap * most) / p.scale_bytes;
     p.policies.forEach(function (q, pi) {
-      var segs = q.segments, total = p.scale_bytes, per = (w - 2 * left) / total, x = left, b = '', y = 26;
-      var rows = 1, gap = 3;
-      segs.forEach(function (s) {
+      var x = left, y = 24, b = '<text class="big" x="' + left + '" y="16">' + esc(q.name) + '</text>';
+      q.segments.forEach(function (s) {
         var sw = Math.max(2, s[1] * per);
         b += '<rect x="' + x + '" y="' + y + '" width="' + sw + '" height="' + rowh + '" fill="' + fill('seg') + '" stroke="#546e7a"><title>segment ' + esc(s[2]) + '</title></rect>';
         (s[3] || []).forEach(function (k) {
-          b += '<rect x="' + (x + k[0] * per) + '" y="' + (y + 3) + '" width="' + Math.max(1, k[1] * per) + '" height="' + (rowh - 6) + '" fill="' + fill(pi ? 'block2' : 'block') + '"/>';
+          b += '<rect x="' + (x + k[0] * per) + '" y="' + (y + 4) + '" width="' + Math.max(1, k[1] * per) + '" height="' + (rowh - 8) + '" fill="' + fill(pi ? 'block2' : 'block') + '"/>';
         });
         x += sw + gap;
       });
-      var h = y + rows * rowh + 8;
-      var title = '<text class="big" x="' + left + '" y="16">' + esc(q.name) + '</text>';
-      out += '<div class="memory">' + svg(w, h, title + b, q.name) + '</div>';
+      out += '<div class="memory">' + svg(w, y + rowh + 8, b, q.name) + '</div>';
     });
     return out;
   }
