@@ -292,7 +292,8 @@ input[type=range] { width:100%; height:1.6rem; }
 select { font-size:1rem; padding:.2rem; }
 .facts { border-collapse:collapse; margin:.3rem 0; font-variant-numeric:tabular-nums; }
 .facts th { text-align:left; font-weight:normal; color:var(--muted); padding:.15rem 1rem .15rem 0; }
-.facts td { padding:.15rem 0; font-weight:600; }
+.facts td { padding:.15rem 0; font-weight:600; white-space:nowrap; }
+.facts td.wrap { white-space:normal; }
 .facts tr.strong td { color:var(--bad); font-size:1.15rem; }
 .measured { margin:.3rem 0 .6rem; padding:.4rem .6rem; border-left:4px solid var(--a); background:#e3f2fd; }
 .measured.none { border-left-color:var(--muted); background:#f0f0f0; color:var(--muted); }
@@ -450,7 +451,7 @@ const SCRIPT: &str = r##"
       return;
     }
     facts.innerHTML = view.facts.map(function (f) {
-      return '<tr data-fact="' + esc(f.key) + '"' + (f.strong ? ' class="strong"' : '') + '><th>' + esc(f.label) + '</th><td>' + esc(f.value) + '</td></tr>';
+      return '<tr data-fact="' + esc(f.key) + '"' + (f.strong ? ' class="strong"' : '') + '><th>' + esc(f.label) + '</th><td' + (f.value.length > 70 ? ' class="wrap"' : '') + '>' + esc(f.value) + '</td></tr>';
     }).join('');
     var measured = document.getElementById(id + '-measured');
     measured.innerHTML = view.measured.map(function (m) { return '<div>' + esc(m) + '</div>'; }).join('');
