@@ -1137,10 +1137,16 @@ fn allocator_page(t: &Teacher, snapshot: Option<&Path>) -> Result<TeachPage> {
     // Evenly spaced events, and each setting's peak (from its timeline).
     let mut at: Vec<usize> = (1..=FRAMES).map(|i| (i * events).div_ceil(FRAMES) - 1).collect();
     for r in results {
-        if let Some(peak) = r
-            .timeline
-            .iter()
-            .max_by_key(|p| (p.reserved, std::cmp::Reverse(p.event)))
+        for peak in [
+            r.timeline
+                .iter()
+                .max_by_key(|p| (p.reserved, std::cmp::Reverse(p.event))),
+            r.timeline
+                .iter()
+                .max_by_key(|p| (p.allocated, std::cmp::Reverse(p.event))),
+        ]
+        .into_iter()
+        .flatten()
         {
             at.push(peak.event.min(events - 1));
         }
@@ -1180,13 +1186,24 @@ fn allocator_page(t: &Teacher, snapshot: Option<&Path>) -> Result<TeachPage> {
         .iter()
         .map(|(event, _)| format!("event {} of {}", event + 1, record.events))
         .collect();
+    // The page opens at the defaults' peak, where the two settings differ most.
+    let peak_step = results[0]
+        .timeline
+        .iter()
+        .max_by_key(|p| (p.reserved, std::cmp::Reverse(p.event)))
+        .and_then(|peak| {
+            frames
+                .iter()
+                .position(|(event, _)| *event == peak.event.min(events - 1))
+        })
+        .unwrap_or(0);
     let controls = vec![TeachControl::new(
         "step",
         "Step through the trace",
         "range",
         steps,
         labels,
-        "0",
+        &peak_step.to_string(),
     )];
     let panel = panel("allocator", "The same trace under two settings", controls, |values| {
         let index: usize = values[0].parse()?;
@@ -1206,7 +1223,7 @@ fn allocator_page(t: &Teacher, snapshot: Option<&Path>) -> Result<TeachPage> {
                 format_bytes(*reserved),
             ));
             facts.push(TeachFact::new(
-                &format!("{key}_live_requested"),
+                &format!("{key}_live"),
                 &format!("{}: requested by live blocks now", names[p]),
                 format_bytes(*allocated),
             ));
@@ -1248,7 +1265,7 @@ fn allocator_page(t: &Teacher, snapshot: Option<&Path>) -> Result<TeachPage> {
         title: "The caching allocator, block by block".into(),
         intro: vec![
             format!("{name} replayed through PyTorch's caching allocator twice: with its defaults and with expandable_segments:True. Grey boxes are segments reserved from the device (in address order, drawn to one scale), coloured boxes the live blocks inside them. Step through the trace and watch where the defaults leave holes that expandable segments avoid."),
-            format!("The trace has {} events; the page holds {} steps: {FRAMES} evenly spaced events plus each setting's peak.", record.events, frames.len()),
+            format!("The trace has {} events; the page holds {} steps: {FRAMES} evenly spaced events plus the events where each setting's reserved and allocated memory peak.", record.events, frames.len()),
         ],
         terminal: command.clone(),
         panels: vec![panel],
@@ -1555,9 +1572,37 @@ mod tests {
             assert_eq!(reserved.iter().max(), Some(&r.peak_reserved_bytes), "{key}");
         }
         assert!(
-            panel.views.len() > FRAMES && panel.views.len() <= FRAMES + 2,
+            panel.views.len() > FRAMES && panel.views.len() <= FRAMES + 4,
             "{} steps",
             panel.views.len()
         );
+        // Every step's picture holds what the replay held then: the segments drawn add up to the
+        // reserved bytes of its timeline near that event (the timeline keeps the largest value of
+        // every two events, so the one drawn is among those two events' neighbours).
+        let kept = teach_replay(Trace::all_from_bytes(RESNET18_NAME, RESNET18, None).unwrap()).unwrap();
+        let mut compared = 0;
+        for (p, r) in kept.results.iter().enumerate() {
+            let timeline: Vec<(usize, u64)> = r.timeline.iter().map(|t| (t.event, t.reserved)).collect();
+            for v in panel.views.values() {
+                let event: usize = fact(v, "event").split(' ').next().unwrap().parse::<usize>().unwrap() - 1;
+                let drawn: u64 = v.picture["policies"][p]["segments"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s[1].as_u64().unwrap())
+                    .sum();
+                let near: Vec<u64> = timeline
+                    .iter()
+                    .filter(|(e, _)| e + 2 >= event && *e <= event + 2)
+                    .map(|t| t.1)
+                    .collect();
+                assert!(
+                    near.contains(&drawn),
+                    "setting {p}, event {event}: drew {drawn}, timeline {near:?}"
+                );
+                compared += 1;
+            }
+        }
+        assert!(compared > 100, "{compared} steps compared");
     }
 }
