@@ -173,6 +173,25 @@ def test_controls_answer_the_keyboard(made, browser):
         assert shown(browser, panel)["facts"] == facts_of(1), topic
 
 
+def test_pages_print_as_handouts(made, browser):
+    """In print, the navigation and the inputs go; the figures, picture and terminal text stay."""
+    open_page(browser, made["site"] / "banks.html")
+    browser.call("Emulation.setEmulatedMedia", session=True, media="print")
+    try:
+        shown_in_print = browser.evaluate(
+            """(() => {
+            const visible = s => [...document.querySelectorAll(s)].some(e => getComputedStyle(e).display !== 'none');
+            return {nav: visible('nav'), inputs: visible('input, select'), facts: visible('.facts tr'),
+                    picture: visible('.picture svg'), text: visible('pre'), values: visible('output')};
+        })()"""
+        )
+    finally:
+        browser.call("Emulation.setEmulatedMedia", session=True, media="")
+    assert shown_in_print == {
+        "nav": False, "inputs": False, "facts": True, "picture": True, "text": True, "values": True
+    }, shown_in_print
+
+
 def test_banks_page_is_vramlab_explain_banks(made, browser):
     open_page(browser, made["site"] / "banks.html")
     for width, stride in [(4, 0), (4, 2), (4, 32), (4, 33), (8, 2), (16, 1), (16, 7)]:

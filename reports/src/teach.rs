@@ -1,131 +1,16 @@
-//! The teaching site `vramlab teach` writes: one self-contained HTML page per topic, its
-//! controls, and every view the controls can reach, precomputed by the caller from the models
-//! and the records. The pages' script only looks a view up and draws it; it computes nothing a
-//! model decides. Nothing is fetched: the style, the script, the data and the pictures (SVG) are
-//! all inside each page.
+//! The teaching site `vramlab teach` writes: one self-contained HTML page per topic (its
+//! controls, and every view the controls can reach, precomputed by `sim`'s families from the
+//! models and the records: [`experiments::TeachPage`]). The pages' script only looks a view up
+//! and draws it; it computes nothing a model decides. Nothing is fetched: the style, the script,
+//! the data and the pictures (SVG) are all inside each page.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use experiments::TeachPage;
 use serde::Serialize;
 
 use crate::error::Result;
-
-/// One page of the site: a topic with its panels.
-#[derive(Debug, Clone, Serialize)]
-pub struct TeachPage {
-    /// The file's stem (`banks` writes `banks.html`).
-    pub slug: String,
-    /// The page's title.
-    pub title: String,
-    /// Paragraphs that introduce the topic (plain text).
-    pub intro: Vec<String>,
-    /// The command that shows the same thing in a terminal.
-    pub terminal: String,
-    /// The page's interactive parts.
-    pub panels: Vec<TeachPanel>,
-    /// Closing remarks: what the page cannot show, where the numbers come from (plain text).
-    pub notes: Vec<String>,
-}
-
-/// A set of controls and every view they reach.
-#[derive(Debug, Clone, Serialize)]
-pub struct TeachPanel {
-    /// Unique on its page; names the controls' elements (`<id>-<control>`).
-    pub id: String,
-    /// The panel's heading.
-    pub title: String,
-    /// The controls, in the order their values join into a view's key.
-    pub controls: Vec<TeachControl>,
-    /// Every view, by key: the controls' values joined with `|`.
-    pub views: BTreeMap<String, TeachView>,
-}
-
-/// One control: a slider over `values`, or a drop-down list of them.
-#[derive(Debug, Clone, Serialize)]
-pub struct TeachControl {
-    /// The parameter's name (as `vramlab explain` takes it, where it does).
-    pub name: String,
-    /// What the control is called on the page.
-    pub label: String,
-    /// `range` or `select`.
-    pub kind: String,
-    /// The values, as they go into a view's key.
-    pub values: Vec<String>,
-    /// How each value is shown.
-    pub labels: Vec<String>,
-    /// The index of the value shown first.
-    pub initial: usize,
-}
-
-/// What the page shows for one setting of a panel's controls.
-#[derive(Debug, Clone, Serialize)]
-pub struct TeachView {
-    /// The figures, each with a stable key (`data-fact`) for tests and readers.
-    pub facts: Vec<TeachFact>,
-    /// Committed GPU measurements of this very point, or the sentence saying there is none.
-    pub measured: Vec<String>,
-    /// The terminal command for this point.
-    pub command: String,
-    /// The terminal's picture of this point (what the command prints), or empty.
-    pub text: String,
-    /// The picture, as data the page's script draws (`kind` says which drawing).
-    pub picture: serde_json::Value,
-}
-
-/// One figure of a view.
-#[derive(Debug, Clone, Serialize)]
-pub struct TeachFact {
-    /// A stable name.
-    pub key: String,
-    /// What it is called on the page.
-    pub label: String,
-    /// The value, formatted.
-    pub value: String,
-    /// Whether it is the view's headline (drawn highlighted).
-    pub strong: bool,
-}
-
-impl TeachFact {
-    /// A figure named `key`, shown as `label: value`.
-    pub fn new(key: &str, label: &str, value: impl Into<String>) -> TeachFact {
-        TeachFact {
-            key: key.to_string(),
-            label: label.to_string(),
-            value: value.into(),
-            strong: false,
-        }
-    }
-
-    /// The same figure, highlighted.
-    pub fn strong(mut self) -> TeachFact {
-        self.strong = true;
-        self
-    }
-}
-
-impl TeachControl {
-    /// A slider (`range`) or list (`select`) named `name` over `values` shown as `labels`,
-    /// starting at the value `initial` (the first where it is not among them).
-    pub fn new(
-        name: &str,
-        label: &str,
-        kind: &str,
-        values: Vec<String>,
-        labels: Vec<String>,
-        initial: &str,
-    ) -> TeachControl {
-        let initial = values.iter().position(|v| v == initial).unwrap_or(0);
-        TeachControl {
-            name: name.to_string(),
-            label: label.to_string(),
-            kind: kind.to_string(),
-            values,
-            labels,
-            initial,
-        }
-    }
-}
 
 /// Writes `pages` and an index (`index.html`) into `dir`, each page through
 /// [`experiments::write_atomically`] (inside the output folder, never through a symbolic link);
@@ -477,6 +362,7 @@ const SCRIPT: &str = r##"
 #[cfg(test)]
 mod tests {
     use super::*;
+    use experiments::{TeachControl, TeachFact, TeachPanel, TeachView};
 
     fn page(slug: &str) -> TeachPage {
         let mut views = BTreeMap::new();
