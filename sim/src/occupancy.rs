@@ -352,28 +352,35 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
         let metrics = t.predict(&workload)?;
         let blocks = occ.blocks_per_sm;
         // The step where another block fits: the largest value of one resource, the others
-        // kept, at which the model lets one more block in.
-        let more = |vary: &dyn Fn(u32) -> experiments::OccupancyPoint, from: u32, step: u32| -> Option<u32> {
-            let mut v = from;
-            while v >= step {
-                v -= step;
-                if v == 0 {
-                    break;
-                }
-                if occupancy(sm, &vary(v)).blocks_per_sm > blocks {
-                    return Some(v);
+        // kept, at which the model lets one more block in. Fewer registers, threads or bytes
+        // never let fewer blocks in, so the values that let one more in are those up to some
+        // value, found by bisection over `lo, lo + step, ..` up to `hi`.
+        let more = |vary: &dyn Fn(u32) -> experiments::OccupancyPoint, lo: u32, hi: u32, step: u32| -> Option<u32> {
+            let fits = |k: u32| occupancy(sm, &vary(lo + k * step)).blocks_per_sm > blocks;
+            if hi < lo || !fits(0) {
+                return None;
+            }
+            let (mut good, mut bad) = (0, (hi - lo) / step + 1);
+            while bad - good > 1 {
+                let mid = good + (bad - good) / 2;
+                if fits(mid) {
+                    good = mid;
+                } else {
+                    bad = mid;
                 }
             }
-            None
+            Some(lo + good * step)
         };
         let by_registers = more(
             &|r| experiments::OccupancyPoint { registers: r, ..point },
-            point.registers,
+            1,
+            point.registers.saturating_sub(1),
             1,
         );
         let by_threads = more(
             &|n| experiments::OccupancyPoint { threads: n, ..point },
-            point.threads,
+            32,
+            point.threads.saturating_sub(32),
             32,
         );
         let by_shared = if point.dynamic_shared > 0 {
@@ -382,21 +389,10 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
                     dynamic_shared: s,
                     ..point
                 },
-                point.dynamic_shared + 1,
+                0,
+                point.dynamic_shared - 1,
                 1,
             )
-            .or_else(|| {
-                (occupancy(
-                    sm,
-                    &experiments::OccupancyPoint {
-                        dynamic_shared: 0,
-                        ..point
-                    },
-                )
-                .blocks_per_sm
-                    > blocks)
-                    .then_some(0)
-            })
         } else {
             None
         };

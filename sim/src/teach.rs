@@ -89,9 +89,15 @@ impl Teacher<'_> {
             .iter()
             .filter(|m| m.workload == *workload)
             .filter_map(|m| {
+                // Another GPU's number beside this profile's prediction says which is which.
+                let other = if m.gpu == self.profile.device.name {
+                    String::new()
+                } else {
+                    format!("; the model shown is of the {}", self.profile.device.name)
+                };
                 m.metrics
                     .get(metric)
-                    .map(|v| format!("Measured on {}: {what} {} ({})", m.gpu, show(*v), m.source))
+                    .map(|v| format!("Measured on {}: {what} {} ({}{other})", m.gpu, show(*v), m.source))
             })
             .collect();
         if lines.is_empty() {
