@@ -158,7 +158,8 @@ pub fn teach_page_html(page: &TeachPage, pages: &[TeachPage]) -> String {
 const STYLE: &str = r##"
 :root { --ink:#1a1a1a; --muted:#555; --line:#ccc; --ok:#2e7d32; --bad:#c62828; --warn:#ef6c00; --a:#1565c0; --b:#6a1b9a; --bg:#fff; }
 * { box-sizing: border-box; }
-body { margin:0; font: 17px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color:var(--ink); background:var(--bg); }
+html { font-size:17px; }
+body { margin:0; font: 1rem/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color:var(--ink); background:var(--bg); }
 nav { background:#263238; padding:.5rem 1rem; }
 nav a { color:#fff; margin-right:1rem; text-decoration:none; }
 nav a[aria-current] { text-decoration:underline; font-weight:600; }
@@ -190,10 +191,11 @@ select { font-size:1rem; padding:.2rem; }
 .topics li { margin:.5rem 0; }
 .side { display:grid; grid-template-columns:1fr 1fr; gap:1rem; }
 @media (max-width: 900px) { .controls { grid-template-columns:1fr; } .side { grid-template-columns:1fr; } }
-@media (min-width: 1800px) { body { font-size:21px; } .picture text { font-size:13px; } }
+/* A projector: larger type, and the pictures drawn larger with it. */
+@media (min-width: 1800px) { html { font-size:22px; } main { max-width:1720px; } .picture svg { zoom:1.3; } }
 @media print {
   nav, .controls input, .controls select { display:none; }
-  body { font-size:11pt; }
+  html { font-size:11pt; }
   main { max-width:none; padding:0; }
   .panel { break-inside:avoid; }
   pre { font-size:8pt; white-space:pre-wrap; }
