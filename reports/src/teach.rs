@@ -220,7 +220,7 @@ const SCRIPT: &str = r##"
   function cells(p) {
     var cw = p.cell_width || 30, ch = 22, top = 34, left = 70;
     var rows = Math.max(1, p.rows), n = p.column_labels.length;
-    var w = left + n * cw + 10, h = top + rows * ch + 30, b = '';
+    var w = Math.max(left + n * cw + 10, left + (p.legend || []).length * 190 + 20), h = top + rows * ch + 30, b = '';
     b += '<text x="4" y="' + (top - 18) + '">' + esc(p.column_title) + '</text>';
     b += '<text x="4" y="' + (top + 14) + '">' + esc(p.row_title) + '</text>';
     for (var i = 0; i < n; i++) {

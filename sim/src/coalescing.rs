@@ -681,20 +681,30 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
         let lanes = lane_sectors(global, &point);
         let mut sectors: Vec<(u64, u64)> = lanes.clone();
         sectors.dedup();
-        let column = |sector: u64| sectors.iter().position(|s| s.0 == sector).unwrap_or(0);
-        let mut stacked: std::collections::BTreeMap<u64, u32> = std::collections::BTreeMap::new();
+        // Each touched sector is a column of at most 8 lanes, widened where more lanes share it.
+        const ROWS: usize = 8;
+        let lanes_in = |sector: u64| lanes.iter().filter(|l| l.0 == sector).count();
+        let (mut first_column, mut column_labels, mut column_classes) = (Vec::new(), Vec::new(), Vec::new());
+        for &(sector, line) in &sectors {
+            first_column.push(column_labels.len());
+            for sub in 0..lanes_in(sector).div_ceil(ROWS) {
+                column_labels.push(if sub == 0 { sector.to_string() } else { String::new() });
+                column_classes.push(if line % 2 == 0 { "even" } else { "odd" });
+            }
+        }
+        let mut placed = vec![0usize; sectors.len()];
         let cells: Vec<serde_json::Value> = lanes
             .iter()
             .enumerate()
             .map(|(lane, &(sector, line))| {
-                let row = stacked.entry(sector).or_default();
-                let cell = json!({"col": column(sector), "row": *row, "text": lane.to_string(), "class": "lane",
-                                  "title": format!("lane {lane}: sector {sector}, line {line}")});
-                *row += 1;
-                cell
+                let s = sectors.iter().position(|x| x.0 == sector).unwrap_or(0);
+                let (col, row) = (first_column[s] + placed[s] / ROWS, placed[s] % ROWS);
+                placed[s] += 1;
+                json!({"col": col, "row": row, "text": lane.to_string(), "class": "lane",
+                       "title": format!("lane {lane}: sector {sector}, line {line}")})
             })
             .collect();
-        let rows = stacked.values().copied().max().unwrap_or(1);
+        let rows = placed.iter().copied().max().unwrap_or(1).min(ROWS);
         let latency_us = metric(&metrics, "latency_bound_us")?;
         let bandwidth = metric(&metrics, "bandwidth_bound_us")?;
         let bound = if bandwidth >= latency_us {
@@ -745,8 +755,8 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
             picture: json!({
                 "kind": "cells", "title": "lanes on sectors",
                 "column_title": "sector (touched only)", "row_title": "lanes",
-                "column_labels": sectors.iter().map(|s| s.0.to_string()).collect::<Vec<_>>(),
-                "column_classes": sectors.iter().map(|s| if s.1 % 2 == 0 { "even" } else { "odd" }).collect::<Vec<_>>(),
+                "column_labels": column_labels,
+                "column_classes": column_classes,
                 "rows": rows, "cells": cells, "cell_width": 36,
                 "legend": [["even", "sector in an even 128-byte line"], ["odd", "sector in an odd 128-byte line"]],
             }),
