@@ -61,10 +61,12 @@ fn nav(pages: &[TeachPage], current: Option<&str>) -> String {
         } else {
             ""
         };
+        // The title's part before a colon: "Occupancy", not the whole line.
+        let short = page.title.split(':').next().unwrap_or(&page.title);
         out.push_str(&format!(
             " <a href=\"{}.html\"{here}>{}</a>",
             escape(&page.slug),
-            escape(&page.title)
+            escape(short)
         ));
     }
     out.push_str("</nav>\n");
