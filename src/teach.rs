@@ -318,7 +318,7 @@ fn allocator_page(profile: &str, snapshot: Option<&Path>) -> Result<TeachPage> {
     })?;
     Ok(TeachPage {
         slug: "allocator".into(),
-        title: "The caching allocator, block by block".into(),
+        title: "The caching allocator: block by block".into(),
         intro: vec![
             format!("{name} replayed through PyTorch's caching allocator twice: with its defaults and with expandable_segments:True. Grey boxes are segments reserved from the device (in address order, drawn to one scale), coloured boxes the live blocks inside them. Step through the trace and watch where the defaults leave holes that expandable segments avoid."),
             format!("The trace has {} events; the page holds {} steps: {FRAMES} evenly spaced events plus the events where each setting's reserved and allocated memory peak.", record.events, frames.len()),

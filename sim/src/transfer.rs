@@ -264,7 +264,7 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
                 } else {
                     gpu.as_str()
                 };
-                series.push(json!({"name": format!("{short} {host}"), "class": if host == "pinned" { "#0d47a1" } else { "#bf360c" }, "line": false, "points": points}));
+                series.push(json!({"name": format!("{short} {host}"), "class": match (host, short) { ("pinned", "H200") => "#64b5f6", ("pinned", _) => "#0d47a1", (_, "H200") => "#ffab91", _ => "#bf360c" }, "line": false, "points": points}));
             }
         }
         let mut measured = t.measured(&pinned, "pinned", "gb_per_s", |v| format!("{v:.2} GB/s"));
@@ -323,7 +323,7 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
         terminal: format!("vramlab run transfers{}", t.profile_flag),
         panels: vec![copies],
         notes: vec![
-            format!("Model: sim/src/transfer.rs and sim/src/overlap.rs with profile '{}'.", t.profile.name),
+            format!("Model: sim/src/transfer.rs with profile '{}'.", t.profile.name),
             "Pageable copies depend on the host's memory and CPU; the H100 and H200 measurements are of the lent machines named in reports/reference/.".into(),
             "`vramlab explain` has no transfer view; the terminal command runs the model over the transfer suite.".into(),
         ],
