@@ -353,8 +353,9 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
         let blocks = occ.blocks_per_sm;
         // The step where another block fits: the largest value of one resource, the others
         // kept, at which the model lets one more block in. Fewer registers, threads or bytes
-        // never let fewer blocks in, so the values that let one more in are those up to some
-        // value, found by bisection over `lo, lo + step, ..` up to `hi`.
+        // never let fewer blocks in (this module's property tests), so the values that let one
+        // more in are those up to some value, found by bisection over `lo, lo + step, ..` up to
+        // `hi`.
         let more = |vary: &dyn Fn(u32) -> experiments::OccupancyPoint, lo: u32, hi: u32, step: u32| -> Option<u32> {
             let fits = |k: u32| occupancy(sm, &vary(lo + k * step)).blocks_per_sm > blocks;
             if hi < lo || !fits(0) {
@@ -562,6 +563,17 @@ mod tests {
             let fewer = occupancy(&sm, &kernel(threads, registers, 0, dynamic_shared)).blocks_per_sm;
             let more = occupancy(&sm, &kernel(threads, registers + 1, 0, dynamic_shared)).blocks_per_sm;
             prop_assert!(more <= fewer, "{} registers: {}, {}: {}", registers, fewer, registers + 1, more);
+        }
+
+        /// What the teaching page's bisection for "the step where another block fits" rests on,
+        /// with the two properties beside it.
+        #[test]
+        fn more_threads_never_raise_occupancy(warps in 1u32..32, registers in 1u32..=255,
+                                              dynamic_shared in 0u32..=(200 << 10)) {
+            let sm = hopper();
+            let fewer = occupancy(&sm, &kernel(warps * 32, registers, 0, dynamic_shared)).blocks_per_sm;
+            let more = occupancy(&sm, &kernel((warps + 1) * 32, registers, 0, dynamic_shared)).blocks_per_sm;
+            prop_assert!(more <= fewer, "{} warps: {}, {}: {}", warps, fewer, warps + 1, more);
         }
 
         #[test]
