@@ -9,6 +9,7 @@ mod calibrate;
 mod list;
 mod progress;
 mod replay;
+mod teach;
 
 use std::path::{Path, PathBuf};
 
@@ -67,6 +68,20 @@ enum Command {
         /// width=4 stride=2; distinct=5 cache=cold).
         params: Vec<String>,
         /// Device profile: a built-in name or a profile .toml file.
+        #[arg(long, default_value = DEFAULT_PROFILE)]
+        profile: String,
+    },
+    /// Write the teaching site: one self-contained HTML page per topic (banks, coalescing,
+    /// constant, occupancy, latency, transfers, allocator) and an index, opened from disk.
+    Teach {
+        /// Output folder.
+        #[arg(long, default_value = "vramlab-out/teach")]
+        out: PathBuf,
+        /// A PyTorch memory snapshot (.pickle) for the allocator page instead of the committed
+        /// ResNet-18 trace.
+        #[arg(long)]
+        snapshot: Option<PathBuf>,
+        /// Device profile for the models: a built-in name or a profile .toml file.
         #[arg(long, default_value = DEFAULT_PROFILE)]
         profile: String,
     },
@@ -220,6 +235,10 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             report(&dir)
         }
         Command::Explain { topic, params, profile } => explain(&topic, &params, &profile),
+        Command::Teach { out, snapshot, profile } => {
+            experiments::set_output_root(&out);
+            teach::teach(&out, snapshot.as_deref(), &profile)
+        }
         Command::Replay {
             trace,
             policy,
@@ -293,6 +312,7 @@ fn print_to_stdout(text: &str) -> Result<()> {
 fn run(targets: &[String], choice: BackendChoice, profile: &str, out: &Path, seed: u64) -> Result<()> {
     let (catalog, names) = Catalog::for_targets(targets)?;
     let experiments = catalog.select(&names)?;
+    let profile_name = profile;
     let profile = Profile::find(profile)?;
     let mut sim = matches!(choice, BackendChoice::Sim | BackendChoice::Both).then(|| SimBackend::new(profile));
     // Open the GPU before writing anything, so a machine without one fails cleanly.
@@ -333,6 +353,17 @@ fn run(targets: &[String], choice: BackendChoice, profile: &str, out: &Path, see
         rendered.plots.len(),
         rendered.markdown.display()
     );
+    // The teaching site, from the same profile: the pages a class opens beside the report.
+    let site = out.join("teach");
+    // A by-product: a profile the pages cannot use (one without a [banks] section, say) costs
+    // the site, not the run.
+    match teach::write_site(&site, None, profile_name) {
+        Ok(pages) => println!("teaching site: {} pages in {}", pages.len(), site.display()),
+        Err(err) => eprintln!(
+            "warning: teaching site not written: {}",
+            format!("{err:#}").replace('\n', " ")
+        ),
+    }
     if !others.is_empty() {
         let shown: Vec<&str> = others.iter().take(5).map(String::as_str).collect();
         eprintln!(

@@ -873,3 +873,121 @@ fn near_misses_are_answered_helpfully() {
     let output = vramlab(&["replay", &figures, "--out", "out"], dir.path());
     assert_clean_failure(&output, &["not a vramlab trace", "alloc_conf"]);
 }
+
+/// The data a teaching page embeds (`<script type="application/json" id="teach-data">`).
+fn teach_data(page: &Path) -> serde_json::Value {
+    let html = std::fs::read_to_string(page).unwrap();
+    let start = html.find("id=\"teach-data\">").expect("the page's data") + "id=\"teach-data\">".len();
+    let end = start + html[start..].find("</script>").unwrap();
+    serde_json::from_str(&html[start..end].replace("<\\/", "</")).unwrap()
+}
+
+/// The peak figures every step of an allocator page shows, by fact key.
+fn teach_peaks(page: &Path) -> Vec<(String, String)> {
+    let data = teach_data(page);
+    let views = data["allocator"]["views"].as_object().unwrap();
+    assert!(views.len() > 100, "{} steps", views.len());
+    let mut peaks: Vec<(String, String)> = Vec::new();
+    for view in views.values() {
+        for fact in view["facts"].as_array().unwrap() {
+            let key = fact["key"].as_str().unwrap();
+            if key.contains("peak") {
+                let pair = (key.to_string(), fact["value"].as_str().unwrap().to_string());
+                if !peaks.contains(&pair) {
+                    peaks.push(pair);
+                }
+            }
+        }
+    }
+    peaks
+}
+
+/// `vramlab replay TRACE` under the teaching page's two settings: each peak's fact key and the
+/// bytes it must show, and the trace's event count.
+fn replay_peaks(trace: &str, dir: &Path) -> (Vec<(String, String)>, u64) {
+    let replay = vramlab(
+        &[
+            "replay",
+            trace,
+            "--alloc-conf",
+            "",
+            "--alloc-conf",
+            "expandable_segments:True",
+            "--json",
+            "--out",
+            "r",
+        ],
+        dir,
+    );
+    assert!(replay.status.success(), "{}", stderr(&replay));
+    let json: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    let mut expected = Vec::new();
+    for (key, result) in ["defaults", "expandable"].iter().zip(results) {
+        for figure in ["reserved", "allocated"] {
+            let bytes = result[format!("peak_{figure}_bytes")].as_u64().unwrap();
+            expected.push((format!("{key}_peak_{figure}"), format!("({bytes} bytes)")));
+        }
+    }
+    (expected, json["events"].as_u64().unwrap())
+}
+
+/// The allocator page at `page` shows exactly the peaks `expected`, on every step.
+fn assert_same_peaks(page: &Path, expected: &[(String, String)]) {
+    let peaks = teach_peaks(page);
+    // One value per figure over every step, and it is replay's.
+    assert_eq!(peaks.len(), expected.len(), "{peaks:?}");
+    for (key, bytes) in expected {
+        assert!(
+            peaks.iter().any(|(k, v)| k == key && v.ends_with(bytes.as_str())),
+            "{key} {bytes} not in {peaks:?}"
+        );
+    }
+}
+
+#[test]
+fn teach_shows_the_peaks_vramlab_replay_prints_side_by_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = vramlab(&["teach", "--out", "site"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("8 pages"));
+    let (expected, _) = replay_peaks(&trace_file("resnet18_default.pickle"), tmp.path());
+    assert_same_peaks(&tmp.path().join("site/allocator.html"), &expected);
+    // The settings differ on this trace: expandable segments reserve less.
+    assert_ne!(expected[0].1, expected[2].1, "defaults and expandable reserve alike");
+
+    // A snapshot of the user's replaces the committed one, with its own replay's peaks.
+    let other = trace_file("resnet18_expandable.pickle");
+    let output = vramlab(&["teach", "--out", "mine", "--snapshot", &other], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let page = tmp.path().join("mine/allocator.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("resnet18_expandable.pickle") && !html.contains("resnet18_default.pickle"));
+    let (expected, events) = replay_peaks(&other, tmp.path());
+    assert_same_peaks(&page, &expected);
+    assert!(html.contains(&format!("The trace has {events} events")));
+}
+
+#[test]
+fn run_writes_the_teaching_site_and_never_through_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = vramlab(&["run", "latency", "--out", "o"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(tmp.path().join("o/teach/index.html").is_file());
+    assert!(tmp.path().join("o/teach/allocator.html").is_file());
+    // A link where the site goes: the run's records stand, the site is refused in one line.
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::create_dir_all(tmp.path().join("p")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, tmp.path().join("p/teach")).unwrap();
+    let output = vramlab(&["run", "latency", "--out", "p"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("teaching site not written") && stderr(&output).contains("symbolic link"));
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+    assert!(tmp.path().join("p/latency/sim.json").is_file());
+}

@@ -21,6 +21,7 @@ mod record;
 mod replay_record;
 mod stats;
 mod suite;
+mod teach;
 mod trace;
 mod units;
 
@@ -56,6 +57,7 @@ pub use replay_record::{
 };
 pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};
+pub use teach::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView};
 pub use trace::{
     snapshot_bytes, write_snapshot, BlockState, DeviceAction, InferredCap, RecordedOp, Reservation, StartBlock,
     StartSegment, StartState, SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES,

@@ -20,6 +20,7 @@ mod plot_sweep;
 mod plot_timeline;
 mod render;
 mod replay_render;
+mod teach;
 mod terminal;
 mod tune_render;
 
@@ -31,5 +32,6 @@ pub use export_perfetto::{perfetto_json, write_perfetto};
 pub use exports::{file_name_of, Export, ExportKind};
 pub use render::{render, render_report, render_report_of, Rendered};
 pub use replay_render::render_replay;
+pub use teach::{teach_index_html, teach_page_html, write_teach_site};
 pub use terminal::{replay_text, tune_text};
 pub use tune_render::{render_tune, setting_of, tune_row, TUNE_HEADER};

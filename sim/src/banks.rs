@@ -12,6 +12,9 @@
 //! measured cases. The rule has no fitted term; the strides added afterwards and the
 //! H200 run validate it on cases it was not derived from.
 
+use experiments::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView, Workload};
+use serde_json::json;
+use crate::teach::{args, fail, metric, strings, Teacher};
 use experiments::{Calibration, Family, Metrics, Params, Profile};
 
 use crate::backend::SimError;
@@ -25,9 +28,9 @@ use experiments::BankSample;
 
 use experiments::{BankParams, BankPoint};
 
-/// What one warp-wide shared load costs.
+/// What one warp-wide shared load costs, lane by lane (the picture `vramlab teach` draws).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BankAccess {
+pub struct BankAccess {
     /// Passes over the banks.
     pub wavefronts: u32,
     /// Passes the load would need without conflicts: its distinct words over the bank count.
@@ -36,11 +39,14 @@ pub(crate) struct BankAccess {
     pub conflict_degree: u32,
     /// For each lane, the bank of its first word.
     pub lane_banks: Vec<u32>,
+    /// For each lane, the pass (0-based) in which its first word's bank delivers it: lanes
+    /// sharing a word share a pass.
+    pub lane_passes: Vec<u32>,
 }
 
 impl BankAccess {
     /// Passes beyond the conflict-free minimum: what conflicts cost.
-    pub(crate) fn replays(&self) -> u32 {
+    pub fn replays(&self) -> u32 {
         self.wavefronts - self.min_wavefronts
     }
 }
@@ -49,7 +55,7 @@ impl BankAccess {
 const WARP: u32 = 32;
 
 /// The banks one warp-wide load touches and the wavefronts it needs.
-pub(crate) fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess {
+pub fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess {
     let words_per_lane = u64::from((point.width / shared.bank_bytes).max(1));
     let banks = u64::from(shared.banks);
     let first_word = |lane: u32| u64::from(lane) * u64::from(point.stride) * words_per_lane;
@@ -67,7 +73,15 @@ pub(crate) fn bank_access(shared: &BankParams, point: &BankPoint) -> BankAccess 
     let distinct: usize = words_in_bank.iter().map(Vec::len).sum();
     let min_wavefronts = (distinct as u32).div_ceil(shared.banks).max(1);
     let lane_banks = (0..WARP).map(|lane| (first_word(lane) % banks) as u32).collect();
+    let lane_passes = (0..WARP)
+        .map(|lane| {
+            let word = first_word(lane);
+            let bank = &words_in_bank[(word % banks) as usize];
+            bank.iter().position(|&w| w == word).unwrap_or(0) as u32
+        })
+        .collect();
     BankAccess {
+        lane_passes,
         wavefronts,
         min_wavefronts,
         conflict_degree: wavefronts.div_ceil(min_wavefronts),
@@ -216,6 +230,10 @@ pub(crate) struct FamilyModel;
 impl Model for FamilyModel {
     type Point = BankPoint;
 
+    fn teach(t: &Teacher) -> Result<Vec<TeachPage>, experiments::Error> {
+        Ok(vec![teach_page(t)?])
+    }
+
     fn predict(profile: &Profile, point: &BankPoint) -> Result<Metrics, SimError> {
         let params = required(profile, &profile.banks, Family::Banks)?;
         let access = bank_access(params, point);
@@ -256,6 +274,146 @@ impl Model for FamilyModel {
         let s = profile.banks.as_ref()?;
         Some(format!("{:.2} cycles + {:.2} per extra wavefront", s.base_cycles, s.wavefront_cycles))
     }
+}
+
+/// The family's page of the teaching site (`vramlab teach`).
+pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
+    let shared = t
+        .profile
+        .banks
+        .as_ref()
+        .ok_or_else(|| fail(format!("profile '{}' has no [banks] section", t.profile.name)))?;
+    let strides: Vec<u32> = vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 24, 31, 32, 33, 48, 64];
+    let stride_labels: Vec<String> = strides
+        .iter()
+        .map(|s| {
+            if *s == 0 {
+                "0 (broadcast)".to_string()
+            } else {
+                s.to_string()
+            }
+        })
+        .collect();
+    let controls = vec![
+        TeachControl::new(
+            "width",
+            "Bytes per lane",
+            "select",
+            strings(&[4, 8, 16]),
+            strings(&["4 (float)", "8 (double, float2)", "16 (float4)"]),
+            "4",
+        ),
+        TeachControl::new(
+            "stride",
+            "Stride (elements between lanes)",
+            "range",
+            strings(&strides),
+            stride_labels,
+            "2",
+        ),
+    ];
+    let panel = TeachPanel::build("banks", "One warp's shared-memory load", controls, |values| {
+        let a = args(&["width", "stride"], values);
+        let workload = t.point(experiments::Family::Banks, &a)?;
+        let Workload::Banks(point) = workload else {
+            return Err(fail("not a bank point"));
+        };
+        let access = bank_access(shared, &point);
+        let metrics = t.predict(&workload)?;
+        let cycles = metric(&metrics, "cycles")?;
+        let padded = experiments::BankPoint {
+            stride: point.stride + 1,
+            ..point
+        };
+        let padded_access = bank_access(shared, &padded);
+        let padded_cycles = metric(&t.predict(&Workload::Banks(padded))?, "cycles")?;
+        let (text, command) = t.explain("banks", &a)?;
+        let passes_of_bank = |bank: u32| {
+            access
+                .lane_banks
+                .iter()
+                .zip(&access.lane_passes)
+                .filter(|(b, _)| **b == bank)
+                .map(|(_, p)| p + 1)
+                .max()
+                .unwrap_or(0)
+        };
+        let cells: Vec<serde_json::Value> = (0..32usize)
+            .map(|lane| {
+                let (bank, pass) = (access.lane_banks[lane], access.lane_passes[lane]);
+                let sharing = (0..32)
+                    .filter(|&o| access.lane_banks[o] == bank && access.lane_passes[o] == pass)
+                    .count();
+                let class = if passes_of_bank(bank) > 1 {
+                    "conflict"
+                } else if sharing > 1 {
+                    "broadcast"
+                } else {
+                    "lane"
+                };
+                json!({"col": bank, "row": pass, "text": lane.to_string(), "class": class,
+                       "title": format!("lane {lane}: bank {bank}, pass {}", pass + 1)})
+            })
+            .collect();
+        let column_classes: Vec<&str> = (0..32)
+            .map(|b| if passes_of_bank(b) > 1 { "#ffebee" } else { "#fafafa" })
+            .collect();
+        let degree = if access.conflict_degree == 1 {
+            "none".to_string()
+        } else {
+            format!("{}-way", access.conflict_degree)
+        };
+        let fix = format!(
+            "stride {}: {} wavefront(s), about {:.0} cycles",
+            padded.stride, padded_access.wavefronts, padded_cycles
+        );
+        Ok(TeachView {
+            facts: vec![
+                TeachFact::new(
+                    "wavefronts",
+                    "Passes over the banks (wavefronts)",
+                    access.wavefronts.to_string(),
+                )
+                .strong(),
+                TeachFact::new(
+                    "min_wavefronts",
+                    "Passes without conflicts",
+                    access.min_wavefronts.to_string(),
+                ),
+                TeachFact::new("conflict", "Bank conflict", degree),
+                TeachFact::new("replays", "Replays", access.replays().to_string()),
+                TeachFact::new("cycles", "Predicted cycles per dependent load", format!("{cycles:.0}")),
+                TeachFact::new("padded", "With one more element of padding", fix),
+            ],
+            measured: t.measured(&workload, "cycles", "cycles", |v| format!("{v:.1}")),
+            command,
+            text,
+            picture: json!({
+                "kind": "cells", "title": "lanes on banks",
+                "column_title": "bank", "row_title": "pass",
+                "column_labels": strings(&(0..32).collect::<Vec<u32>>()),
+                "column_classes": column_classes,
+                "row_labels": (1..=access.wavefronts).map(|p| p.to_string()).collect::<Vec<_>>(),
+                "rows": access.wavefronts, "cells": cells, "cell_width": 36,
+                "legend": [["lane", "lane, no conflict"], ["conflict", "lane in a conflicting bank"], ["broadcast", "lanes sharing one word"]],
+            }),
+        })
+    })?;
+    Ok(TeachPage {
+        slug: "banks".into(),
+        title: "Shared-memory banks".into(),
+        intro: vec![
+            "Shared memory is 32 banks of 4-byte words; each bank delivers one word per pass. Move the stride and watch which bank each of the warp's 32 lanes lands in: lanes that pile into one bank with different words take one pass each (a conflict); lanes reading the same word share it (a broadcast).".into(),
+            "Each lane is drawn at the bank of its first word (8- and 16-byte loads also touch the next one or three banks); rows are the passes the model counts.".into(),
+        ],
+        terminal: format!("vramlab explain banks width=4 stride=2{}", t.profile_flag),
+        panels: vec![panel],
+        notes: vec![
+            format!("Model: sim/src/banks.rs with profile '{}' ({}).", t.profile.name, shared.source),
+            "Offset: vramlab's bank model takes a width and a stride, not an offset, so this page has no offset control; a broadcast is stride 0.".into(),
+            "The padding line is the same model at the stride plus one element: the usual fix for a column read of a 32 x 32 float tile (stride 32 -> 33).".into(),
+        ],
+    })
 }
 
 #[cfg(test)]

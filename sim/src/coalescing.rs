@@ -8,6 +8,9 @@
 //! is larger than half the L2, else L2 traffic in sectors. The kernel's time is bounded by
 //! that traffic over bandwidth and by the latency of each warp's loads (see [`ReadTime`]).
 
+use experiments::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView, Workload};
+use serde_json::json;
+use crate::teach::{args, fail, metric, strings, Teacher};
 use experiments::{Calibration, Family, Metrics, Params, Profile};
 
 use crate::backend::SimError;
@@ -86,6 +89,19 @@ pub fn warp_footprint(global: &CoalescingParams, point: &CoalescingPoint) -> War
         useful_bytes,
         efficiency: f64::from(useful_bytes) / f64::from(sectors * global.sector_bytes),
     }
+}
+
+/// For each active lane of one warp, the 32-byte sector and the 128-byte line its first byte
+/// falls in, counted from the first lane's (the picture `vramlab teach` draws).
+pub(crate) fn lane_sectors(global: &CoalescingParams, point: &CoalescingPoint) -> Vec<(u64, u64)> {
+    let first = lane_address(point, 0, 0);
+    let (sector, line) = (u64::from(global.sector_bytes), u64::from(global.line_bytes));
+    (0..point.active_lanes)
+        .map(|lane| {
+            let address = lane_address(point, 0, lane);
+            (address / sector - first / sector, address / line - first / line)
+        })
+        .collect()
 }
 
 /// Warps sampled to estimate traffic over the whole array (neighbouring warps share pieces at
@@ -525,6 +541,10 @@ pub(crate) struct FamilyModel;
 impl Model for FamilyModel {
     type Point = CoalescingPoint;
 
+    fn teach(t: &Teacher) -> Result<Vec<TeachPage>, experiments::Error> {
+        Ok(vec![teach_page(t)?])
+    }
+
     fn predict(profile: &Profile, point: &CoalescingPoint) -> Result<Metrics, SimError> {
         let params = required(profile, &profile.coalescing, Family::Coalescing)?;
         let footprint = warp_footprint(params, point);
@@ -614,6 +634,147 @@ impl Model for FamilyModel {
             g.dram_gb_per_s, g.dram_fetch_bytes, g.l2_gb_per_s
         ))
     }
+}
+
+/// The family's page of the teaching site (`vramlab teach`).
+pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
+    let global = t
+        .profile
+        .coalescing
+        .as_ref()
+        .ok_or_else(|| fail(format!("profile '{}' has no [coalescing] section", t.profile.name)))?;
+    let strides: Vec<u32> = vec![1, 2, 3, 4, 5, 6, 8, 12, 16, 32];
+    let offsets: Vec<u32> = vec![0, 1, 2, 3, 4, 8, 16, 31];
+    let controls = vec![
+        TeachControl::new(
+            "width",
+            "Bytes per lane",
+            "select",
+            strings(&[1, 2, 4, 8, 16]),
+            strings(&[1, 2, 4, 8, 16]),
+            "4",
+        ),
+        TeachControl::new(
+            "stride",
+            "Stride (elements)",
+            "range",
+            strings(&strides),
+            strings(&strides),
+            "1",
+        ),
+        TeachControl::new(
+            "offset",
+            "Offset (elements)",
+            "range",
+            strings(&offsets),
+            strings(&offsets),
+            "0",
+        ),
+    ];
+    let panel = TeachPanel::build("coalescing", "One warp's global-memory read", controls, |values| {
+        let a = args(&["width", "stride", "offset"], values);
+        let workload = t.point(experiments::Family::Coalescing, &a)?;
+        let Workload::Coalescing(point) = workload else {
+            return Err(fail("not a coalescing point"));
+        };
+        let metrics = t.predict(&workload)?;
+        let lanes = lane_sectors(global, &point);
+        let mut sectors: Vec<(u64, u64)> = lanes.clone();
+        sectors.dedup();
+        // Each touched sector is a column of at most 8 lanes, widened where more lanes share it.
+        const ROWS: usize = 8;
+        let lanes_in = |sector: u64| lanes.iter().filter(|l| l.0 == sector).count();
+        let (mut first_column, mut column_labels, mut column_classes) = (Vec::new(), Vec::new(), Vec::new());
+        for &(sector, line) in &sectors {
+            first_column.push(column_labels.len());
+            for sub in 0..lanes_in(sector).div_ceil(ROWS) {
+                column_labels.push(if sub == 0 { sector.to_string() } else { String::new() });
+                column_classes.push(if line % 2 == 0 { "even" } else { "odd" });
+            }
+        }
+        let mut placed = vec![0usize; sectors.len()];
+        let cells: Vec<serde_json::Value> = lanes
+            .iter()
+            .enumerate()
+            .map(|(lane, &(sector, line))| {
+                let s = sectors.iter().position(|x| x.0 == sector).unwrap_or(0);
+                let (col, row) = (first_column[s] + placed[s] / ROWS, placed[s] % ROWS);
+                placed[s] += 1;
+                json!({"col": col, "row": row, "text": lane.to_string(), "class": "lane",
+                       "title": format!("lane {lane}: sector {sector}, line {line}")})
+            })
+            .collect();
+        let rows = placed.iter().copied().max().unwrap_or(1).min(ROWS);
+        let latency_us = metric(&metrics, "latency_bound_us")?;
+        let bandwidth = metric(&metrics, "bandwidth_bound_us")?;
+        let bound = if bandwidth >= latency_us {
+            format!("throughput: {bandwidth:.1} us against latency {latency_us:.1} us")
+        } else {
+            format!("latency: {latency_us:.1} us against throughput {bandwidth:.1} us")
+        };
+        let footprint = warp_footprint(global, &point);
+        let (text, command) = t.explain("coalescing", &a)?;
+        Ok(TeachView {
+            facts: vec![
+                TeachFact::new(
+                    "sectors",
+                    "32-byte sectors per warp",
+                    format!("{}", metric(&metrics, "sectors_per_warp")?),
+                ),
+                TeachFact::new(
+                    "lines",
+                    "128-byte lines per warp",
+                    format!("{}", metric(&metrics, "lines_per_warp")?),
+                ),
+                TeachFact::new(
+                    "efficiency",
+                    "Efficiency (bytes used of bytes fetched)",
+                    format!(
+                        "{:.0}% ({} of {} bytes)",
+                        100.0 * metric(&metrics, "efficiency")?,
+                        footprint.useful_bytes,
+                        footprint.sectors * global.sector_bytes
+                    ),
+                )
+                .strong(),
+                TeachFact::new("bound", "The bound that sets the time", bound),
+                TeachFact::new(
+                    "time_us",
+                    "Predicted time to read the array",
+                    format!("{:.1} us", metric(&metrics, "time_us")?),
+                ),
+                TeachFact::new(
+                    "gb_per_s",
+                    "Predicted useful bandwidth",
+                    format!("{:.0} GB/s", metric(&metrics, "gb_per_s")?),
+                ),
+            ],
+            measured: t.measured(&workload, "useful bandwidth", "gb_per_s", |v| format!("{v:.0} GB/s")),
+            command,
+            text,
+            picture: json!({
+                "kind": "cells", "title": "lanes on sectors",
+                "column_title": "sector (touched only)", "row_title": "lanes",
+                "column_labels": column_labels,
+                "column_classes": column_classes,
+                "rows": rows, "cells": cells, "cell_width": 36,
+                "legend": [["even", "sector in an even 128-byte line"], ["odd", "sector in an odd 128-byte line"]],
+            }),
+        })
+    })?;
+    Ok(TeachPage {
+        slug: "coalescing".into(),
+        title: "Coalescing: sectors and lines".into(),
+        intro: vec![
+            "A warp's global read is served in 32-byte sectors of 128-byte lines. Move the stride, width and offset and see which sectors the 32 lanes touch (only the sectors touched are drawn, numbered from the first lane's), how much of what is fetched is used, and which limit the model says sets the time.".into(),
+        ],
+        terminal: format!("vramlab explain coalescing width=4 stride=2{}", t.profile_flag),
+        panels: vec![panel],
+        notes: vec![
+            format!("Model: sim/src/coalescing.rs with profile '{}'; the array read is the explain default (1 GiB, 32 lanes active).", t.profile.name),
+            "Measured bandwidths are shown where a committed run read the same point (its misalignment runs used offset 0 and 1).".into(),
+        ],
+    })
 }
 
 #[cfg(test)]

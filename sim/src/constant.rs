@@ -1,6 +1,9 @@
 //! Constant memory: one address per pass, so a warp access naming `n` different words is
 //! served `n` times over; a broadcast (one word) is one pass.
 
+use experiments::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView, Workload};
+use serde_json::json;
+use crate::teach::{args, gpu_class, metric, strings, Teacher};
 use experiments::{Calibration, Family, Metrics, Params, Profile};
 
 use crate::backend::SimError;
@@ -138,6 +141,10 @@ pub(crate) struct FamilyModel;
 impl Model for FamilyModel {
     type Point = ConstantPoint;
 
+    fn teach(t: &Teacher) -> Result<Vec<TeachPage>, experiments::Error> {
+        Ok(vec![teach_page(t)?])
+    }
+
     fn predict(profile: &Profile, point: &ConstantPoint) -> Result<Metrics, SimError> {
         let params = required(profile, &profile.constant, Family::Constant)?;
         Ok(experiments::cycles_metrics(constant_cycles(params, point)))
@@ -181,6 +188,89 @@ impl Model for FamilyModel {
             c.warm_cycles, c.warm_per_extra, c.cold_cycles, c.cold_per_extra
         ))
     }
+}
+
+/// The family's page of the teaching site (`vramlab teach`).
+pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
+    let distinct: Vec<u32> = (1..=32).collect();
+    let controls = vec![
+        TeachControl::new(
+            "distinct",
+            "Distinct addresses in the warp",
+            "range",
+            strings(&distinct),
+            strings(&distinct),
+            "1",
+        ),
+        TeachControl::new(
+            "cache",
+            "Constant cache",
+            "select",
+            strings(&["warm", "cold"]),
+            strings(&["warm (hit)", "cold (miss)"]),
+            "warm",
+        ),
+    ];
+    let mut curves: std::collections::BTreeMap<String, Vec<(f64, f64)>> = std::collections::BTreeMap::new();
+    for cache in ["warm", "cold"] {
+        for d in &distinct {
+            let w = t.point(
+                experiments::Family::Constant,
+                &args(&["distinct", "cache"], &[d.to_string(), cache.to_string()]),
+            )?;
+            curves
+                .entry(cache.to_string())
+                .or_default()
+                .push((f64::from(*d), metric(&t.predict(&w)?, "cycles")?));
+        }
+    }
+    let panel = TeachPanel::build("constant", "One warp reading __constant__ memory", controls, |values| {
+        let a = args(&["distinct", "cache"], values);
+        let workload = t.point(experiments::Family::Constant, &a)?;
+        let cycles = metric(&t.predict(&workload)?, "cycles")?;
+        let (text, command) = t.explain("constant", &a)?;
+        let cache = values[1].clone();
+        let mut series =
+            vec![json!({"name": format!("model, {cache}"), "class": "pinned", "line": true, "points": curves[&cache]})];
+        let cold = cache == "cold";
+        for (gpu, points) in t.measured_series(
+            |w| match w {
+                Workload::Constant(p) if p.cold == cold => Some(f64::from(p.distinct)),
+                _ => None,
+            },
+            "cycles",
+        ) {
+            series.push(json!({"name": format!("measured, {gpu}"), "class": gpu_class(&gpu), "line": false, "points": points}));
+        }
+        Ok(TeachView {
+            facts: vec![
+                TeachFact::new("passes", "Passes (one per distinct address)", values[0].clone()),
+                TeachFact::new(
+                    "cycles",
+                    "Predicted cycles per dependent access",
+                    format!("{cycles:.0}"),
+                )
+                .strong(),
+            ],
+            measured: t.measured(&workload, "cycles", "cycles", |v| format!("{v:.1}")),
+            command,
+            text,
+            picture: json!({"kind": "curve", "title": "cycles against distinct addresses", "xlabel": "distinct addresses per warp",
+                            "ylabel": "cycles per access", "xlog": false, "ylog": false, "series": series,
+                            "xticks": [[1, "1"], [4, "4"], [8, "8"], [12, "12"], [16, "16"], [20, "20"], [24, "24"], [28, "28"], [32, "32"]],
+                            "marks": [[values[0].parse::<f64>().unwrap_or(1.0), cycles]]}),
+        })
+    })?;
+    Ok(TeachPage {
+        slug: "constant".into(),
+        title: "Constant memory: serialisation".into(),
+        intro: vec![
+            "The constant cache serves one address per pass. A warp whose lanes all read one word is served at once; each further distinct word adds a pass. Move the slider and watch the cost climb.".into(),
+        ],
+        terminal: format!("vramlab explain constant distinct=5{}", t.profile_flag),
+        panels: vec![panel],
+        notes: vec![format!("Model: sim/src/constant.rs with profile '{}'.", t.profile.name)],
+    })
 }
 
 #[cfg(test)]

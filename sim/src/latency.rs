@@ -7,6 +7,9 @@
 //! run out. The L2 runs out in two steps: past what its near half holds for a chase, the far
 //! half still serves a share of the lines, until it runs out as well. A chase through `F` takes, per load, each level's latency weighted by its share.
 
+use experiments::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView, Workload};
+use serde_json::json;
+use crate::teach::{byte_ticks, fail, gpu_class, ladder, metric, strings, Teacher};
 use experiments::{Calibration, Family, Metrics, Params, Profile};
 
 use crate::backend::SimError;
@@ -194,6 +197,10 @@ pub(crate) struct FamilyModel;
 impl Model for FamilyModel {
     type Point = LatencyPoint;
 
+    fn teach(t: &Teacher) -> Result<Vec<TeachPage>, experiments::Error> {
+        Ok(vec![teach_page(t)?])
+    }
+
     fn predict(profile: &Profile, point: &LatencyPoint) -> Result<Metrics, SimError> {
         let params = required(profile, &profile.latency, Family::Latency)?;
         Ok(experiments::cycles_metrics(chase_cycles(params, point)))
@@ -241,6 +248,82 @@ impl Model for FamilyModel {
             l.l1_cycles, l.l2_cycles, l.dram_cycles
         ))
     }
+}
+
+/// The family's page of the teaching site (`vramlab teach`).
+pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
+    let params = t
+        .profile
+        .latency
+        .as_ref()
+        .ok_or_else(|| fail(format!("profile '{}' has no [latency] section", t.profile.name)))?;
+    let sizes = ladder(4 << 10, 1 << 30);
+    let mut model = Vec::new();
+    for bytes in &sizes {
+        let w = t.point(experiments::Family::Latency, &[format!("bytes={bytes}")])?;
+        model.push((*bytes as f64, metric(&t.predict(&w)?, "cycles")?));
+    }
+    let measured = t.measured_series(
+        |w| match w {
+            Workload::Latency(p) => Some(p.bytes as f64),
+            _ => None,
+        },
+        "cycles",
+    );
+    let controls = vec![TeachControl::new(
+        "bytes",
+        "Footprint of the chase",
+        "range",
+        strings(&sizes),
+        sizes.iter().map(|s| experiments::format_bytes(*s)).collect(),
+        &(1u64 << 20).to_string(),
+    )];
+    let panel = TeachPanel::build(
+        "latency",
+        "One thread chasing pointers through a footprint",
+        controls,
+        |values| {
+            let workload = t.point(experiments::Family::Latency, &[format!("bytes={}", values[0])])?;
+            let Workload::Latency(point) = workload else {
+                return Err(fail("not a latency point"));
+            };
+            let cycles = metric(&t.predict(&workload)?, "cycles")?;
+            let [l1, l2, dram] = level_shares(params, point.bytes);
+            let mut series = vec![json!({"name": "model", "class": "pinned", "line": true, "points": model})];
+            for (gpu, points) in &measured {
+                series.push(json!({"name": format!("measured, {gpu}"), "class": gpu_class(gpu), "line": false, "points": points}));
+            }
+            Ok(TeachView {
+                facts: vec![
+                    TeachFact::new("cycles", "Predicted cycles per dependent load", format!("{cycles:.0}")).strong(),
+                    TeachFact::new("l1", "Loads served by the L1", format!("{:.0}%", 100.0 * l1)),
+                    TeachFact::new("l2", "Loads served by the L2", format!("{:.0}%", 100.0 * l2)),
+                    TeachFact::new("dram", "Loads served by DRAM", format!("{:.0}%", 100.0 * dram)),
+                ],
+                measured: t.measured(&workload, "cycles", "cycles", |v| format!("{v:.0}")),
+                command: format!("vramlab run latency{}", t.profile_flag),
+                text: String::new(),
+                picture: json!({"kind": "curve", "title": "the latency ladder", "xlabel": "footprint", "ylabel": "cycles per load",
+                            "xlog": true, "ylog": false, "series": series, "xticks": byte_ticks(4 << 10, 1 << 30, 3),
+                            "bands": [[0.0, params.l1_bytes as f64, "l1", format!("L1 {}", experiments::format_bytes(params.l1_bytes))],
+                                      [params.l1_bytes as f64, params.l2_bytes as f64, "l2", format!("L2 {}", experiments::format_bytes(params.l2_bytes))]],
+                            "marks": [[point.bytes as f64, cycles]]}),
+            })
+        },
+    )?;
+    Ok(TeachPage {
+        slug: "latency".into(),
+        title: "The latency ladder: L1, L2, DRAM".into(),
+        intro: vec![
+            "One thread follows a random cycle of pointers through a footprint. While the footprint fits in the L1, each load is an L1 hit; past it the L2 serves them, past the L2 DRAM does. Slide the footprint and read the cost per load off the model's curve, beside the committed measurements.".into(),
+        ],
+        terminal: format!("vramlab run latency{}", t.profile_flag),
+        panels: vec![panel],
+        notes: vec![
+            format!("Model: sim/src/latency.rs with profile '{}' ({}).", t.profile.name, params.source),
+            "`vramlab explain` has no latency view; the terminal command runs the model over the latency experiment's footprints and writes its report.".into(),
+        ],
+    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod fit;
 mod link;
 mod models;
 mod solve;
+mod teach;
 
 /// Each family's model, fit and teaching view, in `sim/src/<family>.rs`, named as
 /// [`experiments::for_each_family!`] lists them.
@@ -25,3 +26,4 @@ pub use explain::{explain, explain_topics};
 pub use fit::{fit_profile, fit_profile_from, sm_params, FitError, SamplesFrom};
 pub use link::{fit_link, pinned_copy_us};
 pub use models::profile_summary;
+pub use teach::{teach_pages, Measured};

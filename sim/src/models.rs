@@ -38,6 +38,11 @@ pub(crate) trait Model {
         unreachable!("only called for families that explain")
     }
 
+    /// The family's pages of the teaching site (`vramlab teach`), where it has any.
+    fn teach(_teacher: &crate::teach::Teacher) -> Result<Vec<experiments::TeachPage>, experiments::Error> {
+        Ok(Vec::new())
+    }
+
     /// One line on what `profile` says of the family, after a calibration.
     fn summary(_profile: &Profile) -> Option<String> {
         None
@@ -114,6 +119,15 @@ macro_rules! model_dispatch {
             match workload {
                 $( Workload::$Variant(point) => <crate::$module::FamilyModel as Model>::explain(profile, point), )*
             }
+        }
+
+        /// Every family's teaching pages, in the registry's order.
+        pub(crate) fn teaching_pages(
+            teacher: &crate::teach::Teacher,
+        ) -> Result<Vec<experiments::TeachPage>, experiments::Error> {
+            let mut pages = Vec::new();
+            $( pages.extend(<crate::$module::FamilyModel as Model>::teach(teacher)?); )*
+            Ok(pages)
         }
 
         /// What `profile` says of each family that says something, one line each, named.

@@ -12,6 +12,9 @@
 //! to the device's largest dynamic shared memory per block, under the default carveout
 //! preference, which on compute capability 9.x gives every SM its full shared memory.
 
+use experiments::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView, Workload};
+use serde_json::json;
+use crate::teach::{args, fail, metric, strings, Teacher};
 use experiments::{Metrics, Profile};
 
 use crate::backend::SimError;
@@ -285,6 +288,10 @@ pub(crate) struct FamilyModel;
 impl Model for FamilyModel {
     type Point = OccupancyPoint;
 
+    fn teach(t: &Teacher) -> Result<Vec<TeachPage>, experiments::Error> {
+        Ok(vec![teach_page(t)?])
+    }
+
     fn predict(profile: &Profile, point: &OccupancyPoint) -> Result<Metrics, SimError> {
         let sm = &profile.sm;
         let blocks = occupancy(sm, point).blocks_per_sm;
@@ -301,6 +308,167 @@ impl Model for FamilyModel {
     fn explain(profile: &Profile, point: &OccupancyPoint) -> Result<String, experiments::Error> {
         Ok(explain_occupancy(&profile.sm, &profile.device.name, point))
     }
+}
+
+/// The family's page of the teaching site (`vramlab teach`).
+pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
+    let sm = &t.profile.sm;
+    let threads: Vec<u32> = vec![32, 64, 128, 192, 256, 384, 512, 640, 768, 1024];
+    let registers: Vec<u32> = vec![16, 32, 40, 48, 64, 80, 96, 128, 168, 255];
+    let shared_kib: Vec<u32> = vec![0, 4, 8, 16, 24, 32, 48, 64, 100, 164];
+    let controls = vec![
+        TeachControl::new(
+            "threads",
+            "Threads per block",
+            "range",
+            strings(&threads),
+            strings(&threads),
+            "256",
+        ),
+        TeachControl::new(
+            "registers",
+            "Registers per thread",
+            "range",
+            strings(&registers),
+            strings(&registers),
+            "64",
+        ),
+        TeachControl::new(
+            "dynamic_shared",
+            "Shared memory per block",
+            "range",
+            shared_kib.iter().map(|k| k * 1024).map(|b| b.to_string()).collect(),
+            shared_kib.iter().map(|k| format!("{k} KiB")).collect(),
+            "0",
+        ),
+    ];
+    let panel = TeachPanel::build("occupancy", "One kernel's resident blocks per SM", controls, |values| {
+        let a = args(&["threads", "registers", "dynamic_shared"], values);
+        let workload = t.point(experiments::Family::Occupancy, &a)?;
+        let Workload::Occupancy(point) = workload else {
+            return Err(fail("not an occupancy point"));
+        };
+        let occ = occupancy(sm, &point);
+        let metrics = t.predict(&workload)?;
+        let blocks = occ.blocks_per_sm;
+        // The step where another block fits: the largest value of one resource, the others
+        // kept, at which the model lets one more block in. Fewer registers, threads or bytes
+        // never let fewer blocks in (this module's property tests), so the values that let one
+        // more in are those up to some value, found by bisection over `lo, lo + step, ..` up to
+        // `hi`.
+        let more = |vary: &dyn Fn(u32) -> experiments::OccupancyPoint, lo: u32, hi: u32, step: u32| -> Option<u32> {
+            let fits = |k: u32| occupancy(sm, &vary(lo + k * step)).blocks_per_sm > blocks;
+            if hi < lo || !fits(0) {
+                return None;
+            }
+            let (mut good, mut bad) = (0, (hi - lo) / step + 1);
+            while bad - good > 1 {
+                let mid = good + (bad - good) / 2;
+                if fits(mid) {
+                    good = mid;
+                } else {
+                    bad = mid;
+                }
+            }
+            Some(lo + good * step)
+        };
+        let by_registers = more(
+            &|r| experiments::OccupancyPoint { registers: r, ..point },
+            1,
+            point.registers.saturating_sub(1),
+            1,
+        );
+        let by_threads = more(
+            &|n| experiments::OccupancyPoint { threads: n, ..point },
+            32,
+            point.threads.saturating_sub(32),
+            32,
+        );
+        let by_shared = if point.dynamic_shared > 0 {
+            more(
+                &|s| experiments::OccupancyPoint {
+                    dynamic_shared: s,
+                    ..point
+                },
+                0,
+                point.dynamic_shared - 1,
+                1,
+            )
+        } else {
+            None
+        };
+        let mut steps = Vec::new();
+        if let Some(r) = by_registers {
+            steps.push(format!("{r} registers per thread"));
+        }
+        if let Some(s) = by_shared {
+            steps.push(format!("{} of shared memory", experiments::format_bytes(u64::from(s))));
+        }
+        if let Some(n) = by_threads {
+            steps.push(format!("{n} threads per block"));
+        }
+        let step = if steps.is_empty() {
+            "no single change of registers, shared memory or threads lets another block in".to_string()
+        } else {
+            format!("another block fits at {}", steps.join(", or "))
+        };
+        let limiter = occ.limiter.to_string();
+        let bar = |label: &str, value: u32, which: Limiter| {
+            let binding = blocks > 0 && occ.limiter == which;
+            json!({"label": label, "value": value, "text": format!("{value} blocks{}", if binding { " (limits)" } else { "" }),
+                   "class": if binding { "limit" } else { "other" }})
+        };
+        let (text, command) = t.explain("occupancy", &a)?;
+        Ok(TeachView {
+            facts: vec![
+                TeachFact::new("blocks_per_sm", "Resident blocks per SM", blocks.to_string()).strong(),
+                TeachFact::new(
+                    "warps_per_sm",
+                    "Resident warps per SM",
+                    format!("{}", metric(&metrics, "warps_per_sm")?),
+                ),
+                TeachFact::new(
+                    "occupancy",
+                    "Occupancy",
+                    format!("{:.0}%", 100.0 * metric(&metrics, "occupancy")?),
+                ),
+                TeachFact::new(
+                    "limiter",
+                    "Limiting resource",
+                    if blocks == 0 {
+                        occ.cannot_launch.clone().unwrap_or_else(|| "cannot launch".into())
+                    } else {
+                        limiter
+                    },
+                ),
+                TeachFact::new("next_step", "The step to one more block", step),
+            ],
+            measured: t.measured(&workload, "resident blocks per SM", "blocks_per_sm", |v| {
+                format!("{v:.0}")
+            }),
+            command,
+            text,
+            picture: json!({"kind": "bars", "title": "blocks each resource allows", "bars": [
+                bar("warp slots", occ.by_warps, Limiter::Warps),
+                bar("registers", occ.by_registers, Limiter::Registers),
+                bar("shared memory", occ.by_shared, Limiter::SharedMemory),
+                bar("block slots", occ.by_blocks, Limiter::Blocks),
+            ]}),
+        })
+    })?;
+    Ok(TeachPage {
+        slug: "occupancy".into(),
+        title: "Occupancy: what limits resident blocks".into(),
+        intro: vec![
+            "An SM holds as many blocks of a kernel as its warp slots, registers, shared memory and block slots all allow. Move threads, registers and shared memory: the bar that binds is red, and the page says how far one resource must fall before another block fits.".into(),
+        ],
+        terminal: format!("vramlab explain occupancy threads=256 registers=64{}", t.profile_flag),
+        panels: vec![panel],
+        notes: vec![
+            format!("Model: sim/src/occupancy.rs with the SM of profile '{}' ({}).", t.profile.name, t.profile.device.name),
+            "Measured: cuOccupancyMaxActiveBlocksPerMultiprocessor on the H100 and H200 over 1320 shapes; shown where this shape is one of them.".into(),
+        ],
+    })
 }
 
 #[cfg(test)]
@@ -395,6 +563,17 @@ mod tests {
             let fewer = occupancy(&sm, &kernel(threads, registers, 0, dynamic_shared)).blocks_per_sm;
             let more = occupancy(&sm, &kernel(threads, registers + 1, 0, dynamic_shared)).blocks_per_sm;
             prop_assert!(more <= fewer, "{} registers: {}, {}: {}", registers, fewer, registers + 1, more);
+        }
+
+        /// What the teaching page's bisection for "the step where another block fits" rests on,
+        /// with the two properties beside it.
+        #[test]
+        fn more_threads_never_raise_occupancy(warps in 1u32..32, registers in 1u32..=255,
+                                              dynamic_shared in 0u32..=(200 << 10)) {
+            let sm = hopper();
+            let fewer = occupancy(&sm, &kernel(warps * 32, registers, 0, dynamic_shared)).blocks_per_sm;
+            let more = occupancy(&sm, &kernel((warps + 1) * 32, registers, 0, dynamic_shared)).blocks_per_sm;
+            prop_assert!(more <= fewer, "{} warps: {}, {}: {}", warps, fewer, warps + 1, more);
         }
 
         #[test]

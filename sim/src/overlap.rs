@@ -6,6 +6,9 @@
 //! compute queue. Chunks are issued breadth-first (upload 0, kernel 0, upload 1, ...),
 //! round-robin over the streams, so each queue serves work in issue order.
 
+use experiments::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView};
+use serde_json::json;
+use crate::teach::{args, metric, strings, Teacher};
 use experiments::{Metrics, Profile};
 
 use crate::backend::SimError;
@@ -43,10 +46,79 @@ pub(crate) struct FamilyModel;
 impl Model for FamilyModel {
     type Point = OverlapPoint;
 
+    fn teach(t: &Teacher) -> Result<Vec<TeachPage>, experiments::Error> {
+        Ok(vec![teach_page(t)?])
+    }
+
     fn predict(profile: &Profile, point: &OverlapPoint) -> Result<Metrics, SimError> {
         let params = &profile.transfer;
         Ok(experiments::overlap_metrics(overlapped_us(params, point), serial_us(params, point)))
     }
+}
+
+/// The family's page of the teaching site (`vramlab teach`).
+pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
+    let overlap_controls = vec![
+        TeachControl::new(
+            "streams",
+            "Streams",
+            "select",
+            strings(&[1, 2, 4]),
+            strings(&[1, 2, 4]),
+            "2",
+        ),
+        TeachControl::new("chunks", "Chunks", "select", strings(&[8, 32]), strings(&[8, 32]), "8"),
+        TeachControl::new(
+            "kernel_us",
+            "Kernel time in all (us)",
+            "select",
+            strings(&[2000, 5000, 10000]),
+            strings(&[2000, 5000, 10000]),
+            "5000",
+        ),
+    ];
+    let overlap = TeachPanel::build(
+        "overlap",
+        "A 256 MiB upload in chunks, each followed by a kernel, over streams",
+        overlap_controls,
+        |values| {
+            let mut a = args(&["streams", "chunks", "kernel_us"], values);
+            a.push(format!("bytes={}", 256u64 << 20));
+            let workload = t.point(experiments::Family::Overlap, &a)?;
+            let m = t.predict(&workload)?;
+            let (time, serial, speedup) = (
+                metric(&m, "time_us")?,
+                metric(&m, "serial_time_us")?,
+                metric(&m, "speedup")?,
+            );
+            Ok(TeachView {
+                facts: vec![
+                    TeachFact::new("time_us", "Predicted time, overlapped", format!("{time:.0} us")).strong(),
+                    TeachFact::new(
+                        "serial_time_us",
+                        "Predicted time, copy then compute",
+                        format!("{serial:.0} us"),
+                    ),
+                    TeachFact::new("speedup", "Speed-up", format!("{speedup:.2} x")),
+                ],
+                measured: t.measured(&workload, "overlapped time", "time_us", |v| format!("{v:.0} us")),
+                command: format!("vramlab run overlap{}", t.profile_flag),
+                text: String::new(),
+                picture: json!({"kind": "bars", "title": "time", "bars": [
+                    {"label": "copy, then compute", "value": serial, "text": format!("{serial:.0} us"), "class": "other"},
+                    {"label": format!("overlapped, {} stream(s)", values[0]), "value": time, "text": format!("{time:.0} us"), "class": "pinned"},
+                ]}),
+            })
+        },
+    )?;
+    Ok(TeachPage {
+        slug: "transfers".into(),
+        title: "Transfers: pinned, pageable, overlapped".into(),
+        intro: vec!["Below, an upload cut into chunks over several streams lets the copy of one chunk run beside the kernel of the previous one.".into()],
+        terminal: format!("vramlab run transfers{}", t.profile_flag),
+        panels: vec![overlap],
+        notes: vec![format!("Model: sim/src/overlap.rs with profile '{}', over the copies' model.", t.profile.name)],
+    })
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@
 //! staging buffers, one chunk at a time, double-buffered, so the host-side copy of
 //! one chunk overlaps the DMA of the previous one. That is a two-stage pipeline.
 
+use experiments::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView, Workload};
+use serde_json::json;
+use crate::teach::{byte_ticks, fail, metric, strings, Teacher};
 use experiments::{Calibration, Metrics, Params, Profile};
 
 use crate::backend::SimError;
@@ -158,6 +161,10 @@ pub(crate) struct FamilyModel;
 impl Model for FamilyModel {
     type Point = TransferPoint;
 
+    fn teach(t: &Teacher) -> Result<Vec<TeachPage>, experiments::Error> {
+        Ok(vec![teach_page(t)?])
+    }
+
     fn predict(profile: &Profile, point: &TransferPoint) -> Result<Metrics, SimError> {
         Ok(experiments::throughput_metrics(copy_us(&profile.transfer, point), point.bytes))
     }
@@ -183,6 +190,144 @@ impl Model for FamilyModel {
             t.kernel_launch_us
         ))
     }
+}
+
+/// The family's page of the teaching site (`vramlab teach`).
+pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
+    let sizes: Vec<u64> = (10..=30).map(|k| 1u64 << k).collect();
+    let point = |direction: &str, host: &str, bytes: u64| {
+        t.point(
+            experiments::Family::Transfer,
+            &[
+                format!("direction={direction}"),
+                format!("host={host}"),
+                format!("bytes={bytes}"),
+            ],
+        )
+    };
+    let controls = vec![
+        TeachControl::new(
+            "direction",
+            "Direction",
+            "select",
+            strings(&["h2d", "d2h"]),
+            strings(&["host to device", "device to host"]),
+            "h2d",
+        ),
+        TeachControl::new(
+            "bytes",
+            "Bytes copied",
+            "range",
+            strings(&sizes),
+            sizes.iter().map(|s| experiments::format_bytes(*s)).collect(),
+            &(1u64 << 20).to_string(),
+        ),
+    ];
+    let mut curves: std::collections::BTreeMap<(String, String), Vec<(f64, f64)>> = std::collections::BTreeMap::new();
+    for direction in ["h2d", "d2h"] {
+        for host in ["pinned", "pageable"] {
+            for bytes in &sizes {
+                let gb = metric(&t.predict(&point(direction, host, *bytes)?)?, "gb_per_s")?;
+                curves
+                    .entry((direction.to_string(), host.to_string()))
+                    .or_default()
+                    .push((*bytes as f64, gb));
+            }
+        }
+    }
+    let copies = TeachPanel::build("transfers", "One copy, pinned against pageable", controls, |values| {
+        let (direction, bytes) = (&values[0], values[1].parse::<u64>().map_err(|e| fail(e.to_string()))?);
+        let pinned = point(direction, "pinned", bytes)?;
+        let pageable = point(direction, "pageable", bytes)?;
+        let (pm, gm) = (t.predict(&pinned)?, t.predict(&pageable)?);
+        let mut series = Vec::new();
+        for host in ["pinned", "pageable"] {
+            series.push(json!({"name": format!("model, {host}"), "class": host, "line": true, "points": curves[&(direction.clone(), host.to_string())]}));
+        }
+        for host in ["pinned", "pageable"] {
+            let Workload::Transfer(kind) = point(direction, host, 1)? else {
+                return Err(fail("not a transfer point"));
+            };
+            for (gpu, points) in t.measured_series(
+                |w| match w {
+                    Workload::Transfer(p) if p.direction == kind.direction && p.host == kind.host => {
+                        Some(p.bytes as f64)
+                    }
+                    _ => None,
+                },
+                "gb_per_s",
+            ) {
+                let short = if gpu.contains("H200") {
+                    "H200"
+                } else if gpu.contains("H100") {
+                    "H100"
+                } else {
+                    gpu.as_str()
+                };
+                series.push(json!({"name": format!("{short} {host}"), "class": match (host, short) { ("pinned", "H200") => "#64b5f6", ("pinned", _) => "#0d47a1", (_, "H200") => "#ffab91", _ => "#bf360c" }, "line": false, "points": points}));
+            }
+        }
+        let mut measured = t.measured(&pinned, "pinned", "gb_per_s", |v| format!("{v:.2} GB/s"));
+        measured.extend(t.measured(&pageable, "pageable", "gb_per_s", |v| format!("{v:.2} GB/s")));
+        if measured.iter().all(|m| m.starts_with("No committed")) {
+            measured.truncate(1);
+        }
+        Ok(TeachView {
+            facts: vec![
+                TeachFact::new(
+                    "pinned_us",
+                    "Pinned: predicted time",
+                    format!("{:.1} us", metric(&pm, "time_us")?),
+                ),
+                TeachFact::new(
+                    "pinned_gb_per_s",
+                    "Pinned: predicted bandwidth",
+                    format!("{:.2} GB/s", metric(&pm, "gb_per_s")?),
+                )
+                .strong(),
+                TeachFact::new(
+                    "pageable_us",
+                    "Pageable: predicted time",
+                    format!("{:.1} us", metric(&gm, "time_us")?),
+                ),
+                TeachFact::new(
+                    "pageable_gb_per_s",
+                    "Pageable: predicted bandwidth",
+                    format!("{:.2} GB/s", metric(&gm, "gb_per_s")?),
+                )
+                .strong(),
+                TeachFact::new(
+                    "ratio",
+                    "Pageable takes",
+                    format!(
+                        "{:.2} x the pinned time",
+                        metric(&gm, "time_us")? / metric(&pm, "time_us")?
+                    ),
+                ),
+            ],
+            measured,
+            command: format!("vramlab run {direction}_pinned {direction}_pageable{}", t.profile_flag),
+            text: String::new(),
+            picture: json!({"kind": "curve", "title": "bandwidth against size", "xlabel": "bytes copied", "ylabel": "GB/s",
+                            "xlog": true, "ylog": false, "series": series, "xticks": byte_ticks(1 << 10, 1 << 30, 2),
+                            "marks": [[bytes as f64, metric(&pm, "gb_per_s")?], [bytes as f64, metric(&gm, "gb_per_s")?]]}),
+        })
+    })?;
+    Ok(TeachPage {
+        slug: "transfers".into(),
+        title: "Transfers: pinned, pageable, overlapped".into(),
+        intro: vec![
+            "A copy from page-locked (pinned) host memory goes straight to the copy engine; a pageable one is staged by the driver through pinned buffers, one chunk at a time. Slide the size to see where the fixed cost gives way to bandwidth, and how far pageable falls behind.".into(),
+            "Below, an upload cut into chunks over several streams lets the copy of one chunk run beside the kernel of the previous one.".into(),
+        ],
+        terminal: format!("vramlab run transfers{}", t.profile_flag),
+        panels: vec![copies],
+        notes: vec![
+            format!("Model: sim/src/transfer.rs with profile '{}'.", t.profile.name),
+            "Pageable copies depend on the host's memory and CPU; the H100 and H200 measurements are of the lent machines named in reports/reference/.".into(),
+            "`vramlab explain` has no transfer view; the terminal command runs the model over the transfer suite.".into(),
+        ],
+    })
 }
 
 #[cfg(test)]
