@@ -262,12 +262,10 @@ fn push_event(
     };
     let number = |key: &str| -> std::result::Result<u64, String> {
         match field(key)? {
-            Value::Int(v) => {
-                u64::try_from(*v).map_err(|_| {
-                    let what = if *v < 0 { "negative" } else { "larger than 2^64 - 1" };
-                    format!("device_traces[{device}][{index}].{key} = {v} is {what}")
-                })
-            }
+            Value::Int(v) => u64::try_from(*v).map_err(|_| {
+                let what = if *v < 0 { "negative" } else { "larger than 2^64 - 1" };
+                format!("device_traces[{device}][{index}].{key} = {v} is {what}")
+            }),
             other => Err(format!(
                 "device_traces[{device}][{index}].{key} is {} not an integer",
                 kind(pickle, other)
