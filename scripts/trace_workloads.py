@@ -403,3 +403,82 @@ def hf_gpt2_sdpa_bf16(device):
 
 
 SDPA = {f.__name__: f for f in [hand_sdpa_autocast, hf_llama_sdpa_autocast, hf_gpt2_sdpa_bf16]}
+
+
+# Held out, fourth group: float32 fused attention (memory-efficient attention on an H100),
+# committed with the tracer's support for it and before any of them was run on a GPU.
+
+
+def hand_fp32_sdpa(device):
+    """A hand-written causal transformer in float32 calling F.scaled_dot_product_attention
+    (head size 64), trained with Adam for two steps."""
+    torch.manual_seed(0)
+    d, heads, layers, vocab, length = 768, 12, 4, 4096, 384
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = (t.view(b, n, heads, d // heads).transpose(1, 2) for t in self.qkv(self.ln1(x)).split(d, dim=-1))
+            x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, n, d))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    embed = nn.Embedding(vocab, d).to(device)
+    blocks = nn.ModuleList(Block() for _ in range(layers)).to(device)
+    head = nn.Linear(d, vocab).to(device)
+    opt = torch.optim.Adam([p for m in (embed, blocks, head) for p in m.parameters()], lr=1e-4)
+    for _ in range(2):
+        ids = torch.randint(0, vocab, (6, length), device=device)
+        x = embed(ids)
+        for block in blocks:
+            x = block(x)
+        F.cross_entropy(head(x).flatten(0, 1), ids.flatten()).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_gpt2_fp32_sdpa(device):
+    """A Hugging Face GPT-2 (4 layers) built from its config with its default attention (SDPA, with
+    attention dropout) in float32, trained with AdamW for two steps."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=8192, n_positions=512)
+    model = GPT2LMHeadModel(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        ids = torch.randint(0, 8192, (8, 512), device=device)
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_llama_fp32_sdpa(device):
+    """A Hugging Face Llama (4 layers, as many key/value heads as query heads) built from its config
+    with its default attention (SDPA) in float32, one AdamW step."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        num_hidden_layers=4,
+        hidden_size=512,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        intermediate_size=1376,
+        vocab_size=8192,
+        max_position_embeddings=1024,
+    )
+    model = LlamaForCausalLM(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 8192, (4, 512), device=device)
+    model(input_ids=ids, labels=ids).loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+
+SDPA_FP32 = {f.__name__: f for f in [hand_fp32_sdpa, hf_gpt2_fp32_sdpa, hf_llama_fp32_sdpa]}

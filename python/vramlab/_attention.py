@@ -19,8 +19,17 @@ trace uses a fit to three measured shapes (``4·B·Hq·Lq·D + 4·B·Hq·Lq + 25
 with fewer key heads), says so in the snapshot, and is checked on held-out programs in
 reports/reference/h100/trace-workloads.
 
-The other backends (flash attention for head sizes cuDNN refuses, memory-efficient attention for
-float32, the math path) have kernel workspaces the trace does not size yet: it stops there with one
+Memory-efficient attention (float32, and half precision where cuDNN and flash refuse) allocates
+what ``_efficient_attention_forward``/``_backward`` (``attention.cu``, ``attention_backward.cu``) do,
+as measured on the H100 over 90 shapes (``scripts/measure_efficient_attention.py``,
+reports/reference/h100/efficient-attention/): the forward its output and log-sum-exp; the backward
+a copy of the output gradient in ``[B, L, H, D]`` order where it is not so already, dq, dk, dv, the
+row sums ``delta`` (computed by the kernel in half precision; in float32 by ATen, through a product
+and a sum and a transposed copy), and the kernel's workspace, whose size is a fit to those
+measurements (``efficient_backward_workspace``), for head sizes up to 128.
+
+Flash attention (head sizes cuDNN refuses, in half precision), the math path and memory-efficient
+attention with a boolean mask, grouped key heads or head sizes over 128 stop the trace with one
 line (``vramlab.UnfollowedError``).
 """
 
@@ -148,3 +157,16 @@ def cudnn_backward_workspace(q: Any, k: Any) -> int:
     if k.size(1) < hq:
         size += 4 * b * hq * k.size(2) * d
     return size
+
+
+def efficient_backward_workspace(b: int, h: int, lq: int, d: int, half: bool) -> int:
+    """The workspace memory-efficient attention's backward allocates, in bytes, for head sizes up
+    to 128: per batch and head, R rows of the query (Lq rounded up to 64, or to 128 for heads over
+    64) times the head size padded to 64 or 128 floats, and R/16 more (R/32 for half precision
+    heads over 64). A fit to the 90 shapes measured on the H100 (torch 2.11), exact on all of them,
+    not a rule read from the kernel."""
+    block = 64 if d <= 64 else 128
+    rows = -(-lq // block) * block
+    extra = rows // (32 if half and d > 64 else 16)
+    return 4 * b * h * (rows * block + extra)
+

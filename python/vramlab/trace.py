@@ -39,7 +39,7 @@ import sys
 import threading
 import types
 import weakref
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _vramlab
 from . import _attention, _kernels
@@ -275,6 +275,9 @@ class trace:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU, with workspaces and layouts vramlab.trace does not model yet (the trace up to there is kept)"
                     )
+                grad_copy = None
+                if op == "_scaled_dot_product_efficient_attention_backward" and on_gpu:
+                    grad_copy = tracer._efficient_grad_copy(args[0], _user_frame())
                 into = _engine_accumulation(torch, func, args, kwargs or {})
                 if into is not None:
                     # As the GPU does it: the autograd engine adds a gradient into the one it
@@ -291,6 +294,9 @@ class trace:
                     on_meta.reverse()
                 bound = _schema_values(func, args, kwargs or {}) if on_meta and op in _KERNEL_SCRATCH else {}
                 full = tracer._loss_storage(op, bound) if op in _LOSSES else None
+                if op == "_scaled_dot_product_efficient_attention":
+                    # The dropout seed and offset stay on the host (the meta kernel makes them).
+                    on_meta = [t for t in out[:2] if isinstance(t, torch.Tensor)]
                 if op == "_scaled_dot_product_cudnn_attention":
                     # On the GPU: the dropout seed and offset first, then the output, and the
                     # log-sum-exp only where a gradient will be needed (the meta kernel always
@@ -303,6 +309,8 @@ class trace:
                     tracer._scratch([_attention.CUDNN_FORWARD_WORKSPACE], frame)
                 elif op == "_scaled_dot_product_cudnn_attention_backward":
                     tracer._scratch([_attention.cudnn_backward_workspace(args[1], args[2])], frame)
+                elif op == "_scaled_dot_product_efficient_attention_backward" and on_gpu:
+                    tracer._efficient_backward_scratch(args, grad_copy, frame)
                 if bound:
                     tracer._kernel_scratch(op, bound, on_meta[0], frame)
                 if op in _MATMULS and on_meta:
@@ -427,21 +435,71 @@ class trace:
         where = _where(_user_frame())
         backend = _attention.choose(torch, bound, major)
         mask = bound["attn_mask"]
-        if backend == "cudnn" and mask is not None and mask.dtype == torch.bool:
-            backend = "cudnn with a boolean mask (turned into an additive one first)"
-        if backend != "cudnn":
+        if backend in ("cudnn", "efficient") and mask is not None and mask.dtype == torch.bool:
+            backend = f"{backend} with a boolean mask (turned into an additive one first)"
+        if backend == "efficient" and (q.size(1) != k.size(1) or q.size(-1) > 128):
+            backend = "efficient (grouped key heads or head sizes over 128)"
+        if backend not in ("cudnn", "efficient"):
             what = backend or "no backend (PyTorch raises 'No available kernel')"
             raise UnfollowedError(
-                f"scaled_dot_product_attention at {where}: on the {self.gpu['name']} these arguments run {what} attention, whose workspaces vramlab.trace does not size yet (it follows cuDNN attention: float16/bfloat16, head sizes a multiple of 8 up to 256); the trace up to there is kept"
+                f"scaled_dot_product_attention at {where}: on the {self.gpu['name']} these arguments run {what} attention, whose workspaces vramlab.trace does not size yet (it follows cuDNN attention in float16/bfloat16 and memory-efficient attention for heads up to 128); the trace up to there is kept"
             )
+        compute_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+        if backend == "efficient":
+            self._note(
+                "{count} memory-efficient attention calls: their backward workspaces are sized by a fit to 90 shapes measured on an H100 (torch 2.11), not by a rule"
+            )
+            if mask is not None:
+                # attention.cpp's preprocess_mask: the last dimension padded to a multiple of 16
+                # (a copy), then sliced and expanded to [B, H, Lq, Lk] (views).
+                lk = mask.size(-1)
+                if lk % 16:
+                    mask = torch.nn.functional.pad(mask, (0, 16 - lk % 16))[..., :lk]
+                mask = mask.expand(q.size(0), q.size(1), q.size(2), k.size(2))
+            outputs = torch.ops.aten._scaled_dot_product_efficient_attention(
+                q, k, v, mask, compute_lse, bound["dropout_p"], bound["is_causal"], scale=bound["scale"]
+            )
+            return outputs[0]
         self._note(
             "{count} cuDNN attention calls: their backward workspaces are sized by a fit to cuDNN 9.19 measured on an H100 (three shapes), not by a rule"
         )
-        compute_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
         outputs = torch.ops.aten._scaled_dot_product_cudnn_attention(
             q, k, v, mask, compute_lse, bound["dropout_p"], bound["is_causal"], False, scale=bound["scale"]
         )
         return outputs[0]
+
+    def _efficient_grad_copy(self, grad_out: Any, frame: Optional[Dict[str, Any]]) -> Optional[Tuple[int, int]]:
+        """`_efficient_attention_backward` first makes the output gradient contiguous in
+        [B, L, H, D] order: a copy where it is not so already."""
+        if grad_out.transpose(1, 2).is_contiguous():
+            return None
+        size = grad_out.numel() * grad_out.element_size()
+        return self._alloc(size, frame), size
+
+    def _efficient_backward_scratch(self, args: Any, grad_copy: Optional[Tuple[int, int]], frame: Optional[Dict[str, Any]]) -> None:
+        """After dq, dk, dv: the row sums `delta` and the workspace, in the order the H100
+        recorded them (vramlab/_attention.py)."""
+        grad_out, query = args[0], args[1]
+        b, h, lq, _ = grad_out.shape
+        rows = 4 * b * h * lq
+        if grad_out.dtype == self._torch.float32:
+            # ATen computes delta: (grad_out * out).sum(-1), then a contiguous [B, H, Lq] copy.
+            product = self._alloc(grad_out.numel() * 4, frame)
+            summed = self._alloc(rows, frame)
+            if h > 1 and lq > 1:
+                delta = self._alloc(rows, frame)
+                self._free(summed, rows)
+            else:
+                delta = summed
+            self._free(product, grad_out.numel() * 4)
+        else:
+            delta = self._alloc(rows, frame)
+        size = _attention.efficient_backward_workspace(b, h, lq, query.size(-1), grad_out.dtype != self._torch.float32)
+        workspace = self._alloc(size, frame)
+        self._free(delta, rows)
+        self._free(workspace, size)
+        if grad_copy is not None:
+            self._free(*grad_copy)
 
     def _scratch(self, sizes: List[int], frame: Optional[Dict[str, Any]]) -> None:
         """Allocations a kernel makes and frees before it returns, freed in reverse order."""
