@@ -66,7 +66,8 @@ pub(crate) trait Observer {
     fn freeing(&mut self, _index: usize, _live: &Live) -> Result<(), Error> {
         Ok(())
     }
-    /// The policy took a block back, in `ns` of host time where timed.
+    /// The policy took a block back, in `ns` of host time where timed (where `live.ns` is not
+    /// negative).
     fn freed(&mut self, _live: &Live, _ns: f64) {}
     /// The program emptied the cache.
     fn released(&mut self, _meter: &Metered<'_>) {}
@@ -87,7 +88,16 @@ pub(crate) struct Replayer {
     /// A release right before a device allocation is the policy's to make (under a cap, where
     /// it may be the allocator's own retry), not the trace's.
     policy_retries: bool,
+    /// Requests so far: which are timed.
+    requests: u64,
 }
+
+/// Where a replay times operations, one request in this many is timed, with the frees of its
+/// block: a clock read around every operation cost more than the operations themselves.
+pub(crate) const TIMED_ONE_IN: u64 = 16;
+
+/// The `ns` of a block whose operations are not timed.
+const UNTIMED: f64 = -1.0;
 
 impl Replayer {
     /// `policy` about to replay `trace`; `capped`: under a cap, where releases made within a
@@ -99,6 +109,7 @@ impl Replayer {
             held: Held::default(),
             pooled: !trace.pool_of_id.is_empty(),
             policy_retries: capped,
+            requests: 0,
         }
     }
 
@@ -159,7 +170,8 @@ impl Replayer {
         observer: &mut O,
     ) -> Result<bool, Error> {
         let timed = observer.timed();
-        let clock = || timed.then(Instant::now);
+        // A block's frees are timed where its request was (blocks the trace began with are).
+        let clock = |live: &Live| (timed && live.ns >= 0.0).then(Instant::now);
         let since = |start: Option<Instant>| start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
         meter.at = index;
         let mut fits = true;
@@ -169,9 +181,11 @@ impl Replayer {
                 if self.pooled {
                     self.policy.select_pool(trace.pool_of(id));
                 }
-                let start = clock();
+                let sampled = timed && self.requests.is_multiple_of(TIMED_ONE_IN);
+                self.requests += 1;
+                let start = sampled.then(Instant::now);
                 let result = self.policy.allocate(meter, size, stream);
-                let ns = since(start);
+                let ns = start.map_or(UNTIMED, |s| s.elapsed().as_nanos() as f64);
                 observer.answered(index, size, stream, self.policy.as_ref());
                 self.settle_finished(index, observer)?;
                 match result {
@@ -206,9 +220,11 @@ impl Replayer {
                     observer.let_go(index, live);
                     self.held.allocated -= live.block.size;
                     self.held.requested -= live.size;
-                    let start = clock();
+                    let start = clock(live);
                     self.policy.free_requested(meter, live.block);
-                    live.ns += since(start);
+                    if let Some(start) = start {
+                        live.ns += start.elapsed().as_nanos() as f64;
+                    }
                 }
             }
             // A release right before a device allocation, where the policy makes its own.
@@ -230,7 +246,7 @@ impl Replayer {
                         self.held.requested -= live.size;
                     }
                     observer.freeing(index, &live)?;
-                    let start = clock();
+                    let start = clock(&live);
                     self.policy.free(meter, live.block);
                     observer.freed(&live, since(start));
                 }

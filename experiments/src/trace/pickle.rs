@@ -32,6 +32,9 @@ pub(crate) enum Value {
     List(Ref),
     Tuple(Ref),
     Dict(Ref),
+    /// An event dict the fast path read ([`Fast`]): on the stack only, between its batch's MARK
+    /// and APPENDS; anything else that reaches the stack first makes it a [`Value::Dict`].
+    Event(u32),
 }
 
 /// A container of the arena: its slot, and the generation it was made in (a slot a streamed
@@ -170,8 +173,68 @@ pub(crate) struct PickleError {
 }
 
 /// Where the events of a snapshot's device traces go as they are read: `device` is the index
-/// in `device_traces`, `event` a dict of `pickle` (valid only during the call).
-pub(crate) type EventSink<'s> = dyn FnMut(usize, &Pickle, &Value) -> Result<(), String> + 's;
+/// in `device_traces`, `event` the item (valid only during the call).
+pub(crate) type EventSink<'s> = dyn FnMut(usize, Event<'_>) -> Result<(), String> + 's;
+
+/// One item of a device's trace as the sink sees it: a value of the pickle, or an event dict
+/// the fast path read, its entries in order, with the last entry of each of [`FIELDS`] found.
+#[derive(Clone, Copy)]
+pub(crate) enum Event<'a> {
+    Value(&'a Pickle, &'a Value),
+    Entries(&'a Pickle, &'a [(Value, Value)], &'a [u32; FIELDS.len()]),
+}
+
+/// The keys the snapshot reader asks an event for, found as the fast path reads each event.
+pub(crate) const FIELDS: [&str; 5] = ["action", "addr", "size", "stream", "device_free"];
+
+/// No entry holds the field.
+const ABSENT: u32 = u32::MAX;
+
+impl<'a> Event<'a> {
+    /// The pickle the event's values refer to.
+    pub(crate) fn pickle(&self) -> &'a Pickle {
+        match *self {
+            Event::Value(pickle, _) | Event::Entries(pickle, ..) => pickle,
+        }
+    }
+
+    /// Whether the item is a dict.
+    pub(crate) fn is_dict(&self) -> bool {
+        matches!(self, Event::Entries(..) | Event::Value(_, Value::Dict(_)))
+    }
+
+    /// The value of a string key (the last assignment, as in Python), as [`Pickle::get`].
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
+        match *self {
+            Event::Value(pickle, value) => pickle.get(value, key),
+            Event::Entries(_, entries, fields) => match FIELDS.iter().position(|f| *f == key) {
+                Some(field) => entries.get(fields[field] as usize).map(|(_, v)| v),
+                None => entries
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| matches!(k, Value::Str(s) if &**s == key))
+                    .map(|(_, v)| v),
+            },
+        }
+    }
+
+    /// The items of a list or tuple among the event's values.
+    #[cfg(test)]
+    pub(crate) fn items(&self, value: &'a Value) -> Option<&'a [Value]> {
+        match value {
+            &EMPTY_LIST => Some(&[]),
+            value => self.pickle().items(value),
+        }
+    }
+
+    /// The item as a value of its pickle (an event the fast path read has none).
+    pub(crate) fn value(&self) -> Option<&'a Value> {
+        match *self {
+            Event::Value(_, value) => Some(value),
+            Event::Entries(..) => None,
+        }
+    }
+}
 
 /// The values a pickle may build unless `VRAMLAB_MAX_PICKLE_VALUES` says more: about 4 GiB of
 /// them. A real snapshot read whole builds about one value for every 3-4 bytes, and streamed,
@@ -426,6 +489,7 @@ pub(crate) fn decode(
     let mut marks: Vec<Mark> = Vec::new();
     let mut memo: HashMap<u64, Value> = HashMap::default();
     let mut memo_next: u64 = 0;
+    let mut fast = Fast::default();
 
     loop {
         if reader.at_end()? {
@@ -436,7 +500,7 @@ pub(crate) fn decode(
             });
         }
         // Every opcode makes at most one value, so checking before each bounds what is built.
-        let values = out.held + (stack.len() + marks.len() + memo.len()) as u64;
+        let values = out.held + fast.held + (stack.len() + marks.len() + memo.len()) as u64;
         if values > max_values {
             return Err(reader.error(format!(
                 "the pickle builds more than {max_values} values (about {} of memory) by byte {} (set VRAMLAB_MAX_PICKLE_VALUES to allow more)",
@@ -445,7 +509,46 @@ pub(crate) fn decode(
             )));
         }
         reader.op_at = reader.pos;
+        // A device's event, streamed, read without the opcodes where it has the usual shape.
+        if let Some((_, reads)) = sink.as_ref() {
+            if reader.hi > reader.lo
+                && reader.buf[reader.lo] == b'}'
+                && marks
+                    .last()
+                    .is_some_and(|m| device_trace(&out, &stack[..m.stack.min(stack.len())]).is_some())
+            {
+                const AHEAD: usize = 64 << 10;
+                if reader.hi - reader.lo < AHEAD
+                    && !reader.eof
+                    && reader.pos + reader.buf.len().max(WINDOW) as u64 <= reader.limit
+                {
+                    // What cannot be read now is read (and reported) by the opcodes.
+                    let _ = reader.fill(AHEAD);
+                }
+                // An opcode makes two values at most (a container, and its place on the
+                // stack): an event of no more than half the room left cannot pass the budget.
+                let room = usize::try_from((max_values - values) / 2).unwrap_or(usize::MAX);
+                let bytes = &reader.buf[reader.lo..reader.hi.min(reader.lo.saturating_add(room))];
+                if let Some(used) = fast_event(bytes, &mut memo, &mut memo_next, reads, &mut fast) {
+                    reader.lo += used;
+                    reader.pos += used as u64;
+                    stack.push(Value::Event(fast.events.len() as u32 - 1));
+                    continue;
+                }
+            }
+        }
         let op = reader.u8()?;
+        if !fast.events.is_empty() {
+            // Only the batch's APPENDS (and FRAME, which touches nothing) take events as they are.
+            let appends = op == b'e'
+                && sink.is_some()
+                && marks
+                    .last()
+                    .is_some_and(|m| device_trace(&out, &stack[..m.stack.min(stack.len())]).is_some());
+            if !appends && op != 0x95 {
+                fast.materialise(&mut out, &mut stack);
+            }
+        }
         match op {
             0x80 => {
                 let proto = reader.u8()?;
@@ -520,9 +623,19 @@ pub(crate) fn decode(
                             return Err(reader.error("cancelled".into()));
                         }
                         for item in &items {
-                            sink(device, &out, item).map_err(|message| reader.error(message))?;
+                            let event = match *item {
+                                Value::Event(i) => {
+                                    let (entries, fields) = fast.event(i);
+                                    Event::Entries(&out, entries, fields)
+                                }
+                                ref value => Event::Value(&out, value),
+                            };
+                            sink(device, event).map_err(|message| reader.error(message))?;
                         }
                         drop(items);
+                        // The fast path's events are the arena's only where the batch is kept.
+                        let kept_fast = std::mem::take(&mut fast.held);
+                        fast.clear();
                         // A batch read whole (MARK ... APPENDS) is forgotten when no container
                         // it made is read back later: they all belong to its events.
                         if let Some(mark) = mark {
@@ -530,9 +643,13 @@ pub(crate) fn decode(
                                 reads.contains(key)
                                     && matches!(memo.get(&key), Some(Value::List(_) | Value::Tuple(_) | Value::Dict(_)))
                             });
-                            if !shared {
+                            if shared {
+                                out.held += kept_fast;
+                            } else {
                                 out.forget_since(&mark);
                             }
+                        } else {
+                            out.held += kept_fast;
                         }
                     }
                     _ => {
@@ -670,6 +787,271 @@ pub(crate) fn decode(
             }
         }
     }
+}
+
+/// The event dicts of the batch being read that [`fast_event`] read: their entries one after
+/// another, and for each its range and where each of [`FIELDS`] is. They stand on the stack as
+/// [`Value::Event`]s until the batch's APPENDS hands them to the sink; any other opcode that
+/// comes first makes them the arena's dicts ([`Fast::materialise`]), as the opcodes would have.
+#[derive(Default)]
+struct Fast {
+    entries: Vec<(Value, Value)>,
+    events: Vec<FastEvent>,
+    /// Values the events would hold in the arena had their opcodes been run one by one.
+    held: u64,
+    /// Memo entries an event being read makes (written only once it is read whole).
+    memo_writes: Vec<(u64, Value)>,
+}
+
+struct FastEvent {
+    start: u32,
+    end: u32,
+    /// Relative to `start`.
+    fields: [u32; FIELDS.len()],
+}
+
+/// Where an EMPTY_LIST stands among a fast event's entries until it is made in the arena.
+const EMPTY_LIST: Value = Value::List(Ref {
+    slot: u32::MAX,
+    generation: u32::MAX,
+});
+
+impl Fast {
+    fn event(&self, i: u32) -> (&[(Value, Value)], &[u32; FIELDS.len()]) {
+        let event = &self.events[i as usize];
+        (&self.entries[event.start as usize..event.end as usize], &event.fields)
+    }
+
+    /// Makes every event on the stack the dict (and empty lists) of the arena its opcodes would
+    /// have made, in the same order, counted as they would have been.
+    #[cold]
+    #[inline(never)]
+    fn materialise(&mut self, out: &mut Pickle, stack: &mut [Value]) {
+        for value in stack.iter_mut().rev() {
+            let Value::Event(i) = *value else { break };
+            let event = &self.events[i as usize];
+            let entries = self.entries[event.start as usize..event.end as usize]
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<Vec<_>>();
+            // The dict is made before its lists, as its EMPTY_DICT comes first.
+            let dict = out.new_dict(Vec::new());
+            let entries = entries
+                .into_iter()
+                .map(|(k, v)| match v {
+                    EMPTY_LIST => (k, Value::List(out.new_list(Vec::new()))),
+                    v => (k, v),
+                })
+                .collect::<Vec<_>>();
+            out.held += 2 * entries.len() as u64;
+            if let Some(slot) = out.dict_mut(dict) {
+                *slot = entries;
+            }
+            *value = Value::Dict(dict);
+        }
+        self.clear();
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.events.clear();
+        self.held = 0;
+    }
+}
+
+/// Reads one event dict from `bytes`, which begin with its EMPTY_DICT, if it has the plain
+/// shape Python's pickler gives a snapshot's events: `} [memo] ( key value [memo] ... u` with
+/// scalar keys and values (memo reads of scalars included) and empty lists as values of keys
+/// other than [`FIELDS`], no container of it read back later. Its bytes, with the event added to
+/// `fast` and its memo entries made; `None`, with nothing changed, where the opcodes must read it.
+fn fast_event(
+    bytes: &[u8],
+    memo: &mut HashMap<u64, Value>,
+    memo_next: &mut u64,
+    reads: &ReadKeys,
+    fast: &mut Fast,
+) -> Option<usize> {
+    let start = fast.entries.len();
+    fast.memo_writes.clear();
+    let read = fast_entries(bytes, memo, memo_next, reads, fast);
+    match read {
+        Some((used, next, lists, fields)) => {
+            let end = fast.entries.len();
+            fast.held += 1 + lists + 2 * (end - start) as u64;
+            fast.events.push(FastEvent {
+                start: start as u32,
+                end: end as u32,
+                fields,
+            });
+            for (key, value) in fast.memo_writes.drain(..) {
+                memo.insert(key, value);
+            }
+            *memo_next = next;
+            Some(used)
+        }
+        None => {
+            fast.entries.truncate(start);
+            None
+        }
+    }
+}
+
+/// [`fast_event`]'s reading: the bytes used, the next memo key, the empty lists, the fields.
+#[inline(always)]
+fn fast_entries(
+    bytes: &[u8],
+    memo: &HashMap<u64, Value>,
+    memo_next: &u64,
+    reads: &ReadKeys,
+    fast: &mut Fast,
+) -> Option<(usize, u64, u64, [u32; FIELDS.len()])> {
+    let start = fast.entries.len();
+    let mut next = *memo_next;
+    let mut i = 1;
+    let u32_at = |i: usize| -> Option<u32> { Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?)) };
+    // The memo keys given to the value just read (FRAMEs, which may come between any two
+    // opcodes, skipped): `keep` says whether a key read back may be kept.
+    macro_rules! memoize {
+        ($value:expr, $keep:expr) => {
+            loop {
+                let key = match *bytes.get(i)? {
+                    0x94 => {
+                        i += 1;
+                        next
+                    }
+                    b'q' => {
+                        i += 2;
+                        u64::from(*bytes.get(i - 1)?)
+                    }
+                    b'r' => {
+                        i += 5;
+                        u64::from(u32_at(i - 4)?)
+                    }
+                    0x95 => {
+                        bytes.get(i..i + 9)?;
+                        i += 9;
+                        continue;
+                    }
+                    _ => break,
+                };
+                if reads.contains(key) {
+                    if !$keep {
+                        return None;
+                    }
+                    fast.memo_writes.push((key, $value.clone()));
+                }
+                next = next.max(key + 1);
+            }
+        };
+    }
+    memoize!(Value::None, false);
+    if *bytes.get(i)? != b'(' {
+        return None;
+    }
+    i += 1;
+    let mut lists = 0;
+    let mut fields = [ABSENT; FIELDS.len()];
+    let mut key: Option<(Value, Option<usize>)> = None;
+    let memo_read = |key: u64, writes: &[(u64, Value)]| -> Option<Value> {
+        let value = match writes.iter().rev().find(|(k, _)| *k == key) {
+            Some((_, value)) => value,
+            None => memo.get(&key)?,
+        };
+        match value {
+            Value::List(_) | Value::Tuple(_) | Value::Dict(_) | Value::Event(_) => None,
+            scalar => Some(scalar.clone()),
+        }
+    };
+    loop {
+        let op = *bytes.get(i)?;
+        i += 1;
+        let value = match op {
+            b'u' if key.is_none() => break,
+            b'h' => {
+                i += 1;
+                memo_read(u64::from(*bytes.get(i - 1)?), &fast.memo_writes)?
+            }
+            b'j' => {
+                i += 4;
+                memo_read(u64::from(u32_at(i - 4)?), &fast.memo_writes)?
+            }
+            0x8c | b'X' => {
+                let n = if op == 0x8c {
+                    i += 1;
+                    usize::from(*bytes.get(i - 1)?)
+                } else {
+                    i += 4;
+                    u32_at(i - 4)? as usize
+                };
+                let text = std::str::from_utf8(bytes.get(i..i.checked_add(n)?)?).ok()?;
+                i += n;
+                Value::Str(Rc::from(text))
+            }
+            b'K' => {
+                i += 1;
+                Value::Int(i128::from(*bytes.get(i - 1)?))
+            }
+            b'M' => {
+                i += 2;
+                Value::Int(i128::from(u16::from_le_bytes(bytes.get(i - 2..i)?.try_into().ok()?)))
+            }
+            b'J' => {
+                i += 4;
+                Value::Int(i128::from(u32_at(i - 4)? as i32))
+            }
+            0x8a => {
+                let n = usize::from(*bytes.get(i)?);
+                if n > 16 {
+                    return None;
+                }
+                let digits = bytes.get(i + 1..i + 1 + n)?;
+                i += 1 + n;
+                let mut v: i128 = 0;
+                for (at, &b) in digits.iter().enumerate() {
+                    v |= i128::from(b) << (8 * at);
+                }
+                if n > 0 && n < 16 && digits[n - 1] & 0x80 != 0 {
+                    v -= 1i128 << (8 * n);
+                }
+                Value::Int(v)
+            }
+            b'G' => {
+                i += 8;
+                Value::Float(f64::from_be_bytes(bytes.get(i - 8..i)?.try_into().ok()?))
+            }
+            b'N' => Value::None,
+            0x88 => Value::Bool(true),
+            0x89 => Value::Bool(false),
+            b']' if matches!(key, Some((_, None))) => {
+                lists += 1;
+                EMPTY_LIST
+            }
+            0x95 => {
+                bytes.get(i..i + 8)?;
+                i += 8;
+                continue;
+            }
+            _ => return None,
+        };
+        let is_list = value == EMPTY_LIST;
+        memoize!(value, !is_list);
+        match key.take() {
+            None => {
+                let field = match &value {
+                    Value::Str(s) => FIELDS.iter().position(|f| **f == **s),
+                    _ => None,
+                };
+                key = Some((value, field));
+            }
+            Some((k, field)) => {
+                if let Some(field) = field {
+                    fields[field] = (fast.entries.len() - start) as u32;
+                }
+                fast.entries.push((k, value));
+            }
+        }
+    }
+    Some((i, next, lists, fields))
 }
 
 /// The pickle refers to something a streamed batch forgot.
@@ -859,12 +1241,12 @@ mod tests {
         let bytes = snapshot_pickle(5_500);
         let reads = scan_reads(&bytes[..], u64::MAX).unwrap();
         let mut seen = Vec::new();
-        let mut sink = |device: usize, pickle: &Pickle, event: &Value| -> Result<(), String> {
-            let addr = match pickle.get(event, "addr") {
+        let mut sink = |device: usize, event: Event<'_>| -> Result<(), String> {
+            let addr = match event.get("addr") {
                 Some(Value::Int(a)) => *a,
                 other => return Err(format!("addr {other:?}")),
             };
-            let frames = pickle.items(pickle.get(event, "frames").unwrap()).unwrap().to_vec();
+            let frames = event.items(event.get("frames").unwrap()).unwrap().to_vec();
             seen.push((device, addr, frames));
             Ok(())
         };
@@ -886,7 +1268,7 @@ mod tests {
         // whole pickle holds.
         let budget = whole.held / 2;
         let mut count = 0;
-        let mut counting = |_: usize, _: &Pickle, _: &Value| -> Result<(), String> {
+        let mut counting = |_: usize, _: Event<'_>| -> Result<(), String> {
             count += 1;
             Ok(())
         };
