@@ -423,7 +423,75 @@ impl ReadKeys {
 pub(crate) fn scan_reads(source: impl Read, limit: u64) -> Result<ReadKeys, PickleError> {
     let mut reader = Reader::new(source, limit);
     let mut keys = ReadKeys::default();
-    while !reader.at_end()? {
+    loop {
+        // The opcodes wholly inside the window, read from it directly; the rest (one at the
+        // window's edge, a long string, STOP, an opcode it does not know) one by one below.
+        let window = &reader.buf[reader.lo..reader.hi];
+        let mut i = 0;
+        while let Some(&op) = window.get(i) {
+            let u32_at = |at: usize| {
+                window
+                    .get(at..at + 4)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap_or([0; 4])))
+            };
+            let len = match op {
+                b'h' if i + 2 <= window.len() => {
+                    keys.insert(u64::from(window[i + 1]), reader.pos + i as u64 + 2);
+                    2
+                }
+                b'j' => match u32_at(i + 1) {
+                    Some(key) => {
+                        keys.insert(u64::from(key), reader.pos + i as u64 + 5);
+                        5
+                    }
+                    None => break,
+                },
+                0x80 | b'K' | b'q' => 2,
+                b'M' => 3,
+                b'J' | b'r' => 5,
+                0x95 | b'G' => 9,
+                0x8a | 0x8c | b'C' => match window.get(i + 1) {
+                    Some(&n) => 2 + usize::from(n),
+                    None => break,
+                },
+                0x8b | b'X' | b'B' => match u32_at(i + 1) {
+                    Some(n) => 5 + n as usize,
+                    None => break,
+                },
+                b'('
+                | b'}'
+                | b']'
+                | b')'
+                | 0x8f
+                | b'l'
+                | b't'
+                | 0x91
+                | b'd'
+                | 0x85..=0x87
+                | b'a'
+                | b'e'
+                | 0x90
+                | b's'
+                | b'u'
+                | b'N'
+                | 0x88
+                | 0x89
+                | 0x94
+                | b'0'
+                | b'1'
+                | b'2' => 1,
+                _ => break,
+            };
+            if i + len > window.len() {
+                break;
+            }
+            i += len;
+        }
+        reader.lo += i;
+        reader.pos += i as u64;
+        if reader.at_end()? {
+            break;
+        }
         let skip = match reader.u8()? {
             b'h' => {
                 let key = reader.uint(1)?;
@@ -1172,6 +1240,11 @@ mod tests {
     /// string memoised as Python's pickler does; event 0's `frames` list is read back by the
     /// last event, across batches.
     fn snapshot_pickle(events: u32) -> Vec<u8> {
+        snapshot_pickle_with(events, |_, _| {})
+    }
+
+    /// [`snapshot_pickle`], with `after(i, bytes)` written after event `i`'s SETITEMS.
+    fn snapshot_pickle_with(events: u32, after: impl Fn(u32, &mut Vec<u8>)) -> Vec<u8> {
         let mut out = vec![0x80, 4];
         let mut memo = 0u32;
         let mut memoize = |out: &mut Vec<u8>| {
@@ -1228,6 +1301,7 @@ mod tests {
                 memoize(&mut out);
             }
             out.push(b'u');
+            after(i, &mut out);
             if i % 1000 == 999 || i == events - 1 {
                 out.push(b'e');
             }
@@ -1279,6 +1353,47 @@ mod tests {
         let traces = whole.get(whole.root.as_ref().unwrap(), "device_traces").unwrap();
         let device = &whole.items(traces).unwrap()[0];
         assert_eq!(whole.items(device).unwrap().len(), 5_500);
+    }
+
+    /// Opcodes that reach events the fast path read (a DUP and a POP, a SETITEM onto the last
+    /// event) leave what the opcodes alone give.
+    #[test]
+    fn events_read_fast_are_those_the_opcodes_give() {
+        let dup_pop = |i: u32, out: &mut Vec<u8>| {
+            if i % 700 == 3 {
+                out.extend([b'2', b'0']);
+            }
+        };
+        let setitem = |i: u32, out: &mut Vec<u8>| {
+            if i % 900 == 5 {
+                out.extend([0x8c, 4]);
+                out.extend(b"addr");
+                out.extend([b'K', 9, b's']);
+            }
+        };
+        let hooks: [(&str, &dyn Fn(u32, &mut Vec<u8>)); 2] = [("DUP POP", &dup_pop), ("SETITEM", &setitem)];
+        for (what, hook) in hooks {
+            let bytes = snapshot_pickle_with(3_500, hook);
+            let reads = scan_reads(&bytes[..], u64::MAX).unwrap();
+            let mut streamed = Vec::new();
+            let mut sink = |_: usize, event: Event<'_>| -> Result<(), String> {
+                streamed.push(event.get("addr").cloned());
+                Ok(())
+            };
+            decode(&bytes[..], u64::MAX, u64::MAX, Some((&mut sink, &reads))).unwrap();
+            let whole = decode(&bytes[..], u64::MAX, u64::MAX, None).unwrap();
+            let traces = whole.get(whole.root.as_ref().unwrap(), "device_traces").unwrap();
+            let device = &whole.items(traces).unwrap()[0];
+            let opcodes: Vec<Option<Value>> = whole
+                .items(device)
+                .unwrap()
+                .iter()
+                .map(|event| whole.get(event, "addr").cloned())
+                .collect();
+            assert_eq!(streamed.len(), 3_500, "{what}");
+            assert_eq!(streamed, opcodes, "{what}");
+            assert!(streamed.contains(&Some(Value::Int(9))) == (what == "SETITEM"), "{what}");
+        }
     }
 
     #[test]
