@@ -1371,7 +1371,8 @@ mod tests {
                 out.extend([b'K', 9, b's']);
             }
         };
-        let hooks: [(&str, &dyn Fn(u32, &mut Vec<u8>)); 2] = [("DUP POP", &dup_pop), ("SETITEM", &setitem)];
+        type Hook<'h> = &'h dyn Fn(u32, &mut Vec<u8>);
+        let hooks: [(&str, Hook<'_>); 2] = [("DUP POP", &dup_pop), ("SETITEM", &setitem)];
         for (what, hook) in hooks {
             let bytes = snapshot_pickle_with(3_500, hook);
             let reads = scan_reads(&bytes[..], u64::MAX).unwrap();
