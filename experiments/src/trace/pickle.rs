@@ -376,6 +376,59 @@ impl<R> Reader<R> {
     }
 }
 
+/// The memo: keys below 256 (those BINGET reads) in a table, the rest hashed; each value with
+/// the place among [`FIELDS`] of the key it is, where it is one (found once, not at each read).
+#[derive(Default)]
+struct Memo {
+    small: Vec<Option<(Value, Option<usize>)>>,
+    small_len: usize,
+    large: HashMap<u64, (Value, Option<usize>)>,
+}
+
+/// The place among [`FIELDS`] of a string.
+fn field_of(value: &Value) -> Option<usize> {
+    match value {
+        Value::Str(s) => FIELDS.iter().position(|f| **f == **s),
+        _ => None,
+    }
+}
+
+impl Memo {
+    #[inline]
+    fn get_field(&self, key: u64) -> Option<(&Value, Option<usize>)> {
+        let entry = if key < 256 {
+            self.small.get(key as usize)?.as_ref()
+        } else {
+            self.large.get(&key)
+        };
+        entry.map(|(value, field)| (value, *field))
+    }
+
+    #[inline]
+    fn get(&self, key: u64) -> Option<&Value> {
+        self.get_field(key).map(|(value, _)| value)
+    }
+
+    fn insert(&mut self, key: u64, value: Value) {
+        let field = field_of(&value);
+        let entry = (value, field);
+        if key < 256 {
+            if self.small.is_empty() {
+                self.small.resize(256, None);
+            }
+            let slot = &mut self.small[key as usize];
+            self.small_len += usize::from(slot.is_none());
+            *slot = Some(entry);
+        } else {
+            self.large.insert(key, entry);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.small_len + self.large.len()
+    }
+}
+
 /// Where a MARK was set: the stack's length then, and (for streaming) how far the memo and the
 /// arenas had come, so that a batch of events can be forgotten whole once it is read.
 #[derive(Clone, Copy)]
@@ -555,7 +608,7 @@ pub(crate) fn decode(
     let mut reader = Reader::new(source, limit);
     let mut stack: Vec<Value> = Vec::new();
     let mut marks: Vec<Mark> = Vec::new();
-    let mut memo: HashMap<u64, Value> = HashMap::default();
+    let mut memo = Memo::default();
     let mut memo_next: u64 = 0;
     let mut fast = Fast::default();
 
@@ -709,7 +762,7 @@ pub(crate) fn decode(
                         if let Some(mark) = mark {
                             let shared = (mark.memo..memo_next).any(|key| {
                                 reads.contains(key)
-                                    && matches!(memo.get(&key), Some(Value::List(_) | Value::Tuple(_) | Value::Dict(_)))
+                                    && matches!(memo.get(key), Some(Value::List(_) | Value::Tuple(_) | Value::Dict(_)))
                             });
                             if shared {
                                 out.held += kept_fast;
@@ -823,7 +876,7 @@ pub(crate) fn decode(
             }
             b'h' | b'j' => {
                 let key = if op == b'h' { reader.uint(1)? } else { reader.uint(4)? };
-                let value = match memo.get(&key) {
+                let value = match memo.get(key) {
                     Some(value) => value.clone(),
                     None => return Err(reader.error(format!("memo entry {key} read before it was written"))),
                 };
@@ -932,13 +985,7 @@ impl Fast {
 /// scalar keys and values (memo reads of scalars included) and empty lists as values of keys
 /// other than [`FIELDS`], no container of it read back later. Its bytes, with the event added to
 /// `fast` and its memo entries made; `None`, with nothing changed, where the opcodes must read it.
-fn fast_event(
-    bytes: &[u8],
-    memo: &mut HashMap<u64, Value>,
-    memo_next: &mut u64,
-    reads: &ReadKeys,
-    fast: &mut Fast,
-) -> Option<usize> {
+fn fast_event(bytes: &[u8], memo: &mut Memo, memo_next: &mut u64, reads: &ReadKeys, fast: &mut Fast) -> Option<usize> {
     let start = fast.entries.len();
     fast.memo_writes.clear();
     let read = fast_entries(bytes, memo, memo_next, reads, fast);
@@ -968,7 +1015,7 @@ fn fast_event(
 #[inline(always)]
 fn fast_entries(
     bytes: &[u8],
-    memo: &HashMap<u64, Value>,
+    memo: &Memo,
     memo_next: &u64,
     reads: &ReadKeys,
     fast: &mut Fast,
@@ -1020,28 +1067,33 @@ fn fast_entries(
     let mut lists = 0;
     let mut fields = [ABSENT; FIELDS.len()];
     let mut key: Option<(Value, Option<usize>)> = None;
-    let memo_read = |key: u64, writes: &[(u64, Value)]| -> Option<Value> {
-        let value = match writes.iter().rev().find(|(k, _)| *k == key) {
-            Some((_, value)) => value,
-            None => memo.get(&key)?,
+    let memo_read = |key: u64, writes: &[(u64, Value)]| -> Option<(Value, Option<usize>)> {
+        let (value, field) = match writes.iter().rev().find(|(k, _)| *k == key) {
+            Some((_, value)) => (value, field_of(value)),
+            None => memo.get_field(key)?,
         };
         match value {
             Value::List(_) | Value::Tuple(_) | Value::Dict(_) | Value::Event(_) => None,
-            scalar => Some(scalar.clone()),
+            scalar => Some((scalar.clone(), field)),
         }
     };
     loop {
         let op = *bytes.get(i)?;
         i += 1;
+        let mut field = None;
         let value = match op {
             b'u' if key.is_none() => break,
             b'h' => {
                 i += 1;
-                memo_read(u64::from(*bytes.get(i - 1)?), &fast.memo_writes)?
+                let read;
+                (read, field) = memo_read(u64::from(*bytes.get(i - 1)?), &fast.memo_writes)?;
+                read
             }
             b'j' => {
                 i += 4;
-                memo_read(u64::from(u32_at(i - 4)?), &fast.memo_writes)?
+                let read;
+                (read, field) = memo_read(u64::from(u32_at(i - 4)?), &fast.memo_writes)?;
+                read
             }
             0x8c | b'X' => {
                 let n = if op == 0x8c {
@@ -1053,6 +1105,7 @@ fn fast_entries(
                 };
                 let text = std::str::from_utf8(bytes.get(i..i.checked_add(n)?)?).ok()?;
                 i += n;
+                field = FIELDS.iter().position(|f| *f == text);
                 Value::Str(Rc::from(text))
             }
             b'K' => {
@@ -1104,13 +1157,7 @@ fn fast_entries(
         let is_list = value == EMPTY_LIST;
         memoize!(value, !is_list);
         match key.take() {
-            None => {
-                let field = match &value {
-                    Value::Str(s) => FIELDS.iter().position(|f| **f == **s),
-                    _ => None,
-                };
-                key = Some((value, field));
-            }
+            None => key = Some((value, field)),
             Some((k, field)) => {
                 if let Some(field) = field {
                     fields[field] = (fast.entries.len() - start) as u32;
