@@ -914,8 +914,8 @@ struct Fast {
     held: u64,
     /// Memo entries an event being read makes (written only once it is read whole).
     memo_writes: Vec<(u64, Value)>,
-    /// Entries read again, for [`Fast::materialise`].
-    entries: Vec<(Value, Value)>,
+    /// Keys and values read again, in turn, for [`Fast::materialise`].
+    entries: Vec<Value>,
 }
 
 struct FastEvent {
@@ -957,14 +957,16 @@ impl Fast {
             debug_assert!(read.is_some(), "an event read once reads again");
             // The dict is made before its lists, as its EMPTY_DICT comes first.
             let dict = out.new_dict(Vec::new());
-            let entries = self
-                .entries
-                .drain(..)
-                .map(|(k, v)| match v {
-                    EMPTY_LIST => (k, Value::List(out.new_list(Vec::new()))),
-                    v => (k, v),
-                })
-                .collect::<Vec<_>>();
+            let mut items = self.entries.drain(..);
+            let mut entries = Vec::with_capacity(items.len() / 2);
+            while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                let v = match v {
+                    EMPTY_LIST => Value::List(out.new_list(Vec::new())),
+                    v => v,
+                };
+                entries.push((k, v));
+            }
+            drop(items);
             out.held += 2 * entries.len() as u64;
             if let Some(slot) = out.dict_mut(dict) {
                 *slot = entries;
@@ -1029,32 +1031,11 @@ struct FastRead {
     fields: [u32; FIELDS.len()],
 }
 
-/// A value [`fast_entries`] read: a memo entry, or its own.
-enum Item<'m> {
-    Memo(&'m Value),
-    Own(Value),
-}
-
-impl Item<'_> {
-    fn value(self) -> Value {
-        match self {
-            Item::Memo(value) => value.clone(),
-            Item::Own(value) => value,
-        }
-    }
-
-    fn get(&self) -> &Value {
-        match self {
-            Item::Memo(value) => value,
-            Item::Own(value) => value,
-        }
-    }
-}
-
-/// [`fast_event`]'s reading. `ENTRIES` false: the values of [`FIELDS`] go to `out` (as
-/// `Vec<Value>`), memo entries read back are written to `memo_writes` (none may write over one
-/// already made). `ENTRIES` true (the bytes of an event read before, read again): every entry
-/// goes to `out` (as `Vec<(Value, Value)>`) and no memo entry is made.
+/// [`fast_event`]'s reading. `ENTRIES` false: the values of [`FIELDS`] go to `out`, memo
+/// entries read back to `memo_writes` (none may write over one already made). `ENTRIES` true
+/// (the bytes of an event read before, read again): every key and value goes to `out`, in
+/// turn, and no memo entry is made. Each value kept is built in place in `out`: moved through
+/// the stack, a 32-byte value cost more than reading it.
 #[inline(always)]
 fn fast_entries<const ENTRIES: bool>(
     bytes: &[u8],
@@ -1062,16 +1043,16 @@ fn fast_entries<const ENTRIES: bool>(
     memo_next: u64,
     reads: &ReadKeys,
     memo_writes: &mut Vec<(u64, Value)>,
-    out: &mut impl FastOut,
+    out: &mut Vec<Value>,
 ) -> Option<FastRead> {
     let start = out.len();
     let mut next = memo_next;
     let mut i = 1;
     let u32_at = |i: usize| -> Option<u32> { Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?)) };
     // The memo keys given to the value just read (FRAMEs, which may come between any two
-    // opcodes, skipped): `keep` says whether a key read back may be kept.
+    // opcodes, skipped): `$kept`, the value where it was kept (a memo entry read back needs it).
     macro_rules! memoize {
-        ($value:expr, $keep:expr) => {
+        ($kept:expr) => {
             loop {
                 let key = match *bytes.get(i)? {
                     0x94 => {
@@ -1094,33 +1075,37 @@ fn fast_entries<const ENTRIES: bool>(
                     _ => break,
                 };
                 if !ENTRIES && reads.contains(key) {
-                    if !$keep || memo.get(key).is_some() || memo_writes.iter().any(|(k, _)| *k == key) {
+                    if memo.get(key).is_some() || memo_writes.iter().any(|(k, _)| *k == key) {
                         return None;
                     }
                     // A value not kept is read again by the opcodes where it is read back.
-                    let Some(item) = &$value else { return None };
-                    memo_writes.push((key, item.get().clone()));
+                    let kept: Option<&Value> = $kept;
+                    let Some(value) = kept.filter(|v| **v != EMPTY_LIST) else {
+                        return None;
+                    };
+                    memo_writes.push((key, value.clone()));
                 }
                 next = next.max(key + 1);
             }
         };
     }
-    memoize!(None::<Item<'_>>, false);
+    memoize!(None);
     if *bytes.get(i)? != b'(' {
         return None;
     }
     i += 1;
     let (mut lists, mut pairs) = (0, 0);
     let mut fields = [ABSENT; FIELDS.len()];
-    // The key read, waiting for its value: its place among FIELDS, and (reading entries) itself.
+    // The key read, waiting for its value: its place among FIELDS.
     let mut key: Option<Option<usize>> = None;
-    let mut key_value: Option<Value> = None;
     loop {
         let op = *bytes.get(i)?;
         i += 1;
-        // Whether the value is kept (a key's is looked at only for its place among FIELDS).
+        // Whether the value is kept (a key is looked at only for its place among FIELDS).
         let want = ENTRIES || matches!(key, Some(Some(_)));
-        let (item, field): (Option<Item<'_>>, Option<usize>) = match op {
+        let before = out.len();
+        let mut field = None;
+        match op {
             b'u' if key.is_none() => break,
             b'h' | b'j' => {
                 let at = if op == b'h' {
@@ -1130,9 +1115,16 @@ fn fast_entries<const ENTRIES: bool>(
                     i += 4;
                     u64::from(u32_at(i - 4)?)
                 };
-                let (value, field) = match memo_writes.iter().rev().find(|(k, _)| *k == at) {
-                    Some((_, value)) => (value, field_of(value)),
-                    None => memo.get_field(at)?,
+                let value = match memo_writes.iter().rev().find(|(k, _)| *k == at) {
+                    Some((_, value)) => {
+                        field = field_of(value);
+                        value
+                    }
+                    None => {
+                        let (value, of) = memo.get_field(at)?;
+                        field = of;
+                        value
+                    }
                 };
                 if matches!(
                     value,
@@ -1140,12 +1132,9 @@ fn fast_entries<const ENTRIES: bool>(
                 ) {
                     return None;
                 }
-                let item = match memo.get(at) {
-                    Some(value) if want && memo_writes.is_empty() => Some(Item::Memo(value)),
-                    _ if want => Some(Item::Own(value.clone())),
-                    _ => None,
-                };
-                (item, field)
+                if want {
+                    out.push(value.clone());
+                }
             }
             0x8c | b'X' => {
                 let n = if op == 0x8c {
@@ -1157,23 +1146,31 @@ fn fast_entries<const ENTRIES: bool>(
                 };
                 let text = std::str::from_utf8(bytes.get(i..i.checked_add(n)?)?).ok()?;
                 i += n;
-                let field = FIELDS.iter().position(|f| *f == text);
-                (want.then(|| Item::Own(Value::Str(Rc::from(text)))), field)
+                field = FIELDS.iter().position(|f| *f == text);
+                if want {
+                    out.push(Value::Str(Rc::from(text)));
+                }
             }
             b'K' => {
                 i += 1;
                 let v = *bytes.get(i - 1)?;
-                (want.then(|| Item::Own(Value::Int(i128::from(v)))), None)
+                if want {
+                    out.push(Value::Int(i128::from(v)));
+                }
             }
             b'M' => {
                 i += 2;
                 let v = u16::from_le_bytes(bytes.get(i - 2..i)?.try_into().ok()?);
-                (want.then(|| Item::Own(Value::Int(i128::from(v)))), None)
+                if want {
+                    out.push(Value::Int(i128::from(v)));
+                }
             }
             b'J' => {
                 i += 4;
                 let v = u32_at(i - 4)? as i32;
-                (want.then(|| Item::Own(Value::Int(i128::from(v)))), None)
+                if want {
+                    out.push(Value::Int(i128::from(v)));
+                }
             }
             0x8a => {
                 let n = usize::from(*bytes.get(i)?);
@@ -1182,7 +1179,7 @@ fn fast_entries<const ENTRIES: bool>(
                 }
                 let digits = bytes.get(i + 1..i + 1 + n)?;
                 i += 1 + n;
-                let item = want.then(|| {
+                if want {
                     let mut v: i128 = 0;
                     for (at, &b) in digits.iter().enumerate() {
                         v |= i128::from(b) << (8 * at);
@@ -1190,28 +1187,30 @@ fn fast_entries<const ENTRIES: bool>(
                     if n > 0 && n < 16 && digits[n - 1] & 0x80 != 0 {
                         v -= 1i128 << (8 * n);
                     }
-                    Item::Own(Value::Int(v))
-                });
-                (item, None)
+                    out.push(Value::Int(v));
+                }
             }
             b'G' => {
                 i += 8;
                 let v = f64::from_be_bytes(bytes.get(i - 8..i)?.try_into().ok()?);
-                (want.then_some(Item::Own(Value::Float(v))), None)
+                if want {
+                    out.push(Value::Float(v));
+                }
             }
-            b'N' => (want.then_some(Item::Own(Value::None)), None),
-            0x88 => (want.then_some(Item::Own(Value::Bool(true))), None),
-            0x89 => (want.then_some(Item::Own(Value::Bool(false))), None),
+            b'N' | 0x88 | 0x89 => {
+                if want {
+                    out.push(match op {
+                        b'N' => Value::None,
+                        b => Value::Bool(b == 0x88),
+                    });
+                }
+            }
+            // An empty list (memoised, never read back) as the value of a key no field names.
             b']' if key == Some(None) => {
                 lists += 1;
-                if !ENTRIES {
-                    // An empty list may be memoised, never read back: nothing to keep.
-                    memoize!(None::<Item<'_>>, false);
-                    pairs += 1;
-                    key = None;
-                    continue;
+                if want {
+                    out.push(EMPTY_LIST);
                 }
-                (Some(Item::Own(EMPTY_LIST)), None)
             }
             0x95 => {
                 bytes.get(i..i + 8)?;
@@ -1219,26 +1218,14 @@ fn fast_entries<const ENTRIES: bool>(
                 continue;
             }
             _ => return None,
-        };
-        memoize!(item, true);
+        }
+        memoize!(out[before..].first());
         match key.take() {
-            None => {
-                key = Some(field);
-                if ENTRIES {
-                    key_value = item.map(Item::value);
-                }
-            }
+            None => key = Some(field),
             Some(key_field) => {
                 pairs += 1;
-                if let Some(item) = item {
-                    if ENTRIES {
-                        if let Some(k) = key_value.take() {
-                            out.entry(k, item.value());
-                        }
-                    } else if let Some(field) = key_field {
-                        fields[field] = (out.len() - start) as u32;
-                        out.value(item.value());
-                    }
+                if let (false, Some(field)) = (ENTRIES, key_field) {
+                    fields[field] = (before - start) as u32;
                 }
             }
         }
@@ -1250,33 +1237,6 @@ fn fast_entries<const ENTRIES: bool>(
         pairs,
         fields,
     })
-}
-
-/// Where [`fast_entries`] puts what it reads.
-trait FastOut {
-    fn len(&self) -> usize;
-    fn value(&mut self, value: Value);
-    fn entry(&mut self, key: Value, value: Value);
-}
-
-impl FastOut for Vec<Value> {
-    fn len(&self) -> usize {
-        Vec::len(self)
-    }
-    fn value(&mut self, value: Value) {
-        self.push(value);
-    }
-    fn entry(&mut self, _: Value, _: Value) {}
-}
-
-impl FastOut for Vec<(Value, Value)> {
-    fn len(&self) -> usize {
-        Vec::len(self)
-    }
-    fn value(&mut self, _: Value) {}
-    fn entry(&mut self, key: Value, value: Value) {
-        self.push((key, value));
-    }
 }
 
 /// The pickle refers to something a streamed batch forgot.
