@@ -1080,9 +1080,7 @@ fn fast_entries<const ENTRIES: bool>(
                     }
                     // A value not kept is read again by the opcodes where it is read back.
                     let kept: Option<&Value> = $kept;
-                    let Some(value) = kept.filter(|v| **v != EMPTY_LIST) else {
-                        return None;
-                    };
+                    let value = kept.filter(|v| **v != EMPTY_LIST)?;
                     memo_writes.push((key, value.clone()));
                 }
                 next = next.max(key + 1);
