@@ -103,9 +103,16 @@ impl Replayer {
     /// `policy` about to replay `trace`; `capped`: under a cap, where releases made within a
     /// request are the policy's own to make.
     pub(crate) fn new(policy: Box<dyn Policy>, trace: &Trace, capped: bool) -> Replayer {
+        Replayer::with_live(policy, trace, capped, LiveBlocks::for_trace(trace))
+    }
+
+    /// [`Replayer::new`], its live blocks `live` (none live: a copy of an empty table made for
+    /// the trace, which costs nothing until used, where the trace's ids would be searched anew).
+    pub(crate) fn with_live(policy: Box<dyn Policy>, trace: &Trace, capped: bool, live: LiveBlocks) -> Replayer {
+        debug_assert_eq!(live.len(), 0);
         Replayer {
             policy,
-            live: LiveBlocks::for_trace(trace),
+            live,
             held: Held::default(),
             pooled: !trace.pool_of_id.is_empty(),
             policy_retries: capped,
@@ -327,21 +334,17 @@ impl Clone for LiveBlocks {
 /// one; `None` when a hash map should hold them.
 fn dense_id_slots(trace: &Trace) -> Option<usize> {
     let started = trace.start.iter().flat_map(|s| s.blocks()).filter_map(|b| b.id);
-    let max_id = trace
-        .events
-        .iter()
-        .map(|e| match *e {
-            TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => id,
-            TraceEvent::EmptyCache { .. } | TraceEvent::ReleasePool { .. } => 0,
-        })
-        .chain(started)
-        .max()
-        .unwrap_or(0);
+    let mut max_id = started.max().unwrap_or(0);
+    for event in &trace.events {
+        if let TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } = *event {
+            max_id = max_id.max(id);
+        }
+    }
     (max_id <= 2 * trace.events.len() as u64 + 1024).then(|| max_id as usize + 1)
 }
 
 impl LiveBlocks {
-    fn for_trace(trace: &Trace) -> LiveBlocks {
+    pub(crate) fn for_trace(trace: &Trace) -> LiveBlocks {
         let index = match dense_id_slots(trace) {
             Some(slots) => LiveIndex::Dense(vec![0; slots]),
             None => LiveIndex::Sparse(HashMap::default()),
