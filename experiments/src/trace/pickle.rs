@@ -186,6 +186,16 @@ pub(crate) enum Event<'a> {
 
 /// The keys the snapshot reader asks an event for, found as the fast path reads each event.
 pub(crate) const FIELDS: [&str; 5] = ["action", "addr", "size", "stream", "device_free"];
+/// Places in [`FIELDS`].
+pub(crate) const ACTION: usize = 0;
+/// See [`ACTION`].
+pub(crate) const ADDR: usize = 1;
+/// See [`ACTION`].
+pub(crate) const SIZE: usize = 2;
+/// See [`ACTION`].
+pub(crate) const STREAM: usize = 3;
+/// See [`ACTION`].
+pub(crate) const DEVICE_FREE: usize = 4;
 
 /// No entry holds the field.
 const ABSENT: u32 = u32::MAX;
@@ -205,6 +215,7 @@ impl<'a> Event<'a> {
 
     /// The value of a string key, one of [`FIELDS`] (the last assignment, as in Python), as
     /// [`Pickle::get`].
+    #[cfg(test)]
     pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
         match *self {
             Event::Value(pickle, value) => pickle.get(value, key),
@@ -213,6 +224,15 @@ impl<'a> Event<'a> {
                 debug_assert!(field.is_some(), "{key} is not among FIELDS");
                 values.get(fields[field?] as usize)
             }
+        }
+    }
+
+    /// The value of `FIELDS[field]` (the last assignment, as in Python).
+    #[inline]
+    pub(crate) fn field(&self, field: usize) -> Option<&'a Value> {
+        match *self {
+            Event::Value(pickle, value) => pickle.get(value, FIELDS[field]),
+            Event::Fields(_, values, fields) => values.get(fields[field] as usize),
         }
     }
 

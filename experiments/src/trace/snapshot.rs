@@ -249,13 +249,14 @@ fn push_event(builder: &mut SnapshotBuilder, event: Event<'_>, device: usize) ->
         let what = event.value().map_or("a dict", |value| kind(pickle, value));
         return Err(format!("device_traces[{device}][{index}] is {what}, not a dict"));
     }
-    let field = |key: &str| -> std::result::Result<&Value, String> {
+    let field = |field: usize| -> std::result::Result<&Value, String> {
         event
-            .get(key)
-            .ok_or_else(|| format!("device_traces[{device}][{index}] has no '{key}'"))
+            .field(field)
+            .ok_or_else(|| format!("device_traces[{device}][{index}] has no '{}'", pickle::FIELDS[field]))
     };
-    let number = |key: &str| -> std::result::Result<u64, String> {
-        match field(key)? {
+    let number = |at: usize| -> std::result::Result<u64, String> {
+        let key = pickle::FIELDS[at];
+        match field(at)? {
             Value::Int(v) => {
                 u64::try_from(*v).map_err(|_| format!("device_traces[{device}][{index}].{key} = {v} is negative"))
             }
@@ -265,8 +266,8 @@ fn push_event(builder: &mut SnapshotBuilder, event: Event<'_>, device: usize) ->
             )),
         }
     };
-    let action = match field("action")? {
-        Value::Str(s) => s.clone(),
+    let action: &str = match field(pickle::ACTION)? {
+        Value::Str(s) => s,
         other => {
             return Err(format!(
                 "device_traces[{device}][{index}].action is {}, not a string",
@@ -274,19 +275,20 @@ fn push_event(builder: &mut SnapshotBuilder, event: Event<'_>, device: usize) ->
             ))
         }
     };
-    if &*action == "oom" {
+    let (addr, size, stream) = (pickle::ADDR, pickle::SIZE, pickle::STREAM);
+    if action == "oom" {
         // An `oom` names the bytes the device had free (`device_free`; `addr` in some versions).
         let free = event
-            .get("device_free")
-            .or_else(|| event.get("addr"))
+            .field(pickle::DEVICE_FREE)
+            .or_else(|| event.field(addr))
             .and_then(|v| match v {
                 Value::Int(i) => u64::try_from(*i).ok(),
                 _ => None,
             })
             .unwrap_or(0);
-        builder.push("oom", free, number("size")?, number("stream")?);
-    } else if SnapshotBuilder::wants(&action) {
-        builder.push(&action, number("addr")?, number("size")?, number("stream")?);
+        builder.push("oom", free, number(size)?, number(stream)?);
+    } else if SnapshotBuilder::wants(action) {
+        builder.push(action, number(addr)?, number(size)?, number(stream)?);
     } else {
         builder.skip();
     }
