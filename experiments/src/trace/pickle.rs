@@ -647,14 +647,8 @@ pub(crate) fn decode(
                     .last()
                     .is_some_and(|m| device_trace(&out, &stack[..m.stack.min(stack.len())]).is_some())
             {
-                const AHEAD: usize = 64 << 10;
-                if reader.hi - reader.lo < AHEAD
-                    && !reader.eof
-                    && reader.pos + reader.buf.len().max(WINDOW) as u64 <= reader.limit
-                {
-                    // What cannot be read now is read (and reported) by the opcodes.
-                    let _ = reader.fill(AHEAD);
-                }
+                // Only what the window holds: an event at its edge goes to the opcodes, which
+                // read on as they always have (so a failing read fails where it did).
                 // An opcode makes two values at most (a container, and its place on the
                 // stack): an event of no more than half the room left cannot pass the budget.
                 let room = usize::try_from((max_values - values) / 2).unwrap_or(usize::MAX);
