@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use experiments::Trace;
 
 use super::device::{MeterCounts, Metered};
-use super::replayer::Replayer;
+use super::replayer::{LiveBlocks, Replayer};
 use super::{Error, Policy, PolicySpec, Recipe, SimDevice};
 
 /// Copies of the unlimited run kept at most, spread evenly over the trace.
@@ -144,7 +144,9 @@ fn search(trace: &Trace, build: &dyn Fn() -> Box<dyn Policy>, device_bytes: u64,
         scan,
         spans,
     } = options;
-    let start = || ProbeState::fresh(build(), device_bytes, trace);
+    // The live blocks' table, made for the trace once: each probe's is a copy.
+    let empty = LiveBlocks::for_trace(trace);
+    let start = || ProbeState::fresh(build(), device_bytes, trace, empty.clone());
     let mut copies = Copies {
         kept: Vec::new(),
         blocks_budget: copied_blocks,
@@ -321,10 +323,10 @@ struct ProbeState {
 }
 
 impl ProbeState {
-    fn fresh(policy: Box<dyn Policy>, device_bytes: u64, trace: &Trace) -> ProbeState {
+    fn fresh(policy: Box<dyn Policy>, device_bytes: u64, trace: &Trace, live: LiveBlocks) -> ProbeState {
         let mut device = SimDevice::new(device_bytes);
         // Every probe has a cap: a release right before a device allocation is the policy's.
-        let mut replayer = Replayer::new(policy, trace, true);
+        let mut replayer = Replayer::with_live(policy, trace, true, live);
         let mut counts = MeterCounts::default();
         let (mut needed, mut refused_start) = (0, false);
         if trace.start.is_some() {

@@ -20,7 +20,7 @@ pub struct ReplayOptions {
     pub capacity: Option<u64>,
     /// Thin the allocated/reserved timeline to at most this many points (0: none).
     pub timeline_points: usize,
-    /// Time every allocate and free call on the host clock.
+    /// Time allocate and free calls on the host clock (one request in 16, with its frees).
     pub time_ops: bool,
     /// Compare the policy's device operations with those the trace recorded (a replay of a
     /// trace under the settings it was recorded with).
@@ -518,7 +518,7 @@ impl Observer for Observe<'_> {
         self.hooks
             .allocated(live.id, live.block)
             .map_err(|e| self.backend(index, e))?;
-        if self.time_ops {
+        if self.time_ops && live.ns >= 0.0 {
             self.alloc_ns.push(live.ns);
         }
         Ok(())
@@ -559,7 +559,7 @@ impl Observer for Observe<'_> {
     }
 
     fn freed(&mut self, live: &Live, ns: f64) {
-        if self.time_ops {
+        if self.time_ops && live.ns >= 0.0 {
             self.free_ns.push(ns);
             self.pair_ns.push(live.ns + ns);
         }
@@ -725,6 +725,7 @@ pub fn replay_policy(
         free_ns_p99,
         alloc_free_ns_p50,
         alloc_free_ns_p99,
+        timed_one_in: options.time_ops.then_some(crate::replayer::TIMED_ONE_IN),
         counters,
         segment_sizes: sizes,
         segments_matched,

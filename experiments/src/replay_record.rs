@@ -271,6 +271,11 @@ pub struct PolicyResult {
     pub alloc_free_ns_p50: f64,
     /// See `alloc_free_ns_p50`.
     pub alloc_free_ns_p99: f64,
+    /// The host times above are of one request in this many, with the frees of its block
+    /// (a clock read around every operation cost more than the operations); none where the
+    /// replay timed nothing, or every operation (records made before sampling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_one_in: Option<u64>,
     /// Policy-specific counts (hits, misses, returns, splits ...).
     pub counters: BTreeMap<String, u64>,
     /// Device allocation sizes, in order (for comparing with the recording allocator's).

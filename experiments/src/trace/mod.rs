@@ -659,15 +659,15 @@ struct Pairing {
 impl Pairing {
     /// An allocation of `size` bytes at `key` (an address, or a trace's own id).
     fn alloc(&mut self, index: usize, key: u64, size: u64, stream: u64) {
-        if let Some((id, _, _)) = self.live.remove(&key) {
+        let id = self.next_id;
+        self.next_id += 1;
+        // One look-up of the live blocks, not two.
+        if let Some((earlier, _, _)) = self.live.insert(key, (id, size, false)) {
             self.warnings.push(format!(
                 "event {index}: allocation at {key:#x}, which is still live; the earlier block is taken as freed"
             ));
-            self.events.push(TraceEvent::Free { id });
+            self.events.push(TraceEvent::Free { id: earlier });
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.live.insert(key, (id, size, false));
         self.allocated.insert(key);
         self.events.push(TraceEvent::Alloc { id, size, stream });
     }
@@ -706,18 +706,6 @@ impl Pairing {
     /// `known` (size, stream) where the format records them: a block the trace never
     /// allocated is then one from before it began.
     fn free_requested(&mut self, index: usize, key: u64, known: Option<(u64, u64)>) {
-        if let (false, Some((size, stream))) = (self.live.contains_key(&key), known) {
-            match self.preexisting(key, size, stream, false) {
-                Some(id) => {
-                    self.live.insert(key, (id, size, true));
-                    self.events.push(TraceEvent::FreeRequested { id });
-                }
-                None => self.warnings.push(format!(
-                    "event {index}: free request of {key:#x}, which the trace allocated and freed before (a double free); skipped"
-                )),
-            }
-            return;
-        }
         match self.live.get_mut(&key) {
             Some((id, _, requested)) if !*requested => {
                 *requested = true;
@@ -726,13 +714,25 @@ impl Pairing {
             Some(_) => self.warnings.push(format!(
                 "event {index}: second free request of {key:#x} before it completed; skipped"
             )),
-            None => {
-                self.warnings.allocated_before_start += 1;
-                self.requested_unknown.insert(key);
-                self.warnings.push(format!(
-                    "event {index}: free request of {key:#x}, which is not live (a double free, or allocated before the trace began); skipped"
-                ))
-            }
+            // Not live: with its size and stream, a block from before the trace (or a double free).
+            None => match known {
+                Some((size, stream)) => match self.preexisting(key, size, stream, false) {
+                    Some(id) => {
+                        self.live.insert(key, (id, size, true));
+                        self.events.push(TraceEvent::FreeRequested { id });
+                    }
+                    None => self.warnings.push(format!(
+                        "event {index}: free request of {key:#x}, which the trace allocated and freed before (a double free); skipped"
+                    )),
+                },
+                None => {
+                    self.warnings.allocated_before_start += 1;
+                    self.requested_unknown.insert(key);
+                    self.warnings.push(format!(
+                        "event {index}: free request of {key:#x}, which is not live (a double free, or allocated before the trace began); skipped"
+                    ))
+                }
+            },
         }
     }
 
@@ -744,15 +744,6 @@ impl Pairing {
     /// [`Pairing::free`]; with `stream` too, a block the trace never allocated is one from
     /// before it began.
     fn free_on(&mut self, index: usize, key: u64, size: Option<u64>, stream: Option<u64>) {
-        if let (None, Some(size), Some(stream)) = (self.live.get(&key), size, stream) {
-            match self.preexisting(key, size, stream, true) {
-                Some(id) => self.events.push(TraceEvent::Free { id }),
-                None => self.warnings.push(format!(
-                    "event {index}: free of {key:#x}, which the trace allocated and freed before (a double free); skipped"
-                )),
-            }
-            return;
-        }
         match self.live.remove(&key) {
             Some((id, live_size, requested)) => {
                 self.completed_unrequested |= !requested;
@@ -762,6 +753,18 @@ impl Pairing {
                     ));
                 }
                 self.events.push(TraceEvent::Free { id });
+            }
+            // Not live: with its size and stream, a block from before the trace (or a double free).
+            None if size.is_some() && stream.is_some() => {
+                let (Some(size), Some(stream)) = (size, stream) else {
+                    return;
+                };
+                match self.preexisting(key, size, stream, true) {
+                    Some(id) => self.events.push(TraceEvent::Free { id }),
+                    None => self.warnings.push(format!(
+                        "event {index}: free of {key:#x}, which the trace allocated and freed before (a double free); skipped"
+                    )),
+                }
             }
             None => {
                 // A completion whose (also unknown) request was counted already is the same block.

@@ -32,6 +32,9 @@ pub(crate) enum Value {
     List(Ref),
     Tuple(Ref),
     Dict(Ref),
+    /// An event dict the fast path read ([`Fast`]): on the stack only, between its batch's MARK
+    /// and APPENDS; anything else that reaches the stack first makes it a [`Value::Dict`].
+    Event(u32),
 }
 
 /// A container of the arena: its slot, and the generation it was made in (a slot a streamed
@@ -185,8 +188,77 @@ pub(crate) struct PickleError {
 }
 
 /// Where the events of a snapshot's device traces go as they are read: `device` is the index
-/// in `device_traces`, `event` a dict of `pickle` (valid only during the call).
-pub(crate) type EventSink<'s> = dyn FnMut(usize, &Pickle, &Value) -> Result<(), String> + 's;
+/// in `device_traces`, `event` the item (valid only during the call).
+pub(crate) type EventSink<'s> = dyn FnMut(usize, Event<'_>) -> Result<(), String> + 's;
+
+/// One item of a device's trace as the sink sees it: a value of the pickle, or an event dict
+/// the fast path read, with where among the values the last assignment of each of [`FIELDS`] is.
+#[derive(Clone, Copy)]
+pub(crate) enum Event<'a> {
+    Value(&'a Pickle, &'a Value),
+    Fields(&'a Pickle, &'a [Value], &'a [u32; FIELDS.len()]),
+}
+
+/// The keys the snapshot reader asks an event for, found as the fast path reads each event.
+pub(crate) const FIELDS: [&str; 5] = ["action", "addr", "size", "stream", "device_free"];
+/// Places in [`FIELDS`].
+pub(crate) const ACTION: usize = 0;
+/// See [`ACTION`].
+pub(crate) const ADDR: usize = 1;
+/// See [`ACTION`].
+pub(crate) const SIZE: usize = 2;
+/// See [`ACTION`].
+pub(crate) const STREAM: usize = 3;
+/// See [`ACTION`].
+pub(crate) const DEVICE_FREE: usize = 4;
+
+/// No entry holds the field.
+const ABSENT: u32 = u32::MAX;
+
+impl<'a> Event<'a> {
+    /// The pickle the event's values refer to.
+    pub(crate) fn pickle(&self) -> &'a Pickle {
+        match *self {
+            Event::Value(pickle, _) | Event::Fields(pickle, ..) => pickle,
+        }
+    }
+
+    /// Whether the item is a dict.
+    pub(crate) fn is_dict(&self) -> bool {
+        matches!(self, Event::Fields(..) | Event::Value(_, Value::Dict(_)))
+    }
+
+    /// The value of a string key, one of [`FIELDS`] (the last assignment, as in Python), as
+    /// [`Pickle::get`].
+    #[cfg(test)]
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
+        match *self {
+            Event::Value(pickle, value) => pickle.get(value, key),
+            Event::Fields(_, values, fields) => {
+                let field = FIELDS.iter().position(|f| *f == key);
+                debug_assert!(field.is_some(), "{key} is not among FIELDS");
+                values.get(fields[field?] as usize)
+            }
+        }
+    }
+
+    /// The value of `FIELDS[field]` (the last assignment, as in Python).
+    #[inline]
+    pub(crate) fn field(&self, field: usize) -> Option<&'a Value> {
+        match *self {
+            Event::Value(pickle, value) => pickle.get(value, FIELDS[field]),
+            Event::Fields(_, values, fields) => values.get(fields[field] as usize),
+        }
+    }
+
+    /// The item as a value of its pickle (an event the fast path read has none).
+    pub(crate) fn value(&self) -> Option<&'a Value> {
+        match *self {
+            Event::Value(_, value) => Some(value),
+            Event::Fields(..) => None,
+        }
+    }
+}
 
 /// The values a pickle may build unless `VRAMLAB_MAX_PICKLE_VALUES` says more: about 4 GiB of
 /// them. A real snapshot read whole builds about one value for every 3-4 bytes, and streamed,
@@ -341,6 +413,59 @@ impl<R> Reader<R> {
     }
 }
 
+/// The memo: keys below 256 (those BINGET reads) in a table, the rest hashed; each value with
+/// the place among [`FIELDS`] of the key it is, where it is one (found once, not at each read).
+#[derive(Default)]
+struct Memo {
+    small: Vec<Option<(Value, Option<usize>)>>,
+    small_len: usize,
+    large: HashMap<u64, (Value, Option<usize>)>,
+}
+
+/// The place among [`FIELDS`] of a string.
+fn field_of(value: &Value) -> Option<usize> {
+    match value {
+        Value::Str(s) => FIELDS.iter().position(|f| **f == **s),
+        _ => None,
+    }
+}
+
+impl Memo {
+    #[inline]
+    fn get_field(&self, key: u64) -> Option<(&Value, Option<usize>)> {
+        let entry = if key < 256 {
+            self.small.get(key as usize)?.as_ref()
+        } else {
+            self.large.get(&key)
+        };
+        entry.map(|(value, field)| (value, *field))
+    }
+
+    #[inline]
+    fn get(&self, key: u64) -> Option<&Value> {
+        self.get_field(key).map(|(value, _)| value)
+    }
+
+    fn insert(&mut self, key: u64, value: Value) {
+        let field = field_of(&value);
+        let entry = (value, field);
+        if key < 256 {
+            if self.small.is_empty() {
+                self.small.resize(256, None);
+            }
+            let slot = &mut self.small[key as usize];
+            self.small_len += usize::from(slot.is_none());
+            *slot = Some(entry);
+        } else {
+            self.large.insert(key, entry);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.small_len + self.large.len()
+    }
+}
+
 /// Where a MARK was set: the stack's length then, and (for streaming) how far the memo and the
 /// arenas had come, so that a batch of events can be forgotten whole once it is read.
 #[derive(Clone, Copy)]
@@ -388,7 +513,75 @@ impl ReadKeys {
 pub(crate) fn scan_reads(source: impl Read, limit: u64) -> Result<ReadKeys, PickleError> {
     let mut reader = Reader::new(source, limit);
     let mut keys = ReadKeys::default();
-    while !reader.at_end()? {
+    loop {
+        // The opcodes wholly inside the window, read from it directly; the rest (one at the
+        // window's edge, a long string, STOP, an opcode it does not know) one by one below.
+        let window = &reader.buf[reader.lo..reader.hi];
+        let mut i = 0;
+        while let Some(&op) = window.get(i) {
+            let u32_at = |at: usize| {
+                window
+                    .get(at..at + 4)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap_or([0; 4])))
+            };
+            let len = match op {
+                b'h' if i + 2 <= window.len() => {
+                    keys.insert(u64::from(window[i + 1]), reader.pos + i as u64 + 2);
+                    2
+                }
+                b'j' => match u32_at(i + 1) {
+                    Some(key) => {
+                        keys.insert(u64::from(key), reader.pos + i as u64 + 5);
+                        5
+                    }
+                    None => break,
+                },
+                0x80 | b'K' | b'q' => 2,
+                b'M' => 3,
+                b'J' | b'r' => 5,
+                0x95 | b'G' => 9,
+                0x8a | 0x8c | b'C' => match window.get(i + 1) {
+                    Some(&n) => 2 + usize::from(n),
+                    None => break,
+                },
+                0x8b | b'X' | b'B' => match u32_at(i + 1) {
+                    Some(n) => 5 + n as usize,
+                    None => break,
+                },
+                b'('
+                | b'}'
+                | b']'
+                | b')'
+                | 0x8f
+                | b'l'
+                | b't'
+                | 0x91
+                | b'd'
+                | 0x85..=0x87
+                | b'a'
+                | b'e'
+                | 0x90
+                | b's'
+                | b'u'
+                | b'N'
+                | 0x88
+                | 0x89
+                | 0x94
+                | b'0'
+                | b'1'
+                | b'2' => 1,
+                _ => break,
+            };
+            if i + len > window.len() {
+                break;
+            }
+            i += len;
+        }
+        reader.lo += i;
+        reader.pos += i as u64;
+        if reader.at_end()? {
+            break;
+        }
         let skip = match reader.u8()? {
             b'h' => {
                 let key = reader.uint(1)?;
@@ -452,8 +645,9 @@ pub(crate) fn decode(
     let mut reader = Reader::new(source, limit);
     let mut stack: Vec<Value> = Vec::new();
     let mut marks: Vec<Mark> = Vec::new();
-    let mut memo: HashMap<u64, Value> = HashMap::default();
+    let mut memo = Memo::default();
     let mut memo_next: u64 = 0;
+    let mut fast = Fast::default();
 
     loop {
         if reader.at_end()? {
@@ -464,7 +658,7 @@ pub(crate) fn decode(
             });
         }
         // Every opcode makes at most one value, so checking before each bounds what is built.
-        let values = out.held + (stack.len() + marks.len() + memo.len()) as u64;
+        let values = out.held + fast.held + (stack.len() + marks.len() + memo.len()) as u64;
         if values > max_values {
             return Err(reader.error(format!(
                 "the pickle builds more than {max_values} values (about {} of memory) by byte {} (set VRAMLAB_MAX_PICKLE_VALUES to allow more)",
@@ -473,7 +667,40 @@ pub(crate) fn decode(
             )));
         }
         reader.op_at = reader.pos;
+        // A device's event, streamed, read without the opcodes where it has the usual shape.
+        if let Some((_, reads)) = sink.as_ref() {
+            if reader.hi > reader.lo
+                && reader.buf[reader.lo] == b'}'
+                && marks
+                    .last()
+                    .is_some_and(|m| device_trace(&out, &stack[..m.stack.min(stack.len())]).is_some())
+            {
+                // Only what the window holds: an event at its edge goes to the opcodes, which
+                // read on as they always have (so a failing read fails where it did).
+                // An opcode makes two values at most (a container, and its place on the
+                // stack): an event of no more than half the room left cannot pass the budget.
+                let room = usize::try_from((max_values - values) / 2).unwrap_or(usize::MAX);
+                let bytes = &reader.buf[reader.lo..reader.hi.min(reader.lo.saturating_add(room))];
+                if let Some(used) = fast_event(bytes, &mut memo, &mut memo_next, reads, &mut fast) {
+                    reader.lo += used;
+                    reader.pos += used as u64;
+                    stack.push(Value::Event(fast.events.len() as u32 - 1));
+                    continue;
+                }
+            }
+        }
         let op = reader.u8()?;
+        if !fast.events.is_empty() {
+            // Only the batch's APPENDS (and FRAME, which touches nothing) take events as they are.
+            let appends = op == b'e'
+                && sink.is_some()
+                && marks
+                    .last()
+                    .is_some_and(|m| device_trace(&out, &stack[..m.stack.min(stack.len())]).is_some());
+            if !appends && op != 0x95 {
+                fast.materialise(&mut out, &mut stack, &memo);
+            }
+        }
         match op {
             0x80 => {
                 let proto = reader.u8()?;
@@ -558,19 +785,33 @@ pub(crate) fn decode(
                             return Err(reader.error("cancelled".into()));
                         }
                         for item in &items {
-                            sink(device, &out, item).map_err(|message| reader.error(message))?;
+                            let event = match *item {
+                                Value::Event(i) => {
+                                    let (values, fields) = fast.event(i);
+                                    Event::Fields(&out, values, fields)
+                                }
+                                ref value => Event::Value(&out, value),
+                            };
+                            sink(device, event).map_err(|message| reader.error(message))?;
                         }
                         drop(items);
+                        // The fast path's events are the arena's only where the batch is kept.
+                        let kept_fast = std::mem::take(&mut fast.held);
+                        fast.clear();
                         // A batch read whole (MARK ... APPENDS) is forgotten when no container
                         // it made is read back later: they all belong to its events.
                         if let Some(mark) = mark {
                             let shared = (mark.memo..memo_next).any(|key| {
                                 reads.contains(key)
-                                    && matches!(memo.get(&key), Some(Value::List(_) | Value::Tuple(_) | Value::Dict(_)))
+                                    && matches!(memo.get(key), Some(Value::List(_) | Value::Tuple(_) | Value::Dict(_)))
                             });
-                            if !shared {
+                            if shared {
+                                out.held += kept_fast;
+                            } else {
                                 out.forget_since(&mark);
                             }
+                        } else {
+                            out.held += kept_fast;
                         }
                     }
                     _ => {
@@ -682,7 +923,7 @@ pub(crate) fn decode(
             }
             b'h' | b'j' => {
                 let key = if op == b'h' { reader.uint(1)? } else { reader.uint(4)? };
-                let value = match memo.get(&key) {
+                let value = match memo.get(key) {
                     Some(value) => value.clone(),
                     None => return Err(reader.error(format!("memo entry {key} read before it was written"))),
                 };
@@ -714,6 +955,342 @@ pub(crate) fn decode(
             }
         }
     }
+}
+
+/// The event dicts of the batch being read that [`fast_event`] read: for each its bytes and the
+/// values of [`FIELDS`] it gives. They stand on the stack as [`Value::Event`]s until the batch's
+/// APPENDS hands them to the sink; any other opcode that comes first makes them the arena's
+/// dicts ([`Fast::materialise`], reading their bytes again), as the opcodes would have.
+#[derive(Default)]
+struct Fast {
+    /// The events' bytes, one after another.
+    bytes: Vec<u8>,
+    /// The values of their fields, one after another.
+    values: Vec<Value>,
+    events: Vec<FastEvent>,
+    /// Values the events would hold in the arena had their opcodes been run one by one.
+    held: u64,
+    /// Memo entries an event being read makes (written only once it is read whole).
+    memo_writes: Vec<(u64, Value)>,
+    /// Keys and values read again, in turn, for [`Fast::materialise`].
+    entries: Vec<Value>,
+}
+
+struct FastEvent {
+    bytes: (u32, u32),
+    /// Where in `values` each field's value is.
+    fields: [u32; FIELDS.len()],
+}
+
+/// Where an EMPTY_LIST stands among a fast event's entries until it is made in the arena.
+const EMPTY_LIST: Value = Value::List(Ref {
+    slot: u32::MAX,
+    generation: u32::MAX,
+});
+
+impl Fast {
+    fn event(&self, i: u32) -> (&[Value], &[u32; FIELDS.len()]) {
+        (&self.values, &self.events[i as usize].fields)
+    }
+
+    /// Makes every event on the stack the dict (and empty lists) of the arena its opcodes would
+    /// have made, in the same order, counted as they would have been. Its bytes read again give
+    /// the same values: every memo entry they read was there before the event, and no event
+    /// read this way writes over one (see [`fast_entries`]).
+    #[cold]
+    #[inline(never)]
+    fn materialise(&mut self, out: &mut Pickle, stack: &mut [Value], memo: &Memo) {
+        for value in stack.iter_mut().rev() {
+            let Value::Event(i) = *value else { break };
+            let (from, to) = self.events[i as usize].bytes;
+            self.entries.clear();
+            let read = fast_entries::<true>(
+                &self.bytes[from as usize..to as usize],
+                memo,
+                0,
+                &ReadKeys::default(),
+                &mut self.memo_writes,
+                &mut self.entries,
+            );
+            debug_assert!(read.is_some(), "an event read once reads again");
+            // The dict is made before its lists, as its EMPTY_DICT comes first.
+            let dict = out.new_dict(Vec::new());
+            let mut items = self.entries.drain(..);
+            let mut entries = Vec::with_capacity(items.len() / 2);
+            while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                let v = match v {
+                    EMPTY_LIST => Value::List(out.new_list(Vec::new())),
+                    v => v,
+                };
+                entries.push((k, v));
+            }
+            drop(items);
+            out.held += 2 * entries.len() as u64;
+            if let Some(slot) = out.dict_mut(dict) {
+                *slot = entries;
+            }
+            *value = Value::Dict(dict);
+        }
+        self.clear();
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.values.clear();
+        self.events.clear();
+        self.held = 0;
+    }
+}
+
+/// Reads one event dict from `bytes`, which begin with its EMPTY_DICT, if it has the plain
+/// shape Python's pickler gives a snapshot's events: `} [memo] ( key value [memo] ... u` with
+/// scalar keys and values (memo reads of scalars included) and empty lists as values of keys
+/// other than [`FIELDS`], no container of it read back later. Its bytes, with the event added to
+/// `fast` and its memo entries made; `None`, with nothing changed, where the opcodes must read it.
+fn fast_event(bytes: &[u8], memo: &mut Memo, memo_next: &mut u64, reads: &ReadKeys, fast: &mut Fast) -> Option<usize> {
+    let start = fast.values.len();
+    fast.memo_writes.clear();
+    match fast_entries::<false>(bytes, memo, *memo_next, reads, &mut fast.memo_writes, &mut fast.values) {
+        Some(read) => {
+            let from = fast.bytes.len();
+            fast.bytes.extend_from_slice(&bytes[..read.used]);
+            let mut fields = read.fields;
+            for field in &mut fields {
+                if *field != ABSENT {
+                    *field += start as u32;
+                }
+            }
+            fast.held += 1 + read.lists + 2 * read.pairs;
+            fast.events.push(FastEvent {
+                bytes: (from as u32, fast.bytes.len() as u32),
+                fields,
+            });
+            for (key, value) in fast.memo_writes.drain(..) {
+                memo.insert(key, value);
+            }
+            *memo_next = read.next;
+            Some(read.used)
+        }
+        None => {
+            fast.values.truncate(start);
+            None
+        }
+    }
+}
+
+/// What [`fast_entries`] read.
+struct FastRead {
+    used: usize,
+    /// The next memo key.
+    next: u64,
+    lists: u64,
+    pairs: u64,
+    /// Where each field's value went among the values pushed (relative to the first).
+    fields: [u32; FIELDS.len()],
+}
+
+/// [`fast_event`]'s reading. `ENTRIES` false: the values of [`FIELDS`] go to `out`, memo
+/// entries read back to `memo_writes` (none may write over one already made). `ENTRIES` true
+/// (the bytes of an event read before, read again): every key and value goes to `out`, in
+/// turn, and no memo entry is made. Each value kept is built in place in `out`: moved through
+/// the stack, a 32-byte value cost more than reading it.
+#[inline(always)]
+fn fast_entries<const ENTRIES: bool>(
+    bytes: &[u8],
+    memo: &Memo,
+    memo_next: u64,
+    reads: &ReadKeys,
+    memo_writes: &mut Vec<(u64, Value)>,
+    out: &mut Vec<Value>,
+) -> Option<FastRead> {
+    let start = out.len();
+    let mut next = memo_next;
+    let mut i = 1;
+    let u32_at = |i: usize| -> Option<u32> { Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?)) };
+    // The memo keys given to the value just read (an event with a FRAME, which may come between
+    // any two opcodes, is left to the opcodes): `$kept`, the value where it was kept (a memo entry read back needs it).
+    macro_rules! memoize {
+        ($kept:expr) => {
+            loop {
+                let key = match *bytes.get(i)? {
+                    0x94 => {
+                        i += 1;
+                        next
+                    }
+                    b'q' => {
+                        i += 2;
+                        u64::from(*bytes.get(i - 1)?)
+                    }
+                    b'r' => {
+                        i += 5;
+                        u64::from(u32_at(i - 4)?)
+                    }
+                    // A FRAME inside an event goes to the opcodes, which check that the frame's
+                    // bytes follow as Python's unpickler does.
+                    0x95 => return None,
+                    _ => break,
+                };
+                if !ENTRIES && reads.contains(key) {
+                    if memo.get(key).is_some() || memo_writes.iter().any(|(k, _)| *k == key) {
+                        return None;
+                    }
+                    // A value not kept is read again by the opcodes where it is read back.
+                    let kept: Option<&Value> = $kept;
+                    let value = kept.filter(|v| **v != EMPTY_LIST)?;
+                    memo_writes.push((key, value.clone()));
+                }
+                next = next.max(key + 1);
+            }
+        };
+    }
+    memoize!(None);
+    if *bytes.get(i)? != b'(' {
+        return None;
+    }
+    i += 1;
+    let (mut lists, mut pairs) = (0, 0);
+    let mut fields = [ABSENT; FIELDS.len()];
+    // The key read, waiting for its value: its place among FIELDS.
+    let mut key: Option<Option<usize>> = None;
+    loop {
+        let op = *bytes.get(i)?;
+        i += 1;
+        // Whether the value is kept (a key is looked at only for its place among FIELDS).
+        let want = ENTRIES || matches!(key, Some(Some(_)));
+        let before = out.len();
+        let mut field = None;
+        match op {
+            b'u' if key.is_none() => break,
+            b'h' | b'j' => {
+                let at = if op == b'h' {
+                    i += 1;
+                    u64::from(*bytes.get(i - 1)?)
+                } else {
+                    i += 4;
+                    u64::from(u32_at(i - 4)?)
+                };
+                let value = match memo_writes.iter().rev().find(|(k, _)| *k == at) {
+                    Some((_, value)) => {
+                        field = field_of(value);
+                        value
+                    }
+                    None => {
+                        let (value, of) = memo.get_field(at)?;
+                        field = of;
+                        value
+                    }
+                };
+                if matches!(
+                    value,
+                    Value::List(_) | Value::Tuple(_) | Value::Dict(_) | Value::Event(_)
+                ) {
+                    return None;
+                }
+                if want {
+                    out.push(value.clone());
+                }
+            }
+            0x8c | b'X' => {
+                let n = if op == 0x8c {
+                    i += 1;
+                    usize::from(*bytes.get(i - 1)?)
+                } else {
+                    i += 4;
+                    u32_at(i - 4)? as usize
+                };
+                let text = std::str::from_utf8(bytes.get(i..i.checked_add(n)?)?).ok()?;
+                i += n;
+                field = FIELDS.iter().position(|f| *f == text);
+                if want {
+                    out.push(Value::Str(Rc::from(text)));
+                }
+            }
+            b'K' => {
+                i += 1;
+                let v = *bytes.get(i - 1)?;
+                if want {
+                    out.push(Value::Int(i128::from(v)));
+                }
+            }
+            b'M' => {
+                i += 2;
+                let v = u16::from_le_bytes(bytes.get(i - 2..i)?.try_into().ok()?);
+                if want {
+                    out.push(Value::Int(i128::from(v)));
+                }
+            }
+            b'J' => {
+                i += 4;
+                let v = u32_at(i - 4)? as i32;
+                if want {
+                    out.push(Value::Int(i128::from(v)));
+                }
+            }
+            0x8a => {
+                let n = usize::from(*bytes.get(i)?);
+                if n > 16 {
+                    return None;
+                }
+                let digits = bytes.get(i + 1..i + 1 + n)?;
+                i += 1 + n;
+                if want {
+                    let mut v: i128 = 0;
+                    for (at, &b) in digits.iter().enumerate() {
+                        v |= i128::from(b) << (8 * at);
+                    }
+                    if n > 0 && n < 16 && digits[n - 1] & 0x80 != 0 {
+                        v -= 1i128 << (8 * n);
+                    }
+                    out.push(Value::Int(v));
+                }
+            }
+            b'G' => {
+                i += 8;
+                let v = f64::from_be_bytes(bytes.get(i - 8..i)?.try_into().ok()?);
+                if want {
+                    out.push(Value::Float(v));
+                }
+            }
+            b'N' | 0x88 | 0x89 => {
+                if want {
+                    out.push(match op {
+                        b'N' => Value::None,
+                        b => Value::Bool(b == 0x88),
+                    });
+                }
+            }
+            // An empty list (memoised, never read back) as the value of a key no field names.
+            b']' if key == Some(None) => {
+                lists += 1;
+                if want {
+                    out.push(EMPTY_LIST);
+                }
+            }
+            0x95 => {
+                bytes.get(i..i + 8)?;
+                i += 8;
+                continue;
+            }
+            _ => return None,
+        }
+        memoize!(out[before..].first());
+        match key.take() {
+            None => key = Some(field),
+            Some(key_field) => {
+                pairs += 1;
+                if let (false, Some(field)) = (ENTRIES, key_field) {
+                    fields[field] = (before - start) as u32;
+                }
+            }
+        }
+    }
+    Some(FastRead {
+        used: i,
+        next,
+        lists,
+        pairs,
+        fields,
+    })
 }
 
 /// The pickle refers to something a streamed batch forgot.
@@ -839,6 +1416,11 @@ mod tests {
     /// string memoised as Python's pickler does; event 0's `frames` list is read back by the
     /// last event, across batches.
     fn snapshot_pickle(events: u32) -> Vec<u8> {
+        snapshot_pickle_with(events, |_, _| {})
+    }
+
+    /// [`snapshot_pickle`], with `after(i, bytes)` written after event `i`'s SETITEMS.
+    fn snapshot_pickle_with(events: u32, after: impl Fn(u32, &mut Vec<u8>)) -> Vec<u8> {
         let mut out = vec![0x80, 4];
         let mut memo = 0u32;
         let mut memoize = |out: &mut Vec<u8>| {
@@ -895,6 +1477,7 @@ mod tests {
                 memoize(&mut out);
             }
             out.push(b'u');
+            after(i, &mut out);
             if i % 1000 == 999 || i == events - 1 {
                 out.push(b'e');
             }
@@ -903,17 +1486,25 @@ mod tests {
         out
     }
 
+    fn pickle_items(pickle: &Pickle, value: &Value) -> Vec<Value> {
+        pickle.items(value).unwrap().to_vec()
+    }
+
     #[test]
     fn streamed_events_are_forgotten_unless_read_back() {
         let bytes = snapshot_pickle(5_500);
         let reads = scan_reads(&bytes[..], u64::MAX).unwrap();
         let mut seen = Vec::new();
-        let mut sink = |device: usize, pickle: &Pickle, event: &Value| -> Result<(), String> {
-            let addr = match pickle.get(event, "addr") {
+        let mut sink = |device: usize, event: Event<'_>| -> Result<(), String> {
+            let addr = match event.get("addr") {
                 Some(Value::Int(a)) => *a,
                 other => return Err(format!("addr {other:?}")),
             };
-            let frames = pickle.items(pickle.get(event, "frames").unwrap()).unwrap().to_vec();
+            // The fast path's events give FIELDS only; those with a frame are read by opcodes.
+            let frames = match event.value() {
+                Some(value) => pickle_items(event.pickle(), event.pickle().get(value, "frames").unwrap()),
+                None => Vec::new(),
+            };
             seen.push((device, addr, frames));
             Ok(())
         };
@@ -935,7 +1526,7 @@ mod tests {
         // whole pickle holds.
         let budget = whole.held / 2;
         let mut count = 0;
-        let mut counting = |_: usize, _: &Pickle, _: &Value| -> Result<(), String> {
+        let mut counting = |_: usize, _: Event<'_>| -> Result<(), String> {
             count += 1;
             Ok(())
         };
@@ -946,6 +1537,48 @@ mod tests {
         let traces = whole.get(whole.root.as_ref().unwrap(), "device_traces").unwrap();
         let device = &whole.items(traces).unwrap()[0];
         assert_eq!(whole.items(device).unwrap().len(), 5_500);
+    }
+
+    /// Opcodes that reach events the fast path read (a DUP and a POP, a SETITEM onto the last
+    /// event) leave what the opcodes alone give.
+    #[test]
+    fn events_read_fast_are_those_the_opcodes_give() {
+        let dup_pop = |i: u32, out: &mut Vec<u8>| {
+            if i % 700 == 3 {
+                out.extend([b'2', b'0']);
+            }
+        };
+        let setitem = |i: u32, out: &mut Vec<u8>| {
+            if i % 900 == 5 {
+                out.extend([0x8c, 4]);
+                out.extend(b"addr");
+                out.extend([b'K', 9, b's']);
+            }
+        };
+        type Hook<'h> = &'h dyn Fn(u32, &mut Vec<u8>);
+        let hooks: [(&str, Hook<'_>); 2] = [("DUP POP", &dup_pop), ("SETITEM", &setitem)];
+        for (what, hook) in hooks {
+            let bytes = snapshot_pickle_with(3_500, hook);
+            let reads = scan_reads(&bytes[..], u64::MAX).unwrap();
+            let mut streamed = Vec::new();
+            let mut sink = |_: usize, event: Event<'_>| -> Result<(), String> {
+                streamed.push(event.get("addr").cloned());
+                Ok(())
+            };
+            decode(&bytes[..], u64::MAX, u64::MAX, Some((&mut sink, &reads))).unwrap();
+            let whole = decode(&bytes[..], u64::MAX, u64::MAX, None).unwrap();
+            let traces = whole.get(whole.root.as_ref().unwrap(), "device_traces").unwrap();
+            let device = &whole.items(traces).unwrap()[0];
+            let opcodes: Vec<Option<Value>> = whole
+                .items(device)
+                .unwrap()
+                .iter()
+                .map(|event| whole.get(event, "addr").cloned())
+                .collect();
+            assert_eq!(streamed.len(), 3_500, "{what}");
+            assert_eq!(streamed, opcodes, "{what}");
+            assert!(streamed.contains(&Some(Value::Int(9))) == (what == "SETITEM"), "{what}");
+        }
     }
 
     #[test]

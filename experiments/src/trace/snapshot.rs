@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 
-use super::pickle::{self, EventSink, Pickle, Value};
+use super::pickle::{self, Event, EventSink, Pickle, Value};
 use super::start::{self, BlockState, FinalSegment, StartBlock, StartSegment};
 use super::{DeviceAction, Pairing, RecordedOp, Trace, TraceEvent, TraceSource};
 use crate::error::{Error, Result};
@@ -41,7 +41,7 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
         }
     };
     let streamed = if stream {
-        let mut sink = |d: usize, pickle: &Pickle, event: &Value| -> std::result::Result<(), String> {
+        let mut sink = |d: usize, event: Event<'_>| -> std::result::Result<(), String> {
             if builders.len() <= d {
                 builders.resize_with(d + 1, SnapshotBuilder::new);
             }
@@ -49,7 +49,7 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
                 builders[d].skip();
                 return Ok(());
             }
-            push_event(&mut builders[d], pickle, event, d).inspect_err(|what| failure = Some(what.clone()))
+            push_event(&mut builders[d], event, d).inspect_err(|what| failure = Some(what.clone()))
         };
         let sink: &mut EventSink<'_> = &mut sink;
         let reads = pickle::scan_reads(open()?, limit).map_err(pickle_error)?;
@@ -97,7 +97,7 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
             continue;
         }
         for event in events {
-            push_event(&mut builders[d], &pickle, event, d).map_err(|what| schema(&what))?;
+            push_event(&mut builders[d], Event::Value(&pickle, event), d).map_err(|what| schema(&what))?;
         }
     }
     let finals = final_segments(&pickle, root).map_err(|what| schema(&what))?;
@@ -242,26 +242,21 @@ fn final_segments(pickle: &Pickle, root: &Value) -> std::result::Result<Vec<(usi
 
 /// One event of `device_traces[device]`, the builder's next, into it; what is wrong with it
 /// otherwise, named by its place.
-fn push_event(
-    builder: &mut SnapshotBuilder,
-    pickle: &Pickle,
-    event: &Value,
-    device: usize,
-) -> std::result::Result<(), String> {
+fn push_event(builder: &mut SnapshotBuilder, event: Event<'_>, device: usize) -> std::result::Result<(), String> {
     let index = builder.index;
-    if !matches!(event, Value::Dict(_)) {
-        return Err(format!(
-            "device_traces[{device}][{index}] is {}, not a dict",
-            kind(pickle, event)
-        ));
+    let pickle = event.pickle();
+    if !event.is_dict() {
+        let what = event.value().map_or("a dict", |value| kind(pickle, value));
+        return Err(format!("device_traces[{device}][{index}] is {what}, not a dict"));
     }
-    let field = |key: &str| -> std::result::Result<&Value, String> {
-        pickle
-            .get(event, key)
-            .ok_or_else(|| format!("device_traces[{device}][{index}] has no '{key}'"))
+    let field = |field: usize| -> std::result::Result<&Value, String> {
+        event
+            .field(field)
+            .ok_or_else(|| format!("device_traces[{device}][{index}] has no '{}'", pickle::FIELDS[field]))
     };
-    let number = |key: &str| -> std::result::Result<u64, String> {
-        match field(key)? {
+    let number = |at: usize| -> std::result::Result<u64, String> {
+        let key = pickle::FIELDS[at];
+        match field(at)? {
             Value::Int(v) => u64::try_from(*v).map_err(|_| {
                 let what = if *v < 0 { "negative" } else { "larger than 2^64 - 1" };
                 format!("device_traces[{device}][{index}].{key} = {v} is {what}")
@@ -272,8 +267,8 @@ fn push_event(
             )),
         }
     };
-    let action = match field("action")? {
-        Value::Str(s) => s.clone(),
+    let action: &str = match field(pickle::ACTION)? {
+        Value::Str(s) => s,
         other => {
             return Err(format!(
                 "device_traces[{device}][{index}].action is {}, not a string",
@@ -281,19 +276,20 @@ fn push_event(
             ))
         }
     };
-    if &*action == "oom" {
+    let (addr, size, stream) = (pickle::ADDR, pickle::SIZE, pickle::STREAM);
+    if action == "oom" {
         // An `oom` names the bytes the device had free (`device_free`; `addr` in some versions).
-        let free = pickle
-            .get(event, "device_free")
-            .or_else(|| pickle.get(event, "addr"))
+        let free = event
+            .field(pickle::DEVICE_FREE)
+            .or_else(|| event.field(addr))
             .and_then(|v| match v {
                 Value::Int(i) => u64::try_from(*i).ok(),
                 _ => None,
             })
             .unwrap_or(0);
-        builder.push("oom", free, number("size")?, number("stream")?);
-    } else if SnapshotBuilder::wants(&action) {
-        builder.push(&action, number("addr")?, number("size")?, number("stream")?);
+        builder.push("oom", free, number(size)?, number(stream)?);
+    } else if SnapshotBuilder::wants(action) {
+        builder.push(action, number(addr)?, number(size)?, number(stream)?);
     } else {
         builder.skip();
     }
