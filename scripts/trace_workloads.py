@@ -482,3 +482,69 @@ def hf_llama_fp32_sdpa(device):
 
 
 SDPA_FP32 = {f.__name__: f for f in [hand_fp32_sdpa, hf_gpt2_fp32_sdpa, hf_llama_fp32_sdpa]}
+
+
+# Held out, fifth group: float16 autocast with GradScaler, committed with the tracer's handling of
+# GradScaler's overflow check and before either was run on a GPU.
+
+
+def fp16_scaler_transformer(device):
+    """A hand-written causal transformer under float16 autocast with GradScaler and AdamW, three
+    steps (SDPA inside autocast, the loss in float32)."""
+    torch.manual_seed(0)
+    d, heads, layers, vocab, length = 640, 10, 4, 6000, 320
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, n, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, n, d))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    embed = nn.Embedding(vocab, d).to(device)
+    blocks = nn.ModuleList(Block() for _ in range(layers)).to(device)
+    head = nn.Linear(d, vocab, bias=False).to(device)
+    opt = torch.optim.AdamW([p for m in (embed, blocks, head) for p in m.parameters()], lr=1e-4)
+    scaler = torch.amp.GradScaler("cuda")
+    for _ in range(3):
+        ids = torch.randint(0, vocab, (8, length), device=device)
+        with torch.autocast("cuda", dtype=torch.float16):
+            x = embed(ids)
+            for block in blocks:
+                x = block(x)
+            logits = head(x)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), ids.flatten())
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+
+
+def hf_bert_fp16_scaler(device):
+    """A Hugging Face BERT classifier (6 layers) built from its config with its default attention,
+    trained under float16 autocast with GradScaler and AdamW for two steps."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(num_hidden_layers=6, hidden_size=512, num_attention_heads=8, intermediate_size=2048, vocab_size=8192)
+    model = BertForSequenceClassification(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    scaler = torch.amp.GradScaler("cuda")
+    for _ in range(2):
+        ids = torch.randint(0, 8192, (16, 256), device=device)
+        labels = torch.randint(0, 2, (16,), device=device)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(input_ids=ids, labels=labels).loss
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+
+
+SCALER = {f.__name__: f for f in [fp16_scaler_transformer, hf_bert_fp16_scaler]}

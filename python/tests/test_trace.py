@@ -242,3 +242,20 @@ def test_memory_efficient_attention_allocates_as_the_h100_did():
         ours = [[(e["action"], e["size"]) for e in part if e["action"] in ("alloc", "free_completed")] for part in (events[start:middle], events[middle:])]
         theirs = [[(e[0], e[1]) for e in row[part]] for part in ("forward", "backward")]
         assert ours == theirs, (row["dtype"], b, h, lq, lk, d)
+
+
+def test_grad_scaler_steps_are_traced_as_healthy_steps_and_noted():
+    """GradScaler's step reads back found_inf; the trace answers 0 (no overflow) and says so."""
+    with vramlab.trace(gpu="h100") as t:
+        model = torch.nn.Linear(256, 256).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cuda")
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(torch.randn(32, 256, device="cuda")).float().square().mean()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        # Other reads of values still stop the trace.
+        with pytest.raises(UnfollowedError):
+            loss.item()
+    assert any("GradScaler's found_inf answered 0" in n for n in t.snapshot()["vramlab_notes"])

@@ -22,7 +22,8 @@ named (reports/reference/h100/trace-workloads, torch 2.11 on an H100):
 
 What it cannot follow it says, in one line naming the operation and the program's line, raising
 ``vramlab.UnfollowedError`` (the trace up to there is kept): a value read back (``.item()``,
-``nonzero``, a data-dependent shape), ``scaled_dot_product_attention`` where the GPU would run
+``nonzero``, a data-dependent shape; GradScaler's check for overflowed gradients is answered as a
+healthy step's and noted), ``scaled_dot_product_attention`` where the GPU would run
 flash, memory-efficient or math attention (float32, head sizes cuDNN refuses), recurrent layers
 (cuDNN RNN) and CUDA streams. ``autocast("cuda")`` is followed, by PyTorch's own per-operator
 policies (vramlab/_autocast.py), and so is half-precision ``scaled_dot_product_attention``, which
@@ -131,6 +132,8 @@ class trace:
         self._modes: List[Any] = []
         self._patches: List[Any] = []
         self._autocast: Optional[Autocast] = None
+        # GradScaler's found_inf storages, by id, while they live.
+        self._found_inf: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
         self._torch = torch
 
@@ -267,6 +270,14 @@ class trace:
                     isinstance(a, torch.Tensor) and a.device.type == "meta"
                     for a in torch.utils._pytree.tree_leaves((args, kwargs))
                 )
+                if op == "_amp_foreach_non_finite_check_and_unscale_" and on_gpu:
+                    # GradScaler's found_inf: read back by its step, answered as a healthy step's.
+                    tracer._found_inf[args[1].untyped_storage()._cdata] = args[1].untyped_storage()
+                if op == "_local_scalar_dense" and on_gpu and args[0].untyped_storage()._cdata in tracer._found_inf:
+                    tracer._note(
+                        "{count} reads of GradScaler's found_inf answered 0 (no gradient overflowed, as in a healthy step; a step the GPU would skip for inf or NaN gradients is traced as taken)"
+                    )
+                    return 0.0
                 if op in _READS_VALUES and on_gpu:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
