@@ -21,13 +21,13 @@ from vramlab import UnfollowedError  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "reports" / "reference" / "h100" / "trace-workloads"
 sys.path.insert(0, str(ROOT / "scripts"))
-from trace_workloads import AUTOCAST, HOLDOUT, SDPA, SDPA_FP32, WORKLOADS  # noqa: E402
+from trace_workloads import AUTOCAST, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS  # noqa: E402
 
 # The held-out workloads (committed before their GPU runs) are checked here too, so that a change
 # to the tracer that breaks them fails CI; their held-out figures are in RESULTS.md. ResNet-18's
 # cuDNN convolutions allocate workspaces at its peak that the trace cannot size (noted in the
 # snapshot; RESULTS.md reports its figures), so it is left out of the check.
-WORKLOADS = {**WORKLOADS, **{n: f for n, f in HOLDOUT.items() if n != "tv_resnet18_sgd"}, **AUTOCAST, **SDPA, **SDPA_FP32}
+WORKLOADS = {**WORKLOADS, **{n: f for n, f in HOLDOUT.items() if n != "tv_resnet18_sgd"}, **AUTOCAST, **SDPA, **SDPA_FP32, **SCALER}
 
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Workloads whose cuDNN convolutions have workspaces the trace cannot size (noted in the
