@@ -366,8 +366,9 @@ class trace:
         # torch.is_autocast_enabled("cuda") and get_autocast_dtype answer as on the GPU), and
         # vramlab's kernels (vramlab/_autocast.py) make the casts while it is on. A program that
         # names its tensors' device type (`x.device.type`, "meta" here) means "cuda".
-        self._autocast = Autocast(torch, lambda: _where(_user_frame()))
-        self._autocast.install()
+        kernels = Autocast(torch, lambda: _where(_user_frame()))
+        kernels.install()
+        self._autocast = kernels
         autocast = torch.amp.autocast_mode.autocast
         original_init, original_enter, original_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
         original_clear, original_available = torch.clear_autocast_cache, torch.amp.autocast_mode.is_autocast_available
@@ -377,17 +378,17 @@ class trace:
 
         def autocast_enter(mode: Any) -> Any:
             entered = original_enter(mode)
-            self._autocast.switch(torch.is_autocast_enabled("cuda"))
+            kernels.switch(torch.is_autocast_enabled("cuda"))
             return entered
 
         def autocast_exit(mode: Any, *exc: Any) -> Any:
             left = original_exit(mode, *exc)
-            self._autocast.switch(torch.is_autocast_enabled("cuda"))
+            kernels.switch(torch.is_autocast_enabled("cuda"))
             return left
 
         def clear_autocast_cache() -> None:
             original_clear()
-            self._autocast.clear_cache()
+            kernels.clear_cache()
 
         patches[(autocast, "__init__")] = autocast_init
         patches[(autocast, "__enter__")] = autocast_enter
@@ -581,8 +582,10 @@ class trace:
             if mask[2] and isinstance(grad, torch.Tensor) and grad.device.type == "meta" and grad.is_floating_point():
                 dims = [0] + list(range(2, grad.dim()))
                 self._reduction(grad, dims, grad.element_size(), False, frame)
-        elif op in _LOSSES and bound.get("reduction", 1) != 0:
+        elif op in _LOSSES:
             full = self._loss_storage(op, bound)
+            if full is None:
+                return
             x = bound["self"]
             shape = list(torch.broadcast_shapes(x.shape, bound["target"].shape))
             # The unreduced loss, a full-size temporary reduced by mean_out or sum_out.
@@ -637,7 +640,7 @@ def _engine_accumulation(torch: Any, func: Any, args: Any, kwargs: Dict[str, Any
         return None
     # Engine work has no Python frame of the program's between it and backward(); a Python
     # backward (autograd.Function) adding its own gradients does.
-    frame = sys._getframe(2)
+    frame: Optional[types.FrameType] = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
         if not (name.startswith(_TORCH_DIR or "\0") or name == __file__):
