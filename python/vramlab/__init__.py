@@ -19,7 +19,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from . import _vramlab, errors
+from . import _vramlab
 from .errors import DeviceError, FileError, InputError, SettingsError, TraceError, UnfollowedError, VramlabError
 from .trace import trace
 
@@ -31,8 +31,16 @@ __all__ = [
     "trace",
     "DEFAULT_TUNE_GRID",
     "__version__",
+    # The classes of vramlab.errors, listed again here: type checkers (and stubtest) read a
+    # literal __all__, not one extended from another module's.
+    "VramlabError",
+    "TraceError",
+    "SettingsError",
+    "InputError",
+    "FileError",
+    "DeviceError",
+    "UnfollowedError",
 ]
-__all__ += errors.__all__
 __version__: str = _vramlab.__version__
 DEFAULT_TUNE_GRID: List[str] = list(_vramlab.DEFAULT_TUNE_GRID)
 
