@@ -548,28 +548,7 @@ pub(crate) fn scan_reads(source: impl Read, limit: u64) -> Result<ReadKeys, Pick
                     Some(n) => 5 + n as usize,
                     None => break,
                 },
-                b'('
-                | b'}'
-                | b']'
-                | b')'
-                | 0x8f
-                | b'l'
-                | b't'
-                | 0x91
-                | b'd'
-                | 0x85..=0x87
-                | b'a'
-                | b'e'
-                | 0x90
-                | b's'
-                | b'u'
-                | b'N'
-                | 0x88
-                | 0x89
-                | 0x94
-                | b'0'
-                | b'1'
-                | b'2' => 1,
+                op if takes_no_argument(op) => 1,
                 _ => break,
             };
             if i + len > window.len() {
@@ -601,28 +580,7 @@ pub(crate) fn scan_reads(source: impl Read, limit: u64) -> Result<ReadKeys, Pick
             0x8b | b'X' | b'B' => reader.uint(4)? as usize,
             0x8d | 0x8e => reader.length(8)?,
             b'.' => break,
-            b'('
-            | b'}'
-            | b']'
-            | b')'
-            | 0x8f
-            | b'l'
-            | b't'
-            | 0x91
-            | b'd'
-            | 0x85..=0x87
-            | b'a'
-            | b'e'
-            | 0x90
-            | b's'
-            | b'u'
-            | b'N'
-            | 0x88
-            | 0x89
-            | 0x94
-            | b'0'
-            | b'1'
-            | b'2' => 0,
+            op if takes_no_argument(op) => 0,
             _ => break,
         };
         reader.take(skip)?;
@@ -1346,6 +1304,16 @@ fn pairs<R>(reader: &Reader<R>, items: Vec<Value>) -> Result<Vec<(Value, Value)>
 /// Python refuses a list or dict as a key ("unhashable type"); so does vramlab.
 fn unhashable<R>(reader: &Reader<R>) -> PickleError {
     reader.error("a dict key is a list or a dict, which Python cannot hash".into())
+}
+
+/// The opcodes the first pass steps over without reading an argument (both of its readers, the
+/// window's and the one opcode at a time, ask the same question).
+const fn takes_no_argument(op: u8) -> bool {
+    matches!(
+        op,
+        b'(' | b'}' | b']' | b')' | 0x8f | b'l' | b't' | 0x91 | b'd' | 0x85
+            ..=0x87 | b'a' | b'e' | 0x90 | b's' | b'u' | b'N' | 0x88 | 0x89 | 0x94 | b'0' | b'1' | b'2'
+    )
 }
 
 fn top_list<R>(reader: &Reader<R>, stack: &[Value]) -> Result<Ref, PickleError> {
