@@ -548,3 +548,64 @@ def hf_bert_fp16_scaler(device):
 
 
 SCALER = {f.__name__: f for f in [fp16_scaler_transformer, hf_bert_fp16_scaler]}
+
+
+# Held out for cuDNN convolution workspaces: committed before the table of measured workspaces
+# (scripts/measure_conv_workspaces.py) and these recordings were made. Their shapes are
+# torchvision's at batch sizes and image sizes the table measures, so they test whether workspaces
+# measured one convolution at a time carry over to whole training steps.
+
+
+def tv_resnet50_sgd(device):
+    """torchvision's ResNet-50 (bottlenecks, 1x1 downsampling) trained with SGD and momentum for two
+    steps at 128 pixels."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(num_classes=10).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        x = torch.randn(16, 3, 128, 128, device=device)
+        y = torch.randint(0, 10, (16,), device=device)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def tv_mobilenet_v2_adamw(device):
+    """torchvision's MobileNetV2 (depthwise convolutions) trained with AdamW for two steps at 128
+    pixels."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v2(num_classes=10).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(2):
+        x = torch.randn(32, 3, 128, 128, device=device)
+        y = torch.randint(0, 10, (32,), device=device)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def tv_resnet18_autocast(device):
+    """torchvision's ResNet-18 at 224 pixels under bfloat16 autocast, trained with SGD for two
+    steps, then one step of inference under torch.no_grad()."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=100).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        x = torch.randn(32, 3, 224, 224, device=device)
+        y = torch.randint(0, 100, (32,), device=device)
+        with torch.autocast("cuda" if device != "cpu" else "cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    with torch.no_grad(), torch.autocast("cuda" if device != "cpu" else "cpu", dtype=torch.bfloat16):
+        model(torch.randn(64, 3, 224, 224, device=device))
+
+
+CONV = {f.__name__: f for f in [tv_resnet50_sgd, tv_mobilenet_v2_adamw, tv_resnet18_autocast]}
