@@ -28,8 +28,11 @@ flash, memory-efficient or math attention (float32, head sizes cuDNN refuses), r
 (cuDNN RNN) and CUDA streams. ``autocast("cuda")`` is followed, by PyTorch's own per-operator
 policies (vramlab/_autocast.py), and so is half-precision ``scaled_dot_product_attention``, which
 an H100 runs on cuDNN (vramlab/_attention.py). Kernels' own scratch memory (reductions' buffers,
-losses' temporaries) is added by PyTorch's rules (vramlab/_kernels.py). What it follows but cannot size, it notes in the snapshot (``vramlab_notes``,
-said with every replay): cuDNN's convolution workspaces, which cuDNN chooses at run time.
+losses' temporaries) is added by PyTorch's rules (vramlab/_kernels.py). cuDNN's convolution
+workspaces, which cuDNN chooses on the GPU by no rule PyTorch states, come from tables measured on
+each GPU (vramlab/_convolution.py: torchvision's convolutions at common batch and image sizes,
+H100 and H200). What it follows but cannot size, it notes in the snapshot (``vramlab_notes``,
+said with every replay): convolutions outside those tables, among others.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _vramlab
-from . import _attention, _kernels
+from . import _attention, _convolution, _kernels
 from ._autocast import Autocast
 from .errors import UnfollowedError
 
@@ -294,7 +297,7 @@ class trace:
                     # As the GPU does it: the autograd engine adds a gradient into the one it
                     # holds alone (InputBuffer's accumulate), where under a dispatch mode PyTorch
                     # would make a new tensor.
-                    return into.add_(args[1] if into is args[0] else args[0])
+                    return into.add_(args[1])
                 out = func(*args, **(kwargs or {}))
                 on_meta = [
                     t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.device.type == "meta"
@@ -314,6 +317,8 @@ class trace:
                     # makes one).
                     kept = [out[6], out[7], out[0]] + ([out[1]] if args[4] else [])
                     on_meta = [t for t in kept if isinstance(t, torch.Tensor)]
+                if op in ("convolution", "convolution_backward") and on_meta:
+                    tracer._convolution(op, _schema_values(func, args, kwargs or {}), out, frame)
                 for t in on_meta:
                     tracer._track(t, frame, full)
                 if op == "_scaled_dot_product_cudnn_attention":
@@ -326,7 +331,7 @@ class trace:
                     tracer._kernel_scratch(op, bound, on_meta[0], frame)
                 if op in _MATMULS and on_meta:
                     tracer._matmul(op, frame)
-                if op in _CONVOLUTIONS:
+                if op in _CONVOLUTIONS and op not in ("convolution", "convolution_backward") and on_meta:
                     tracer._note(
                         "{count} cuDNN convolutions (forward and backward) are in the trace without their workspaces, which cuDNN chooses at run time on the GPU: peak reserved may be higher, by up to the largest workspace"
                     )
@@ -594,6 +599,49 @@ class trace:
             self._reduction(unreduced, None, out.element_size(), bound["reduction"] == 1, frame)
             self._free(temp, full)
 
+    def _convolution(self, op: str, bound: Dict[str, Any], out: Any, frame: Optional[Dict[str, Any]]) -> None:
+        """A convolution's outputs, each with the workspace cuDNN allocates and frees after it
+        (Convolution.cpp: cudnn_convolution makes its output, then runs its plan; the backward
+        makes the input's gradient and runs its plan, then the weight's), sized by the GPU's
+        measured table (vramlab/_convolution.py). The bias gradient comes after both."""
+        torch = self._torch
+        x, weight = bound["input"], bound["weight"]
+        backward = op == "convolution_backward"
+        outputs = list(out) if backward else [out]
+        entry = None
+        why = _convolution.outside_defaults(torch, x, weight, bool(bound["transposed"]))
+        measured = _convolution.table(self.gpu["name"])
+        if why is None and measured is not None:
+            n, c, h, w = x.shape
+            k, cg, r, s = weight.shape
+            # The output's batch size is the input's; torch's default memory format for both.
+            entry = measured["entries"].get(
+                _convolution.key(x.dtype, [n, c, h, w], [k, cg, r, s], bound["stride"], bound["padding"], bound["dilation"], bound["groups"])
+            )
+            if entry is None:
+                why = "shapes or dtypes outside the measured table"
+        if entry is None or measured is None:
+            self._note(
+                "{count} convolutions (forward or backward) are traced without cuDNN's workspaces: "
+                + (why or f"no convolution workspaces were measured on the {self.gpu['name']}")
+                + " (vramlab/_convolution.py); peak reserved may be higher, by up to the largest workspace"
+            )
+        else:
+            self._note(
+                "{count} convolutions (forward or backward) have the workspaces cuDNN "
+                + f"{measured['cudnn'] // 10000}.{measured['cudnn'] // 100 % 100} chose for the same shapes on the {self.gpu['name']} with torch {measured['torch']}, "
+                + "as measured (reports/reference/"
+                + f"{measured['profile']}/conv-workspaces), not derived by a rule"
+                + ("" if self._torch.__version__.split("+")[0] == measured["torch"].split("+")[0] else f"; this torch is {self._torch.__version__}")
+            )
+        forward_ws, data_ws, weight_ws = _convolution.workspaces(entry)
+        sizes = [data_ws, weight_ws, 0] if backward else [forward_ws]
+        for t, workspace in zip(outputs, sizes):
+            if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                self._track(t, frame)
+                if workspace:
+                    self._scratch([workspace], frame)
+
     def _matmul(self, op: str, frame: Optional[Dict[str, Any]]) -> None:
         # The autograd engine runs CUDA backward on a thread of its own, with its own handle.
         handle = "backward" if self._torch._C._current_autograd_node() is not None else threading.get_ident()
@@ -626,7 +674,8 @@ _ALONE_STORAGE_COUNT = 2
 def _engine_accumulation(torch: Any, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
     """The gradient the autograd engine would add the other into in place, where this `add` is the
     engine accumulating two gradients of one input (InputBuffer's accumulate: in place into a
-    gradient it holds alone and that is dense, the buffered one first), else None. PyTorch makes a
+    buffered gradient when it holds it alone and it is dense; torch/csrc/autograd/input_buffer.cpp),
+    else None. PyTorch makes a
     new tensor instead whenever a dispatch mode is on (isTensorSubclassLike), which the trace's
     is; on the GPU there is none."""
     if func is not torch.ops.aten.add.Tensor or torch.is_grad_enabled() or kwargs.get("alpha", 1) != 1:
@@ -648,13 +697,15 @@ def _engine_accumulation(torch: Any, func: Any, args: Any, kwargs: Dict[str, Any
         if name.replace(os.sep, "/").endswith(("autograd/graph.py", "autograd/__init__.py")):
             break
         frame = frame.f_back
-    for candidate in (a, b):
-        if (
-            _dense(candidate)
-            and candidate._use_count() <= _ALONE_USE_COUNT
-            and torch._C._storage_Use_Count(candidate.untyped_storage()._cdata) <= _ALONE_STORAGE_COUNT
-        ):
-            return candidate
+    # Only the buffered gradient is reused: adding into the incoming one is input_buffer.cpp's
+    # path for sparse buffers alone, so a dense buffered gradient held elsewhere too (a view of
+    # another gradient, one also passed on) makes a new tensor.
+    if (
+        _dense(a)
+        and a._use_count() <= _ALONE_USE_COUNT
+        and torch._C._storage_Use_Count(a.untyped_storage()._cdata) <= _ALONE_STORAGE_COUNT
+    ):
+        return a
     return None
 
 
