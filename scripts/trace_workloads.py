@@ -609,3 +609,91 @@ def tv_resnet18_autocast(device):
 
 
 CONV = {f.__name__: f for f in [tv_resnet50_sgd, tv_mobilenet_v2_adamw, tv_resnet18_autocast]}
+
+
+# Held out, seventh group: Hugging Face models as users feed them (attention masks made on the CPU
+# as a tokenizer makes them, then moved; grouped key heads in float32; T5's learned position
+# bias), committed before they were recorded and before the tracer follows them (it refused each
+# when this group was written).
+
+
+def _token_batch(device, batch, length, vocab, padded):
+    """input_ids and attention_mask as a tokenizer returns them (on the CPU), moved to `device`:
+    the last `padded` tokens of every other sequence are padding."""
+    ids = torch.randint(0, vocab, (batch, length))
+    mask = torch.ones(batch, length, dtype=torch.long)
+    if padded:
+        mask[::2, -padded:] = 0
+    return ids.to(device), mask.to(device)
+
+
+def hf_bert_padded_mask(device):
+    """A Hugging Face BERT classifier (4 layers, SDPA attention in float32) trained with AdamW for
+    two steps on batches with an attention mask: the first all ones, the second with padding."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024, vocab_size=8192)
+    model = BertForSequenceClassification(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for padded in (0, 24):
+        ids, mask = _token_batch(device, 16, 256, 8192, padded)
+        labels = torch.randint(0, 2, (16,)).to(device)
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_llama_gqa_fp32(device):
+    """A Hugging Face Llama with grouped key heads (8 query heads, 2 key/value heads) in float32
+    with its default attention (SDPA), two AdamW steps, the second with a padded attention mask."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        num_hidden_layers=4, hidden_size=512, num_attention_heads=8, num_key_value_heads=2,
+        intermediate_size=1376, vocab_size=8192, max_position_embeddings=1024,
+    )
+    model = LlamaForCausalLM(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for padded in (0, 32):
+        ids, mask = _token_batch(device, 4, 384, 8192, padded)
+        model(input_ids=ids, attention_mask=mask, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_t5_adamw(device):
+    """A Hugging Face T5 (2 + 2 layers, learned relative position bias) built from its config,
+    trained with AdamW for two steps with an all-ones attention mask."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = T5Config(d_model=256, d_ff=1024, d_kv=64, num_layers=2, num_decoder_layers=2, num_heads=4, vocab_size=8192, decoder_start_token_id=0)
+    model = T5ForConditionalGeneration(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        ids, mask = _token_batch(device, 8, 256, 8192, 0)
+        labels = torch.randint(0, 8192, (8, 64)).to(device)
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def hf_gpt2_padded_bf16(device):
+    """A Hugging Face GPT-2 (4 layers) in bfloat16 weights, two AdamW steps on a padded batch
+    (SDPA with an attention mask)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=8192, n_positions=512)
+    model = GPT2LMHeadModel(config).to(device=device, dtype=torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        ids, mask = _token_batch(device, 8, 384, 8192, 40)
+        model(input_ids=ids, attention_mask=mask, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+HF_MASKS = {f.__name__: f for f in [hf_bert_padded_mask, hf_llama_gqa_fp32, hf_t5_adamw, hf_gpt2_padded_bf16]}
