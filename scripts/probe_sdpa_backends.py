@@ -55,7 +55,7 @@ def main():
             continue
         q, k, v, m = tensors(dtype, 2, hq, hk, length, length, d, mask, grad)
         try:
-            choice = BACKENDS.get(torch._fused_sdp_choice(q, k, v, m, 0.0, causal, None, gqa), "?")
+            choice = BACKENDS.get(torch._fused_sdp_choice(q, k, v, m, 0.0, causal, scale=None, enable_gqa=gqa), "?")
         except RuntimeError as e:
             choice = "error: " + str(e).splitlines()[0][:120]
         row = {"kind": "choice", "dtype": str(dtype), "d": d, "hq": hq, "hk": hk, "gqa": gqa, "mask": mask,
