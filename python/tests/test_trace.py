@@ -115,10 +115,8 @@ def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before
     "program, needle",
     [
         (
-            lambda: torch.nn.functional.scaled_dot_product_attention(
-                *(torch.randn(1, 2, 8, 8, device="cuda"),) * 3, attn_mask=torch.ones(8, 8, dtype=torch.bool, device="cuda")
-            ),
-            "with a boolean mask",
+            lambda: torch.nn.functional.scaled_dot_product_attention(*(torch.randn(1, 2, 8, 160, device="cuda"),) * 3),
+            "head sizes over 128",
         ),
         (lambda: torch.nn.LSTM(4, 4).cuda()(torch.randn(2, 1, 4, device="cuda")), "recurrent layers"),
         (lambda: torch.cuda.Stream(), "torch.cuda.Stream"),
@@ -360,3 +358,64 @@ def test_a_gpu_without_measurements_traces_convolutions_without_workspaces_and_s
     with vramlab.trace(gpu=str(other)) as t:
         torch.nn.Conv2d(64, 128, 3, padding=1).cuda()(torch.randn(64, 64, 32, 32, device="cuda"))
     assert any("no convolution workspaces were measured on the NVIDIA H100 PCIe" in n for n in t.snapshot()["vramlab_notes"])
+
+
+PROBE = ROOT / "reports" / "reference" / "h100" / "sdpa-backends" / "probe.jsonl.gz"
+
+
+def _probe_tensors(row, device, length):
+    dtype = getattr(torch, row["dtype"].split(".")[-1])
+    grad = row.get("grad", True)
+    q = torch.randn(2, row["hq"], length, row["d"], device=device, dtype=dtype, requires_grad=grad)
+    k = torch.randn(2, row["hk"], length, row["d"], device=device, dtype=dtype, requires_grad=grad)
+    v = torch.randn(2, row["hk"], length, row["d"], device=device, dtype=dtype, requires_grad=grad)
+    mask = {
+        None: None,
+        "bool": lambda: torch.ones(2, 1, length, length, device=device, dtype=torch.bool).tril(),
+        "float": lambda: torch.zeros(2, 1, length, length, device=device, dtype=dtype),
+        "float_grad": lambda: torch.zeros(1, row["hq"], length, length, device=device, dtype=dtype, requires_grad=grad),
+    }[row["mask"]]
+    return q, k, v, mask() if mask else None
+
+
+def test_attention_backends_are_chosen_as_on_the_h100():
+    """torch._fused_sdp_choice on the H100 for 864 argument sets (dtypes, head sizes, grouped key
+    heads with and without enable_gqa, masks, causal, gradients, lengths): the trace picks the same
+    backend for each (seen while designing: two of its rules were mended from these)."""
+    from vramlab import _attention
+
+    rows = [json.loads(line) for line in gzip.open(PROBE, "rt")]
+    choices = [r for r in rows if r["kind"] == "choice"]
+    assert len(choices) == 864
+    wrong = []
+    for row in choices:
+        q, k, v, mask = _probe_tensors(row, "meta", row["length"])
+        bound = _attention.bind((q, k, v), {"attn_mask": mask, "is_causal": row["causal"], "enable_gqa": row["gqa"]})
+        ours = _attention.choose(torch, bound, 9)
+        if ours != row["backend"]:
+            wrong.append((row, ours))
+    assert not wrong, f"{len(wrong)} differ, first: {wrong[0]}"
+
+
+def test_attention_allocates_as_the_h100_did_on_every_backend():
+    """Forward and backward, each allocation and free in order, for the math path (grouped key
+    heads in float32), memory-efficient attention with boolean, float and learned masks, and
+    cuDNN attention with masks, large heads and grouped key heads (fitted: recorded on the H100)."""
+    rows = [json.loads(line) for line in gzip.open(PROBE, "rt") if '"allocations"' in line]
+    assert len(rows) == 9
+    for row in rows:
+        with vramlab.trace() as t:
+            q, k, v, mask = _probe_tensors(row, "cuda", 384)
+            start = len(t.snapshot()["device_traces"][0])
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=row["causal"], enable_gqa=row["gqa"])
+            middle = len(t.snapshot()["device_traces"][0])
+            out.backward(torch.ones_like(out))
+            end = len(t.snapshot()["device_traces"][0])
+        events = t.snapshot()["device_traces"][0]
+
+        def steps(lo, hi):
+            return [[e["action"][0], e["size"]] for e in events[lo:hi] if e["action"] in ("alloc", "free_completed")]
+
+        recorded = {part: [[a, size] for a, size, *_ in row[part]] for part in ("forward", "backward")}
+        assert steps(start, middle) == recorded["forward"], (row["dtype"], row["d"], row["mask"])
+        assert steps(middle, end) == recorded["backward"], (row["dtype"], row["d"], row["mask"])

@@ -96,7 +96,7 @@ def can_use_cudnn(torch: Any, bound: Dict[str, Any], major: int, cudnn_version: 
         return False
     if bound["dropout_p"] > 0 and 91100 < cudnn_version < 91400:
         return False
-    return _last_stride_one(q, k, v) and _same_batch_and_heads(q, k, v, True)
+    return _last_stride_one(q, k, v) and _same_batch_and_heads(q, k, v, bound["enable_gqa"])
 
 
 def can_use_flash(torch: Any, bound: Dict[str, Any], major: int) -> bool:
@@ -131,7 +131,9 @@ def can_use_efficient(torch: Any, bound: Dict[str, Any], major: int) -> bool:
         return False
     if q.size(-2) == 0 or k.size(-2) == 0:
         return False
-    return _last_stride_one(q, k, v) and _same_batch_and_heads(q, k, v, bound["enable_gqa"])
+    # Memory-efficient attention has no grouped key heads (sdp_utils.cpp checks the head counts
+    # without allowing them; measured on the H100: reports/reference/h100/sdpa-backends).
+    return _last_stride_one(q, k, v) and _same_batch_and_heads(q, k, v, False)
 
 
 def choose(torch: Any, bound: Dict[str, Any], major: int) -> Optional[str]:
@@ -170,3 +172,43 @@ def efficient_backward_workspace(b: int, h: int, lq: int, d: int, half: bool) ->
     extra = rows // (32 if half and d > 64 else 16)
     return 4 * b * h * (rows * block + extra)
 
+
+
+def additive_mask(torch: Any, mask: Any, dtype: Any) -> Any:
+    """attention.cpp's convert_boolean_attn_mask, as it allocates on the GPU: a boolean mask
+    becomes ``where(mask, 0, -inf)`` in the query's dtype (a scalar tensor for -inf, another for
+    the 0 that ``where`` wraps, then the full-size result); other masks pass through."""
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    negative_infinity = torch.scalar_tensor(float("-inf"), dtype=dtype, device=mask.device)
+    return torch.where(mask, 0.0, negative_infinity)
+
+
+def math(torch: Any, q: Any, k: Any, v: Any, mask: Any, dropout_p: float, is_causal: bool, scale: Optional[float], gqa: bool) -> Any:
+    """``_scaled_dot_product_attention_math`` (attention.cpp) as the GPU runs it, step for step:
+    half-precision inputs computed in float32, the query and the transposed key each scaled by the
+    square root of the scale, the causal mask built as a boolean lower triangle and made additive,
+    grouped key heads repeated, the mask added in place, the safe softmax, and CUDA's fused dropout.
+    Run here rather than through ATen's own composite because, inside a dispatch mode, ATen adds
+    the mask out of place and takes the unfused dropout (its tensor-subclass checks), which the
+    GPU does not."""
+    origin = q.dtype
+    if origin in (torch.float16, torch.bfloat16):
+        q, k, v = q.float(), k.float(), v.float()
+    factor = (scale if scale is not None else 1.0 / q.size(-1) ** 0.5) ** 0.5
+    query = q * factor
+    if is_causal:
+        causal = torch.ones(query.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+        mask = additive_mask(torch, causal, query.dtype)
+        del causal
+    if gqa and not q.size(-3) == k.size(-3) == v.size(-3):
+        k = k.repeat_interleave(q.size(-3) // k.size(-3), -3)
+        v = v.repeat_interleave(q.size(-3) // v.size(-3), -3)
+    attn = torch.matmul(query, k.transpose(-2, -1) * factor)
+    del query
+    if mask is not None:
+        attn.add_(mask)
+    attn = torch.ops.aten._safe_softmax(attn, -1)
+    if dropout_p > 0.0:
+        attn = torch.ops.aten.native_dropout(attn, dropout_p, True)[0]
+    return torch.matmul(attn, v).to(origin)

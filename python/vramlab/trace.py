@@ -86,7 +86,7 @@ _CONVOLUTIONS = {"convolution", "convolution_backward", "_convolution", "cudnn_c
 # Losses whose CUDA kernels keep a full-size output storage and a full-size temporary
 # (vramlab/_kernels.py), and the operators whose kernels allocate scratch.
 _LOSSES = {"mse_loss", "smooth_l1_loss", "huber_loss"}
-_KERNEL_SCRATCH = {"sum", "mean", "convolution_backward", "_softmax_backward_data"} | _LOSSES
+_KERNEL_SCRATCH = {"sum", "mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax"} | _LOSSES
 
 
 def _user_frame() -> Optional[Dict[str, Any]]:
@@ -451,16 +451,17 @@ class trace:
         major = int(str(self.gpu["compute_capability"]).split(".")[0])
         where = _where(_user_frame())
         backend = _attention.choose(torch, bound, major)
-        mask = bound["attn_mask"]
-        if backend in ("cudnn", "efficient") and mask is not None and mask.dtype == torch.bool:
-            backend = f"{backend} with a boolean mask (turned into an additive one first)"
-        if backend == "efficient" and (q.size(1) != k.size(1) or q.size(-1) > 128):
-            backend = "efficient (grouped key heads or head sizes over 128)"
-        if backend not in ("cudnn", "efficient"):
+        if backend == "efficient" and q.size(-1) > 128:
+            backend = "efficient (head sizes over 128)"
+        if backend not in ("cudnn", "efficient", "math"):
             what = backend or "no backend (PyTorch raises 'No available kernel')"
             raise UnfollowedError(
-                f"scaled_dot_product_attention at {where}: on the {self.gpu['name']} these arguments run {what} attention, whose workspaces vramlab.trace does not size yet (it follows cuDNN attention in float16/bfloat16 and memory-efficient attention for heads up to 128); the trace up to there is kept"
+                f"scaled_dot_product_attention at {where}: on the {self.gpu['name']} these arguments run {what} attention, whose workspaces vramlab.trace does not size yet (it follows cuDNN attention, the math path, and memory-efficient attention for heads up to 128); the trace up to there is kept"
             )
+        # attention.cpp turns a boolean mask into an additive one before any backend runs.
+        mask = _attention.additive_mask(torch, bound["attn_mask"], q.dtype)
+        if backend == "math":
+            return _attention.math(torch, q, k, v, mask, bound["dropout_p"], bound["is_causal"], bound["scale"], bound["enable_gqa"])
         compute_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
         if backend == "efficient":
             self._note(
@@ -580,6 +581,14 @@ class trace:
                 for n in torch.broadcast_shapes(grad.shape, output.shape):
                     numel *= n
                 self._scratch([numel * torch.empty((), dtype=dtype, device="meta").element_size()], frame)
+        elif op == "_safe_softmax":
+            # SoftMax.cpp's _safe_softmax: after the softmax, which of the inputs are -inf, whether
+            # a whole row is, and a zero to fill those rows with, freed in reverse (as the H100
+            # recorded: reports/reference/h100/sdpa-backends).
+            x = bound["self"]
+            if isinstance(x, torch.Tensor) and x.device.type == "meta" and x.dim() > 0:
+                rows = x.numel() // max(1, x.size(bound["dim"]))
+                self._scratch([x.numel(), rows, out.element_size()], frame)
         elif op == "convolution_backward":
             # Convolution.cpp: backends that do not compute the bias gradient (cuDNN) leave it to
             # grad_output.sum over every dimension but the channels, after the other two.
