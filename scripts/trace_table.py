@@ -11,7 +11,7 @@ import vramlab
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from trace_workloads import AUTOCAST, CONV, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS  # noqa: E402
+from trace_workloads import AUTOCAST, CONV, HF_MASKS, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS  # noqa: E402
 
 # `--holdout`: the workloads committed before they were measured or traced; `--autocast`: the
 # mixed-precision ones, held out the same way.
@@ -27,6 +27,8 @@ if "--scaler" in sys.argv:
     WORKLOADS = SCALER
 if "--conv" in sys.argv:
     WORKLOADS = CONV
+if "--hf-masks" in sys.argv:
+    WORKLOADS = HF_MASKS
 
 warnings.filterwarnings("ignore")
 print("| workload | setting | peak allocated: PyTorch / trace | peak reserved: PyTorch / trace |")

@@ -21,11 +21,11 @@ from vramlab import UnfollowedError  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "reports" / "reference" / "h100" / "trace-workloads"
 sys.path.insert(0, str(ROOT / "scripts"))
-from trace_workloads import AUTOCAST, CONV, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS  # noqa: E402
+from trace_workloads import AUTOCAST, CONV, HF_MASKS, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS  # noqa: E402
 
 # The held-out workloads (committed before their GPU runs) are checked here too, so that a change
 # to the tracer that breaks them fails CI; their held-out figures are in RESULTS.md.
-WORKLOADS = {**WORKLOADS, **HOLDOUT, **AUTOCAST, **SDPA, **SDPA_FP32, **SCALER, **CONV}
+WORKLOADS = {**WORKLOADS, **HOLDOUT, **AUTOCAST, **SDPA, **SDPA_FP32, **SCALER, **CONV, **HF_MASKS}
 
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Refused, with the reason, rather than answered wrong.
@@ -419,3 +419,26 @@ def test_attention_allocates_as_the_h100_did_on_every_backend():
         recorded = {part: [[a, size] for a, size, *_ in row[part]] for part in ("forward", "backward")}
         assert steps(start, middle) == recorded["forward"], (row["dtype"], row["d"], row["mask"])
         assert steps(middle, end) == recorded["backward"], (row["dtype"], row["d"], row["mask"])
+
+
+def test_values_known_without_a_gpu_are_answered_and_others_still_stop():
+    """A mask made on the CPU or by a factory has known values (vramlab/_values.py): reading them
+    answers as the GPU would, in-place writes through views included; random values still stop."""
+    with vramlab.trace() as t:
+        tokens = torch.ones(4, 16, dtype=torch.long)
+        tokens[1, -3:] = 0
+        mask = tokens.to("cuda")
+        assert not bool(mask.all()) and int(mask.sum()) == 61
+        ones = torch.ones(4, 16, dtype=torch.long, device="cuda")
+        assert bool(ones.all())
+        ones[:, -2:] = 0
+        assert not bool(ones.all()) and int((ones == 0).sum()) == 8
+        assert float((1.0 - ones[0].float()).max()) == 1.0
+    assert any("values read back were known" in n for n in t.snapshot()["vramlab_notes"])
+    with pytest.raises(UnfollowedError, match="_local_scalar_dense"):
+        with vramlab.trace():
+            bool(torch.randint(0, 2, (8,), device="cuda").all())
+    with pytest.raises(UnfollowedError, match="_local_scalar_dense"):
+        with vramlab.trace():
+            weight = torch.nn.Linear(64, 64).cuda().weight
+            float(weight.sum())

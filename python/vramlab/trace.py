@@ -21,13 +21,15 @@ named (reports/reference/h100/trace-workloads, torch 2.11 on an H100):
   bias (``addmm``) on that handle; each right after the multiply's output.
 
 What it cannot follow it says, in one line naming the operation and the program's line, raising
-``vramlab.UnfollowedError`` (the trace up to there is kept): a value read back (``.item()``,
-``nonzero``, a data-dependent shape; GradScaler's check for overflowed gradients is answered as a
-healthy step's and noted), ``scaled_dot_product_attention`` where the GPU would run
-flash, memory-efficient or math attention (float32, head sizes cuDNN refuses), recurrent layers
-(cuDNN RNN) and CUDA streams. ``autocast("cuda")`` is followed, by PyTorch's own per-operator
-policies (vramlab/_autocast.py), and so is half-precision ``scaled_dot_product_attention``, which
-an H100 runs on cuDNN (vramlab/_attention.py). Kernels' own scratch memory (reductions' buffers,
+``vramlab.UnfollowedError`` (the trace up to there is kept): a value read back that cannot be
+known without the GPU (``.item()`` of a computed tensor, ``nonzero``, a data-dependent shape;
+values that came from the CPU or from deterministic factories, such as a tokenizer's attention
+mask, are known and answered: vramlab/_values.py; GradScaler's check for overflowed gradients is
+answered as a healthy step's and noted), ``scaled_dot_product_attention`` where the GPU would run
+flash attention or memory-efficient attention with heads over 128, recurrent layers (cuDNN RNN)
+and CUDA streams. ``autocast("cuda")`` is followed, by PyTorch's own per-operator policies
+(vramlab/_autocast.py), and so is ``scaled_dot_product_attention`` on cuDNN, memory-efficient
+and math attention, with the backend PyTorch would pick (vramlab/_attention.py). Kernels' own scratch memory (reductions' buffers,
 losses' temporaries) is added by PyTorch's rules (vramlab/_kernels.py). cuDNN's convolution
 workspaces, which cuDNN chooses on the GPU by no rule PyTorch states, come from tables measured on
 each GPU (vramlab/_convolution.py: torchvision's convolutions at common batch and image sizes,
@@ -46,7 +48,7 @@ import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _vramlab
-from . import _attention, _convolution, _kernels
+from . import _attention, _convolution, _kernels, _values
 from ._autocast import Autocast
 from .errors import UnfollowedError
 
@@ -139,6 +141,7 @@ class trace:
         self._found_inf: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
         self._torch = torch
+        self._shadows = _values.Shadows(torch)
 
     # The record -----------------------------------------------------------------------------
 
@@ -169,6 +172,7 @@ class trace:
 
         def freed(_ref: Any, key: int = key, addr: int = addr, size: int = size) -> None:
             if self._live.pop(key, None) is not None:
+                self._shadows.forget(key)
                 self._free(addr, size)
 
         self._live[key] = weakref.ref(storage, freed)
@@ -281,6 +285,13 @@ class trace:
                         "{count} reads of GradScaler's found_inf answered 0 (no gradient overflowed, as in a healthy step; a step the GPU would skip for inf or NaN gradients is traced as taken)"
                     )
                     return 0.0
+                if op == "_local_scalar_dense" and on_gpu:
+                    known = tracer._shadows.read(args[0])
+                    if known is not None:
+                        tracer._note(
+                            "{count} values read back were known without a GPU (from the CPU or from known factories, through operations run again on small CPU copies: vramlab/_values.py) and answered"
+                        )
+                        return known
                 if op in _READS_VALUES and on_gpu:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
@@ -317,6 +328,8 @@ class trace:
                     # makes one).
                     kept = [out[6], out[7], out[0]] + ([out[1]] if args[4] else [])
                     on_meta = [t for t in kept if isinstance(t, torch.Tensor)]
+                if on_gpu or on_meta:
+                    tracer._shadows.after(func, op, args, kwargs or {}, out)
                 if op in ("convolution", "convolution_backward") and on_meta:
                     tracer._convolution(op, _schema_values(func, args, kwargs or {}), out, frame)
                 for t in on_meta:

@@ -1,0 +1,132 @@
+"""Values the trace can know without a GPU: a tensor standing in for a CUDA one has no data, but
+some do have known values, and programs branch on them. Hugging Face's masking code asks whether
+an attention mask is all ones (``padding_mask.all()``) to decide whether to build a mask at all,
+which changes which attention kernel runs and what it allocates.
+
+A tensor's values are known when they come from the CPU (``.to("cuda")`` of a tokenizer's
+output; floating-point tensors only as scalars, so a model's weights never are), from a deterministic factory (``ones``, ``zeros``, ``full``, ``arange``: an ``empty``
+then filled whole), or from an operation whose inputs are all known. They are kept as a CPU copy
+of the storage ("a shadow"), and every such operation is also run on the shadows, on the CPU, so
+that views and in-place writes stay in step. Only small tensors get shadows (integer and boolean
+ones up to ``INTEGER_LIMIT`` bytes, others up to ``OTHER_LIMIT``): ids, masks, labels, scalars,
+never a model's weights or activations, so the trace still does no arithmetic worth the name.
+A value read (``.item()``, ``bool(t)``) of a tensor with a shadow is answered from it; without
+one the trace stops, as before. Random operations never give shadows: the GPU's generator is
+not the CPU's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+# A shadow's storage at most, in bytes: integer and boolean tensors (ids, masks, labels) and
+# others (float masks built from them, scalars).
+INTEGER_LIMIT = 64 << 20
+OTHER_LIMIT = 16 << 20
+
+# Operations that write every element of their first argument, whatever it held.
+_OVERWRITES = {"fill_", "zero_", "copy_"}
+
+
+class Shadows:
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self._storages: Dict[int, Any] = {}
+
+    def forget(self, key: int) -> None:
+        self._storages.pop(key, None)
+
+    def _limit(self, dtype: Any) -> int:
+        return OTHER_LIMIT if dtype.is_floating_point or dtype.is_complex else INTEGER_LIMIT
+
+    def view(self, t: Any) -> Optional[Any]:
+        """The CPU tensor holding `t`'s values, or None where they are not known."""
+        storage = self._storages.get(t.untyped_storage()._cdata)
+        if storage is None:
+            return None
+        torch = self._torch
+        return torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.shape, t.stride())
+
+    def _fresh(self, t: Any) -> Optional[Any]:
+        """A new shadow for `t`'s storage, where it is small enough; its view of `t`."""
+        storage = t.untyped_storage()
+        if storage.nbytes() > self._limit(t.dtype):
+            return None
+        self._storages[storage._cdata] = self._torch.UntypedStorage(storage.nbytes())
+        return self.view(t)
+
+    def adopt(self, t: Any, values: Any) -> None:
+        """`t` (a stand-in) holds `values` (a CPU tensor of its shape)."""
+        shadow = self._fresh(t)
+        if shadow is not None:
+            shadow.copy_(values)
+
+    def after(self, func: Any, op: str, args: Any, kwargs: Dict[str, Any], out: Any) -> None:
+        """Keeps the shadows in step with an operation just traced on stand-ins."""
+        torch = self._torch
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        stand_ins = [a for a in leaves if isinstance(a, torch.Tensor) and a.device.type == "meta"]
+        written = [a for i, a in enumerate(args) if i < len(func._schema.arguments) and _writes(func._schema.arguments[i])]
+        written += [v for k, v in kwargs.items() if isinstance(v, torch.Tensor) and any(a.name == k and _writes(a) for a in func._schema.arguments)]
+        if op == "_to_copy" and args and isinstance(args[0], torch.Tensor) and args[0].device.type != "meta":
+            # A model's weights moved to the GPU are not worth knowing (and would make the whole
+            # model run on the CPU): floating-point tensors from the CPU are known as scalars only.
+            if isinstance(out, torch.Tensor) and out.device.type == "meta" and (not out.is_floating_point() or out.numel() <= 1):
+                self.adopt(out, args[0])
+            return
+        # Uninitialised memory and random draws have no values the CPU could know.
+        random = torch.Tag.nondeterministic_seeded in func.tags or op.startswith(("empty", "new_empty"))
+        # What every element of is rewritten needs no shadow before.
+        overwritten = args[0] if op in _OVERWRITES and args and _whole(args[0]) else None
+        if overwritten is None and "out" in kwargs and isinstance(kwargs["out"], torch.Tensor) and _whole(kwargs["out"]):
+            overwritten = kwargs["out"]
+        known = not random and all(self.view(a) is not None for a in stand_ins if a is not overwritten)
+        if overwritten is not None and known and self.view(overwritten) is None:
+            known = self._fresh(overwritten) is not None
+        made = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.device.type == "meta"]
+        if not known or not (stand_ins or made):
+            for t in written:
+                if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                    self.forget(t.untyped_storage()._cdata)
+            return
+        try:
+            cpu = torch.utils._pytree.tree_map(self._on_cpu, (args, kwargs))
+            result = func(*cpu[0], **cpu[1])
+        except Exception:  # noqa: BLE001 - an operation the CPU cannot run leaves values unknown
+            for t in written + [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]:
+                if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                    self.forget(t.untyped_storage()._cdata)
+            return
+        results = torch.utils._pytree.tree_leaves(result)
+        for made, values in zip(torch.utils._pytree.tree_leaves(out), results):
+            if not (isinstance(made, torch.Tensor) and made.device.type == "meta" and isinstance(values, torch.Tensor)):
+                continue
+            if made.untyped_storage()._cdata in self._storages:
+                continue  # a view of, or a write into, a storage already shadowed (updated above)
+            if values.shape == made.shape:
+                self.adopt(made, values)
+
+    def _on_cpu(self, value: Any) -> Any:
+        torch = self._torch
+        if isinstance(value, torch.Tensor) and value.device.type == "meta":
+            return self.view(value)
+        if isinstance(value, torch.device) and value.type == "meta":
+            return torch.device("cpu")
+        return value
+
+    def read(self, t: Any) -> Optional[Any]:
+        """`t.item()` where `t`'s value is known, else None."""
+        shadow = self.view(t)
+        return None if shadow is None else shadow.item()
+
+
+def _writes(argument: Any) -> bool:
+    info = argument.alias_info
+    return info is not None and info.is_write
+
+
+def _whole(t: Any) -> bool:
+    """Whether `t` covers its whole storage, each element once (so writing it writes all)."""
+    if t.device.type != "meta" or t.storage_offset() != 0:
+        return False
+    return t.is_contiguous() and t.numel() * t.element_size() == t.untyped_storage().nbytes()
