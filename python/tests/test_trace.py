@@ -442,3 +442,43 @@ def test_values_known_without_a_gpu_are_answered_and_others_still_stop():
         with vramlab.trace():
             weight = torch.nn.Linear(64, 64).cuda().weight
             float(weight.sum())
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_recomputation_runs_as_on_the_gpu(reentrant):
+    """The autograd engine does not carry torch function modes into a checkpoint's recomputation;
+    the trace puts its own back, so the recomputed attention takes the GPU's backend again (a
+    different one would save other tensors and PyTorch's checkpoint would refuse)."""
+    from torch.utils.checkpoint import checkpoint
+
+    def block(x):
+        q = x.view(2, 64, 4, 32).transpose(1, 2)
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).transpose(1, 2).reshape(2, 64, 128)
+
+    with vramlab.trace() as t:
+        x = torch.randn(2, 64, 128, device="cuda", requires_grad=True)
+        checkpoint(block, x, use_reentrant=reentrant).sum().backward()
+    notes = t.snapshot()["vramlab_notes"]
+    assert any("2 memory-efficient attention calls" in n for n in notes), notes
+
+
+def test_fused_optimizers_and_memory_queries_answer_as_on_the_gpu():
+    with vramlab.trace() as t:
+        model = torch.nn.Linear(1024, 1024).cuda()
+        opt = torch.optim.Adam(model.parameters(), fused=True)
+        model(torch.randn(64, 1024, device="cuda")).sum().backward()
+        opt.step()
+        torch.cuda.reset_peak_memory_stats()
+        assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
+        assert torch.cuda.memory_reserved() >= torch.cuda.memory_allocated() > 0
+        free, total = torch.cuda.mem_get_info()
+        assert total == torch.cuda.get_device_properties(0).total_memory and free < total
+    assert any("a lower bound" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_kernels_with_unsized_scratch_are_said():
+    with vramlab.trace() as t:
+        x = torch.randn(64, 1000, device="cuda")
+        x.sort(dim=1)
+        x.cumsum(1)
+    assert any("sorts, scans, top-k" in n for n in t.snapshot()["vramlab_notes"])

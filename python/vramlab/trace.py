@@ -88,6 +88,28 @@ _CONVOLUTIONS = {"convolution", "convolution_backward", "_convolution", "cudnn_c
 # Losses whose CUDA kernels keep a full-size output storage and a full-size temporary
 # (vramlab/_kernels.py), and the operators whose kernels allocate scratch.
 _LOSSES = {"mse_loss", "smooth_l1_loss", "huber_loss"}
+# Operators whose CUDA kernels allocate scratch of their own that the trace does not size (CUB's
+# temporary storage in sorts, scans and embedding backward): noted in the snapshot.
+_UNSIZED_SCRATCH = {
+    "sort",
+    "argsort",
+    "topk",
+    "kthvalue",
+    "median",
+    "cumsum",
+    "cumprod",
+    "cummax",
+    "cummin",
+    "logcumsumexp",
+    "embedding_dense_backward",
+    "_embedding_bag",
+    "_embedding_bag_backward",
+    "_embedding_bag_dense_backward",
+    "searchsorted",
+    "bincount",
+    "histc",
+    "randperm",
+}
 _KERNEL_SCRATCH = {"sum", "mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax"} | _LOSSES
 
 
@@ -342,6 +364,10 @@ class trace:
                     tracer._efficient_backward_scratch(args, grad_copy, frame)
                 if bound:
                     tracer._kernel_scratch(op, bound, on_meta[0], frame)
+                if op in _UNSIZED_SCRATCH and on_meta:
+                    tracer._note(
+                        "{count} sorts, scans, top-k and embedding backwards are traced without the scratch their CUDA kernels allocate for themselves (CUB's temporary storage, not derived yet): peak reserved may be higher by up to its size"
+                    )
                 if op in _MATMULS and on_meta:
                     tracer._matmul(op, frame)
                 if op in _CONVOLUTIONS and op not in ("convolution", "convolution_backward") and on_meta:
@@ -359,6 +385,32 @@ class trace:
         def empty_cache() -> None:
             self._events.append({"action": "empty_cache", "addr": 0, "size": 0, "stream": 0, "frames": []})
 
+        def reset_peak(device: Any = None) -> None:
+            self._peak = self._allocated
+
+        def reserved_read(answer: Any) -> Any:
+            # Reserved memory is the caching allocator's decision, which the replay makes from the
+            # finished trace: while tracing, the program is told the allocated bytes (a lower
+            # bound), and the snapshot says so.
+            self._note(
+                "{count} reads of reserved or free memory (memory_reserved, memory_stats, mem_get_info) were answered with the bytes allocated so far, a lower bound: the reserved figures are the replay's"
+            )
+            return answer
+
+        def memory_stats(device: Any = None) -> Dict[str, int]:
+            return reserved_read(
+                {
+                    "allocated_bytes.all.current": self._allocated,
+                    "allocated_bytes.all.peak": self._peak,
+                    "reserved_bytes.all.current": self._allocated,
+                    "reserved_bytes.all.peak": self._peak,
+                    "active_bytes.all.current": self._allocated,
+                    "active_bytes.all.peak": self._peak,
+                    "num_alloc_retries": 0,
+                    "num_ooms": 0,
+                }
+            )
+
         props = _Properties(self.gpu)
         cuda = torch.cuda
         patches = {
@@ -372,7 +424,15 @@ class trace:
             (cuda, "empty_cache"): empty_cache,
             (cuda, "memory_allocated"): lambda device=None: self._allocated,
             (cuda, "max_memory_allocated"): lambda device=None: self._peak,
-            (cuda, "reset_peak_memory_stats"): lambda device=None: None,
+            (cuda, "reset_peak_memory_stats"): reset_peak,
+            (cuda, "reset_max_memory_allocated"): reset_peak,
+            (cuda, "memory_reserved"): lambda device=None: reserved_read(self._allocated),
+            (cuda, "max_memory_reserved"): lambda device=None: reserved_read(self._peak),
+            (cuda, "memory_stats"): memory_stats,
+            (cuda, "memory_summary"): lambda device=None, abbreviated=False: reserved_read(
+                f"vramlab.trace: {self._allocated} bytes allocated, {self._peak} at most; reserved memory is the replay's answer"
+            ),
+            (cuda, "mem_get_info"): lambda device=None: reserved_read((self.gpu["memory_bytes"] - self._allocated, self.gpu["memory_bytes"])),
             (cuda, "manual_seed"): lambda seed: None,
             (cuda, "manual_seed_all"): lambda seed: None,
             (cuda, "set_device"): lambda device: None,
@@ -420,8 +480,33 @@ class trace:
         # temporaries: the same choice is made for the meta tensors that stand in for CUDA ones.
         supported = optim_module._get_foreach_kernels_supported_devices
         patches[(optim_module, "_get_foreach_kernels_supported_devices")] = lambda: list(supported()) + ["meta"]
+        # `fused=True` asks for CUDA tensors; the meta ones stand in for them.
+        fused = optim_module._get_fused_kernels_supported_devices
+        patches[(optim_module, "_get_fused_kernels_supported_devices")] = lambda: list(fused()) + ["meta"]
+        # The autograd engine runs checkpoints' recomputations without the program's torch
+        # function modes (they are not carried into backward), so without this the recomputed
+        # forward would run as on the meta device (attention's math path, unfused dropout, a
+        # "cuda" device left as it is) and differ from the first; both run as on the GPU here.
+        import torch.utils.checkpoint as checkpointing
+
+        def on_the_gpu(fn: Any) -> Any:
+            def run(*args: Any, **kwargs: Any) -> Any:
+                if self._modes and self._modes[0] not in torch.overrides._get_current_function_mode_stack():
+                    with self._modes[0]:
+                        return fn(*args, **kwargs)
+                return fn(*args, **kwargs)
+
+            return run
+
+        without_reentrant = checkpointing._checkpoint_without_reentrant_generator
+        reentrant_backward = checkpointing.CheckpointFunction.backward
+        patches[(checkpointing, "_checkpoint_without_reentrant_generator")] = lambda fn, *args, **kwargs: without_reentrant(
+            on_the_gpu(fn), *args, **kwargs
+        )
+        patches[(checkpointing.CheckpointFunction, "backward")] = staticmethod(on_the_gpu(reentrant_backward))
         for (owner, name), value in patches.items():
-            self._patches.append((owner, name, getattr(owner, name)))
+            # The attribute as stored (a class's staticmethod stays one when put back).
+            self._patches.append((owner, name, vars(owner).get(name, getattr(owner, name))))
             setattr(owner, name, value)
         # On CUDA, `module.to("cuda")` moves each parameter in place, so a parameter two modules
         # share (tied embeddings) moves once and stays shared; from CPU to meta PyTorch would make
