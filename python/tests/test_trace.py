@@ -482,3 +482,33 @@ def test_kernels_with_unsized_scratch_are_said():
         x.sort(dim=1)
         x.cumsum(1)
     assert any("sorts, scans, top-k" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_cuda_utilities_training_scripts_call_answer_inside_a_trace(tmp_path):
+    """Events, the default stream, device contexts, the default device and PyTorch's own memory
+    history calls work inside a trace (each failed with 'no NVIDIA driver' on a CPU machine)."""
+    with vramlab.trace() as t:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda.current_stream().synchronize()
+        with torch.cuda.device(0):
+            torch.set_default_device("cuda")
+            x = torch.randn(1024)
+            torch.set_default_device("cpu")
+        end.record()
+        assert start.elapsed_time(end) == 0.0
+        torch.cuda.memory._record_memory_history(max_entries=10)
+        torch.cuda.memory._dump_snapshot(str(tmp_path / "inside.pickle"))
+        assert x.device.type == "meta"
+    assert torch.get_default_device().type == "cpu"
+    assert pickle.loads((tmp_path / "inside.pickle").read_bytes())["device_traces"][0][0]["size"] == 4096
+    assert any("a trace has no time" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_copies_to_the_host_stop_unless_the_values_are_known():
+    with vramlab.trace():
+        labels = torch.tensor([0, 1, 1]).to("cuda")
+        assert labels.cpu().tolist() == [0, 1, 1]
+    with pytest.raises(UnfollowedError, match="copies a GPU tensor's values to the host"):
+        with vramlab.trace():
+            torch.randn(4, device="cuda").cpu()

@@ -314,6 +314,21 @@ class trace:
                             "{count} values read back were known without a GPU (from the CPU or from known factories, through operations run again on small CPU copies: vramlab/_values.py) and answered"
                         )
                         return known
+                if op in ("_to_copy", "copy_") and on_gpu and _to_host(torch, op, args, kwargs or {}):
+                    # A GPU tensor's values copied to the host: known values are copied; others
+                    # the trace does not have.
+                    source = args[0] if op == "_to_copy" else args[1]
+                    known = tracer._shadows.view(source) if isinstance(source, torch.Tensor) else None
+                    if known is None:
+                        raise UnfollowedError(
+                            f"{op} at {_where(_user_frame())}: the program copies a GPU tensor's values to the host (.cpu(), .numpy(), .tolist()), and a trace without data has none; the trace up to there is kept"
+                        )
+                    tracer._note(
+                        "{count} values read back were known without a GPU (from the CPU or from known factories, through operations run again on small CPU copies: vramlab/_values.py) and answered"
+                    )
+                    if op == "copy_":
+                        return args[0].copy_(known)
+                    return known.to(**{k: v for k, v in (kwargs or {}).items() if k in ("dtype", "memory_format")}).clone()
                 if op in _READS_VALUES and on_gpu:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
@@ -411,6 +426,7 @@ class trace:
                 }
             )
 
+        set_default_device = torch.set_default_device
         props = _Properties(self.gpu)
         cuda = torch.cuda
         patches = {
@@ -437,6 +453,15 @@ class trace:
             (cuda, "manual_seed_all"): lambda seed: None,
             (cuda, "set_device"): lambda device: None,
             (cuda, "is_current_stream_capturing"): lambda: False,
+            (cuda, "Event"): _Event,
+            (cuda, "current_stream"): lambda device=None: _DefaultStream(),
+            (cuda, "default_stream"): lambda device=None: _DefaultStream(),
+            (cuda, "device"): _NoContext,
+            (cuda, "device_of"): _NoContext,
+            (cuda.memory, "_record_memory_history"): lambda *args, **kwargs: None,
+            (cuda.memory, "_snapshot"): lambda device=None: self.snapshot(),
+            (cuda.memory, "_dump_snapshot"): lambda filename="dump_snapshot.pickle": self.save(filename),
+            (torch, "set_default_device"): lambda device: set_default_device(redirect(device)),
             (cuda, "Stream"): _refusing_class(cuda.Stream, unfollowed("torch.cuda.Stream")),
             (cuda, "stream"): unfollowed("torch.cuda.stream"),
         }
@@ -513,6 +538,8 @@ class trace:
         # a new Parameter per module instead. Swapping keeps each parameter's identity, as on CUDA.
         self._swap_was = torch.__future__.get_swap_module_params_on_conversion()
         torch.__future__.set_swap_module_params_on_conversion(True)
+        self._default_device = torch.get_default_device()
+        _ACTIVE.append(self)
         self._modes = [OnTheGpu(), Allocations()]
         for mode in self._modes:
             mode.__enter__()
@@ -521,6 +548,10 @@ class trace:
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes = []
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+            # A default device the program set to "cuda" inside was "meta"; the one before stays.
+            self._torch.set_default_device(self._default_device)
         if self._autocast is not None:
             self._autocast.uninstall()
             self._autocast = None
@@ -837,6 +868,96 @@ def _bind(func: Any, args: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
         return dict(inspect.signature(func).bind(*args, **kwargs).arguments)
     except (TypeError, ValueError):
         return {}
+
+
+def _to_host(torch: Any, op: str, args: Any, kwargs: Dict[str, Any]) -> bool:
+    """Whether this copy takes a stand-in's values to a real (host) tensor."""
+    if op == "_to_copy":
+        device = kwargs.get("device")
+        return isinstance(args[0], torch.Tensor) and args[0].device.type == "meta" and device is not None and torch.device(device).type != "meta"
+    return (
+        len(args) > 1
+        and isinstance(args[0], torch.Tensor)
+        and args[0].device.type != "meta"
+        and isinstance(args[1], torch.Tensor)
+        and args[1].device.type == "meta"
+    )
+
+
+class _Event:
+    """``torch.cuda.Event`` in a trace: recorded and waited on as nothing (one stream), and a
+    trace has no time (``elapsed_time`` answers 0.0, which the snapshot notes)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False) -> None:
+        self.enable_timing = enable_timing
+
+    def record(self, stream: Any = None) -> None:
+        return None
+
+    def wait(self, stream: Any = None) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end_event: Any) -> float:
+        _notes_hook("{count} CUDA event timings answered 0.0 ms: a trace has no time")
+        return 0.0
+
+
+class _DefaultStream:
+    """The default CUDA stream, the one stream a trace follows."""
+
+    cuda_stream = 0
+    stream_id = 0
+    device_index = 0
+    priority = 0
+
+    def synchronize(self) -> None:
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def wait_event(self, event: Any) -> None:
+        return None
+
+    def wait_stream(self, stream: Any) -> None:
+        return None
+
+    def record_event(self, event: Any = None) -> Any:
+        return event if event is not None else _Event()
+
+    def __enter__(self) -> "_DefaultStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class _NoContext:
+    """``torch.cuda.device(i)`` and the like: the trace has one device."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> "_NoContext":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+# The trace whose patches are installed (notes from module-level stand-ins go to it).
+_ACTIVE: List[Any] = []
+
+
+def _notes_hook(what: str) -> None:
+    if _ACTIVE:
+        _ACTIVE[-1]._note(what)
 
 
 def _refusing_class(base: Any, refuse: Any) -> Any:
