@@ -30,6 +30,13 @@ if "--conv" in sys.argv:
 if "--hf-masks" in sys.argv:
     WORKLOADS = HF_MASKS
 
+# `--recordings DIR`: compare with the recordings in DIR (another transformers version's, say)
+# instead of reports/reference/h100/trace-workloads; the workloads without one there are left out.
+RECORDINGS = ROOT / "reports/reference/h100/trace-workloads"
+if "--recordings" in sys.argv:
+    RECORDINGS = pathlib.Path(sys.argv[sys.argv.index("--recordings") + 1]).resolve()
+    WORKLOADS = {n: f for n, f in {**WORKLOADS, **HOLDOUT, **AUTOCAST, **SDPA, **SDPA_FP32, **SCALER, **CONV, **HF_MASKS}.items() if (RECORDINGS / f"{n}-default.json").exists()}
+
 warnings.filterwarnings("ignore")
 print("| workload | setting | peak allocated: PyTorch / trace | peak reserved: PyTorch / trace |")
 print("|---|---|---|---|")
@@ -42,7 +49,7 @@ for name, workload in WORKLOADS.items():
         print(f"| {name} | both | refused: {str(e).split(': ', 1)[1].split(';')[0].split(' (')[0]} | |")
         continue
     for label, setting in [("default", ""), ("expandable", "expandable_segments:True")]:
-        theirs = json.loads((ROOT / f"reports/reference/h100/trace-workloads/{name}-{label}.json").read_text())["memory_stats"]
+        theirs = json.loads((RECORDINGS / f"{name}-{label}.json").read_text())["memory_stats"]
         ours = vramlab.replay(t.snapshot(), alloc_conf=setting)["results"][0]["pytorch_stats"]
         cells = []
         for key in ["allocated_bytes.all.peak", "reserved_bytes.all.peak"]:

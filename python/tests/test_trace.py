@@ -32,8 +32,21 @@ SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 REFUSED = {"lstm": "recurrent layers run as cuDNN RNN"}
 
 
+def recording_folder(name):
+    """Where `name` was recorded with the transformers installed here: the Hugging Face workloads
+    were recorded under transformers 5.17 and again under 5.24, whose models allocate otherwise
+    (T5 10% less); the others do not use it."""
+    if name.startswith("hf_"):
+        transformers = pytest.importorskip("transformers", reason="the Hugging Face workload needs transformers")
+        if transformers.__version__.startswith("5.24."):
+            return RECORDINGS.parent / "trace-workloads-transformers-5.24"
+        if not transformers.__version__.startswith("5.17."):
+            pytest.skip(f"no H100 recording under transformers {transformers.__version__} (5.17 and 5.24 are recorded)")
+    return RECORDINGS
+
+
 def recorded(name, label):
-    return json.loads((RECORDINGS / f"{name}-{label}.json").read_text())["memory_stats"]
+    return json.loads((recording_folder(name) / f"{name}-{label}.json").read_text())["memory_stats"]
 
 
 def traced(name):
@@ -53,7 +66,16 @@ def test_a_trace_replays_to_pytorchs_peaks(name):
         allocated = ours["allocated_bytes.all.peak"] / theirs["allocated_bytes.all.peak"] - 1
         reserved = ours["reserved_bytes.all.peak"] / theirs["reserved_bytes.all.peak"] - 1
         assert abs(allocated) <= 0.005, f"{name} {label}: peak allocated off by {allocated:+.2%}"
+        if abs(reserved) > 0.02 and recording_folder(name).name.endswith("5.24") and (name, label) in PLACEMENT_GAPS:
+            pytest.xfail(PLACEMENT_GAPS[name, label])
         assert abs(reserved) <= 0.02, f"{name} {label}: peak reserved off by {reserved:+.2%}"
+
+
+# Known misses that are the driver's placement of segments, not the trace (the recording replayed
+# without its segment addresses gives the trace's figure: the test below).
+PLACEMENT_GAPS = {
+    ("hf_llama_sdpa_autocast", "default"): "transformers 5.24: +8.2% peak reserved from the driver's segment placement, which the replay does not model (RESULTS.md)",
+}
 
 
 # Workloads whose trace asks for other allocations, or frees them in another order, than the GPU
@@ -74,7 +96,7 @@ def test_a_trace_replays_as_its_recording_does_without_the_drivers_placement(nam
     placed by the replay's device, not the recording's driver), agree to the byte."""
     snapshot = traced(name)
     for label, setting in SETTINGS.items():
-        recording = pickle.load(gzip.open(RECORDINGS / f"{name}-{label}.pickle.gz"))
+        recording = pickle.load(gzip.open(recording_folder(name) / f"{name}-{label}.pickle.gz"))
         ours = vramlab.replay(snapshot, alloc_conf=setting)["results"][0]["pytorch_stats"]
         theirs = vramlab.replay(without_placement(recording), alloc_conf=setting)["results"][0]["pytorch_stats"]
         for key in ("allocated_bytes.all.peak", "reserved_bytes.all.peak", "num_alloc_retries"):
