@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
-use allocators::{build_pytorch_policy, replay, replay_policy, ReplayOptions, SimDevice};
+use allocators::{build_pytorch_policy, replay, replay_policy, Replay, ReplayOptions, SimDevice};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use experiments::{BackendKind, PolicySpec, Trace};
+use experiments::{BackendKind, PolicySpec, Trace, TraceEvent, TraceSource};
 
 fn replay_speed(c: &mut Criterion) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");
@@ -57,6 +57,77 @@ fn replay_speed(c: &mut Criterion) {
             })
         });
     }
+    group.finish();
+}
+
+/// The 10 M-event snapshot of `scripts/big_snapshot.py`, built in memory (CI has no such
+/// file): the gpt recording's requests, requests to free and frees, what it leaves live freed
+/// at its end (in the order it was allocated), repeated under fresh ids up to `events`, under
+/// the settings the recording names.
+fn big_trace(events: usize) -> Trace {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports/reference/h100/alloc-traces/gpt/default.pickle.gz");
+    let recording = Trace::load(&path).expect("the committed gpt recording loads");
+    let mut once: Vec<TraceEvent> = recording
+        .events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                TraceEvent::Alloc { .. } | TraceEvent::FreeRequested { .. } | TraceEvent::Free { .. }
+            )
+        })
+        .copied()
+        .collect();
+    let mut live = Vec::new();
+    let mut freed = std::collections::HashSet::new();
+    for event in &once {
+        match *event {
+            TraceEvent::Alloc { id, .. } => live.push(id),
+            TraceEvent::Free { id } => {
+                freed.insert(id);
+            }
+            _ => {}
+        }
+    }
+    for id in live.into_iter().filter(|id| !freed.contains(id)) {
+        once.extend([TraceEvent::FreeRequested { id }, TraceEvent::Free { id }]);
+    }
+    let ids = once
+        .iter()
+        .filter_map(|e| match e {
+            TraceEvent::Alloc { id, .. } => Some(id + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let shifted = |event: &TraceEvent, by: u64| match *event {
+        TraceEvent::Alloc { id, size, stream } => TraceEvent::Alloc {
+            id: id + by,
+            size,
+            stream,
+        },
+        TraceEvent::FreeRequested { id } => TraceEvent::FreeRequested { id: id + by },
+        TraceEvent::Free { id } => TraceEvent::Free { id: id + by },
+        other => other,
+    };
+    let all = (0..).flat_map(|round| once.iter().map(move |e| shifted(e, round * ids)));
+    let mut trace = Trace::new("big", TraceSource::PytorchSnapshot, all.take(events).collect());
+    trace.allocator_settings = recording.allocator_settings.clone();
+    trace
+}
+
+/// What users run on a long trace: `vramlab replay BIG.pickle` (the CLI's front and options:
+/// the recording's own settings, one request in 16 timed, the timeline, and the
+/// smallest-capacity search beside the replay, on the threads rayon has), reading aside. About
+/// 2.5 s an iteration on one core: 10 samples.
+fn replay_big_speed(c: &mut Criterion) {
+    let events = 10_000_000;
+    let front = Replay::new(vec![big_trace(events)], None).expect("the big trace replays");
+    let mut group = c.benchmark_group("replay_cli");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(events as u64));
+    group.bench_function("big_10m", |b| b.iter(|| front.run().unwrap()));
     group.finish();
 }
 
@@ -135,5 +206,5 @@ fn lost_start_speed(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, replay_speed, import_speed, lost_start_speed);
+criterion_group!(benches, replay_speed, replay_big_speed, import_speed, lost_start_speed);
 criterion_main!(benches);

@@ -7,7 +7,10 @@
 //! each device request and, with a garbage-collection threshold, at each cache miss. So the
 //! unlimited run leaves copies of its state behind, each with the smallest capacity that agrees
 //! with it up to there, and a probe starts from the latest copy its capacity agrees with
-//! instead of from the first event.
+//! instead of from the first event. A whole replay that decides as the unlimited run does
+//! (PyTorch's allocator over a fresh simulated device, under a cap it turned out never to need)
+//! leaves those copies itself ([`Copier`]), so that replaying many settings (`tune`) does not
+//! replay each of them twice.
 //!
 //! Fitting need not be monotone in the capacity: a cap can fit where the cap 2 MiB above it
 //! fails (a different cap changes when the cache is released, and so which cached block a
@@ -67,7 +70,7 @@ pub fn min_capacity_of(
         scan: None,
         spans: false,
     };
-    let found = search(trace, build, device_bytes, options).caps;
+    let found = search(trace, build, device_bytes, options, None).caps;
     experiments::cancel::check()?;
     Ok(found.map(|caps| caps.smallest))
 }
@@ -98,20 +101,22 @@ pub(crate) struct FittingCaps {
 /// unlimited run's peak and not `exact`); `None` when even unlimited memory fails. `spans`:
 /// the policy's only decision that depends on the cap is whether a device request fits under
 /// it, every such request going through the meter (see the module's notes), so that one probe
-/// answers for a range of caps.
+/// answers for a range of caps. `unlimited`: the unlimited run, where a whole replay made it
+/// (see [`Copier`]); the search makes its own without.
 pub(crate) fn fitting_caps_of(
     trace: &Trace,
     build: &dyn Fn() -> Box<dyn Policy>,
     device_bytes: u64,
     scan: Option<usize>,
     spans: bool,
+    unlimited: Option<UnlimitedRun>,
 ) -> Result<Option<FittingCaps>, Error> {
     let options = SearchOptions {
         copied_blocks: COPIED_BLOCKS,
         scan,
         spans,
     };
-    let found = search(trace, build, device_bytes, options).caps;
+    let found = search(trace, build, device_bytes, options, unlimited).caps;
     experiments::cancel::check()?;
     Ok(found)
 }
@@ -137,8 +142,15 @@ struct Searched {
     answers: BTreeMap<u64, bool>,
 }
 
-/// The search (see [`SearchOptions`]).
-fn search(trace: &Trace, build: &dyn Fn() -> Box<dyn Policy>, device_bytes: u64, options: SearchOptions) -> Searched {
+/// The search (see [`SearchOptions`]), from `shared`, the unlimited run a whole replay made,
+/// where there is one.
+fn search(
+    trace: &Trace,
+    build: &dyn Fn() -> Box<dyn Policy>,
+    device_bytes: u64,
+    options: SearchOptions,
+    shared: Option<UnlimitedRun>,
+) -> Searched {
     let SearchOptions {
         copied_blocks,
         scan,
@@ -147,12 +159,17 @@ fn search(trace: &Trace, build: &dyn Fn() -> Box<dyn Policy>, device_bytes: u64,
     // The live blocks' table, made for the trace once: each probe's is a copy.
     let empty = LiveBlocks::for_trace(trace);
     let start = || ProbeState::fresh(build(), device_bytes, trace, empty.clone());
-    let mut copies = Copies {
-        kept: Vec::new(),
-        blocks_budget: copied_blocks,
+    let (unlimited, checkpoints) = match shared {
+        Some(run) => (run.end, run.copies.kept),
+        None => {
+            let mut copies = Copies {
+                kept: Vec::new(),
+                blocks_budget: copied_blocks,
+            };
+            let end = start().run(trace, None, Some(&mut copies));
+            (end, copies.kept)
+        }
     };
-    let unlimited = start().run(trace, None, Some(&mut copies));
-    let checkpoints = copies.kept;
     if !unlimited.fits {
         return Searched {
             caps: None,
@@ -258,6 +275,89 @@ fn search(trace: &Trace, build: &dyn Fn() -> Box<dyn Policy>, device_bytes: u64,
         caps: Some(caps),
         copies: checkpoints.len(),
         answers: tried,
+    }
+}
+
+/// The unlimited run of a search, made by a whole replay instead (see [`Copier`]): how it
+/// ended and the copies it left.
+pub(crate) struct UnlimitedRun {
+    end: ProbeEnd,
+    copies: Copies,
+}
+
+/// Leaves behind, from a whole replay, the copies the search's unlimited run would: a replay
+/// of a PyTorch policy over a fresh simulated device, with no start to take over, replays every
+/// event as the unlimited run does while no check of its cap (if it has one) decided otherwise
+/// than no cap would, which [`Copier::finish`] sees at the end (what it needed is within its
+/// cap). Then the search need not replay the trace once more.
+pub(crate) struct Copier {
+    copies: Copies,
+    stride: usize,
+    events: usize,
+}
+
+impl Copier {
+    /// For a replay of `trace`: the copies at the events the unlimited run would make them.
+    pub(crate) fn new(trace: &Trace) -> Copier {
+        Copier {
+            copies: Copies {
+                kept: Vec::new(),
+                blocks_budget: COPIED_BLOCKS,
+            },
+            stride: trace.events.len().div_ceil(CHECKPOINTS).max(1),
+            events: trace.events.len(),
+        }
+    }
+
+    /// Before event `index` of a replay that has refused nothing so far: a copy where the
+    /// unlimited run makes one.
+    pub(crate) fn before(&mut self, index: usize, replayer: &Replayer, meter: &Metered<'_>) {
+        if index == 0 || !index.is_multiple_of(self.stride) {
+            return;
+        }
+        let (Some(copy), Some(device)) = (replayer.resumable_copy(), meter.device().resumable_copy()) else {
+            return;
+        };
+        let counts = meter.counts();
+        let state = ProbeState {
+            replayer: copy,
+            device,
+            at: index,
+            counts,
+            needed: counts.needed.max(replayer.policy.limit_needed()),
+            granted: counts.needed,
+            refused_start: false,
+        };
+        self.copies.keep(state, replayer.held.peak_requested);
+    }
+
+    /// The unlimited run, after the replay's last event: `None` unless the replay refused
+    /// nothing and needed no more than `capacity`, its cap (it then decided everything as the
+    /// unlimited run does).
+    pub(crate) fn finish(
+        self,
+        replayer: &Replayer,
+        meter: &Metered<'_>,
+        refused: bool,
+        capacity: Option<u64>,
+    ) -> Option<UnlimitedRun> {
+        let counts = meter.counts();
+        let needed = counts.needed.max(replayer.policy.limit_needed());
+        if refused || capacity.is_some_and(|capacity| needed > capacity) {
+            return None;
+        }
+        let end = ProbeEnd {
+            fits: true,
+            peak_reserved: counts.peak_reserved,
+            peak_requested: replayer.held.peak_requested,
+            needed,
+            granted: counts.needed,
+            replayed: self.events,
+        };
+        Some(UnlimitedRun {
+            end,
+            copies: self.copies,
+        })
     }
 }
 
@@ -495,7 +595,7 @@ mod tests {
                     scan: Some(64),
                     spans: choice.decides_by_requests_alone(),
                 };
-                let searched = search(&trace, &build, device_bytes, options);
+                let searched = search(&trace, &build, device_bytes, options, None);
                 searches += 1;
                 let mut answers: Vec<(u64, bool)> = searched.answers.into_iter().collect();
                 if !full {
@@ -542,6 +642,75 @@ mod tests {
         );
     }
 
+    /// A replay that leaves the search's unlimited run behind (tune, and replays of several
+    /// settings) answers as the search's own run does: every committed trace under settings of
+    /// tune's grid, with no cap, a cap above every need and a cap that binds, each result the
+    /// same field for field (timings are not taken) with and without sharing. A fixed sample of
+    /// the pairs of trace and setting: one in eight in a release build or with
+    /// VRAMLAB_FULL_CHECKS set (about a minute on 2 cores), one in 48 in a debug build.
+    #[test]
+    fn a_replay_leaves_the_unlimited_run_the_search_makes() {
+        let full = !cfg!(debug_assertions) || std::env::var_os("VRAMLAB_FULL_CHECKS").is_some();
+        let device_bytes = 80 << 30;
+        let choices: Vec<crate::PolicyChoice> = crate::DEFAULT_TUNE_GRID
+            .iter()
+            .map(|settings| crate::PolicyChoice::pytorch(settings).unwrap())
+            .collect();
+        let (mut compared, mut shared) = (0, 0);
+        let one_in = if full { 8 } else { 48 };
+        for (t, path) in committed_traces().iter().enumerate() {
+            let choices: Vec<crate::PolicyChoice> = choices
+                .iter()
+                .enumerate()
+                .filter(|(c, _)| (t + c) % one_in == 0)
+                .map(|(_, choice)| choice.clone())
+                .collect();
+            if choices.is_empty() {
+                continue;
+            }
+            let trace = Trace::load(path).unwrap();
+            let peak = crate::replay_choices(&trace, &choices[..1], device_bytes, crate::ReplayOptions::default())
+                .unwrap()[0]
+                .peak_reserved_bytes;
+            for capacity in [None, Some(device_bytes), Some(peak - peak / 8)] {
+                let options = crate::ReplayOptions {
+                    capacity,
+                    time_ops: false,
+                    ..crate::ReplayOptions::default()
+                };
+                let run = |sharing| {
+                    crate::choice::replay_each_sharing(&trace, &choices, device_bytes, options, true, sharing).unwrap()
+                };
+                let (with, without) = (run(true), run(false));
+                let json = |results: &Vec<experiments::PolicyResult>| serde_json::to_value(results).unwrap();
+                assert_eq!(json(&with), json(&without), "{} under {capacity:?}", path.display());
+                compared += with.len();
+                // How often the replay's own run was the search's (the comparison above means
+                // something only where it was).
+                for choice in &choices {
+                    let mut device = SimDevice::new(device_bytes);
+                    let left = crate::replay::replay_leaving_copies(
+                        &trace,
+                        "copies",
+                        choice.build(),
+                        &mut device,
+                        options,
+                        &mut (),
+                        experiments::BackendKind::Sim,
+                        Some(Copier::new(&trace)),
+                    )
+                    .unwrap()
+                    .1;
+                    shared += usize::from(left.is_some());
+                }
+            }
+        }
+        assert!(
+            compared > 3 * committed_traces().len() / one_in && shared > compared / 3,
+            "{compared} results compared, {shared} shared"
+        );
+    }
+
     #[test]
     fn copies_past_their_budget_are_thinned_and_the_answer_stays() {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");
@@ -553,8 +722,8 @@ mod tests {
             scan: Some(64),
             spans: true,
         };
-        let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS));
-        let thinned = search(&trace, &build, 80 << 30, options(0));
+        let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS), None);
+        let thinned = search(&trace, &build, 80 << 30, options(0), None);
         let (answer, copies) = (whole.caps, whole.copies);
         let (thinned, one) = (thinned.caps, thinned.copies);
         assert!(copies > 1, "the resnet18 trace keeps several copies: {copies}");
@@ -602,7 +771,7 @@ mod always_fits_tests {
         // fails at some caps above, and fits at every cap from 276 MiB up.
         let (trace, conf, device_bytes) = recording("serve/max_split");
         let build = || build_pytorch_policy(&conf);
-        let caps = fitting_caps_of(&trace, &build, device_bytes, Some(ALWAYS_FITS_PROBES), true)
+        let caps = fitting_caps_of(&trace, &build, device_bytes, Some(ALWAYS_FITS_PROBES), true, None)
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -648,8 +817,8 @@ mod always_fits_tests {
             for name in names {
                 let (_, conf, _) = recording(&format!("{workload}/{name}"));
                 let build = || build_pytorch_policy(&conf);
-                let every = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false).unwrap();
-                let spans = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), true).unwrap();
+                let every = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false, None).unwrap();
+                let spans = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), true, None).unwrap();
                 let strip = |caps: Option<FittingCaps>| caps.map(|c| (c.smallest, c.always, c.exact));
                 assert_eq!(strip(spans), strip(every), "{workload}/{name}");
                 assert!(spans.unwrap().probes <= every.unwrap().probes);

@@ -2,13 +2,14 @@
 //! a snapshot that names them, the settings it was recorded with.
 
 use experiments::{
-    AllocBackend, AllocConf, BackendKind, DeviceInfo, PolicyResult, PolicySpec, ReplayRecord, Trace, TraceSource,
-    POLICIES,
+    AllocBackend, AllocConf, BackendKind, DeviceInfo, PolicyResult, PolicySpec, ReplayRecord, Trace, TraceEvent,
+    TraceSource, POLICIES,
 };
 use rayon::prelude::*;
 
-use super::capacity::{fitting_caps_of, ALWAYS_FITS_PROBES};
-use super::{build_pytorch_policy, replay_policy, Error, Policy, Recipe, ReplayOptions, SimDevice};
+use super::capacity::{fitting_caps_of, Copier, ALWAYS_FITS_PROBES};
+use super::replay::replay_leaving_copies;
+use super::{build_pytorch_policy, Error, Policy, Recipe, ReplayOptions, SimDevice};
 
 /// One policy a replay runs.
 #[derive(Debug, Clone)]
@@ -62,6 +63,14 @@ impl PolicyChoice {
             }
             PolicyChoice::Named(..) => false,
         }
+    }
+
+    /// Whether a replay of it under a cap it never needed decides every request as it would
+    /// with no cap: PyTorch's own allocator, whose decisions that depend on the cap (a segment
+    /// refused, garbage collected) its `limit_needed` covers. vramlab's policies are left out:
+    /// some size what they take by the device they are given.
+    pub(crate) fn replays_as_unlimited(&self) -> bool {
+        matches!(self, PolicyChoice::Pytorch { conf, .. } if conf.backend == AllocBackend::Native)
     }
 
     /// Whether this replays `trace` under the settings it was recorded with (for a snapshot
@@ -144,6 +153,26 @@ pub(crate) fn replay_each(
     options: ReplayOptions,
     always_fits: bool,
 ) -> Result<Vec<PolicyResult>, Error> {
+    let sharing = choices.len() >= rayon::current_num_threads();
+    replay_each_sharing(trace, choices, device_bytes, options, always_fits, sharing)
+}
+
+/// [`replay_each`]; `sharing`: where a choice's replay can make its capacity search's unlimited
+/// run (see [`PolicyChoice::replays_as_unlimited`]), the search goes on from it instead of
+/// replaying the trace once more beside the replay (worth it where every thread has choices of
+/// its own to replay: one choice's search then no longer runs beside its replay).
+pub(crate) fn replay_each_sharing(
+    trace: &Trace,
+    choices: &[PolicyChoice],
+    device_bytes: u64,
+    options: ReplayOptions,
+    always_fits: bool,
+    sharing: bool,
+) -> Result<Vec<PolicyResult>, Error> {
+    let releases_within_requests = trace
+        .events
+        .iter()
+        .any(|e| matches!(e, TraceEvent::EmptyCache { within_request: true }));
     choices
         .par_iter()
         .map(|choice| {
@@ -157,26 +186,37 @@ pub(crate) fn replay_each(
                 check_recorded: own,
                 ..options
             };
-            // The replay and the search for the smallest cap are independent: run them side by side.
-            let (result, caps) = rayon::join(
-                || {
-                    replay_policy(
-                        trace,
-                        &choice.label(),
-                        choice.build(),
-                        &mut device,
-                        options,
-                        &mut (),
-                        BackendKind::Sim,
-                    )
-                },
-                || {
-                    let scan = always_fits.then_some(ALWAYS_FITS_PROBES);
-                    let spans = choice.decides_by_requests_alone();
-                    fitting_caps_of(trace, &|| choice.build(), device_bytes, scan, spans)
-                },
-            );
-            let (mut result, caps) = (result?, caps?);
+            let scan = always_fits.then_some(ALWAYS_FITS_PROBES);
+            let spans = choice.decides_by_requests_alone();
+            let capped = options.capacity.is_some() || options.stop_at_first_failure;
+            let shares = sharing
+                && !own
+                && choice.replays_as_unlimited()
+                && trace.start.is_none()
+                && (capped || !releases_within_requests);
+            let replay = |device: &mut SimDevice, copier| {
+                replay_leaving_copies(
+                    trace,
+                    &choice.label(),
+                    choice.build(),
+                    device,
+                    options,
+                    &mut (),
+                    BackendKind::Sim,
+                    copier,
+                )
+            };
+            let search = |unlimited| fitting_caps_of(trace, &|| choice.build(), device_bytes, scan, spans, unlimited);
+            let (result, caps) = if shares {
+                let (result, unlimited) = replay(&mut device, Some(Copier::new(trace)))?;
+                (result, search(unlimited)?)
+            } else {
+                // The replay and the search for the smallest cap are independent: run them side by side.
+                let (replayed, caps) =
+                    rayon::join(|| replay(&mut device, None).map(|(result, _)| result), || search(None));
+                (replayed?, caps?)
+            };
+            let mut result = result;
             result.min_capacity_bytes = caps.map(|caps| caps.smallest);
             if always_fits {
                 result.always_fits_bytes = caps.map(|caps| caps.always);

@@ -112,6 +112,9 @@ impl SimDevice {
 }
 
 impl DeviceMemory for SimDevice {
+    fn resumable_copy(&self) -> Option<SimDevice> {
+        Some(self.clone())
+    }
     fn adopt(&mut self, addr: u64, bytes: u64) -> Option<u64> {
         if !self.take(bytes) {
             return None;
@@ -225,6 +228,11 @@ impl<'d> Metered<'d> {
     /// The running figures.
     pub(crate) fn counts(&self) -> MeterCounts {
         self.counts
+    }
+
+    /// The device metered.
+    pub(crate) fn device(&self) -> &dyn DeviceMemory {
+        &*self.device
     }
 
     /// Bytes held now.

@@ -75,6 +75,11 @@ pub trait DeviceMemory {
     fn unmap(&mut self, addr: u64, bytes: u64);
     /// The device's memory size, bytes (sizes virtual reservations).
     fn total_bytes(&self) -> u64;
+    /// A copy to go on from, where the device is the simulated one: the capacity searches start
+    /// their probes from copies of a whole replay (see `capacity.rs`).
+    fn resumable_copy(&self) -> Option<SimDevice> {
+        None
+    }
 }
 
 /// A block a policy handed out.

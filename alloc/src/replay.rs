@@ -9,6 +9,7 @@ use experiments::{
     RecordedOp, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint, Trace, Verdict,
 };
 
+use super::capacity::{Copier, UnlimitedRun};
 use super::device::Metered;
 use super::replayer::{Held, Live, Observer, Replayer};
 use super::{build_policy, AllocError, BackendError, Block, DeviceMemory, Error, Policy};
@@ -586,6 +587,23 @@ pub fn replay_policy(
     hooks: &mut dyn ReplayHooks,
     backend: BackendKind,
 ) -> Result<PolicyResult, Error> {
+    let (result, _) = replay_leaving_copies(trace, label, policy, device, options, hooks, backend, None)?;
+    Ok(result)
+}
+
+/// [`replay_policy`], with `copier` leaving behind the copies of the capacity search's unlimited
+/// run, and that run where the replay made it (see [`Copier`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn replay_leaving_copies(
+    trace: &Trace,
+    label: &str,
+    policy: Box<dyn Policy>,
+    device: &mut dyn DeviceMemory,
+    options: ReplayOptions,
+    hooks: &mut dyn ReplayHooks,
+    backend: BackendKind,
+    mut copier: Option<Copier>,
+) -> Result<(PolicyResult, Option<UnlimitedRun>), Error> {
     let mut replayer = Replayer::new(
         policy,
         trace,
@@ -660,6 +678,9 @@ pub fn replay_policy(
         if index % 4096 == 0 {
             experiments::cancel::check()?;
         }
+        if let Some(copier) = copier.as_mut().filter(|_| observe.failed == 0) {
+            copier.before(index, &replayer, &meter);
+        }
         let fits = replayer.step(trace, index, &mut meter, &mut observe)?;
         if !fits && options.stop_at_first_failure {
             break;
@@ -681,6 +702,15 @@ pub fn replay_policy(
         events: r.events,
         segments: final_segments.unwrap_or_default(),
         pools: trace.pools.clone(),
+    });
+    // Taken before anything below is returned, as the unlimited run ends.
+    let unlimited = copier.and_then(|copier| {
+        copier.finish(
+            &replayer,
+            &meter,
+            refused_start || observe.failed > 0 || events < trace.events.len(),
+            options.capacity,
+        )
     });
     // Blocks the trace never frees are returned (untimed, and after every figure above), then
     // the cache: whatever the policy still holds afterwards is memory it cannot give back.
@@ -704,7 +734,7 @@ pub fn replay_policy(
     let counts = meter.counts();
     let sizes = meter.into_sizes();
     let segments_matched = (!trace.segment_sizes.is_empty()).then(|| multiset_overlap(&trace.segment_sizes, &sizes));
-    Ok(PolicyResult {
+    let result = PolicyResult {
         policy: label.to_string(),
         backend,
         peak_reserved_bytes: counts.peak_reserved,
@@ -734,5 +764,6 @@ pub fn replay_policy(
         recorded_check,
         timeline: observe.timeline.finish(),
         replayed,
-    })
+    };
+    Ok((result, unlimited))
 }

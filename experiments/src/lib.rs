@@ -59,8 +59,8 @@ pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};
 pub use teach::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView};
 pub use trace::{
-    snapshot_bytes, write_snapshot, BlockState, DeviceAction, InferredCap, RecordedOp, Reservation, StartBlock,
-    StartSegment, StartState, SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES,
-    SYNTHETIC_TRACES,
+    snapshot_bytes, write_snapshot, BlockState, DeviceAction, InferredCap, RecordedOp, Reservation, SnapshotEvents,
+    StartBlock, StartSegment, StartState, SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings,
+    DEFAULT_MAX_TRACE_BYTES, SYNTHETIC_TRACES,
 };
 pub use units::{format_bytes, parse_bytes};

@@ -13,8 +13,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use allocators::Replay;
 use experiments::{Profile, Trace};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyType};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyType};
 
 /// Why a call failed: the class of `vramlab.errors` it becomes, and the one-line message.
 struct Failure {
@@ -122,6 +123,114 @@ fn detached<T: Send>(py: Python<'_>, work: impl FnOnce() -> Result<T, Failure> +
         .map_err(|failure| failure.into_py(py))
 }
 
+/// How messages name a snapshot given as a dict.
+const SNAPSHOT_DICT: &str = "<snapshot dict>";
+
+/// The traces of a snapshot dict whose device traces are lists of plain events (dicts whose
+/// `action` is a string and whose `addr`, `size`, `stream` and `device_free`, where present, are
+/// integers), read from the objects themselves: each event's fields looked up by key objects
+/// made once, with nothing copied but the numbers, and the rest of the snapshot (its segments,
+/// settings and notes) pickled without the events and read as a file would be. `None` for
+/// anything else (a subclass, a value of another type): the caller then pickles it all, so that
+/// such a snapshot is read, or refused with the message, as its pickle would be.
+fn snapshot_of_dict(
+    py: Python<'_>,
+    snapshot: &Bound<'_, PyDict>,
+    device: Option<usize>,
+) -> PyResult<Option<Vec<Trace>>> {
+    let Some(devices) = snapshot.get_item(intern!(py, "device_traces"))? else {
+        return Ok(None);
+    };
+    let Ok(devices) = devices.downcast_exact::<PyList>() else {
+        return Ok(None);
+    };
+    let keys = [
+        intern!(py, "action"),
+        intern!(py, "addr"),
+        intern!(py, "size"),
+        intern!(py, "stream"),
+        intern!(py, "device_free"),
+    ];
+    // An event's action text, kept for each action object met: snapshots share one string
+    // object per action among their events, so the text is read once per object, not per event.
+    let mut actions: Vec<(Bound<'_, PyAny>, String)> = Vec::new();
+    let mut events = experiments::SnapshotEvents::new(device);
+    let mut seen = 0usize;
+    for (d, list) in devices.iter().enumerate() {
+        let Ok(list) = list.downcast_exact::<PyList>() else {
+            return Ok(None);
+        };
+        for item in list.iter() {
+            seen += 1;
+            // A Ctrl-C during a long conversion is answered as during a replay.
+            if seen.is_multiple_of(1 << 16) {
+                py.check_signals()?;
+            }
+            let Ok(event) = item.downcast_exact::<PyDict>() else {
+                return Ok(None);
+            };
+            let Some(action) = event.get_item(keys[0])? else {
+                return Ok(None);
+            };
+            let text;
+            let action = match actions.iter().find(|(object, _)| object.is(&action)) {
+                Some((_, known)) => known.as_str(),
+                None => {
+                    let Ok(string) = action.downcast_exact::<PyString>() else {
+                        return Ok(None);
+                    };
+                    text = string.to_cow()?.into_owned();
+                    // Objects of their own for each event are not kept: the list stays short.
+                    if actions.len() < SHARED_ACTIONS {
+                        actions.push((action, text.clone()));
+                    }
+                    text.as_str()
+                }
+            };
+            let mut numbers = [None; 4];
+            for (number, key) in numbers.iter_mut().zip(&keys[1..]) {
+                if let Some(value) = event.get_item(key)? {
+                    match exact_int(&value) {
+                        Some(n) => *number = Some(n),
+                        None => return Ok(None),
+                    }
+                }
+            }
+            if !events.push(d, action, numbers) {
+                break;
+            }
+        }
+    }
+    // The rest of the snapshot, its device traces emptied, as the file reader reads it.
+    let rest = snapshot.copy()?;
+    let emptied = PyList::empty(py);
+    for _ in 0..devices.len() {
+        emptied.append(PyList::empty(py))?;
+    }
+    rest.set_item(intern!(py, "device_traces"), emptied)?;
+    let pickled = py.import("pickle")?.call_method1("dumps", (rest, 4))?;
+    let pickled = pickled.downcast::<PyBytes>()?.as_bytes();
+    events
+        .finish(SNAPSHOT_DICT, pickled)
+        .map(Some)
+        .map_err(|e| Failure::from(e).into_py(py))
+}
+
+/// Action objects whose text is kept (a snapshot has about ten actions).
+const SHARED_ACTIONS: usize = 64;
+
+/// A Python `int` (not a subclass such as `bool`, which a pickle keeps apart) within what the
+/// pickle reader holds.
+fn exact_int(value: &Bound<'_, PyAny>) -> Option<i128> {
+    if !value.is_exact_instance_of::<PyInt>() {
+        return None;
+    }
+    match value.extract::<i64>() {
+        Ok(n) => Some(i128::from(n)),
+        Err(_) => value.extract::<i128>().ok(),
+    }
+}
+
 /// Every device of a trace from a path, the bytes of a pickle (gzipped or not), or a snapshot
 /// dict, ready to replay. A dict is pickled by Python's own pickler and read as a file would
 /// be, so that one reader of the snapshot schema serves every route.
@@ -131,9 +240,12 @@ fn load_replay(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) 
             Ok(Replay::new(Trace::all_from_bytes(name, &bytes, device)?, device)?)
         })
     };
-    if trace.downcast::<PyDict>().is_ok() {
+    if let Ok(snapshot) = trace.downcast::<PyDict>() {
+        if let Some(traces) = snapshot_of_dict(py, snapshot, device)? {
+            return detached(py, move || Ok(Replay::new(traces, device)?));
+        }
         let pickled = py.import("pickle")?.call_method1("dumps", (trace, 4))?;
-        return from_bytes("<snapshot dict>", pickled.downcast::<PyBytes>()?.as_bytes().to_vec());
+        return from_bytes(SNAPSHOT_DICT, pickled.downcast::<PyBytes>()?.as_bytes().to_vec());
     }
     if let Ok(bytes) = trace.downcast::<PyBytes>() {
         return from_bytes("<bytes>", bytes.as_bytes().to_vec());

@@ -54,6 +54,35 @@ def test_path_dict_and_bytes_give_the_same_numbers():
     assert by_dict["events"] == by_path["events"]
 
 
+COMMITTED_SNAPSHOTS = sorted(
+    [*(ROOT / "tests" / "traces").glob("*.pickle"), *(ROOT / "tests" / "traces" / "formats").glob("*.pickle*")]
+    + [*RECORDINGS.glob("*/*.pickle.gz"), *(ROOT / "reports" / "reference" / "h100" / "real-jobs").glob("*.pickle.gz")]
+    + [*(ROOT.parent / "shared" / "traces" / "wild").glob("*.pickle*")]
+)
+
+
+def without_timings(value):
+    """A replay's JSON with the host timings (which differ run to run) and the input's name left out."""
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if "_ns_p" not in k and k != "trace"}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("path", COMMITTED_SNAPSHOTS, ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_a_snapshot_dict_replays_as_its_file_does(path):
+    # The dict is read from its objects, not pickled again: every field must come out the same,
+    # each device, under the recording's own settings (checked against it) and two others.
+    raw = path.read_bytes()
+    snapshot = pickle.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    for settings in [None, ["expandable_segments:True", "max_split_size_mb:64,garbage_collection_threshold:0.6"]]:
+        by_path = vramlab.replay(path, alloc_conf=settings)
+        by_dict = vramlab.replay(snapshot, alloc_conf=settings)
+        assert without_timings(by_dict) == without_timings(by_path), settings
+    assert COMMITTED_SNAPSHOTS and by_path["events"] > 0
+
+
 @pytest.mark.skipif(cli() is None, reason="no vramlab binary built beside this checkout (cargo build)")
 def test_replay_equals_the_cli_json(tmp_path):
     settings = ["", "roundup_power2_divisions:4", "garbage_collection_threshold:0.8"]

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
 
+pub use snapshot::SnapshotEvents;
 pub use snapshot_writer::{snapshot_bytes, write_snapshot};
 pub use start::{BlockState, Reservation, StartBlock, StartSegment, StartState};
 

@@ -213,7 +213,7 @@ pub(crate) const STREAM: usize = 3;
 pub(crate) const DEVICE_FREE: usize = 4;
 
 /// No entry holds the field.
-const ABSENT: u32 = u32::MAX;
+pub(crate) const ABSENT: u32 = u32::MAX;
 
 impl<'a> Event<'a> {
     /// The pickle the event's values refer to.

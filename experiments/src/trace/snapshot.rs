@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
+use std::rc::Rc;
 
 use super::pickle::{self, Event, EventSink, Pickle, Value};
 use super::start::{self, BlockState, FinalSegment, StartBlock, StartSegment};
@@ -78,12 +79,25 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
             pickle::decode(open()?, limit, max_values, None).map_err(pickle_error)?
         }
     };
+    assemble(name, &pickle, builders, device)
+}
+
+/// The traces of a decoded snapshot: `builders` holds the events of the devices already
+/// streamed (their lists in `pickle` are empty); the other devices' events, the final
+/// segments, the settings and the notes are read from `pickle`.
+fn assemble(
+    name: &str,
+    pickle: &Pickle,
+    mut builders: Vec<SnapshotBuilder>,
+    device: Option<usize>,
+) -> Result<Vec<Trace>> {
+    let schema = |what: &str| Error::Trace(format!("{name}: not a PyTorch memory snapshot: {what}"));
     let root = pickle.root.as_ref().ok_or_else(|| schema("empty pickle"))?;
     let traces = match pickle.get(root, "device_traces") {
         None => return Err(schema("no 'device_traces' list")),
         Some(value) => pickle
             .items(value)
-            .ok_or_else(|| schema(&format!("'device_traces' is {}, not a list", kind(&pickle, value))))?,
+            .ok_or_else(|| schema(&format!("'device_traces' is {}, not a list", kind(pickle, value))))?,
     };
     // Streamed devices left empty lists behind; a pickle read whole still holds its events.
     for (d, trace) in traces.iter().enumerate() {
@@ -97,10 +111,10 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
             continue;
         }
         for event in events {
-            push_event(&mut builders[d], Event::Value(&pickle, event), d).map_err(|what| schema(&what))?;
+            push_event(&mut builders[d], Event::Value(pickle, event), d).map_err(|what| schema(&what))?;
         }
     }
-    let finals = final_segments(&pickle, root).map_err(|what| schema(&what))?;
+    let finals = final_segments(pickle, root).map_err(|what| schema(&what))?;
     let devices = builders.len().max(finals.iter().map(|(d, _)| d + 1).max().unwrap_or(0));
     if let Some(d) = device.filter(|&d| d >= devices) {
         return Err(Error::Trace(format!(
@@ -148,6 +162,96 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
         out.push(trace);
     }
     Ok(out)
+}
+
+/// A snapshot whose device-trace events come one at a time from a caller that holds them as
+/// objects of its own (the Python layer, given the dict `torch.cuda.memory._snapshot()`
+/// returns), and whose other parts come as a pickle whose device traces are empty lists: read by
+/// the steps that read a pickled snapshot (each event as a streamed one, the rest as a pickle),
+/// so that both routes give the same traces and the same messages, without the events being
+/// pickled and read back.
+pub struct SnapshotEvents {
+    builders: Vec<SnapshotBuilder>,
+    device: Option<usize>,
+    /// What was wrong with the first event refused: nothing more is taken.
+    failure: Option<String>,
+    /// The action strings seen, each shared by the events naming it rather than copied.
+    actions: Vec<Rc<str>>,
+    /// Messages name the kind of a value through a pickle; these values need none of it.
+    empty: Pickle,
+}
+
+/// Distinct action strings shared at most (a snapshot has about ten); past them each event
+/// has a copy of its own.
+const SHARED_ACTIONS: usize = 64;
+
+impl SnapshotEvents {
+    /// No events yet; of a multi-device snapshot, only `device`'s are kept (all without).
+    pub fn new(device: Option<usize>) -> SnapshotEvents {
+        SnapshotEvents {
+            builders: Vec::new(),
+            device,
+            failure: None,
+            actions: Vec::new(),
+            empty: Pickle::default(),
+        }
+    }
+
+    /// The next event of `device_traces[device]`: its `action` and, in order, its integer
+    /// `addr`, `size`, `stream` and `device_free` where the event has them (a caller whose event
+    /// is not a dict of a string action and integer fields reads the snapshot as a pickle
+    /// instead). False once an event was refused (the reason comes with [`Self::finish`]).
+    pub fn push(&mut self, device: usize, action: &str, numbers: [Option<i128>; 4]) -> bool {
+        if self.failure.is_some() {
+            return false;
+        }
+        if self.builders.len() <= device {
+            self.builders.resize_with(device + 1, SnapshotBuilder::new);
+        }
+        if self.device.is_some_and(|wanted| wanted != device) {
+            self.builders[device].skip();
+            return true;
+        }
+        let action = match self.actions.iter().find(|known| ***known == *action) {
+            Some(known) => known.clone(),
+            None => {
+                let text: Rc<str> = action.into();
+                if self.actions.len() < SHARED_ACTIONS {
+                    self.actions.push(text.clone());
+                }
+                text
+            }
+        };
+        let mut values = [Value::Str(action), Value::None, Value::None, Value::None, Value::None];
+        let mut fields = [0, pickle::ABSENT, pickle::ABSENT, pickle::ABSENT, pickle::ABSENT];
+        for (at, number) in numbers.into_iter().enumerate() {
+            if let Some(number) = number {
+                values[at + 1] = Value::Int(number);
+                fields[at + 1] = (at + 1) as u32;
+            }
+        }
+        let event = Event::Fields(&self.empty, &values, &fields);
+        match push_event(&mut self.builders[device], event, device) {
+            Ok(()) => true,
+            Err(what) => {
+                self.failure = Some(what);
+                false
+            }
+        }
+    }
+
+    /// Every device's trace, named `name`: the events pushed, and the rest of the snapshot from
+    /// `rest`, the pickle of its root dict with each device's events left out (an empty list in
+    /// place of each), as [`Trace::all_from_bytes`] reads a snapshot.
+    pub fn finish(self, name: &str, rest: &[u8]) -> Result<Vec<Trace>> {
+        if let Some(what) = self.failure {
+            return Err(Error::Trace(format!("{name}: not a PyTorch memory snapshot: {what}")));
+        }
+        let max_values = crate::files::env_limit("VRAMLAB_MAX_PICKLE_VALUES", pickle::DEFAULT_MAX_VALUES)?;
+        let pickle = pickle::decode(Box::new(rest), super::max_trace_bytes()?, max_values, None)
+            .map_err(|e| Error::Trace(format!("{name}: byte {}: {}", e.at, e.message)))?;
+        assemble(name, &pickle, self.builders, self.device)
+    }
 }
 
 /// The snapshot's `segments`, each with its device (0 where a segment does not say).
