@@ -534,3 +534,21 @@ def test_copies_to_the_host_stop_unless_the_values_are_known():
     with pytest.raises(UnfollowedError, match="copies a GPU tensor's values to the host"):
         with vramlab.trace():
             torch.randn(4, device="cuda").cpu()
+
+
+def test_the_breakdown_sums_to_the_peak_and_names_what_holds_it():
+    with vramlab.trace() as t:
+        model = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.Linear(2048, 2048)).cuda()
+        opt = torch.optim.Adam(model.parameters())
+        for _ in range(2):
+            model(torch.randn(256, 2048, device="cuda")).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    where = t.breakdown()
+    assert where["peak_allocated"] == t.peak_allocated == sum(where["live_at_peak"].values())
+    weights = 2 * (2048 * 2048 + 2048) * 4
+    parameters = where["live_at_peak"]["parameters and buffers"]
+    assert weights <= parameters < weights + 4096
+    # Adam's two moments per parameter were made in the first step and live through the second.
+    assert where["live_at_peak"]["optimizer"] >= 2 * weights
+    assert where["live_at_peak"]["workspaces"] >= 32 << 20

@@ -164,6 +164,12 @@ class trace:
         self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
         self._torch = torch
         self._shadows = _values.Shadows(torch)
+        # Per allocation, what the program was doing when it was made (see breakdown()).
+        self._phases: Dict[int, str] = {}
+        self._storage_addr: Dict[int, int] = {}
+        self._in_optimizer = 0
+        self._in_module_move = 0
+        self._hooks: List[Any] = []
 
     # The record -----------------------------------------------------------------------------
 
@@ -173,6 +179,7 @@ class trace:
         self._next_addr += max(512, (size + 511) // 512 * 512)
         event = {"action": "alloc", "addr": addr, "size": size, "stream": 0, "frames": [frame] if frame else []}
         self._events.append(event)
+        self._phases[addr] = self._phase()
         self._allocated += (size + 511) // 512 * 512
         self._peak = max(self._peak, self._allocated)
         return addr
@@ -191,10 +198,12 @@ class trace:
             return
         size = storage.nbytes() if size is None else size
         addr = self._alloc(size, frame)
+        self._storage_addr[key] = addr
 
         def freed(_ref: Any, key: int = key, addr: int = addr, size: int = size) -> None:
             if self._live.pop(key, None) is not None:
                 self._shadows.forget(key)
+                self._storage_addr.pop(key, None)
                 self._free(addr, size)
 
         self._live[key] = weakref.ref(storage, freed)
@@ -229,6 +238,48 @@ class trace:
     def peak_allocated(self) -> int:
         """The most bytes the program held at once (blocks rounded to 512 B, as PyTorch counts)."""
         return self._peak
+
+    def _phase(self) -> str:
+        if self._in_optimizer:
+            return "optimizer"
+        if self._in_module_move:
+            return "parameters and buffers"
+        if self._torch._C._current_autograd_node() is not None:
+            return "backward"
+        return "forward and other"
+
+    def _parameter(self, tensor: Any) -> None:
+        addr = self._storage_addr.get(tensor.untyped_storage()._cdata) if isinstance(tensor, self._torch.Tensor) else None
+        if addr is not None:
+            self._phases[addr] = "parameters and buffers"
+
+    def breakdown(self) -> Dict[str, Any]:
+        """Where the peak is: the bytes live at the traced peak of allocated memory (blocks
+        rounded to 512 B, as PyTorch counts them), by what the program was doing when each was
+        allocated: ``parameters and buffers`` (registered on a module, or moved with it by
+        ``.to``/``.cuda``), ``optimizer`` (made inside ``optimizer.step()``: its state, and its
+        temporaries where the peak falls in a step), ``backward`` (gradients and the backward's
+        temporaries), ``forward and other`` (activations, inputs, everything else) and
+        ``workspaces`` (cuBLAS's); with the phase the peak fell in. A breakdown of the trace, not of
+        a replay: reserved memory and the allocator's rounding of large blocks are the replay's."""
+        live: Dict[int, int] = {}
+        allocated = peak = 0
+        at_peak: Dict[int, int] = {}
+        during = ""
+        for event in self._events:
+            if event["action"] == "alloc":
+                block = (event["size"] + 511) // 512 * 512
+                live[event["addr"]] = block
+                allocated += block
+                if allocated > peak:
+                    peak, at_peak, during = allocated, dict(live), self._phases.get(event["addr"], "forward and other")
+            elif event["action"] == "free_completed" and event["addr"] in live:
+                allocated -= live.pop(event["addr"])
+        by_phase: Dict[str, int] = {}
+        for addr, block in at_peak.items():
+            phase = self._phases.get(addr, "forward and other")
+            by_phase[phase] = by_phase.get(phase, 0) + block
+        return {"peak_allocated": peak, "peak_during": during, "live_at_peak": dict(sorted(by_phase.items(), key=lambda kv: -kv[1]))}
 
     # Entering and leaving -------------------------------------------------------------------
 
@@ -505,6 +556,16 @@ class trace:
         # temporaries: the same choice is made for the meta tensors that stand in for CUDA ones.
         supported = optim_module._get_foreach_kernels_supported_devices
         patches[(optim_module, "_get_foreach_kernels_supported_devices")] = lambda: list(supported()) + ["meta"]
+        module_apply = torch.nn.Module._apply
+
+        def moving(module: Any, *args: Any, **kwargs: Any) -> Any:
+            self._in_module_move += 1
+            try:
+                return module_apply(module, *args, **kwargs)
+            finally:
+                self._in_module_move -= 1
+
+        patches[(torch.nn.Module, "_apply")] = moving
         # `fused=True` asks for CUDA tensors; the meta ones stand in for them.
         fused = optim_module._get_fused_kernels_supported_devices
         patches[(optim_module, "_get_fused_kernels_supported_devices")] = lambda: list(fused()) + ["meta"]
@@ -540,6 +601,22 @@ class trace:
         torch.__future__.set_swap_module_params_on_conversion(True)
         self._default_device = torch.get_default_device()
         _ACTIVE.append(self)
+        # What the program is doing, for breakdown(): in an optimizer's step, moving a module.
+        from torch.nn.modules import module as module_module
+        from torch.optim import optimizer as optimizer_module
+
+        def step_started(*args: Any) -> None:
+            self._in_optimizer += 1
+
+        def step_ended(*args: Any) -> None:
+            self._in_optimizer -= 1
+
+        self._hooks = [
+            optimizer_module.register_optimizer_step_pre_hook(step_started),
+            optimizer_module.register_optimizer_step_post_hook(step_ended),
+            module_module.register_module_parameter_registration_hook(lambda module, name, value: self._parameter(value)),
+            module_module.register_module_buffer_registration_hook(lambda module, name, value: self._parameter(value)),
+        ]
         self._modes = [OnTheGpu(), Allocations()]
         for mode in self._modes:
             mode.__enter__()
@@ -548,6 +625,9 @@ class trace:
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes = []
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
         if self in _ACTIVE:
             _ACTIVE.remove(self)
             # A default device the program set to "cuda" inside was "meta"; the one before stays.
@@ -785,10 +865,10 @@ class trace:
         handle = "backward" if self._torch._C._current_autograd_node() is not None else threading.get_ident()
         if handle not in self._handles:
             self._handles.add(handle)
-            self._alloc(self._workspace, frame)
+            self._phases[self._alloc(self._workspace, frame)] = "workspaces"
         if op in _WITH_BIAS and handle not in self._lt_handles:
             self._lt_handles.add(handle)
-            self._alloc(_CUBLASLT_WORKSPACE, frame)
+            self._phases[self._alloc(_CUBLASLT_WORKSPACE, frame)] = "workspaces"
 
 
 def _dense(t: Any) -> bool:
@@ -1025,6 +1105,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     tracer.save(options.out)
     events = len(tracer.snapshot()["device_traces"][0])
     print(f"trace: {events} events, peak allocated {tracer.peak_allocated} B -> {options.out}", file=sys.stderr)
+    where = tracer.breakdown()
+    if where["peak_allocated"]:
+        parts = ", ".join(f"{name} {size / 2**20:,.1f} MiB" for name, size in where["live_at_peak"].items())
+        print(f"at the peak (during {where['peak_during']}): {parts}", file=sys.stderr)
     return status
 
 
