@@ -552,3 +552,23 @@ def test_the_breakdown_sums_to_the_peak_and_names_what_holds_it():
     # Adam's two moments per parameter were made in the first step and live through the second.
     assert where["live_at_peak"]["optimizer"] >= 2 * weights
     assert where["live_at_peak"]["workspaces"] >= 32 << 20
+
+
+def test_reads_are_answered_only_when_asked_and_always_said():
+    def program():
+        model = torch.nn.Linear(64, 64).cuda()
+        for step in range(2):
+            loss = model(torch.randn(8, 64, device="cuda")).square().mean()
+            loss.backward()
+            print(f"step {step}: loss {loss.item():.3f}, first {model.weight[0].cpu()[0]:.3f}")
+
+    with pytest.raises(UnfollowedError, match="_local_scalar_dense"):
+        with vramlab.trace():
+            program()
+    with vramlab.trace(answer_reads=0.0) as t:
+        program()
+    notes = [n for n in t.snapshot()["vramlab_notes"] if "answer_reads" in n]
+    assert len(notes) == 1 and notes[0].startswith("4 values read back")
+    with pytest.raises(UnfollowedError, match="nonzero"):
+        with vramlab.trace(answer_reads=1.0):
+            torch.nonzero(torch.randn(4, device="cuda"))

@@ -137,9 +137,14 @@ class trace:
     without computing, and its CUDA memory is recorded (see the module's notes).
 
     gpu: a device profile, built-in (``"h100"``, ``"h200"``) or a profile file.
+    answer_reads: where given, a value the trace cannot know (``loss.item()`` for a log line,
+    ``.cpu()`` of a computed tensor) is answered with it instead of stopping the trace, and the
+    snapshot says how many were: for programs that only print such values. A program whose
+    allocations depend on them (a loop until the loss is small) is then traced along the path
+    this answer takes, which may not be the GPU's. Data-dependent shapes still stop the trace.
     """
 
-    def __init__(self, gpu: str = "h100") -> None:
+    def __init__(self, gpu: str = "h100", answer_reads: Optional[float] = None) -> None:
         import torch
 
         global _TORCH_DIR
@@ -170,6 +175,7 @@ class trace:
         self._in_optimizer = 0
         self._in_module_move = 0
         self._hooks: List[Any] = []
+        self._answer_reads = answer_reads
 
     # The record -----------------------------------------------------------------------------
 
@@ -238,6 +244,19 @@ class trace:
     def peak_allocated(self) -> int:
         """The most bytes the program held at once (blocks rounded to 512 B, as PyTorch counts)."""
         return self._peak
+
+    def _answered(self, dtype: Any) -> Any:
+        """The value asked for with ``answer_reads``, as a Python number of `dtype`'s kind."""
+        self._note(
+            "{count} values read back that a trace cannot know were answered "
+            + f"{self._answer_reads!r} as asked (answer_reads): where the program's allocations depend on them, it was traced along the path that answer takes"
+        )
+        answer = self._answer_reads
+        if dtype == self._torch.bool:
+            return bool(answer)
+        if not (dtype.is_floating_point or dtype.is_complex):
+            return int(answer or 0)
+        return float(answer or 0.0)
 
     def _phase(self) -> str:
         if self._in_optimizer:
@@ -370,6 +389,9 @@ class trace:
                     # the trace does not have.
                     source = args[0] if op == "_to_copy" else args[1]
                     known = tracer._shadows.view(source) if isinstance(source, torch.Tensor) else None
+                    if known is None and tracer._answer_reads is not None:
+                        dtype = (kwargs or {}).get("dtype") or source.dtype
+                        known = torch.full(source.shape, tracer._answered(source.dtype), dtype=source.dtype).to(dtype)
                     if known is None:
                         raise UnfollowedError(
                             f"{op} at {_where(_user_frame())}: the program copies a GPU tensor's values to the host (.cpu(), .numpy(), .tolist()), and a trace without data has none; the trace up to there is kept"
@@ -380,6 +402,8 @@ class trace:
                     if op == "copy_":
                         return args[0].copy_(known)
                     return known.to(**{k: v for k, v in (kwargs or {}).items() if k in ("dtype", "memory_format")}).clone()
+                if op == "_local_scalar_dense" and on_gpu and tracer._answer_reads is not None:
+                    return tracer._answered(args[0].dtype)
                 if op in _READS_VALUES and on_gpu:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
@@ -1087,11 +1111,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         description="Trace a PyTorch script's CUDA memory without a GPU; writes a memory snapshot that vramlab replay and tune read.",
     )
     parser.add_argument("--gpu", default="h100", help="device profile to trace for (h100, h200, or a profile file)")
+    parser.add_argument(
+        "--answer-reads",
+        type=float,
+        metavar="VALUE",
+        help="answer values a trace cannot know (loss.item() in a log line) with VALUE instead of stopping; the snapshot says how many",
+    )
     parser.add_argument("--out", required=True, help="snapshot file to write (.pickle, or .pickle.gz)")
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     options = parser.parse_args(argv)
-    tracer = trace(gpu=options.gpu)
+    tracer = trace(gpu=options.gpu, answer_reads=options.answer_reads)
     sys.argv = [options.script] + options.args
     status = 0
     try:
