@@ -55,8 +55,11 @@ def entries(rows):
 
 def build(profile):
     folder = os.path.join(ROOT, "reports", "reference", profile, "conv-workspaces")
-    with gzip.open(os.path.join(folder, "conv.jsonl.gz"), "rt") as f:
-        rows = [json.loads(line) for line in f]
+    rows = []
+    # conv.jsonl.gz, then the runs that extended it (conv-*.jsonl.gz), in name order.
+    for name in sorted(n for n in os.listdir(folder) if n.startswith("conv") and n.endswith(".jsonl.gz")):
+        with gzip.open(os.path.join(folder, name), "rt") as f:
+            rows += [json.loads(line) for line in f]
     machine = open(os.path.join(folder, "machine.txt")).read()
     versions = machine.split("\n")[-2].split()
     device = next(line.split(":", 1)[1].strip() for line in machine.splitlines() if "Product Name" in line)

@@ -8,7 +8,8 @@ The shapes are those of torchvision's classification models (python scripts/meas
 16, 32, 64 and 128, in float32 (TF32 allowed, PyTorch's default), bfloat16 and float16, plus the
 shapes given with --extra, and sweeps of the batch size and of the image size for a few of them
 (--sweep). Run on a GPU machine:
-    python scripts/measure_conv_workspaces.py OUT.jsonl [--sweep] [--seconds S]"""
+    python scripts/measure_conv_workspaces.py OUT.jsonl [--sweep] [--seconds S] [--models M,..]
+        [--resolutions R,..] [--batches N,..] [--dtypes float32,..] [--extra SHAPES.json]"""
 
 import json
 import sys
@@ -27,13 +28,20 @@ BATCHES = (32, 64, 16, 128, 8, 1)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def model_shapes():
-    """Every distinct Conv2d call of the models above, per sample: (C, H, W, K, R, S, stride,
-    padding, dilation, groups)."""
+def _listed(flag, default, kind=str):
+    """A comma-separated command-line list (`--batches 1,2,4`), or the default."""
+    if flag in sys.argv:
+        return [kind(v) for v in sys.argv[sys.argv.index(flag) + 1].split(",")]
+    return list(default)
+
+
+def model_shapes(models=MODELS, resolutions=RESOLUTIONS):
+    """Every distinct Conv2d call of the models, per sample: (C, H, W, K, R, S, stride, padding,
+    dilation, groups)."""
     import torchvision
 
     shapes = []
-    for name in MODELS:
+    for name in models:
         kwargs = {"aux_logits": False, "init_weights": False} if name == "googlenet" else {}
         net = getattr(torchvision.models, name)(**kwargs).to("meta").eval()
         seen = []
@@ -48,7 +56,7 @@ def model_shapes():
         for mod in net.modules():
             if isinstance(mod, torch.nn.Conv2d):
                 mod.register_forward_hook(hook)
-        for res in RESOLUTIONS:
+        for res in resolutions:
             with torch.no_grad():
                 net(torch.empty(1, 3, res, res, device="meta"))
         for s in seen:
@@ -108,9 +116,11 @@ def main():
         for dtype in (torch.float32, torch.bfloat16):
             for hw in range(8, 97, 4):
                 jobs.append(("sweep-hw", dtype, 32, [64, hw, hw, 64, 3, 3, [1, 1], [1, 1], [1, 1], 1]))
-    shapes = extra + model_shapes()
-    for n in BATCHES:
-        for dtype in DTYPES:
+    # `--models a,b --resolutions 96,256 --batches 1,2 --dtypes float32,bfloat16` measure another
+    # part of the grid (a second run extends the table).
+    shapes = extra + model_shapes(_listed("--models", MODELS), _listed("--resolutions", RESOLUTIONS, int))
+    for n in _listed("--batches", BATCHES, int):
+        for dtype in _listed("--dtypes", DTYPES, lambda name: getattr(torch, name)):
             for shape in shapes:
                 jobs.append(("table", dtype, n, shape))
     done = 0
