@@ -394,7 +394,7 @@ class trace:
                         known = torch.full(source.shape, tracer._answered(source.dtype), dtype=source.dtype).to(dtype)
                     if known is None:
                         raise UnfollowedError(
-                            f"{op} at {_where(_user_frame())}: the program copies a GPU tensor's values to the host (.cpu(), .numpy(), .tolist()), and a trace without data has none; the trace up to there is kept"
+                            f"{op} at {_where(_user_frame())}: the program copies a GPU tensor's values to the host (.cpu(), .numpy(), .tolist()), and a trace without data has none; the trace up to there is kept (values only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)"
                         )
                     tracer._note(
                         "{count} values read back were known without a GPU (from the CPU or from known factories, through operations run again on small CPU copies: vramlab/_values.py) and answered"
@@ -407,6 +407,7 @@ class trace:
                 if op in _READS_VALUES and on_gpu:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
+                        + ("" if op != "_local_scalar_dense" else " (a value only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)")
                     )
                 if op in _RECURRENT and on_gpu:
                     raise UnfollowedError(
