@@ -17,12 +17,10 @@ def record_one(name, out_dir):
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from trace_workloads import AUTOCAST, CONV, HF_MASKS, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS
-
-    WORKLOADS = {**WORKLOADS, **HOLDOUT, **AUTOCAST, **SDPA, **SDPA_FP32, **SCALER, **CONV, **HF_MASKS}
+    from trace_workloads import ALL
     torch.cuda.init()
     torch.cuda.memory._record_memory_history(max_entries=1_000_000)
-    WORKLOADS[name]("cuda")
+    ALL[name]("cuda")
     torch.cuda.synchronize()
     snapshot = torch.cuda.memory._snapshot()
     stats = torch.cuda.memory_stats()
@@ -53,13 +51,13 @@ def main():
         record_one(sys.argv[2], out_dir)
         return
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from trace_workloads import AUTOCAST, CONV, HF_MASKS, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS
+    from trace_workloads import GROUPS
 
     # VRAMLAB_HOLDOUT=1: the held-out workloads; =autocast: the mixed-precision ones; =sdpa: those
     # using PyTorch's fused attention; =sdpa_fp32: fused attention in float32; =scaler: float16
     # autocast with GradScaler; =conv: torchvision models for cuDNN convolution workspaces; =hf_masks: Hugging Face models with attention masks.
     group = os.environ.get("VRAMLAB_HOLDOUT", "")
-    names = list({"": WORKLOADS, "autocast": AUTOCAST, "sdpa": SDPA, "sdpa_fp32": SDPA_FP32, "scaler": SCALER, "conv": CONV, "hf_masks": HF_MASKS}.get(group, HOLDOUT))
+    names = list(GROUPS.get(group, GROUPS["holdout"]))
     for name in names:
         for label, setting in SETTINGS.items():
             env = dict(os.environ, PYTORCH_ALLOC_CONF=setting)

@@ -14,10 +14,9 @@ import vramlab
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from trace_workloads import AUTOCAST, CONV, HF_MASKS, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS  # noqa: E402
+from trace_workloads import ALL  # noqa: E402
 
 warnings.filterwarnings("ignore")
-ALL = {**WORKLOADS, **HOLDOUT, **AUTOCAST, **SDPA, **SDPA_FP32, **SCALER, **CONV, **HF_MASKS}
 
 
 def allocations(events):

@@ -11,31 +11,21 @@ import vramlab
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from trace_workloads import AUTOCAST, CONV, HF_MASKS, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS  # noqa: E402
+from trace_workloads import ALL, GROUPS  # noqa: E402
 
-# `--holdout`: the workloads committed before they were measured or traced; `--autocast`: the
-# mixed-precision ones, held out the same way.
-if "--holdout" in sys.argv:
-    WORKLOADS = HOLDOUT
-if "--autocast" in sys.argv:
-    WORKLOADS = AUTOCAST
-if "--sdpa" in sys.argv:
-    WORKLOADS = SDPA
-if "--sdpa-fp32" in sys.argv:
-    WORKLOADS = SDPA_FP32
-if "--scaler" in sys.argv:
-    WORKLOADS = SCALER
-if "--conv" in sys.argv:
-    WORKLOADS = CONV
-if "--hf-masks" in sys.argv:
-    WORKLOADS = HF_MASKS
+# `--holdout`, `--autocast`, `--sdpa`, `--sdpa-fp32`, `--scaler`, `--conv`, `--hf-masks`: that
+# group of held-out workloads (committed before they were measured or traced); else the first.
+WORKLOADS = GROUPS[""]
+for flag in sys.argv[1:]:
+    if flag.startswith("--") and flag[2:].replace("-", "_") in GROUPS:
+        WORKLOADS = GROUPS[flag[2:].replace("-", "_")]
 
 # `--recordings DIR`: compare with the recordings in DIR (another transformers version's, say)
 # instead of reports/reference/h100/trace-workloads; the workloads without one there are left out.
 RECORDINGS = ROOT / "reports/reference/h100/trace-workloads"
 if "--recordings" in sys.argv:
     RECORDINGS = pathlib.Path(sys.argv[sys.argv.index("--recordings") + 1]).resolve()
-    WORKLOADS = {n: f for n, f in {**WORKLOADS, **HOLDOUT, **AUTOCAST, **SDPA, **SDPA_FP32, **SCALER, **CONV, **HF_MASKS}.items() if (RECORDINGS / f"{n}-default.json").exists()}
+    WORKLOADS = {n: f for n, f in ALL.items() if (RECORDINGS / f"{n}-default.json").exists()}
 
 warnings.filterwarnings("ignore")
 print("| workload | setting | peak allocated: PyTorch / trace | peak reserved: PyTorch / trace |")

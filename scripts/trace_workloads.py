@@ -697,3 +697,18 @@ def hf_gpt2_padded_bf16(device):
 
 
 HF_MASKS = {f.__name__: f for f in [hf_bert_padded_mask, hf_llama_gqa_fp32, hf_t5_adamw, hf_gpt2_padded_bf16]}
+
+
+# Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
+# scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
+GROUPS = {
+    "": WORKLOADS,
+    "holdout": HOLDOUT,
+    "autocast": AUTOCAST,
+    "sdpa": SDPA,
+    "sdpa_fp32": SDPA_FP32,
+    "scaler": SCALER,
+    "conv": CONV,
+    "hf_masks": HF_MASKS,
+}
+ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}

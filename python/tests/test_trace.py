@@ -21,11 +21,11 @@ from vramlab import UnfollowedError  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "reports" / "reference" / "h100" / "trace-workloads"
 sys.path.insert(0, str(ROOT / "scripts"))
-from trace_workloads import AUTOCAST, CONV, HF_MASKS, HOLDOUT, SCALER, SDPA, SDPA_FP32, WORKLOADS  # noqa: E402
+from trace_workloads import ALL  # noqa: E402
 
 # The held-out workloads (committed before their GPU runs) are checked here too, so that a change
 # to the tracer that breaks them fails CI; their held-out figures are in RESULTS.md.
-WORKLOADS = {**WORKLOADS, **HOLDOUT, **AUTOCAST, **SDPA, **SDPA_FP32, **SCALER, **CONV, **HF_MASKS}
+WORKLOADS = ALL
 
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Refused, with the reason, rather than answered wrong.
