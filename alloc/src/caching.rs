@@ -1099,6 +1099,52 @@ impl Policy for Caching {
         self.limit_needed
     }
 
+    fn canonical_state(&self, tag: &mut dyn FnMut(u64) -> Option<u64>, out: &mut Vec<u64>) -> bool {
+        if !self.finished.is_empty() {
+            return false;
+        }
+        let mut order: Vec<usize> = self.nodes.in_use().collect();
+        order.sort_unstable_by_key(|&idx| self.nodes[idx].addr);
+        out.extend([self.total, self.free_bytes, u64::from(self.current), order.len() as u64]);
+        out.extend(self.freeable.iter().map(|&freeable| u64::from(freeable)));
+        for idx in order {
+            let n = &self.nodes[idx];
+            let state = match n.state {
+                State::Free => 0,
+                State::Allocated => 1,
+                State::Pending => 2,
+            };
+            let flags = state
+                | (n.pool as u64) << 2
+                | u64::from(n.mapped) << 3
+                | u64::from(n.prev.is_none()) << 4
+                | u64::from(n.next.is_none()) << 5
+                | u64::from(n.owner) << 8;
+            out.extend([flags, n.size, n.stream]);
+            if n.state == State::Free {
+                // The age only of a block garbage collection may read (its counts are read
+                // only as ages).
+                let collectable = self.conf.garbage_collection_threshold > 0.0
+                    && n.owner == 0
+                    && n.pool == Pool::Large
+                    && !n.is_split()
+                    && n.segment.is_none();
+                if collectable {
+                    let calls = self.pools[self.pool_of(idx)].free_block_calls;
+                    out.push(calls.wrapping_sub(n.gc_base));
+                }
+            } else {
+                let Some(tag) = tag(n.addr) else { return false };
+                out.extend([tag, n.requested]);
+            }
+            if let Some(segment) = n.segment {
+                let segment = &self.segments[segment];
+                out.extend([n.addr - segment.base, segment.size, segment.page]);
+            }
+        }
+        true
+    }
+
     fn pytorch_stats(&self) -> Option<PytorchStats> {
         let s = &self.stats;
         Some(PytorchStats {

@@ -26,9 +26,12 @@
 
 use std::collections::BTreeMap;
 
+use rustc_hash::FxHashSet as HashSet;
+
 use experiments::Trace;
 
 use super::device::{MeterCounts, Metered};
+use super::period::Periodicity;
 use super::replayer::{LiveBlocks, Replayer};
 use super::{Error, Policy, PolicySpec, Recipe, SimDevice};
 
@@ -70,7 +73,8 @@ pub fn min_capacity_of(
         scan: None,
         spans: false,
     };
-    let found = search(trace, build, device_bytes, options, None).caps;
+    let period = Periodicity::of(trace);
+    let found = search(trace, build, device_bytes, options, None, period.as_ref()).caps;
     experiments::cancel::check()?;
     Ok(found.map(|caps| caps.smallest))
 }
@@ -110,13 +114,14 @@ pub(crate) fn fitting_caps_of(
     scan: Option<usize>,
     spans: bool,
     unlimited: Option<UnlimitedRun>,
+    period: Option<&Periodicity>,
 ) -> Result<Option<FittingCaps>, Error> {
     let options = SearchOptions {
         copied_blocks: COPIED_BLOCKS,
         scan,
         spans,
     };
-    let found = search(trace, build, device_bytes, options, unlimited).caps;
+    let found = search(trace, build, device_bytes, options, unlimited, period).caps;
     experiments::cancel::check()?;
     Ok(found)
 }
@@ -140,6 +145,8 @@ struct Searched {
     caps: Option<FittingCaps>,
     copies: usize,
     answers: BTreeMap<u64, bool>,
+    /// Probes that stopped where their state repeated (see `period.rs`).
+    cut_short: usize,
 }
 
 /// The search (see [`SearchOptions`]), from `shared`, the unlimited run a whole replay made,
@@ -150,6 +157,7 @@ fn search(
     device_bytes: u64,
     options: SearchOptions,
     shared: Option<UnlimitedRun>,
+    period: Option<&Periodicity>,
 ) -> Searched {
     let SearchOptions {
         copied_blocks,
@@ -166,7 +174,7 @@ fn search(
                 kept: Vec::new(),
                 blocks_budget: copied_blocks,
             };
-            let end = start().run(trace, None, Some(&mut copies));
+            let end = start().run(trace, None, Some(&mut copies), None);
             (end, copies.kept)
         }
     };
@@ -175,12 +183,14 @@ fn search(
             caps: None,
             copies: checkpoints.len(),
             answers: BTreeMap::new(),
+            cut_short: 0,
         };
     }
     // Every cap's answer, by capacity in steps: probed, or (with `spans`) answered by a probe
     // that made the same decisions.
     let mut tried = BTreeMap::new();
     let replayed = std::cell::Cell::new(0);
+    let cut_short = std::cell::Cell::new(0);
     // What this policy holds once it has taken over the window's start (a policy that does not
     // know PyTorch's layout holds only the live blocks, not the recording's segments).
     let held_at_start = if trace.start.is_some() {
@@ -208,8 +218,9 @@ fn search(
             },
             None => start(),
         };
-        let end = state.run(trace, Some(capacity), None);
+        let end = state.run(trace, Some(capacity), None, period);
         replayed.set(replayed.get() + end.replayed);
+        cut_short.set(cut_short.get() + usize::from(end.cut_short));
         // Each cap from what the granted requests held up to this one decides as this one did.
         let lowest = if spans {
             end.granted.div_ceil(STEP).min(steps)
@@ -275,6 +286,7 @@ fn search(
         caps: Some(caps),
         copies: checkpoints.len(),
         answers: tried,
+        cut_short: cut_short.get(),
     }
 }
 
@@ -353,6 +365,7 @@ impl Copier {
             needed,
             granted: counts.needed,
             replayed: self.events,
+            cut_short: false,
         };
         Some(UnlimitedRun {
             end,
@@ -401,8 +414,63 @@ struct ProbeEnd {
     needed: u64,
     /// What the device requests it was granted held, at most (see [`ProbeState::granted`]).
     granted: u64,
-    /// Events it replayed.
+    /// Events it replayed, or would have, had its state not repeated.
     replayed: usize,
+    /// It stopped where its state repeated.
+    cut_short: bool,
+}
+
+/// Words of states a probe keeps at most to find its state repeating.
+const SEEN_WORDS: usize = 1 << 22;
+
+/// The states a probe was in at the starts of the trace's repetitions (see `period.rs`).
+struct SeenStates<'p> {
+    period: &'p Periodicity,
+    /// The next repetition's start, where the state is taken.
+    next_at: usize,
+    states: HashSet<Vec<u64>>,
+    words: usize,
+}
+
+impl<'p> SeenStates<'p> {
+    fn new(period: &'p Periodicity, from: usize) -> SeenStates<'p> {
+        let mut seen = SeenStates {
+            period,
+            next_at: 0,
+            states: HashSet::default(),
+            words: 0,
+        };
+        seen.next_at = seen.start_at_or_after(from);
+        seen
+    }
+
+    /// The first repetition's start at or after event `at`.
+    fn start_at_or_after(&self, at: usize) -> usize {
+        let Periodicity { start, period } = *self.period;
+        if at <= start {
+            start
+        } else {
+            start + (at - start).div_ceil(period) * period
+        }
+    }
+
+    /// Whether `probe`'s state (at a repetition's start) is one it was in before; keeps it
+    /// otherwise, and moves on to the next repetition.
+    fn repeats(&mut self, probe: &ProbeState) -> bool {
+        self.next_at = self.start_at_or_after(probe.at + 1);
+        let mut state = Vec::new();
+        if !probe.canonical_state(&mut state) {
+            return false;
+        }
+        if self.states.contains(&state) {
+            return true;
+        }
+        if self.words + state.len() <= SEEN_WORDS {
+            self.words += state.len();
+            self.states.insert(state);
+        }
+        false
+    }
 }
 
 /// Everything a probe's replay carries from one event to the next.
@@ -462,8 +530,18 @@ impl ProbeState {
 
     /// Replays from `at` to the end (or the first refusal) under `capacity`. With `checkpoints`
     /// (the unlimited run), leaves copies of its state behind, dropping those every probe can
-    /// do without.
-    fn run(mut self, trace: &Trace, capacity: Option<u64>, mut checkpoints: Option<&mut Copies>) -> ProbeEnd {
+    /// do without. With `period` (the trace repeats itself), stops where its state at a
+    /// repetition's start is one it was in at an earlier one: the rest repeats what followed
+    /// that (see `period.rs`), so it fits and its figures are final. Its `replayed` counts the
+    /// events to the end all the same, so that what the scan's budget allows does not depend
+    /// on the shortcut.
+    fn run(
+        mut self,
+        trace: &Trace,
+        capacity: Option<u64>,
+        mut checkpoints: Option<&mut Copies>,
+        period: Option<&Periodicity>,
+    ) -> ProbeEnd {
         let events = trace.events.len();
         let began = self.at;
         let stride = events.div_ceil(CHECKPOINTS).max(1);
@@ -474,13 +552,25 @@ impl ProbeState {
             // The meter refuses past the cap, and counts what it refuses among what it granted.
             self.granted = u64::MAX;
         }
+        let mut seen = period.map(|period| SeenStates::new(period, began));
+        let mut cut_short = false;
         while fits && self.at < events {
-            let end = if checkpoints.is_some() {
+            let mut end = if checkpoints.is_some() {
                 (self.at + stride).min(events)
             } else {
                 events
             };
+            if let Some(seen) = &seen {
+                end = end.min(seen.next_at);
+            }
             fits = self.advance(trace, end, meter_capacity);
+            if let (true, Some(seen)) = (fits, seen.as_mut()) {
+                if self.at == seen.next_at && seen.repeats(&self) {
+                    self.at = events;
+                    cut_short = true;
+                    break;
+                }
+            }
             if let (true, true, Some(copies)) = (fits, end < events, checkpoints.as_deref_mut()) {
                 if let Some(state) = self.copy() {
                     let peak_requested = self.peak_requested();
@@ -495,6 +585,7 @@ impl ProbeState {
             needed: self.needed,
             granted: self.granted,
             replayed: self.at - began,
+            cut_short,
         }
     }
 
@@ -528,6 +619,15 @@ impl ProbeState {
             .max(self.counts.needed)
             .max(self.replayer.policy.limit_needed());
         fits
+    }
+
+    /// Its state as far as later decisions can see it, at event `at` (see `period.rs`).
+    fn canonical_state(&self, out: &mut Vec<u64>) -> bool {
+        let Some(device_held) = self.device.canonical_state() else {
+            return false;
+        };
+        out.extend([device_held, self.counts.reserved]);
+        self.replayer.canonical_state(self.at, out)
     }
 }
 
@@ -585,6 +685,7 @@ mod tests {
         let (mut searches, mut compared) = (0, 0);
         for (t, path) in committed_traces().iter().enumerate() {
             let trace = Trace::load(path).unwrap();
+            let period = Periodicity::of(&trace);
             for (c, choice) in choices.iter().enumerate() {
                 if !full && (t + c) % 15 != 0 {
                     continue;
@@ -595,7 +696,7 @@ mod tests {
                     scan: Some(64),
                     spans: choice.decides_by_requests_alone(),
                 };
-                let searched = search(&trace, &build, device_bytes, options, None);
+                let searched = search(&trace, &build, device_bytes, options, None, period.as_ref());
                 searches += 1;
                 let mut answers: Vec<(u64, bool)> = searched.answers.into_iter().collect();
                 if !full {
@@ -711,6 +812,48 @@ mod tests {
         );
     }
 
+    /// A probe that stops where its state repeats answers as the probe that replays to the end
+    /// does: a training loop's recording (gpt) repeated and cut off mid-iteration, under every
+    /// setting of tune's grid, every cap each search answered the same, with and without the
+    /// shortcut. A fixed sample of the settings in a debug build (one in four), all of them in
+    /// a release build or with VRAMLAB_FULL_CHECKS set.
+    #[test]
+    fn probes_cut_short_by_a_repeating_state_answer_as_whole_probes_do() {
+        let full = !cfg!(debug_assertions) || std::env::var_os("VRAMLAB_FULL_CHECKS").is_some();
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../reports/reference/h100/alloc-traces/gpt/default.pickle.gz");
+        let gpt = Trace::load(&path).unwrap();
+        let iteration = crate::period::repeated(&gpt, 1, 0).events.len();
+        let trace = crate::period::repeated(&gpt, 6, iteration / 2);
+        let period = Periodicity::of(&trace).expect("the loop repeats");
+        let device_bytes = 80 << 30;
+        let (mut compared, mut cut_short) = (0, 0);
+        for (c, settings) in crate::DEFAULT_TUNE_GRID.iter().enumerate() {
+            if !full && c % 4 != 0 {
+                continue;
+            }
+            let choice = crate::PolicyChoice::pytorch(settings).unwrap();
+            let build = || choice.build();
+            let options = SearchOptions {
+                copied_blocks: COPIED_BLOCKS,
+                scan: Some(16),
+                spans: choice.decides_by_requests_alone(),
+            };
+            let with = search(&trace, &build, device_bytes, options, None, Some(&period));
+            let without = search(&trace, &build, device_bytes, options, None, None);
+            assert_eq!(with.caps, without.caps, "{settings}");
+            assert_eq!(with.answers, without.answers, "{settings}");
+            assert_eq!(without.cut_short, 0);
+            compared += with.answers.len();
+            cut_short += with.cut_short;
+        }
+        // The comparison means something only where probes were cut short.
+        assert!(
+            compared > 20 && cut_short > 5,
+            "{compared} caps compared, {cut_short} probes cut short"
+        );
+    }
+
     #[test]
     fn copies_past_their_budget_are_thinned_and_the_answer_stays() {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");
@@ -722,8 +865,9 @@ mod tests {
             scan: Some(64),
             spans: true,
         };
-        let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS), None);
-        let thinned = search(&trace, &build, 80 << 30, options(0), None);
+        let period = Periodicity::of(&trace);
+        let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS), None, period.as_ref());
+        let thinned = search(&trace, &build, 80 << 30, options(0), None, None);
         let (answer, copies) = (whole.caps, whole.copies);
         let (thinned, one) = (thinned.caps, thinned.copies);
         assert!(copies > 1, "the resnet18 trace keeps several copies: {copies}");
@@ -771,9 +915,18 @@ mod always_fits_tests {
         // fails at some caps above, and fits at every cap from 276 MiB up.
         let (trace, conf, device_bytes) = recording("serve/max_split");
         let build = || build_pytorch_policy(&conf);
-        let caps = fitting_caps_of(&trace, &build, device_bytes, Some(ALWAYS_FITS_PROBES), true, None)
-            .unwrap()
-            .unwrap();
+        let period = Periodicity::of(&trace);
+        let caps = fitting_caps_of(
+            &trace,
+            &build,
+            device_bytes,
+            Some(ALWAYS_FITS_PROBES),
+            true,
+            None,
+            period.as_ref(),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(
             Some(caps.smallest),
             min_capacity_of(&trace, &build, device_bytes).unwrap()
@@ -817,8 +970,18 @@ mod always_fits_tests {
             for name in names {
                 let (_, conf, _) = recording(&format!("{workload}/{name}"));
                 let build = || build_pytorch_policy(&conf);
-                let every = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false, None).unwrap();
-                let spans = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), true, None).unwrap();
+                let period = Periodicity::of(&trace);
+                let every = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false, None, None).unwrap();
+                let spans = fitting_caps_of(
+                    &trace,
+                    &build,
+                    device_bytes,
+                    Some(usize::MAX),
+                    true,
+                    None,
+                    period.as_ref(),
+                )
+                .unwrap();
                 let strip = |caps: Option<FittingCaps>| caps.map(|c| (c.smallest, c.always, c.exact));
                 assert_eq!(strip(spans), strip(every), "{workload}/{name}");
                 assert!(spans.unwrap().probes <= every.unwrap().probes);

@@ -36,6 +36,12 @@ impl SimDevice {
         }
     }
 
+    /// What it holds, where nothing else of its state can decide anything later (it hands out
+    /// counted addresses, each above every one before): `None` while it follows a recording.
+    pub(crate) fn canonical_state(&self) -> Option<u64> {
+        (self.recorded.is_empty() && self.in_use.is_empty()).then_some(self.held)
+    }
+
     /// A device that hands out the addresses a recording's driver gave its segments, in the
     /// order it gave them, for as long as the allocations asked for are the recorded sizes
     /// (then counted addresses again). Where equal-size free blocks lie in different segments,

@@ -19,6 +19,7 @@ mod device;
 mod error;
 mod front;
 mod ordered_set;
+mod period;
 mod replay;
 mod replayer;
 mod simple;
@@ -166,6 +167,14 @@ pub trait Policy {
     /// done all it did so far (refused no device request, collected no garbage).
     fn limit_needed(&self) -> u64 {
         0
+    }
+    /// Appends its state as far as its later decisions can see it, so that two states that
+    /// append the same decide alike from then on, given the same requests (see `period.rs`):
+    /// blocks in address order, not their addresses (new device memory lies above all held);
+    /// a handed-out block by `tag` of its address (`None`: not the program's). False where the
+    /// policy cannot say (then nothing is concluded).
+    fn canonical_state(&self, _tag: &mut dyn FnMut(u64) -> Option<u64>, _out: &mut Vec<u64>) -> bool {
+        false
     }
     /// The policy's own statistics, for PyTorch's allocator.
     fn pytorch_stats(&self) -> Option<PytorchStats> {

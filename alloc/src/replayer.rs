@@ -10,6 +10,7 @@ use std::time::Instant;
 use experiments::{Trace, TraceEvent};
 use rustc_hash::FxHashMap as HashMap;
 
+use super::period::Periodicity;
 use super::{AllocError, Block, Error, Metered, Policy};
 
 /// A block handed to the trace's program.
@@ -25,6 +26,13 @@ pub(crate) struct Live {
     pub(crate) ns: f64,
     /// The program let go of it (`FreeRequested`); it waits for its `Free`.
     pub(crate) let_go: bool,
+    /// The last event that named it ([`Live::ADOPTED`]: none, a block the trace began with).
+    pub(crate) last: u32,
+}
+
+impl Live {
+    /// [`Live::last`] of a block the trace began with.
+    pub(crate) const ADOPTED: u32 = u32::MAX;
 }
 
 /// What the program holds now and at most: bytes of blocks handed out, and bytes asked for.
@@ -129,6 +137,33 @@ impl Replayer {
         })
     }
 
+    /// Appends its state at event `at` as far as the policy's later decisions can see it (see
+    /// [`crate::period`]): what the program holds, then the policy's blocks, each live one by
+    /// its tag. False where that cannot be said (the policy cannot, or a live block is not
+    /// among its blocks).
+    pub(crate) fn canonical_state(&self, at: usize, out: &mut Vec<u64>) -> bool {
+        let tags: HashMap<u64, u64> = self
+            .live
+            .entries
+            .iter()
+            .map(|live| (live.block.addr, Periodicity::tag(live, at)))
+            .collect();
+        if tags.len() != self.live.len() {
+            return false;
+        }
+        out.extend([self.held.allocated, self.held.requested, tags.len() as u64]);
+        let mut matched = 0;
+        let said = self.policy.canonical_state(
+            &mut |addr| {
+                let tag = tags.get(&addr).copied();
+                matched += usize::from(tag.is_some());
+                tag
+            },
+            out,
+        );
+        said && matched == tags.len()
+    }
+
     /// Takes over the state the trace began in (a snapshot whose start was lost). The memory
     /// is held whatever the cap; no operation is logged. `Ok(Some(why))` where the policy cannot
     /// hold that state: the replay cannot go on, as under a cap too small for it.
@@ -154,6 +189,7 @@ impl Replayer {
                 stream: a.stream,
                 ns: 0.0,
                 let_go: a.pending,
+                last: Live::ADOPTED,
             };
             observer.adopted(&live)?;
             self.live.insert(live);
@@ -204,6 +240,7 @@ impl Replayer {
                             stream,
                             ns,
                             let_go: false,
+                            last: index as u32,
                         };
                         observer.allocated(index, &live, meter)?;
                         self.live.insert(live);
@@ -224,6 +261,7 @@ impl Replayer {
             }
             TraceEvent::FreeRequested { id } => {
                 if let Some(live) = self.live.let_go(id) {
+                    live.last = index as u32;
                     observer.let_go(index, live);
                     self.held.allocated -= live.block.size;
                     self.held.requested -= live.size;
@@ -332,7 +370,7 @@ impl Clone for LiveBlocks {
 
 /// How many slots a table indexed by the trace's ids needs, when the ids are dense enough for
 /// one; `None` when a hash map should hold them.
-fn dense_id_slots(trace: &Trace) -> Option<usize> {
+pub(crate) fn dense_id_slots(trace: &Trace) -> Option<usize> {
     let started = trace.start.iter().flat_map(|s| s.blocks()).filter_map(|b| b.id);
     let mut max_id = started.max().unwrap_or(0);
     for event in &trace.events {
