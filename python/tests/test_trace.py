@@ -576,3 +576,17 @@ def test_reads_are_answered_only_when_asked_and_always_said():
     with pytest.raises(UnfollowedError, match="nonzero"):
         with vramlab.trace(answer_reads=1.0):
             torch.nonzero(torch.randn(4, device="cuda"))
+
+
+def test_no_mode_is_left_on_the_stack_after_a_trace():
+    """Leaving a trace used to set the default device to "cpu", which leaves a DeviceContext mode
+    on PyTorch's stack for good: every later call (the program's own, on the CPU) paid for it and
+    PyTorch's fast paths were turned off."""
+    before = torch.overrides._get_current_function_mode_stack()
+    with vramlab.trace():
+        torch.set_default_device("cuda")
+        torch.randn(4)
+    assert torch.overrides._get_current_function_mode_stack() == before and torch.get_default_device().type == "cpu"
+    with vramlab.trace():
+        torch.randn(4, device="cuda")
+    assert torch.overrides._get_current_function_mode_stack() == before

@@ -624,7 +624,8 @@ class trace:
         # a new Parameter per module instead. Swapping keeps each parameter's identity, as on CUDA.
         self._swap_was = torch.__future__.get_swap_module_params_on_conversion()
         torch.__future__.set_swap_module_params_on_conversion(True)
-        self._default_device = torch.get_default_device()
+        # The default device as PyTorch keeps it: a DeviceContext mode, or none at all.
+        self._device_context = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
         _ACTIVE.append(self)
         # What the program is doing, for breakdown(): in an optimizer's step, moving a module.
         from torch.nn.modules import module as module_module
@@ -647,6 +648,15 @@ class trace:
             mode.__enter__()
 
     def _uninstall(self) -> None:
+        torch = self._torch
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+            # A default device the program set to "cuda" inside was "meta"; the one before stays.
+            # Put back as it was (no mode where there was none: setting "cpu" would leave one on
+            # the stack, which turns off PyTorch's fast paths after the trace), and before the
+            # trace's own modes leave, which must be on top of the stack to leave it.
+            if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not self._device_context:
+                torch.set_default_device(None if self._device_context is None else self._device_context.device)
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes = []
