@@ -578,6 +578,22 @@ def test_reads_are_answered_only_when_asked_and_always_said():
             torch.nonzero(torch.randn(4, device="cuda"))
 
 
+def test_a_read_in_a_library_names_the_programs_line_too(tmp_path):
+    library = tmp_path / "site-packages" / "somelib.py"
+    library.parent.mkdir()
+    library.write_text("def reads(t):\n    return t.sum().item()\n")
+    sys.path.insert(0, str(library.parent))
+    try:
+        import somelib
+
+        with pytest.raises(UnfollowedError) as err:
+            with vramlab.trace():
+                somelib.reads(torch.randn(4, device="cuda"))
+    finally:
+        sys.path.remove(str(library.parent))
+    assert "somelib.py:2 (called from " in str(err.value) and "test_trace.py:" in str(err.value)
+
+
 def test_no_mode_is_left_on_the_stack_after_a_trace():
     """Leaving a trace used to set the default device to "cpu", which leaves a DeviceContext mode
     on PyTorch's stack for good: every later call (the program's own, on the CPU) paid for it and

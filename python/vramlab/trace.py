@@ -129,7 +129,28 @@ _TORCH_DIR = ""
 
 
 def _where(frame: Optional[Dict[str, Any]]) -> str:
-    return f"{frame['filename']}:{frame['line']}" if frame else "an unknown line"
+    """`frame`'s file:line; where that is a library's (an installed package's), also the line of
+    the program's own that called into it, so that the message names the program's line."""
+    if not frame:
+        return "an unknown line"
+    where = f"{frame['filename']}:{frame['line']}"
+    if not _installed(frame["filename"]):
+        return where
+    caller: Optional[types.FrameType] = sys._getframe(1)
+    while caller is not None:
+        name = caller.f_code.co_filename
+        if not (name.startswith(_TORCH_DIR or "\0") or name.startswith(_HERE) or name.startswith("<") or _installed(name)):
+            return f"{where} (called from {name}:{caller.f_lineno})"
+        caller = caller.f_back
+    return where
+
+
+def _installed(filename: str) -> bool:
+    """Whether `filename` is an installed package's or the standard library's, not the program's."""
+    import sysconfig
+
+    folders = {sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(folder and filename.startswith(folder + os.sep) for folder in folders) or (os.sep + "site-packages" + os.sep) in filename
 
 
 class trace:
@@ -148,7 +169,8 @@ class trace:
         import torch
 
         global _TORCH_DIR
-        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+        # With the separator: torchvision and torchaudio are installed beside torch, and are not it.
+        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         self.gpu: Dict[str, Any] = json.loads(_vramlab.gpu(gpu))
         major = int(str(self.gpu["compute_capability"]).split(".")[0])
         self._workspace = _workspace_size(major)
