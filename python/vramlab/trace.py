@@ -7,7 +7,10 @@
     >>> vramlab.tune(t.snapshot(), capacity="1 GiB")
 
 Inside ``trace``, tensors asked for on ``"cuda"`` are made on PyTorch's ``meta`` device: they have
-shapes, dtypes and storages but no data, so nothing is computed. Each storage the program makes is
+shapes, dtypes and storages but no data, so nothing is computed. To the program (and to PyTorch's
+own Python code, which picks fast paths by it) such a tensor says it is on ``cuda:0``
+(``x.device``, ``x.is_cuda``); below it, inside PyTorch's operators, it is on ``meta``. Each
+storage the program makes is
 an allocation the CUDA caching allocator would serve, in the same order and of the same size; each
 storage that dies is a free. ``snapshot()`` gives the record in the form of PyTorch's own memory
 snapshots (``torch.cuda.memory._snapshot()``), which ``vramlab.replay``, ``vramlab.tune``, the CLI
@@ -27,7 +30,9 @@ values that came from the CPU or from deterministic factories, such as a tokeniz
 mask, are known and answered: vramlab/_values.py; GradScaler's check for overflowed gradients is
 answered as a healthy step's and noted), ``scaled_dot_product_attention`` where the GPU would run
 flash attention or memory-efficient attention with heads over 128, recurrent layers (cuDNN RNN)
-and CUDA streams. ``autocast("cuda")`` is followed, by PyTorch's own per-operator policies
+CUDA streams, PyTorch's fused inference fast paths (``nn.MultiheadAttention`` and
+``nn.TransformerEncoder`` without gradients) and operators PyTorch has no meta kernel for
+(``ctc_loss``). ``autocast("cuda")`` is followed, by PyTorch's own per-operator policies
 (vramlab/_autocast.py), and so is ``scaled_dot_product_attention`` on cuDNN, memory-efficient
 and math attention, with the backend PyTorch would pick (vramlab/_attention.py). Kernels' own scratch memory (reductions' buffers,
 losses' temporaries) is added by PyTorch's rules (vramlab/_kernels.py). cuDNN's convolution
@@ -81,6 +86,17 @@ _READS_VALUES = {
     "histc",
     "nonzero_static",
 }
+# PyTorch's fused inference fast paths, taken on the GPU where the program runs
+# nn.MultiheadAttention or nn.TransformerEncoder(Layer) without gradients: their kernels make
+# temporaries their meta kernels do not.
+_FAST_PATHS = {
+    "_native_multi_head_attention",
+    "_transformer_encoder_layer_fwd",
+    "_nested_tensor_from_mask",
+    "_nested_tensor_from_mask_left_aligned",
+    "_masked_softmax",
+    "_transform_bias_rescale_qkv",
+}
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation"}
 _WITH_BIAS = {"addmm", "_addmm_activation"}
 _RECURRENT = {"lstm", "gru", "rnn_tanh", "rnn_relu", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell", "gru_cell"}
@@ -129,7 +145,28 @@ _TORCH_DIR = ""
 
 
 def _where(frame: Optional[Dict[str, Any]]) -> str:
-    return f"{frame['filename']}:{frame['line']}" if frame else "an unknown line"
+    """`frame`'s file:line; where that is a library's (an installed package's), also the line of
+    the program's own that called into it, so that the message names the program's line."""
+    if not frame:
+        return "an unknown line"
+    where = f"{frame['filename']}:{frame['line']}"
+    if not _installed(frame["filename"]):
+        return where
+    caller: Optional[types.FrameType] = sys._getframe(1)
+    while caller is not None:
+        name = caller.f_code.co_filename
+        if not (name.startswith(_TORCH_DIR or "\0") or name.startswith(_HERE) or name.startswith("<") or _installed(name)):
+            return f"{where} (called from {name}:{caller.f_lineno})"
+        caller = caller.f_back
+    return where
+
+
+def _installed(filename: str) -> bool:
+    """Whether `filename` is an installed package's or the standard library's, not the program's."""
+    import sysconfig
+
+    folders = {sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(folder and filename.startswith(folder + os.sep) for folder in folders) or (os.sep + "site-packages" + os.sep) in filename
 
 
 class trace:
@@ -148,7 +185,8 @@ class trace:
         import torch
 
         global _TORCH_DIR
-        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+        # With the separator: torchvision and torchaudio are installed beside torch, and are not it.
+        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         self.gpu: Dict[str, Any] = json.loads(_vramlab.gpu(gpu))
         major = int(str(self.gpu["compute_capability"]).split(".")[0])
         self._workspace = _workspace_size(major)
@@ -325,10 +363,36 @@ class trace:
                 return value
             return value
 
+        cuda0 = torch.device("cuda", 0)
+        # A tensor standing in for a CUDA one says so to the program (and to PyTorch's own Python
+        # code, which picks fast paths by it: nn.MultiheadAttention's, the optimizers'), as it
+        # would on the GPU; below the program (inside PyTorch's operators) it is on "meta".
+        stand_in_says = {"is_cuda": True, "device": cuda0}
+        factories = (torch.tensor, torch.as_tensor, torch.asarray)
+
         class OnTheGpu(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 kwargs = dict(kwargs or {})
                 name = getattr(func, "__name__", "")
+                if name == "__get__" and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+                    said = stand_in_says.get(getattr(getattr(func, "__self__", None), "__name__", ""))
+                    if said is not None:
+                        return said
+                if func is torch.Tensor.get_device and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+                    return 0
+                if func in factories or func is torch.Tensor.new_tensor:
+                    made = tracer._from_host(func, args, kwargs, redirect)
+                    if made is not None:
+                        return made
+                if func is torch.Tensor.type and len(args) + len(kwargs) > 1:
+                    # x.type(torch.cuda.HalfTensor), x.type("torch.cuda.FloatTensor"): a cast and a
+                    # move to the GPU.
+                    to = args[1] if len(args) > 1 else kwargs.get("dtype")
+                    text = to if isinstance(to, str) else getattr(to, "__module__", "") + "." + getattr(to, "__name__", "")
+                    if "cuda" in text.split(".")[:-1]:
+                        dtype = getattr(to, "dtype", None) if not isinstance(to, str) else _legacy_dtype(torch, to)
+                        if isinstance(dtype, torch.dtype):
+                            return args[0].to(device="meta", dtype=dtype, non_blocking=bool(kwargs.get("non_blocking", False)))
                 if name == "scaled_dot_product_attention":
                     attended = tracer._attention(args, kwargs)
                     if attended is not None:
@@ -351,7 +415,9 @@ class trace:
                         if p > 0 and not inplace:
                             return torch.ops.aten.native_dropout(x, p, True)[0]
                 if "device" in kwargs:
-                    kwargs["device"] = redirect(kwargs["device"])
+                    # A device given as a number is a CUDA device's index.
+                    device = kwargs["device"]
+                    kwargs["device"] = "meta" if isinstance(device, int) and not isinstance(device, bool) else redirect(device)
                 if func is torch.Tensor.cuda:
                     return args[0].to("meta")
                 if func in (torch.Tensor.to, torch.Tensor.new_empty, torch.Tensor.new_zeros):
@@ -404,6 +470,19 @@ class trace:
                     return known.to(**{k: v for k, v in (kwargs or {}).items() if k in ("dtype", "memory_format")}).clone()
                 if op == "_local_scalar_dense" and on_gpu and tracer._answer_reads is not None:
                     return tracer._answered(args[0].dtype)
+                if op in _FAST_PATHS and on_gpu:
+                    raise UnfollowedError(
+                        f"{op} at {_where(_user_frame())}: PyTorch's fused inference fast path (nn.MultiheadAttention, nn.TransformerEncoderLayer, nested tensors), whose kernels' temporaries vramlab.trace does not size; the trace up to there is kept (torch.backends.mha.set_fastpath_enabled(False) traces the path taken in training)"
+                    )
+                if op in ("index", "_unsafe_index") and on_gpu and _boolean_indices(torch, args):
+                    # A boolean mask's elements that are set pick the elements: a shape made from
+                    # values, known where the mask's values are (ATen turns it into nonzero's
+                    # indices on the GPU first: an allocation of its own).
+                    args = tracer._mask_indices(op, args)
+                if op in _READS_VALUES and on_gpu and op not in ("_local_scalar_dense", "item", "is_nonzero"):
+                    known = tracer._known_shape(func, args, kwargs or {})
+                    if known is not None:
+                        return known
                 if op in _READS_VALUES and on_gpu:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
@@ -422,7 +501,15 @@ class trace:
                     # holds alone (InputBuffer's accumulate), where under a dispatch mode PyTorch
                     # would make a new tensor.
                     return into.add_(args[1])
-                out = func(*args, **(kwargs or {}))
+                try:
+                    out = func(*args, **(kwargs or {}))
+                except NotImplementedError as error:
+                    if not on_gpu:
+                        raise
+                    # No meta kernel (or one that needs values): the trace cannot say what the
+                    # GPU's kernel allocates.
+                    why = "its result's shape depends on values, which a trace without data has none of" if "nonzero" in str(error) else "PyTorch has no kernel for it that runs without data (no meta kernel), so what the GPU's kernel allocates is unknown"
+                    raise UnfollowedError(f"{op} at {_where(_user_frame())}: {why}; the trace up to there is kept") from None
                 on_meta = [
                     t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.device.type == "meta"
                 ]
@@ -541,10 +628,66 @@ class trace:
             (cuda, "Stream"): _refusing_class(cuda.Stream, unfollowed("torch.cuda.Stream")),
             (cuda, "stream"): unfollowed("torch.cuda.stream"),
         }
+        # torch.cuda.memory's own names for the same queries (torch.cuda's are re-exports).
+        for (owner, name), value in list(patches.items()):
+            if owner is cuda and hasattr(cuda.memory, name) and name not in ("device", "Stream", "stream", "Event"):
+                patches[(cuda.memory, name)] = value
+        for owner in (cuda, cuda.memory):
+            patches[(owner, "reset_accumulated_memory_stats")] = lambda device=None: None
+            patches[(owner, "memory_cached")] = patches[(cuda, "memory_reserved")]
+            patches[(owner, "max_memory_cached")] = patches[(cuda, "max_memory_reserved")]
+            patches[(owner, "reset_max_memory_cached")] = reset_peak
+            patches[(owner, "get_per_process_memory_fraction")] = lambda device=None: 1.0
+            patches[(owner, "set_per_process_memory_fraction")] = lambda fraction, device=None: self._note(
+                "{count} calls to set_per_process_memory_fraction were not applied: the trace asks for every allocation; replay with a capacity (vramlab.replay(..., capacity=...)) to see where the cap would bite"
+            )
+        # The CUDA generator's state (checkpoint saves and restores it, as do fork_rng and the
+        # program): a trace draws no numbers, so it is a fixed state, as the GPU's is after a seed.
+        cuda_rng_state = lambda device="cuda": torch.zeros(16, dtype=torch.uint8)
+        for owner in (cuda, cuda.random):
+            patches[(owner, "get_rng_state")] = cuda_rng_state
+            patches[(owner, "get_rng_state_all")] = lambda: [torch.zeros(16, dtype=torch.uint8)]
+            patches[(owner, "set_rng_state")] = lambda new_state, device="cuda": None
+            patches[(owner, "set_rng_state_all")] = lambda new_states: None
+            patches[(owner, "seed")] = lambda: None
+            patches[(owner, "seed_all")] = lambda: None
+            patches[(owner, "initial_seed")] = lambda: 0
+            patches[(owner, "manual_seed")] = lambda seed: None
+            patches[(owner, "manual_seed_all")] = lambda seed: None
+        # torch.Generator(device="cuda"): draws on stand-ins take any generator, and make nothing.
+        patches[(torch, "Generator")] = _host_generator(torch.Generator)
+        # PyTorch's fast paths (nn.MultiheadAttention's) are refused where any torch function mode
+        # is on; the GPU runs the program without the trace's, so the trace's own is not counted.
+        has_torch_function = torch.overrides.has_torch_function
+
+        def program_has_torch_function(values: Any) -> bool:
+            stack = torch.overrides._get_current_function_mode_stack()
+            if stack and stack[-1] is self._modes[0]:
+                with torch.overrides._pop_mode_temporarily():
+                    return bool(has_torch_function(values))
+            return bool(has_torch_function(values))
+
+        patches[(torch.overrides, "has_torch_function")] = program_has_torch_function
+        # torch.save of stand-ins: the GPU copies their values to the host, which allocates nothing
+        # on the GPU; a trace has no values, so the file holds the tensors without data (as
+        # PyTorch saves meta tensors), and the snapshot says so.
+        save = torch.save
+
+        def save_without_values(*args: Any, **kwargs: Any) -> Any:
+            stack = torch.overrides._get_current_function_mode_stack()
+            if not (stack and stack[-1] is self._modes[0]):
+                return save(*args, **kwargs)
+            self._note(
+                "{count} torch.save calls wrote the GPU's tensors without their values (a trace has none): the files are not checkpoints; copying to the host allocates nothing on the GPU"
+            )
+            with torch.overrides._pop_mode_temporarily():
+                return save(*args, **kwargs)
+
+        patches[(torch, "save")] = save_without_values
         # autocast("cuda"): PyTorch's own context manager keeps the thread's autocast state (so
         # torch.is_autocast_enabled("cuda") and get_autocast_dtype answer as on the GPU), and
-        # vramlab's kernels (vramlab/_autocast.py) make the casts while it is on. A program that
-        # names its tensors' device type (`x.device.type`, "meta" here) means "cuda".
+        # vramlab's kernels (vramlab/_autocast.py) make the casts while it is on. A device type that
+        # PyTorch's own code reads below the program ("meta") means "cuda".
         kernels = Autocast(torch, lambda: _where(_user_frame()))
         kernels.install()
         self._autocast = kernels
@@ -594,6 +737,11 @@ class trace:
         # `fused=True` asks for CUDA tensors; the meta ones stand in for them.
         fused = optim_module._get_fused_kernels_supported_devices
         patches[(optim_module, "_get_fused_kernels_supported_devices")] = lambda: list(fused()) + ["meta"]
+        # `capturable=True` too; each optimizer's module holds its own reference.
+        capturable = optim_module._get_capturable_supported_devices
+        for module in [optim_module] + [m for n, m in list(sys.modules.items()) if n.startswith("torch.optim.") and m is not None]:
+            if getattr(module, "_get_capturable_supported_devices", None) is capturable:
+                patches[(module, "_get_capturable_supported_devices")] = lambda supports_xla=True: list(capturable(supports_xla)) + ["meta"]
         # The autograd engine runs checkpoints' recomputations without the program's torch
         # function modes (they are not carried into backward), so without this the recomputed
         # forward would run as on the meta device (attention's math path, unfused dropout, a
@@ -624,7 +772,8 @@ class trace:
         # a new Parameter per module instead. Swapping keeps each parameter's identity, as on CUDA.
         self._swap_was = torch.__future__.get_swap_module_params_on_conversion()
         torch.__future__.set_swap_module_params_on_conversion(True)
-        self._default_device = torch.get_default_device()
+        # The default device as PyTorch keeps it: a DeviceContext mode, or none at all.
+        self._device_context = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
         _ACTIVE.append(self)
         # What the program is doing, for breakdown(): in an optimizer's step, moving a module.
         from torch.nn.modules import module as module_module
@@ -647,16 +796,21 @@ class trace:
             mode.__enter__()
 
     def _uninstall(self) -> None:
+        torch = self._torch
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+            # A default device the program set to "cuda" inside was "meta"; the one before stays.
+            # Put back as it was (no mode where there was none: setting "cpu" would leave one on
+            # the stack, which turns off PyTorch's fast paths after the trace), and before the
+            # trace's own modes leave, which must be on top of the stack to leave it.
+            if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not self._device_context:
+                torch.set_default_device(None if self._device_context is None else self._device_context.device)
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes = []
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
-        if self in _ACTIVE:
-            _ACTIVE.remove(self)
-            # A default device the program set to "cuda" inside was "meta"; the one before stays.
-            self._torch.set_default_device(self._default_device)
         if self._autocast is not None:
             self._autocast.uninstall()
             self._autocast = None
@@ -665,6 +819,78 @@ class trace:
         if self._patches:
             self._torch.__future__.set_swap_module_params_on_conversion(self._swap_was)
         self._patches = []
+
+    def _from_host(self, func: Any, args: Any, kwargs: Dict[str, Any], redirect: Any) -> Any:
+        """``torch.tensor(data, device="cuda")`` and its kin: PyTorch makes them on the host and
+        copies them over out of sight of dispatch modes, so they are made here as the same host
+        tensor and a copy to the stand-in device, which the trace records (and whose values it
+        keeps where they are known: vramlab/_values.py). None where the tensor is not for the GPU."""
+        torch = self._torch
+        device = kwargs.get("device")
+        if func is torch.Tensor.new_tensor:
+            if not args or not isinstance(args[0], torch.Tensor):
+                return None
+            data = args[1] if len(args) > 1 else kwargs.get("data")
+            target = redirect(device) if device is not None else args[0].device
+            made_by, made_args = torch.tensor, (data,)
+            kwargs = {"dtype": args[0].dtype, **{k: v for k, v in kwargs.items() if k != "data"}}
+        else:
+            data = args[0] if args else kwargs.get("data", kwargs.get("obj"))
+            target = redirect(device)
+            made_by, made_args = func, tuple(args)
+        if target is None or torch.device(target).type != "meta":
+            return None
+        if isinstance(data, torch.Tensor) and data.device.type == "meta":
+            return None
+        requires_grad = bool(kwargs.get("requires_grad", False))
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "requires_grad")}
+        made = made_by(*made_args, device="cpu", **kwargs).to("meta")
+        return made.requires_grad_(True) if requires_grad else made
+
+    def _known_shape(self, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        """An operation whose result's shape comes from values (nonzero, masked_select, unique),
+        on stand-ins whose values are all known: run on their CPU copies, and its outputs made
+        as stand-ins of the shapes that gives (recorded, their values kept). None where a value is
+        not known."""
+        torch = self._torch
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        stand_ins = [a for a in leaves if isinstance(a, torch.Tensor) and a.device.type == "meta"]
+        if not stand_ins or any(self._shadows.view(a) is None for a in stand_ins):
+            return None
+        on_cpu = torch.utils._pytree.tree_map(self._shadows._on_cpu, (args, kwargs))
+        result = func(*on_cpu[0], **on_cpu[1])
+        frame = _user_frame()
+        self._note(
+            "{count} operations whose result's shape comes from values (nonzero, masked_select, unique, a boolean mask's indexing) had inputs whose values were known without a GPU (vramlab/_values.py) and were answered; the scratch their CUDA kernels allocate for themselves (CUB's) is not in the trace"
+        )
+
+        def stand_in(value: Any) -> Any:
+            if not isinstance(value, torch.Tensor):
+                return value
+            made = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+            self._track(made, frame)
+            self._shadows.adopt(made, value)
+            return made
+
+        return torch.utils._pytree.tree_map(stand_in, result)
+
+    def _mask_indices(self, op: str, args: Any) -> Any:
+        """`index`'s arguments with each boolean mask replaced by the indices of its set elements
+        (ATen's expandTensors: ``mask.nonzero()``, then a view per dimension), where the mask's
+        values are known; UnfollowedError where they are not."""
+        torch = self._torch
+        indices = []
+        for index in args[1]:
+            if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
+                known = self._known_shape(torch.ops.aten.nonzero.default, (index,), {})
+                if known is None:
+                    raise UnfollowedError(
+                        f"{op} at {_where(_user_frame())}: indexing with a boolean mask makes a shape from the mask's values, and a trace without data has none; the trace up to there is kept"
+                    )
+                indices.extend(known.unbind(1))
+            else:
+                indices.append(index)
+        return (args[0], indices) + tuple(args[2:])
 
     def _attention(self, args: Any, kwargs: Dict[str, Any]) -> Any:
         """F.scaled_dot_product_attention on tensors standing in for CUDA ones, as the backend
@@ -896,6 +1122,11 @@ class trace:
             self._phases[self._alloc(_CUBLASLT_WORKSPACE, frame)] = "workspaces"
 
 
+def _boolean_indices(torch: Any, args: Any) -> bool:
+    """Whether an `index` call's indices include a boolean (or byte) mask."""
+    return len(args) > 1 and any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in args[1])
+
+
 def _dense(t: Any) -> bool:
     """``is_non_overlapping_and_dense``: the elements fill the storage span exactly once."""
     dims = sorted((stride, size) for size, stride in zip(t.shape, t.stride()) if size != 1)
@@ -1065,10 +1296,27 @@ def _notes_hook(what: str) -> None:
         _ACTIVE[-1]._note(what)
 
 
+def _host_generator(base: Any) -> Any:
+    """``torch.Generator`` in a trace: one asked for on CUDA is made on the host (still a
+    ``torch.Generator``), which operations on stand-ins take as they would the GPU's."""
+
+    def new(cls: Any, device: Any = "cpu") -> Any:
+        kind = device.type if hasattr(device, "type") else str(device).split(":")[0]
+        return base.__new__(cls, device="cpu" if kind in ("cuda", "meta") else device)
+
+    return type(base.__name__, (base,), {"__new__": staticmethod(new)})
+
+
 def _refusing_class(base: Any, refuse: Any) -> Any:
     """A subclass of `base` that refuses to be made: still a type, so annotations such as
     ``torch.cuda.Stream | None`` in imported libraries keep working."""
     return type(base.__name__, (base,), {"__new__": staticmethod(lambda cls, *a, **k: refuse())})
+
+
+def _legacy_dtype(torch: Any, name: str) -> Any:
+    """The dtype of a legacy tensor type's name ("torch.cuda.HalfTensor"), or None."""
+    kind = getattr(torch, name.split(".")[-1], None)
+    return getattr(kind, "dtype", None)
 
 
 def _workspace_size(major: int) -> int:
