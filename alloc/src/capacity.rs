@@ -31,7 +31,7 @@ use rustc_hash::FxHashSet as HashSet;
 use experiments::Trace;
 
 use super::device::{MeterCounts, Metered};
-use super::period::Periodicity;
+use super::period::{LazyPeriod, Periodicity};
 use super::replayer::{LiveBlocks, Replayer};
 use super::{Error, Policy, PolicySpec, Recipe, SimDevice};
 
@@ -73,8 +73,7 @@ pub fn min_capacity_of(
         scan: None,
         spans: false,
     };
-    let period = Periodicity::of(trace);
-    let found = search(trace, build, device_bytes, options, None, period.as_ref()).caps;
+    let found = search(trace, build, device_bytes, options, None, Some(&LazyPeriod::new(trace))).caps;
     experiments::cancel::check()?;
     Ok(found.map(|caps| caps.smallest))
 }
@@ -114,7 +113,7 @@ pub(crate) fn fitting_caps_of(
     scan: Option<usize>,
     spans: bool,
     unlimited: Option<UnlimitedRun>,
-    period: Option<&Periodicity>,
+    period: Option<&LazyPeriod<'_>>,
 ) -> Result<Option<FittingCaps>, Error> {
     let options = SearchOptions {
         copied_blocks: COPIED_BLOCKS,
@@ -157,7 +156,7 @@ fn search(
     device_bytes: u64,
     options: SearchOptions,
     shared: Option<UnlimitedRun>,
-    period: Option<&Periodicity>,
+    period: Option<&LazyPeriod<'_>>,
 ) -> Searched {
     let SearchOptions {
         copied_blocks,
@@ -420,6 +419,10 @@ struct ProbeEnd {
     cut_short: bool,
 }
 
+/// Events a probe replays at most (an eighth of the trace where that is less) before it keeps
+/// its states, to find them repeating.
+const KEEP_STATES_AFTER: usize = 100_000;
+
 /// Words of states a probe keeps at most to find its state repeating.
 const SEEN_WORDS: usize = 1 << 22;
 
@@ -540,7 +543,7 @@ impl ProbeState {
         trace: &Trace,
         capacity: Option<u64>,
         mut checkpoints: Option<&mut Copies>,
-        period: Option<&Periodicity>,
+        period: Option<&LazyPeriod<'_>>,
     ) -> ProbeEnd {
         let events = trace.events.len();
         let began = self.at;
@@ -552,7 +555,13 @@ impl ProbeState {
             // The meter refuses past the cap, and counts what it refuses among what it granted.
             self.granted = u64::MAX;
         }
-        let mut seen = period.map(|period| SeenStates::new(period, began));
+        // A probe's states are kept only once it has gone some way (most that fail, fail
+        // early); the unlimited run keeps none.
+        let mut keep_states_from = match (capacity, period) {
+            (Some(_), Some(_)) => began + (events / 8).min(KEEP_STATES_AFTER),
+            _ => usize::MAX,
+        };
+        let mut seen: Option<SeenStates> = None;
         let mut cut_short = false;
         while fits && self.at < events {
             let mut end = if checkpoints.is_some() {
@@ -560,8 +569,16 @@ impl ProbeState {
             } else {
                 events
             };
-            if let Some(seen) = &seen {
-                end = end.min(seen.next_at);
+            if self.at >= keep_states_from {
+                // Asked once: where the trace has no period, the probe goes on to its end.
+                keep_states_from = usize::MAX;
+                seen = period
+                    .and_then(LazyPeriod::get)
+                    .map(|period| SeenStates::new(period, self.at));
+            }
+            match &seen {
+                Some(seen) => end = end.min(seen.next_at),
+                None => end = end.min(keep_states_from),
             }
             fits = self.advance(trace, end, meter_capacity);
             if let (true, Some(seen)) = (fits, seen.as_mut()) {
@@ -685,7 +702,7 @@ mod tests {
         let (mut searches, mut compared) = (0, 0);
         for (t, path) in committed_traces().iter().enumerate() {
             let trace = Trace::load(path).unwrap();
-            let period = Periodicity::of(&trace);
+            let period = LazyPeriod::new(&trace);
             for (c, choice) in choices.iter().enumerate() {
                 if !full && (t + c) % 15 != 0 {
                     continue;
@@ -696,7 +713,7 @@ mod tests {
                     scan: Some(64),
                     spans: choice.decides_by_requests_alone(),
                 };
-                let searched = search(&trace, &build, device_bytes, options, None, period.as_ref());
+                let searched = search(&trace, &build, device_bytes, options, None, Some(&period));
                 searches += 1;
                 let mut answers: Vec<(u64, bool)> = searched.answers.into_iter().collect();
                 if !full {
@@ -825,7 +842,8 @@ mod tests {
         let gpt = Trace::load(&path).unwrap();
         let iteration = crate::period::repeated(&gpt, 1, 0).events.len();
         let trace = crate::period::repeated(&gpt, 6, iteration / 2);
-        let period = Periodicity::of(&trace).expect("the loop repeats");
+        let period = LazyPeriod::new(&trace);
+        assert!(period.get().is_some(), "the loop repeats");
         let device_bytes = 80 << 30;
         let (mut compared, mut cut_short) = (0, 0);
         for (c, settings) in crate::DEFAULT_TUNE_GRID.iter().enumerate() {
@@ -865,8 +883,8 @@ mod tests {
             scan: Some(64),
             spans: true,
         };
-        let period = Periodicity::of(&trace);
-        let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS), None, period.as_ref());
+        let period = LazyPeriod::new(&trace);
+        let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS), None, Some(&period));
         let thinned = search(&trace, &build, 80 << 30, options(0), None, None);
         let (answer, copies) = (whole.caps, whole.copies);
         let (thinned, one) = (thinned.caps, thinned.copies);
@@ -915,7 +933,7 @@ mod always_fits_tests {
         // fails at some caps above, and fits at every cap from 276 MiB up.
         let (trace, conf, device_bytes) = recording("serve/max_split");
         let build = || build_pytorch_policy(&conf);
-        let period = Periodicity::of(&trace);
+        let period = LazyPeriod::new(&trace);
         let caps = fitting_caps_of(
             &trace,
             &build,
@@ -923,7 +941,7 @@ mod always_fits_tests {
             Some(ALWAYS_FITS_PROBES),
             true,
             None,
-            period.as_ref(),
+            Some(&period),
         )
         .unwrap()
         .unwrap();
@@ -970,7 +988,7 @@ mod always_fits_tests {
             for name in names {
                 let (_, conf, _) = recording(&format!("{workload}/{name}"));
                 let build = || build_pytorch_policy(&conf);
-                let period = Periodicity::of(&trace);
+                let period = LazyPeriod::new(&trace);
                 let every = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false, None, None).unwrap();
                 let spans = fitting_caps_of(
                     &trace,
@@ -979,7 +997,7 @@ mod always_fits_tests {
                     Some(usize::MAX),
                     true,
                     None,
-                    period.as_ref(),
+                    Some(&period),
                 )
                 .unwrap();
                 let strip = |caps: Option<FittingCaps>| caps.map(|c| (c.smallest, c.always, c.exact));

@@ -8,7 +8,7 @@ use experiments::{
 use rayon::prelude::*;
 
 use super::capacity::{fitting_caps_of, Copier, ALWAYS_FITS_PROBES};
-use super::period::Periodicity;
+use super::period::LazyPeriod;
 use super::replay::replay_leaving_copies;
 use super::{build_pytorch_policy, Error, Policy, Recipe, ReplayOptions, SimDevice};
 
@@ -175,7 +175,7 @@ pub(crate) fn replay_each_sharing(
         .iter()
         .any(|e| matches!(e, TraceEvent::EmptyCache { within_request: true }));
     // How the trace repeats itself, found once for every choice's search.
-    let period = std::sync::OnceLock::new();
+    let period = LazyPeriod::new(trace);
     choices
         .par_iter()
         .map(|choice| {
@@ -210,8 +210,15 @@ pub(crate) fn replay_each_sharing(
                 )
             };
             let search = |unlimited| {
-                let period = period.get_or_init(|| Periodicity::of(trace)).as_ref();
-                fitting_caps_of(trace, &|| choice.build(), device_bytes, scan, spans, unlimited, period)
+                fitting_caps_of(
+                    trace,
+                    &|| choice.build(),
+                    device_bytes,
+                    scan,
+                    spans,
+                    unlimited,
+                    Some(&period),
+                )
             };
             let (result, caps) = if shares {
                 let (result, unlimited) = replay(&mut device, Some(Copier::new(trace)))?;

@@ -43,6 +43,27 @@ pub(crate) struct Periodicity {
     pub(crate) period: usize,
 }
 
+/// A trace's [`Periodicity`], found when first asked for (most searches never need it: their
+/// probes fail early), once for all who share it.
+pub(crate) struct LazyPeriod<'t> {
+    trace: &'t Trace,
+    found: std::sync::OnceLock<Option<Periodicity>>,
+}
+
+impl<'t> LazyPeriod<'t> {
+    pub(crate) fn new(trace: &'t Trace) -> LazyPeriod<'t> {
+        LazyPeriod {
+            trace,
+            found: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The trace's period, found on the first call.
+    pub(crate) fn get(&self) -> Option<&Periodicity> {
+        self.found.get_or_init(|| Periodicity::of(self.trace)).as_ref()
+    }
+}
+
 /// The id an event names, if any.
 fn named(event: &TraceEvent) -> Option<u64> {
     match *event {
