@@ -776,18 +776,8 @@ mod tests {
             .collect();
         let (mut compared, mut shared) = (0, 0);
         let one_in = if full { 8 } else { 48 };
-        for (t, path) in committed_traces().iter().enumerate() {
-            let choices: Vec<crate::PolicyChoice> = choices
-                .iter()
-                .enumerate()
-                .filter(|(c, _)| (t + c) % one_in == 0)
-                .map(|(_, choice)| choice.clone())
-                .collect();
-            if choices.is_empty() {
-                continue;
-            }
-            let trace = Trace::load(path).unwrap();
-            let peak = crate::replay_choices(&trace, &choices[..1], device_bytes, crate::ReplayOptions::default())
+        let mut check = |trace: &Trace, choices: &[crate::PolicyChoice], name: &str| {
+            let peak = crate::replay_choices(trace, &choices[..1], device_bytes, crate::ReplayOptions::default())
                 .unwrap()[0]
                 .peak_reserved_bytes;
             for capacity in [None, Some(device_bytes), Some(peak - peak / 8)] {
@@ -797,29 +787,50 @@ mod tests {
                     ..crate::ReplayOptions::default()
                 };
                 let run = |sharing| {
-                    crate::choice::replay_each_sharing(&trace, &choices, device_bytes, options, true, sharing).unwrap()
+                    crate::choice::replay_each_sharing(trace, choices, device_bytes, options, true, sharing).unwrap()
                 };
                 let (with, without) = (run(true), run(false));
                 let json = |results: &Vec<experiments::PolicyResult>| serde_json::to_value(results).unwrap();
-                assert_eq!(json(&with), json(&without), "{} under {capacity:?}", path.display());
+                assert_eq!(json(&with), json(&without), "{name} under {capacity:?}");
                 compared += with.len();
                 // How often the replay's own run was the search's (the comparison above means
                 // something only where it was).
-                for choice in &choices {
+                for choice in choices {
                     let mut device = SimDevice::new(device_bytes);
                     let left = crate::replay::replay_leaving_copies(
-                        &trace,
+                        trace,
                         "copies",
                         choice.build(),
                         &mut device,
                         options,
                         &mut (),
                         experiments::BackendKind::Sim,
-                        Some(Copier::new(&trace)),
+                        Some(Copier::new(trace)),
                     )
                     .unwrap()
                     .1;
                     shared += usize::from(left.is_some());
+                }
+            }
+        };
+        for (t, path) in committed_traces().iter().enumerate() {
+            let sample: Vec<crate::PolicyChoice> = choices
+                .iter()
+                .enumerate()
+                .filter(|(c, _)| (t + c) % one_in == 0)
+                .map(|(_, choice)| choice.clone())
+                .collect();
+            let mut trace = Trace::load(path).unwrap();
+            if !sample.is_empty() {
+                check(&trace, &sample, &path.display().to_string());
+            }
+            // Under its own settings, a recording that kept no addresses of its segments
+            // replays over a counting device, as the search's probes do, and shares its run.
+            if t % (one_in / 2) == 0 && trace.start.is_none() {
+                trace.recorded_ops.iter_mut().for_each(|op| op.addr = 0);
+                let own = crate::choose_policies(&trace, None, &[]).unwrap();
+                if own.iter().all(|choice| choice.is_recording_of(&trace)) {
+                    check(&trace, &own, &format!("{} without addresses", path.display()));
                 }
             }
         }

@@ -192,8 +192,10 @@ pub(crate) fn replay_each_sharing(
             let scan = always_fits.then_some(ALWAYS_FITS_PROBES);
             let spans = choice.decides_by_requests_alone();
             let capped = options.capacity.is_some() || options.stop_at_first_failure;
+            // Over a recording's addresses the replay does not decide as the search's fresh
+            // device would; a recording that kept none leaves the device counting, as fresh.
             let shares = sharing
-                && !own
+                && !device.follows_recording()
                 && choice.replays_as_unlimited()
                 && trace.start.is_none()
                 && (capped || !releases_within_requests);

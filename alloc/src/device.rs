@@ -36,6 +36,12 @@ impl SimDevice {
         }
     }
 
+    /// Whether it still has a recording's addresses to hand out (otherwise it is, and stays,
+    /// a device that counts them).
+    pub(crate) fn follows_recording(&self) -> bool {
+        !self.recorded.is_empty()
+    }
+
     /// What it holds, where nothing else of its state can decide anything later (it hands out
     /// counted addresses, each above every one before): `None` while it follows a recording.
     pub(crate) fn canonical_state(&self) -> Option<u64> {
