@@ -272,6 +272,10 @@ const VALUE_BYTES: u64 = std::mem::size_of::<Value>() as u64;
 /// Bytes read from the source at a time.
 const WINDOW: usize = 4 << 20;
 
+/// Bytes the window holds at least, where the input has them, when an event is read without the
+/// opcodes (an event of the usual shape takes a few hundred).
+const EDGE: usize = 64 << 10;
+
 struct Reader<R> {
     source: R,
     buf: Vec<u8>,
@@ -638,6 +642,12 @@ pub(crate) fn decode(
                 // An opcode makes two values at most (a container, and its place on the
                 // stack): an event of no more than half the room left cannot pass the budget.
                 let room = usize::try_from((max_values - values) / 2).unwrap_or(usize::MAX);
+                // An event cut by the window's edge is read once the window has moved on:
+                // falling to the opcodes would make every event of the batch so far the
+                // arena's (a third of a 10 M-event snapshot's, at 4 MiB windows).
+                if reader.hi - reader.lo < EDGE && !reader.eof {
+                    reader.fill(EDGE)?;
+                }
                 let bytes = &reader.buf[reader.lo..reader.hi.min(reader.lo.saturating_add(room))];
                 if let Some(used) = fast_event(bytes, &mut memo, &mut memo_next, reads, &mut fast) {
                     reader.lo += used;
@@ -1065,8 +1075,8 @@ fn fast_entries<const ENTRIES: bool>(
     let mut next = memo_next;
     let mut i = 1;
     let u32_at = |i: usize| -> Option<u32> { Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?)) };
-    // The memo keys given to the value just read (an event with a FRAME, which may come between
-    // any two opcodes, is left to the opcodes): `$kept`, the value where it was kept (a memo entry read back needs it).
+    // The memo keys given to the value just read: `$kept`, the value where it was kept (a memo
+    // entry read back needs it).
     macro_rules! memoize {
         ($kept:expr) => {
             loop {
@@ -1083,9 +1093,7 @@ fn fast_entries<const ENTRIES: bool>(
                         i += 5;
                         u64::from(u32_at(i - 4)?)
                     }
-                    // A FRAME inside an event goes to the opcodes, which check that the frame's
-                    // bytes follow as Python's unpickler does.
-                    0x95 => return None,
+                    // A FRAME (the main loop's to read) or any other opcode ends the keys.
                     _ => break,
                 };
                 if !ENTRIES && reads.contains(key) {
@@ -1225,8 +1233,15 @@ fn fast_entries<const ENTRIES: bool>(
                 }
             }
             0x95 => {
-                bytes.get(i..i + 8)?;
+                // Python's pickler starts a frame before any object, so one comes inside an
+                // event at every 64 KiB. Its bytes must follow, as Python's unpickler checks: a
+                // frame reaching past the bytes at hand goes to the opcodes (read again, the
+                // event's own bytes have passed this check once).
+                let len = u64::from_le_bytes(bytes.get(i..i + 8)?.try_into().ok()?);
                 i += 8;
+                if !ENTRIES && ((bytes.len() - i) as u64) < len {
+                    return None;
+                }
                 continue;
             }
             _ => return None,
@@ -1547,6 +1562,71 @@ mod tests {
             assert_eq!(streamed, opcodes, "{what}");
             assert!(streamed.contains(&Some(Value::Int(9))) == (what == "SETITEM"), "{what}");
         }
+    }
+
+    /// Python's pickler starts a new frame before any object once the current one is full, so
+    /// FRAME opcodes come inside events (before a key, after a memoised value): such events are
+    /// read as the opcodes read them, and a frame claiming more bytes than follow is the same
+    /// error whichever reads it.
+    #[test]
+    fn events_with_a_frame_inside_are_read_as_the_opcodes_read_them() {
+        let plain = snapshot_pickle(3_500);
+        // Before "addr" (after the memoised value before it) and before "stream" (after one
+        // that is not).
+        let mut places: Vec<usize> = [&b"\x8c\x04addr"[..], &b"\x8c\x06stream"[..]]
+            .iter()
+            .flat_map(|key| {
+                plain
+                    .windows(key.len())
+                    .enumerate()
+                    .filter(move |(_, w)| w == key)
+                    .map(|(at, _)| at)
+                    .step_by(7)
+            })
+            .collect();
+        places.sort_unstable();
+        assert!(places.len() > 900);
+        let framed = |overclaim: u64| {
+            let mut bytes = plain.clone();
+            for (n, &at) in places.iter().enumerate().rev() {
+                let extra = if n == places.len() - 1 { overclaim } else { 0 };
+                let len = (bytes.len() - at) as u64 + extra;
+                let mut frame = vec![0x95];
+                frame.extend(len.to_le_bytes());
+                bytes.splice(at..at, frame);
+            }
+            bytes
+        };
+        let streamed = |bytes: &[u8]| {
+            let reads = scan_reads(bytes, u64::MAX).unwrap();
+            let mut streamed = Vec::new();
+            let mut sink = |_: usize, event: Event<'_>| -> Result<(), String> {
+                streamed.push((event.get("addr").cloned(), event.get("stream").cloned()));
+                Ok(())
+            };
+            decode(bytes, u64::MAX, u64::MAX, Some((&mut sink, &reads))).map(|_| streamed)
+        };
+        let bytes = framed(0);
+        let whole = decode(&bytes[..], u64::MAX, u64::MAX, None).unwrap();
+        let traces = whole.get(whole.root.as_ref().unwrap(), "device_traces").unwrap();
+        let device = &whole.items(traces).unwrap()[0];
+        let opcodes: Vec<(Option<Value>, Option<Value>)> = whole
+            .items(device)
+            .unwrap()
+            .iter()
+            .map(|event| (whole.get(event, "addr").cloned(), whole.get(event, "stream").cloned()))
+            .collect();
+        assert_eq!(streamed(&bytes).unwrap(), opcodes);
+        assert_eq!(streamed(&plain).unwrap(), opcodes);
+        let overclaimed = framed(1);
+        let fast = streamed(&overclaimed).unwrap_err();
+        let slow = decode(&overclaimed[..], u64::MAX, u64::MAX, None).unwrap_err();
+        assert!(
+            fast.message.contains("truncated pickle: a frame of"),
+            "{}",
+            fast.message
+        );
+        assert_eq!((fast.at, fast.message), (slow.at, slow.message));
     }
 
     #[test]
