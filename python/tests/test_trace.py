@@ -46,7 +46,10 @@ def recording_folder(name):
 
 
 def recorded(name, label):
-    return json.loads((recording_folder(name) / f"{name}-{label}.json").read_text())["memory_stats"]
+    path = recording_folder(name) / f"{name}-{label}.json"
+    if not path.exists() and path.parent != RECORDINGS:
+        pytest.skip(f"{name} was recorded under transformers 5.17 only")
+    return json.loads(path.read_text())["memory_stats"]
 
 
 def traced(name):
