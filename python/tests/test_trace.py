@@ -85,7 +85,14 @@ PLACEMENT_GAPS = {
 
 # Workloads whose trace asks for other allocations, or frees them in another order, than the GPU
 # was asked (scripts/trace_compare.py says which, COMPARE.md why).
-ASKS_OTHERWISE: set = set()
+ASKS_OTHERWISE: set = {
+    # Held out (the UNSEEN group), within the limits but not to the byte: DenseNet-121
+    # misses 16 small buffers of its backward, Swin-T under bf16 autocast asks otherwise around
+    # its shifted windows, Qwen3 with checkpointing misses two of 16 KiB (RESULTS.md).
+    "tv_densenet121_sgd",
+    "tv_swin_t_bf16",
+    "hf_qwen3_checkpointed_bf16",
+}
 
 
 def without_placement(snapshot):

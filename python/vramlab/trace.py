@@ -370,6 +370,8 @@ class trace:
         stand_in_says = {"is_cuda": True, "device": cuda0}
         factories = (torch.tensor, torch.as_tensor, torch.asarray)
 
+        mha_forward = torch.nn.functional.multi_head_attention_forward
+
         class OnTheGpu(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 kwargs = dict(kwargs or {})
@@ -378,6 +380,20 @@ class trace:
                     said = stand_in_says.get(getattr(getattr(func, "__self__", None), "__name__", ""))
                     if said is not None:
                         return said
+                if func is mha_forward:
+                    # F.multi_head_attention_forward is Python that goes to torch function modes
+                    # whole, and PyTorch takes this mode off while it runs: the
+                    # scaled_dot_product_attention inside would run as on the meta device (the
+                    # math path, a [B, H, L, L] matrix), where the GPU picks a fused backend. It
+                    # runs with this mode on instead, its own check for modes answered "none".
+                    functional = torch.nn.functional
+                    check = functional.has_torch_function
+                    functional.has_torch_function = lambda *_: False
+                    try:
+                        with self:
+                            return func(*args, **kwargs)
+                    finally:
+                        functional.has_torch_function = check
                 if func is torch.Tensor.get_device and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
                     return 0
                 if func in factories or func is torch.Tensor.new_tensor:
