@@ -849,6 +849,44 @@ UNSEEN = {
 }
 
 
+# Held out, ninth group: nn.MultiheadAttention's inference fast path
+# (torch._native_multi_head_attention), which the tracer follows from attention.cu's
+# scaled-dot-product branch since the commit that adds this group, before either was recorded.
+
+
+def mha_inference_stack(device):
+    """Four pre-norm self-attention blocks (nn.MultiheadAttention, batch first, 8 heads of 32)
+    in eval mode under torch.no_grad(): PyTorch's fused inference fast path."""
+    torch.manual_seed(0)
+    blocks = nn.ModuleList(
+        nn.ModuleDict({
+            "norm1": nn.LayerNorm(256), "attn": nn.MultiheadAttention(256, 8, batch_first=True),
+            "norm2": nn.LayerNorm(256), "mlp": nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256)),
+        })
+        for _ in range(4)
+    ).to(device).eval()
+    with torch.no_grad():
+        x = torch.randn(32, 197, 256, device=device)
+        for block in blocks:
+            y = block["norm1"](x)
+            x = x + block["attn"](y, y, y, need_weights=False)[0]
+            x = x + block["mlp"](block["norm2"](x))
+
+
+def tv_vit_b_16_inference(device):
+    """torchvision's ViT-B/16 in eval mode under torch.no_grad(), a batch of 16 at 224 pixels
+    (its patch convolution is outside the measured convolution table)."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.vit_b_16(num_classes=10).to(device).eval()
+    with torch.no_grad():
+        model(torch.randn(16, 3, 224, 224, device=device))
+
+
+FASTPATH = {f.__name__: f for f in [mha_inference_stack, tv_vit_b_16_inference]}
+
+
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
 GROUPS = {
@@ -861,5 +899,6 @@ GROUPS = {
     "conv": CONV,
     "hf_masks": HF_MASKS,
     "unseen": UNSEEN,
+    "fastpath": FASTPATH,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}

@@ -598,12 +598,21 @@ def test_stand_ins_say_they_are_on_cuda_and_pytorchs_fast_paths_are_refused():
         assert torch.zeros(3, device=x.device).device.type == "cuda"
         mha = torch.nn.MultiheadAttention(64, 4, batch_first=True).cuda()
         mha(x, x, x)[0].sum().backward()  # with gradients: the ordinary path, followed
+    # The fast path's scaled-dot-product branch (no weights asked for, no mask) is followed:
+    # the projection, the attention (memory-efficient, in float32 on the H100), the output.
+    with vramlab.trace() as t:
+        x = torch.randn(2, 10, 64, device="cuda")
+        mha = torch.nn.MultiheadAttention(64, 4, batch_first=True).cuda().eval()
+        with torch.no_grad():
+            out = mha(x, x, x, need_weights=False)[0]
+    assert out.shape == (2, 10, 64) and any("memory-efficient attention" in n for n in t.snapshot()["vramlab_notes"])
+    # Its other branch (attention weights asked for) is refused.
     with pytest.raises(UnfollowedError, match="_native_multi_head_attention at .*test_trace.py:.*fast path") as err:
         with vramlab.trace():
             x = torch.randn(2, 10, 64, device="cuda")
             mha = torch.nn.MultiheadAttention(64, 4, batch_first=True).cuda().eval()
             with torch.no_grad():
-                mha(x, x, x, need_weights=False)
+                mha(x, x, x)
     assert "\n" not in str(err.value)
     with pytest.raises(UnfollowedError, match="_nested_tensor_from_mask_left_aligned"):
         with vramlab.trace():

@@ -394,6 +394,10 @@ class trace:
                             return func(*args, **kwargs)
                     finally:
                         functional.has_torch_function = check
+                if name == "_native_multi_head_attention":
+                    attended = tracer._fast_attention(self, args, kwargs)
+                    if attended is not None:
+                        return attended
                 if func is torch.Tensor.get_device and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
                     return 0
                 if func in factories or func is torch.Tensor.new_tensor:
@@ -907,6 +911,41 @@ class trace:
             else:
                 indices.append(index)
         return (args[0], indices) + tuple(args[2:])
+
+    def _fast_attention(self, mode: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        """``torch._native_multi_head_attention`` (nn.MultiheadAttention's inference fast path:
+        torchvision's ViT, say) where the GPU's kernel takes its scaled-dot-product branch
+        (native_multi_head_attention_cuda in attention.cu): self-attention (query, key and value
+        one tensor), no weights asked for, no mask, heads a multiple of 8 wide, and flash or
+        memory-efficient attention chosen for them. It runs that branch step by step, with the
+        trace's mode on (the linear projection, its three chunks viewed as heads, the attention,
+        the output projection). None elsewhere: the kernel's other branch stops the trace."""
+        torch = self._torch
+        names = ("query", "key", "value", "embed_dim", "num_head", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias", "mask", "need_weights")
+        bound: Dict[str, Any] = {"mask": None, "need_weights": True}
+        bound.update(zip(names, args))
+        bound.update({k: v for k, v in kwargs.items() if k in names})
+        query, key, value = bound["query"], bound["key"], bound["value"]
+        if not (isinstance(query, torch.Tensor) and query.device.type == "meta" and query.dim() == 3):
+            return None
+        embed_dim, num_head = int(bound["embed_dim"]), int(bound["num_head"])
+        per_head = embed_dim // num_head
+        if not (query is key and key is value) or per_head % 8 or bound["need_weights"] or bound["mask"] is not None:
+            return None
+        if self._autocast is not None and torch.is_autocast_enabled("cuda"):
+            return None
+        heads = query.view(query.size(0), -1, num_head, per_head).transpose(1, 2)
+        choice = dict(_attention.bind((heads, heads, heads), {}), dropout_p=0.0, is_causal=False)
+        major = int(str(self.gpu["compute_capability"]).split(".")[0])
+        if _attention.choose(torch, choice, major) not in ("flash", "efficient"):
+            return None
+        functional = torch.nn.functional
+        with mode:
+            x = functional.linear(query, bound["qkv_weight"], bound["qkv_bias"])
+            q, k, v = (chunk.view(x.size(0), -1, num_head, per_head).transpose(1, 2) for chunk in x.chunk(3, -1))
+            y = functional.scaled_dot_product_attention(q, k, v, None, 0.0, False)
+            merged = y.transpose(1, 2).reshape(x.size(0), -1, embed_dim)
+            return functional.linear(merged, bound["proj_weight"], bound["proj_bias"]), None
 
     def _attention(self, args: Any, kwargs: Dict[str, Any]) -> Any:
         """F.scaled_dot_product_attention on tensors standing in for CUDA ones, as the backend
