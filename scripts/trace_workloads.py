@@ -887,6 +887,35 @@ def tv_vit_b_16_inference(device):
 FASTPATH = {f.__name__: f for f in [mha_inference_stack, tv_vit_b_16_inference]}
 
 
+# Held out, tenth group: nn.TransformerEncoderLayer's inference fast path
+# (torch._transformer_encoder_layer_fwd), followed from transformer.cpp since the commit that adds
+# this group, before it was recorded.
+
+
+def encoder_inference_relu(device):
+    """nn.TransformerEncoder (4 post-norm layers, ReLU, batch first) in eval mode under
+    torch.no_grad(): PyTorch's fused encoder layer."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(256, 8, 1024, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 4).to(device).eval()
+    with torch.no_grad():
+        encoder(torch.randn(32, 128, 256, device=device))
+
+
+def encoder_inference_gelu_norm_first(device):
+    """nn.TransformerEncoder (4 pre-norm layers, GELU, batch first) in eval mode under
+    torch.no_grad(), two batches."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(384, 6, 1536, batch_first=True, activation="gelu", norm_first=True)
+    encoder = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False).to(device).eval()
+    with torch.no_grad():
+        for _ in range(2):
+            encoder(torch.randn(16, 196, 384, device=device))
+
+
+ENCODER_FASTPATH = {f.__name__: f for f in [encoder_inference_relu, encoder_inference_gelu_norm_first]}
+
+
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
 GROUPS = {
@@ -900,5 +929,6 @@ GROUPS = {
     "hf_masks": HF_MASKS,
     "unseen": UNSEEN,
     "fastpath": FASTPATH,
+    "encoder_fastpath": ENCODER_FASTPATH,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}

@@ -398,6 +398,10 @@ class trace:
                     attended = tracer._fast_attention(self, args, kwargs)
                     if attended is not None:
                         return attended
+                if name == "_transformer_encoder_layer_fwd":
+                    encoded = tracer._fast_encoder_layer(self, args, kwargs)
+                    if encoded is not None:
+                        return encoded
                 if func is torch.Tensor.get_device and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
                     return 0
                 if func in factories or func is torch.Tensor.new_tensor:
@@ -915,37 +919,91 @@ class trace:
     def _fast_attention(self, mode: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
         """``torch._native_multi_head_attention`` (nn.MultiheadAttention's inference fast path:
         torchvision's ViT, say) where the GPU's kernel takes its scaled-dot-product branch
-        (native_multi_head_attention_cuda in attention.cu): self-attention (query, key and value
-        one tensor), no weights asked for, no mask, heads a multiple of 8 wide, and flash or
-        memory-efficient attention chosen for them. It runs that branch step by step, with the
-        trace's mode on (the linear projection, its three chunks viewed as heads, the attention,
-        the output projection). None elsewhere: the kernel's other branch stops the trace."""
-        torch = self._torch
+        (native_multi_head_attention_cuda in attention.cu; see `_sdp_branch`), run step by step
+        with the trace's mode on. None elsewhere: the kernel's other branch stops the trace."""
         names = ("query", "key", "value", "embed_dim", "num_head", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias", "mask", "need_weights")
         bound: Dict[str, Any] = {"mask": None, "need_weights": True}
         bound.update(zip(names, args))
         bound.update({k: v for k, v in kwargs.items() if k in names})
         query, key, value = bound["query"], bound["key"], bound["value"]
-        if not (isinstance(query, torch.Tensor) and query.device.type == "meta" and query.dim() == 3):
-            return None
         embed_dim, num_head = int(bound["embed_dim"]), int(bound["num_head"])
+        if not (query is key and key is value) or bound["need_weights"] or not self._sdp_branch(query, embed_dim, num_head, bound["mask"]):
+            return None
+        with mode:
+            return self._sdp_attention(query, embed_dim, num_head, bound["qkv_weight"], bound["qkv_bias"], bound["proj_weight"], bound["proj_bias"]), None
+
+    def _sdp_branch(self, query: Any, embed_dim: int, num_head: int, mask: Any) -> bool:
+        """Whether native_multi_head_attention_cuda (attention.cu) takes its scaled-dot-product
+        branch for self-attention on `query` with no weights asked for: no mask, heads a multiple
+        of 8 wide, and flash or memory-efficient attention chosen for the heads (cuDNN attention,
+        which the H100 picks for half precision, sends it to the other branch); autocast left to
+        the other branch too."""
+        torch = self._torch
+        if not (isinstance(query, torch.Tensor) and query.device.type == "meta" and query.dim() == 3) or mask is not None:
+            return False
         per_head = embed_dim // num_head
-        if not (query is key and key is value) or per_head % 8 or bound["need_weights"] or bound["mask"] is not None:
-            return None
-        if self._autocast is not None and torch.is_autocast_enabled("cuda"):
-            return None
+        if per_head % 8 or (self._autocast is not None and torch.is_autocast_enabled("cuda")):
+            return False
         heads = query.view(query.size(0), -1, num_head, per_head).transpose(1, 2)
         choice = dict(_attention.bind((heads, heads, heads), {}), dropout_p=0.0, is_causal=False)
         major = int(str(self.gpu["compute_capability"]).split(".")[0])
-        if _attention.choose(torch, choice, major) not in ("flash", "efficient"):
+        return _attention.choose(torch, choice, major) in ("flash", "efficient")
+
+    def _sdp_attention(self, query: Any, embed_dim: int, num_head: int, qkv_weight: Any, qkv_bias: Any, proj_weight: Any, proj_bias: Any) -> Any:
+        """The scaled-dot-product branch of native_multi_head_attention_cuda: the projection, its
+        three chunks viewed as heads, the attention (as the trace runs it), the heads merged, the
+        output projection. Run with the trace's mode on."""
+        functional = self._torch.nn.functional
+        per_head = embed_dim // num_head
+        x = functional.linear(query, qkv_weight, qkv_bias)
+        q, k, v = (chunk.view(x.size(0), -1, num_head, per_head).transpose(1, 2) for chunk in x.chunk(3, -1))
+        y = functional.scaled_dot_product_attention(q, k, v, None, 0.0, False)
+        return functional.linear(y.transpose(1, 2).reshape(x.size(0), -1, embed_dim), proj_weight, proj_bias)
+
+    def _fast_encoder_layer(self, mode: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        """``torch._transformer_encoder_layer_fwd`` (nn.TransformerEncoderLayer's inference fast
+        path) as transformer_encoder_layer_forward (transformer.cpp) runs it, where its attention
+        takes the scaled-dot-product branch: layer norms, the attention, residual adds in place,
+        the feed-forward as two addmm (the first with its activation fused, _addmm_activation).
+        None elsewhere (a mask, nested tensors): it stops the trace."""
+        torch = self._torch
+        names = (
+            "src", "embed_dim", "num_heads", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias", "use_gelu", "norm_first", "eps",
+            "norm_weight_1", "norm_bias_1", "norm_weight_2", "norm_bias_2", "ffn_weight_1", "ffn_bias_1", "ffn_weight_2", "ffn_bias_2", "mask",
+        )
+        bound: Dict[str, Any] = {"mask": None}
+        bound.update(zip(names, args))
+        bound.update({k: v for k, v in kwargs.items() if k in names})
+        src = bound["src"]
+        embed_dim, num_heads = int(bound["embed_dim"]), int(bound["num_heads"])
+        if not self._sdp_branch(src, embed_dim, num_heads, bound["mask"]) or src.numel() == 0:
             return None
         functional = torch.nn.functional
+
+        def norm(x: Any, which: int) -> Any:
+            return functional.layer_norm(x, (embed_dim,), bound[f"norm_weight_{which}"], bound[f"norm_bias_{which}"], float(bound["eps"]))
+
+        def linear(bias: Any, x: Any, weight: Any, gelu: Optional[bool]) -> Any:
+            flat = x.view(x.size(0) * x.size(1), x.size(2))
+            out = torch._addmm_activation(bias, flat, weight.t(), beta=1, alpha=1, use_gelu=gelu) if gelu is not None else torch.addmm(bias, flat, weight.t())
+            return out.view(x.size(0), x.size(1), -1)
+
+        norm_first = bool(bound["norm_first"])
         with mode:
-            x = functional.linear(query, bound["qkv_weight"], bound["qkv_bias"])
-            q, k, v = (chunk.view(x.size(0), -1, num_head, per_head).transpose(1, 2) for chunk in x.chunk(3, -1))
-            y = functional.scaled_dot_product_attention(q, k, v, None, 0.0, False)
-            merged = y.transpose(1, 2).reshape(x.size(0), -1, embed_dim)
-            return functional.linear(merged, bound["proj_weight"], bound["proj_bias"]), None
+            x = norm(src, 1) if norm_first else src
+            x = self._sdp_attention(x, embed_dim, num_heads, bound["qkv_weight"], bound["qkv_bias"], bound["proj_weight"], bound["proj_bias"])
+            x.add_(src)
+            if not norm_first:
+                x = norm(x, 1)
+            before_ffn = x
+            if norm_first:
+                x = norm(x, 2)
+            x = linear(bound["ffn_bias_1"], x, bound["ffn_weight_1"], bool(bound["use_gelu"]))
+            x = linear(bound["ffn_bias_2"], x, bound["ffn_weight_2"], None)
+            x.add_(before_ffn)
+            if not norm_first:
+                x = norm(x, 2)
+            return x
 
     def _attention(self, args: Any, kwargs: Dict[str, Any]) -> Any:
         """F.scaled_dot_product_attention on tensors standing in for CUDA ones, as the backend
