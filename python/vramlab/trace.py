@@ -998,8 +998,11 @@ class trace:
             before_ffn = x
             if norm_first:
                 x = norm(x, 2)
-            x = linear(bound["ffn_bias_1"], x, bound["ffn_weight_1"], bool(bound["use_gelu"]))
-            x = linear(bound["ffn_bias_2"], x, bound["ffn_weight_2"], None)
+            # ffn() takes its input by reference: the caller's tensor lives until both products
+            # are made and the first is let go.
+            hidden = linear(bound["ffn_bias_1"], x, bound["ffn_weight_1"], bool(bound["use_gelu"]))
+            hidden = linear(bound["ffn_bias_2"], hidden, bound["ffn_weight_2"], None)
+            x = hidden
             x.add_(before_ffn)
             if not norm_first:
                 x = norm(x, 2)
