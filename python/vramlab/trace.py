@@ -30,8 +30,10 @@ values that came from the CPU or from deterministic factories, such as a tokeniz
 mask, are known and answered: vramlab/_values.py; GradScaler's check for overflowed gradients is
 answered as a healthy step's and noted), ``scaled_dot_product_attention`` where the GPU would run
 flash attention or memory-efficient attention with heads over 128, recurrent layers (cuDNN RNN)
-CUDA streams, PyTorch's fused inference fast paths (``nn.MultiheadAttention`` and
-``nn.TransformerEncoder`` without gradients) and operators PyTorch has no meta kernel for
+CUDA streams, the branch of PyTorch's fused inference fast paths (``nn.MultiheadAttention`` and
+``nn.TransformerEncoderLayer`` without gradients) that asks for attention weights, takes a mask or
+nested tensors, or where cuDNN attention is chosen (the scaled-dot-product branch is followed, as
+attention.cu and transformer.cpp run it) and operators PyTorch has no meta kernel for
 (``ctc_loss``). ``autocast("cuda")`` is followed, by PyTorch's own per-operator policies
 (vramlab/_autocast.py), and so is ``scaled_dot_product_attention`` on cuDNN, memory-efficient
 and math attention, with the backend PyTorch would pick (vramlab/_attention.py). Kernels' own scratch memory (reductions' buffers,
@@ -88,7 +90,8 @@ _READS_VALUES = {
 }
 # PyTorch's fused inference fast paths, taken on the GPU where the program runs
 # nn.MultiheadAttention or nn.TransformerEncoder(Layer) without gradients: their kernels make
-# temporaries their meta kernels do not.
+# temporaries their meta kernels do not (their scaled-dot-product branch is followed before it
+# gets here: trace._fast_attention, trace._fast_encoder_layer).
 _FAST_PATHS = {
     "_native_multi_head_attention",
     "_transformer_encoder_layer_fwd",
