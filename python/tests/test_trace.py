@@ -709,3 +709,17 @@ def test_no_mode_is_left_on_the_stack_after_a_trace():
     with vramlab.trace():
         torch.randn(4, device="cuda")
     assert torch.overrides._get_current_function_mode_stack() == before
+
+
+def test_the_programs_own_meta_tensors_are_said_to_be_counted():
+    """A model built on the meta device (no memory) looks to the trace like its own stand-ins for
+    CUDA tensors: what they hold is counted, and the snapshot says so rather than staying silent."""
+    with vramlab.trace() as t:
+        with torch.device("meta"):
+            model = torch.nn.Linear(1024, 1024)
+        model.to_empty(device="cuda")
+    notes = t.snapshot()["vramlab_notes"]
+    assert any("made on the meta device are counted as GPU memory" in n for n in notes), notes
+    with vramlab.trace() as t:
+        torch.nn.Linear(1024, 1024).cuda()
+    assert not any("meta device" in n for n in t.snapshot()["vramlab_notes"])

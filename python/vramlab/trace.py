@@ -444,6 +444,12 @@ class trace:
                 if "device" in kwargs:
                     # A device given as a number is a CUDA device's index.
                     device = kwargs["device"]
+                    if (isinstance(device, torch.device) and device.type == "meta") or (isinstance(device, str) and device.split(":")[0] == "meta"):
+                        # The program's own meta tensors (`with torch.device("meta")`, a model built
+                        # without memory) look like the trace's stand-ins for CUDA ones.
+                        tracer._note(
+                            "{count} tensors the program itself made on the meta device are counted as GPU memory until freed (a trace cannot tell them from its stand-ins for CUDA tensors): peak allocated may be higher than the GPU's by what they hold while alive"
+                        )
                     kwargs["device"] = "meta" if isinstance(device, int) and not isinstance(device, bool) else redirect(device)
                 if func is torch.Tensor.cuda:
                     return args[0].to("meta")
