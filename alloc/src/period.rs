@@ -22,7 +22,7 @@
 use experiments::{Trace, TraceEvent};
 use rustc_hash::FxHashMap as HashMap;
 
-use super::replayer::{dense_id_slots, Live};
+use super::replayer::{dense_id_slots, named, Live};
 
 /// Events of the trace's end that must be seen again earlier for a period to be tried.
 const WINDOW: usize = 256;
@@ -64,14 +64,6 @@ impl<'t> LazyPeriod<'t> {
     }
 }
 
-/// The id an event names, if any.
-fn named(event: &TraceEvent) -> Option<u64> {
-    match *event {
-        TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => Some(id),
-        TraceEvent::EmptyCache { .. } | TraceEvent::ReleasePool { .. } => None,
-    }
-}
-
 /// For each event naming a block, how many events before it the trace last named that block
 /// ([`FIRST`]: never, or no block).
 struct Behind(Vec<u32>);
@@ -80,27 +72,20 @@ impl Behind {
     fn of(trace: &Trace) -> Behind {
         let events = &trace.events;
         let mut behind = vec![FIRST; events.len()];
-        match dense_id_slots(trace) {
-            Some(slots) => {
-                let mut last = vec![FIRST; slots];
-                for (k, event) in events.iter().enumerate() {
-                    if let Some(id) = named(event) {
-                        let before = std::mem::replace(&mut last[id as usize], k as u32);
-                        if before != FIRST {
-                            behind[k] = k as u32 - before;
-                        }
-                    }
-                }
-            }
-            None => {
-                let mut last: HashMap<u64, u32> = HashMap::default();
-                for (k, event) in events.iter().enumerate() {
-                    if let Some(id) = named(event) {
-                        if let Some(before) = last.insert(id, k as u32) {
-                            behind[k] = k as u32 - before;
-                        }
-                    }
-                }
+        // The event that last named each id: a table where the ids are dense, else a map.
+        let mut dense = dense_id_slots(trace).map(|slots| vec![FIRST; slots]);
+        let mut sparse: HashMap<u64, u32> = HashMap::default();
+        for (k, id) in events
+            .iter()
+            .enumerate()
+            .filter_map(|(k, event)| Some((k, named(event)?)))
+        {
+            let before = match dense.as_mut() {
+                Some(last) => std::mem::replace(&mut last[id as usize], k as u32),
+                None => sparse.insert(id, k as u32).unwrap_or(FIRST),
+            };
+            if before != FIRST {
+                behind[k] = k as u32 - before;
             }
         }
         Behind(behind)
@@ -305,23 +290,18 @@ mod tests {
         let trace = Trace::new("growing", experiments::TraceSource::Synthetic, events);
         assert!(Periodicity::of(&trace).is_none());
         // The same request over and over, each freed at once: a period of two events.
-        let mut events = Vec::new();
-        for id in 0..5000u64 {
-            events.push(TraceEvent::Alloc {
-                id,
-                size: 4096,
-                stream: 0,
-            });
-            events.push(TraceEvent::Free { id });
-        }
-        let trace = Trace::new("steady", experiments::TraceSource::Synthetic, events);
-        let found = Periodicity::of(&trace).unwrap();
+        let found = Periodicity::of(&alloc_then_free("steady", |id| id)).unwrap();
         assert_eq!((found.start, found.period), (0, 2));
     }
 
     #[test]
     fn a_free_of_a_block_from_before_the_trace_repeats_nothing() {
         // Every event alike but the frees name blocks the trace never allocated.
+        assert!(Periodicity::of(&alloc_then_free("orphans", |id| id + 1_000_000)).is_none());
+    }
+
+    /// 5,000 requests of 4 KiB, each followed by a free of the block `freed` names.
+    fn alloc_then_free(name: &str, freed: impl Fn(u64) -> u64) -> Trace {
         let mut events = Vec::new();
         for id in 0..5000u64 {
             events.push(TraceEvent::Alloc {
@@ -329,9 +309,8 @@ mod tests {
                 size: 4096,
                 stream: 0,
             });
-            events.push(TraceEvent::Free { id: id + 1_000_000 });
+            events.push(TraceEvent::Free { id: freed(id) });
         }
-        let trace = Trace::new("orphans", experiments::TraceSource::Synthetic, events);
-        assert!(Periodicity::of(&trace).is_none());
+        Trace::new(name, experiments::TraceSource::Synthetic, events)
     }
 }

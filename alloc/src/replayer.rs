@@ -368,15 +368,21 @@ impl Clone for LiveBlocks {
     }
 }
 
+/// The id of the block an event names, if any.
+pub(crate) fn named(event: &TraceEvent) -> Option<u64> {
+    match *event {
+        TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => Some(id),
+        TraceEvent::EmptyCache { .. } | TraceEvent::ReleasePool { .. } => None,
+    }
+}
+
 /// How many slots a table indexed by the trace's ids needs, when the ids are dense enough for
 /// one; `None` when a hash map should hold them.
 pub(crate) fn dense_id_slots(trace: &Trace) -> Option<usize> {
     let started = trace.start.iter().flat_map(|s| s.blocks()).filter_map(|b| b.id);
     let mut max_id = started.max().unwrap_or(0);
-    for event in &trace.events {
-        if let TraceEvent::Alloc { id, .. } | TraceEvent::FreeRequested { id } | TraceEvent::Free { id } = *event {
-            max_id = max_id.max(id);
-        }
+    for id in trace.events.iter().filter_map(named) {
+        max_id = max_id.max(id);
     }
     (max_id <= 2 * trace.events.len() as u64 + 1024).then(|| max_id as usize + 1)
 }

@@ -191,9 +191,10 @@ class trace:
         # With the separator: torchvision and torchaudio are installed beside torch, and are not it.
         _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         self.gpu: Dict[str, Any] = json.loads(_vramlab.gpu(gpu))
-        major = int(str(self.gpu["compute_capability"]).split(".")[0])
+        major, minor = (int(part) for part in str(self.gpu["compute_capability"]).split(".")[:2])
+        self._major = major
         self._workspace = _workspace_size(major)
-        self._threads_per_sm = _kernels.threads_per_sm(major, int(str(self.gpu["compute_capability"]).split(".")[1]))
+        self._threads_per_sm = _kernels.threads_per_sm(major, minor)
         self._events: List[Dict[str, Any]] = []
         self._live: Dict[int, Any] = {}
         self._next_addr = 1 << 40
@@ -930,10 +931,7 @@ class trace:
         torchvision's ViT, say) where the GPU's kernel takes its scaled-dot-product branch
         (native_multi_head_attention_cuda in attention.cu; see `_sdp_branch`), run step by step
         with the trace's mode on. None elsewhere: the kernel's other branch stops the trace."""
-        names = ("query", "key", "value", "embed_dim", "num_head", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias", "mask", "need_weights")
-        bound: Dict[str, Any] = {"mask": None, "need_weights": True}
-        bound.update(zip(names, args))
-        bound.update({k: v for k, v in kwargs.items() if k in names})
+        bound = _schema_values(self._torch.ops.aten._native_multi_head_attention.default, args, kwargs)
         query, key, value = bound["query"], bound["key"], bound["value"]
         embed_dim, num_head = int(bound["embed_dim"]), int(bound["num_head"])
         if not (query is key and key is value) or bound["need_weights"] or not self._sdp_branch(query, embed_dim, num_head, bound["mask"]):
@@ -955,8 +953,7 @@ class trace:
             return False
         heads = query.view(query.size(0), -1, num_head, per_head).transpose(1, 2)
         choice = dict(_attention.bind((heads, heads, heads), {}), dropout_p=0.0, is_causal=False)
-        major = int(str(self.gpu["compute_capability"]).split(".")[0])
-        return _attention.choose(torch, choice, major) in ("flash", "efficient")
+        return _attention.choose(torch, choice, self._major) in ("flash", "efficient")
 
     def _sdp_attention(self, query: Any, embed_dim: int, num_head: int, qkv_weight: Any, qkv_bias: Any, proj_weight: Any, proj_bias: Any) -> Any:
         """The scaled-dot-product branch of native_multi_head_attention_cuda: the projection, its
@@ -976,13 +973,7 @@ class trace:
         the feed-forward as two addmm (the first with its activation fused, _addmm_activation).
         None elsewhere (a mask, nested tensors): it stops the trace."""
         torch = self._torch
-        names = (
-            "src", "embed_dim", "num_heads", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias", "use_gelu", "norm_first", "eps",
-            "norm_weight_1", "norm_bias_1", "norm_weight_2", "norm_bias_2", "ffn_weight_1", "ffn_bias_1", "ffn_weight_2", "ffn_bias_2", "mask",
-        )
-        bound: Dict[str, Any] = {"mask": None}
-        bound.update(zip(names, args))
-        bound.update({k: v for k, v in kwargs.items() if k in names})
+        bound = _schema_values(torch.ops.aten._transformer_encoder_layer_fwd.default, args, kwargs)
         src = bound["src"]
         embed_dim, num_heads = int(bound["embed_dim"]), int(bound["num_heads"])
         if not self._sdp_branch(src, embed_dim, num_heads, bound["mask"]) or src.numel() == 0:
@@ -1033,9 +1024,8 @@ class trace:
             for name in ("query", "key", "value", "attn_mask"):
                 bound[name] = self._autocast.cast(lower, bound[name])
             q, k, v = bound["query"], bound["key"], bound["value"]
-        major = int(str(self.gpu["compute_capability"]).split(".")[0])
         where = _where(_user_frame())
-        backend = _attention.choose(torch, bound, major)
+        backend = _attention.choose(torch, bound, self._major)
         if backend == "efficient" and q.size(-1) > 128:
             backend = "efficient (head sizes over 128)"
         if backend not in ("cudnn", "efficient", "math"):
