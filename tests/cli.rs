@@ -500,6 +500,42 @@ fn bad_settings_strings_are_one_line_errors() {
     }
 }
 
+/// A snapshot whose start was lost: tune's answer is about the window, and its terminal text,
+/// tune.md and tune.html say so before the answer, as replay does, rather than only tune.json.
+#[test]
+fn tune_says_when_the_window_began_mid_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("tune");
+    let trace = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("reports/reference/h100/real-jobs/gpt-expandable-lost-11000.pickle.gz");
+    let output = vramlab(
+        &[
+            "tune",
+            trace.to_str().unwrap(),
+            "--capacity",
+            "3 GiB",
+            "--grid",
+            "",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for (name, said) in [
+        ("stdout", text.into_owned()),
+        ("tune.md", std::fs::read_to_string(out.join("tune.md")).unwrap()),
+        ("tune.html", std::fs::read_to_string(out.join("tune.html")).unwrap()),
+    ] {
+        assert!(
+            said.contains("began mid-run"),
+            "{name} does not say the start was lost:\n{said}"
+        );
+        assert!(said.contains("window: began with"), "{name}");
+    }
+}
+
 #[test]
 fn tune_ranks_settings_and_writes_its_report() {
     let tmp = tempfile::tempdir().unwrap();

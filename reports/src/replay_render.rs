@@ -116,9 +116,7 @@ fn device_blocks(
     }
     blocks.push(Block::Paragraph(about + "."));
     // What the terminal says beside its table (`replay_text`).
-    let mut context = crate::terminal::window_and_cap(record);
-    context.extend(record.notes.iter().map(|note| format!("note: {note}")));
-    context.extend(record.warnings.examples.iter().map(|w| format!("warning: {w}")));
+    let context = crate::terminal::context(record);
     if !context.is_empty() {
         blocks.push(Block::List(context));
     }

@@ -39,6 +39,15 @@ pub(crate) fn window_and_cap(record: &ReplayRecord) -> Vec<String> {
     lines
 }
 
+/// What a report says beside its table: the window and cap ([`window_and_cap`]), the record's
+/// notes (a start lost before the snapshot, a cap's source) and the import's warnings.
+pub(crate) fn context(record: &ReplayRecord) -> Vec<String> {
+    let mut lines = window_and_cap(record);
+    lines.extend(record.notes.iter().map(|note| format!("note: {note}")));
+    lines.extend(record.warnings.examples.iter().map(|w| format!("warning: {w}")));
+    lines
+}
+
 fn device_lines(record: &ReplayRecord, label: bool, lines: &mut Vec<String>) {
     if label {
         lines.push(format!("\ndevice {}: {} events", record.device_index, record.events));
@@ -112,6 +121,12 @@ pub fn tune_text(record: &ReplayRecord) -> String {
     };
     let mut lines = vec![line(TUNE_HEADER.to_vec())];
     lines.extend(rows.iter().map(|row| line(row.iter().map(String::as_str).collect())));
+    // What the figures are of (a window that began mid-run, say), before what they conclude.
+    let context = context(record);
+    if !context.is_empty() {
+        lines.push(String::new());
+        lines.extend(context);
+    }
     lines.push(String::new());
     lines.extend(record.tune_lines());
     lines.join("\n")

@@ -212,6 +212,11 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
         None => about.push_str(", no cap"),
     }
     blocks.push(Block::Paragraph(about + "."));
+    // What the figures are of (a window that began mid-run, say), before the answer.
+    let context = crate::terminal::context(&record);
+    if !context.is_empty() {
+        blocks.push(Block::List(context));
+    }
     blocks.extend(answer(&record));
 
     blocks.push(Block::Heading(2, "Verdicts".into()));
