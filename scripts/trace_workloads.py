@@ -916,6 +916,78 @@ def encoder_inference_gelu_norm_first(device):
 ENCODER_FASTPATH = {f.__name__: f for f in [encoder_inference_relu, encoder_inference_gelu_norm_first]}
 
 
+# Held out (committed before their GPU runs, and before the tracer ran them): recurrent cells
+# unrolled by hand, which the tracer now follows on CUDA's fused path (vramlab/_cells.py).
+
+
+def lstm_cell_decoder_adam(device):
+    """An LSTMCell decoder unrolled 32 steps over a batch of 64, with a vocabulary head and
+    cross-entropy at every step, trained with Adam for two steps."""
+    torch.manual_seed(0)
+    cell = nn.LSTMCell(512, 1024).to(device)
+    embed = nn.Embedding(4000, 512).to(device)
+    head = nn.Linear(1024, 4000).to(device)
+    opt = torch.optim.Adam([*cell.parameters(), *embed.parameters(), *head.parameters()], lr=1e-3)
+    for _ in range(2):
+        tokens = torch.randint(0, 4000, (33, 64), device=device)
+        h = torch.zeros(64, 1024, device=device)
+        c = torch.zeros(64, 1024, device=device)
+        loss = 0
+        for t in range(32):
+            h, c = cell(embed(tokens[t]), (h, c))
+            loss = loss + nn.functional.cross_entropy(head(h), tokens[t + 1])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def gru_cell_autocast_bf16(device):
+    """A GRUCell unrolled 48 steps under bf16 autocast, its own zero state, trained with AdamW."""
+    torch.manual_seed(0)
+    cell = nn.GRUCell(256, 768).to(device)
+    head = nn.Linear(768, 256).to(device)
+    opt = torch.optim.AdamW([*cell.parameters(), *head.parameters()], lr=1e-3)
+    for _ in range(2):
+        x = torch.randn(48, 128, 256, device=device)
+        with torch.autocast(device_type="cuda" if device != "cpu" else "cpu", dtype=torch.bfloat16):
+            h = None
+            outs = []
+            for t in range(48):
+                h = cell(x[t], h)
+                outs.append(head(h))
+            loss = torch.stack(outs).float().square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+def stacked_cells_dropout_sgd(device):
+    """Two stacked LSTMCells and an RNNCell with dropout between them, unrolled 40 steps, trained
+    with SGD and momentum."""
+    torch.manual_seed(0)
+    first, second = nn.LSTMCell(300, 600).to(device), nn.LSTMCell(600, 600).to(device)
+    third = nn.RNNCell(600, 200, nonlinearity="relu").to(device)
+    drop = nn.Dropout(0.2)
+    params = [*first.parameters(), *second.parameters(), *third.parameters()]
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    for _ in range(2):
+        x = torch.randn(40, 96, 300, device=device)
+        state1 = state2 = None
+        h3 = None
+        total = 0
+        for t in range(40):
+            state1 = first(x[t], state1)
+            state2 = second(drop(state1[0]), state2)
+            h3 = third(drop(state2[0]), h3)
+            total = total + h3.sum()
+        total.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+CELLS = {f.__name__: f for f in [lstm_cell_decoder_adam, gru_cell_autocast_bf16, stacked_cells_dropout_sgd]}
+
+
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
 GROUPS = {
@@ -930,5 +1002,6 @@ GROUPS = {
     "unseen": UNSEEN,
     "fastpath": FASTPATH,
     "encoder_fastpath": ENCODER_FASTPATH,
+    "cells": CELLS,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}

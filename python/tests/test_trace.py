@@ -293,6 +293,48 @@ def test_memory_efficient_attention_allocates_as_the_h100_did():
         assert ours == theirs, (row["dtype"], b, h, lq, lk, d)
 
 
+def _cell_events(cfg):
+    """What tracing one measured recurrent cell allocates and frees: moving it to the GPU, its
+    forward and its backward, each as [action, bytes] in order, as scripts/measure_cudnn_rnn.py
+    measured them."""
+    from measure_cudnn_rnn import build_cell
+
+    dtype = getattr(torch, cfg["dtype"])
+    with vramlab.trace(gpu="h100") as t:
+        # The measuring process had made cuBLAS's workspaces (one per handle: the program's thread
+        # and autograd's) before these cells ran.
+        a = torch.ones(4, 4, device="cuda", requires_grad=True)
+        torch.nn.functional.linear(a, a, a[0]).sum().backward()
+        marks = [len(t._events)]
+        module = build_cell(cfg).to("cuda", dtype)
+        marks.append(len(t._events))
+        x = torch.randn(cfg["batch"], cfg["input"], device="cuda", dtype=dtype)
+        marks.append(len(t._events))
+        out = module(x)
+        marks.append(len(t._events))
+        (out[0] if isinstance(out, tuple) else out).float().sum().backward()
+        marks.append(len(t._events))
+    phases = {}
+    for name, (a, b) in (("to_device", marks[0:2]), ("forward", marks[2:4]), ("backward", marks[3:5])):
+        phases[name] = [[e["action"][0], e["size"]] for e in t._events[a:b] if e["action"] in ("alloc", "free_completed")]
+    return phases
+
+
+def test_recurrent_cells_allocate_as_the_h100_did():
+    """nn.LSTMCell, nn.GRUCell and nn.RNNCell take CUDA's fused path (vramlab/_cells.py, from
+    PyTorch's RNN.cpp and RNN.cu): every allocation and free of moving the cell to the GPU, its
+    forward and its backward, for the cells among the shapes measured on the H100
+    (reports/reference/h100/recurrent, seen while designing). The first measured cell is left out:
+    it made the process's cuBLAS workspaces."""
+    rows = [json.loads(line) for line in gzip.open(ROOT / "reports/reference/h100/recurrent/random.jsonl.gz", "rt")]
+    cells = [row for row in rows if row.get("config", {}).get("cell")][1:]
+    assert len(cells) == 154
+    for row in cells:
+        ours = _cell_events(row["config"])
+        for phase in ("to_device", "forward", "backward"):
+            assert ours[phase] == [[a, size] for a, size, _ in row[phase]], (row["config"], phase)
+
+
 def test_grad_scaler_steps_are_traced_as_healthy_steps_and_noted():
     """GradScaler's step reads back found_inf; the trace answers 0 (no overflow) and says so."""
     with vramlab.trace(gpu="h100") as t:

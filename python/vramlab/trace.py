@@ -29,8 +29,10 @@ known without the GPU (``.item()`` of a computed tensor, ``nonzero``, a data-dep
 values that came from the CPU or from deterministic factories, such as a tokenizer's attention
 mask, are known and answered: vramlab/_values.py; GradScaler's check for overflowed gradients is
 answered as a healthy step's and noted), ``scaled_dot_product_attention`` where the GPU would run
-flash attention or memory-efficient attention with heads over 128, recurrent layers (cuDNN RNN)
-CUDA streams, the branch of PyTorch's fused inference fast paths (``nn.MultiheadAttention`` and
+flash attention or memory-efficient attention with heads over 128, recurrent layers run as cuDNN
+RNN (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``: cuDNN's workspace and reserve sizes are not modelled;
+the cells ``nn.LSTMCell``, ``nn.GRUCell`` and ``nn.RNNCell`` are followed on CUDA's fused path,
+vramlab/_cells.py), CUDA streams, the branch of PyTorch's fused inference fast paths (``nn.MultiheadAttention`` and
 ``nn.TransformerEncoderLayer`` without gradients) that asks for attention weights, takes a mask or
 nested tensors, or where cuDNN attention is chosen (the scaled-dot-product branch is followed, as
 attention.cu and transformer.cpp run it) and operators PyTorch has no meta kernel for
@@ -57,6 +59,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import _vramlab
 from . import _attention, _convolution, _kernels, _values
 from ._autocast import Autocast
+from ._cells import RecurrentCells
 from .errors import UnfollowedError
 
 __all__ = ["trace", "UnfollowedError"]
@@ -102,7 +105,10 @@ _FAST_PATHS = {
 }
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation"}
 _WITH_BIAS = {"addmm", "_addmm_activation"}
-_RECURRENT = {"lstm", "gru", "rnn_tanh", "rnn_relu", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell", "gru_cell"}
+_RECURRENT = {"lstm", "gru", "rnn_tanh", "rnn_relu"}
+# The fused recurrent cells' outputs, in the order their CUDA kernels allocate them
+# (aten/src/ATen/native/cuda/RNN.cu: the workspace first).
+_CELL_ALLOCATION_ORDER = {"_thnn_fused_lstm_cell": (2, 0, 1), "_thnn_fused_gru_cell": (1, 0)}
 _CONVOLUTIONS = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
 # Losses whose CUDA kernels keep a full-size output storage and a full-size temporary
 # (vramlab/_kernels.py), and the operators whose kernels allocate scratch.
@@ -206,6 +212,7 @@ class trace:
         self._modes: List[Any] = []
         self._patches: List[Any] = []
         self._autocast: Optional[Autocast] = None
+        self._cells: Optional[RecurrentCells] = None
         # GradScaler's found_inf storages, by id, while they live.
         self._found_inf: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
@@ -430,7 +437,7 @@ class trace:
                     for a in torch.utils._pytree.tree_leaves((args, kwargs))
                 ):
                     raise UnfollowedError(
-                        f"{name} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU, with workspaces and layouts vramlab.trace does not model yet (the trace up to there is kept)"
+                        f"{name} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU (nn.LSTM, nn.GRU, nn.RNN), whose workspace and reserve sizes vramlab.trace does not model yet; loops over nn.LSTMCell, nn.GRUCell or nn.RNNCell are followed (the trace up to there is kept)"
                     )
                 if name == "dropout" and func is torch.nn.functional.dropout:
                     # On CUDA, dropout is one fused kernel keeping a one-byte mask; elsewhere
@@ -524,7 +531,7 @@ class trace:
                     )
                 if op in _RECURRENT and on_gpu:
                     raise UnfollowedError(
-                        f"{op} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU, with workspaces and layouts vramlab.trace does not model yet (the trace up to there is kept)"
+                        f"{op} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU (nn.LSTM, nn.GRU, nn.RNN), whose workspace and reserve sizes vramlab.trace does not model yet; loops over nn.LSTMCell, nn.GRUCell or nn.RNNCell are followed (the trace up to there is kept)"
                     )
                 grad_copy = None
                 if op == "_scaled_dot_product_efficient_attention_backward" and on_gpu:
@@ -551,6 +558,8 @@ class trace:
                 if op == "native_dropout":
                     # CUDA's fused dropout makes its mask before its output (as recorded).
                     on_meta.reverse()
+                if op in _CELL_ALLOCATION_ORDER and len(on_meta) == len(_CELL_ALLOCATION_ORDER[op]):
+                    on_meta = [on_meta[i] for i in _CELL_ALLOCATION_ORDER[op]]
                 bound = _schema_values(func, args, kwargs or {}) if on_meta and op in _KERNEL_SCRATCH else {}
                 full = tracer._loss_storage(op, bound) if op in _LOSSES else None
                 if op == "_scaled_dot_product_efficient_attention":
@@ -725,6 +734,9 @@ class trace:
         kernels = Autocast(torch, lambda: _where(_user_frame()))
         kernels.install()
         self._autocast = kernels
+        cells = RecurrentCells(torch)
+        cells.install()
+        self._cells = cells
         autocast = torch.amp.autocast_mode.autocast
         original_init, original_enter, original_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
         original_clear, original_available = torch.clear_autocast_cache, torch.amp.autocast_mode.is_autocast_available
@@ -848,6 +860,9 @@ class trace:
         if self._autocast is not None:
             self._autocast.uninstall()
             self._autocast = None
+        if self._cells is not None:
+            self._cells.uninstall()
+            self._cells = None
         for owner, name, value in reversed(self._patches):
             setattr(owner, name, value)
         if self._patches:
