@@ -320,6 +320,21 @@ def _cell_events(cfg):
     return phases
 
 
+def test_legacy_cuda_constructors_make_their_tensors_as_torch_empty_and_tensor_would():
+    """torch.cuda.FloatTensor(4, 4) and the like make the tensor in C++ on the device, which needs
+    a driver; inside a trace they make it as torch.empty (sizes) and torch.tensor (values) do."""
+    original = torch.cuda.FloatTensor
+    with vramlab.trace(gpu="h100") as t:
+        sized = torch.cuda.FloatTensor(4, 4)
+        valued = torch.cuda.HalfTensor([1.0, 2.0, 3.0])
+        assert sized.is_cuda and sized.shape == (4, 4) and sized.dtype == torch.float32
+        assert valued.is_cuda and valued.shape == (3,) and valued.dtype == torch.float16
+        assert isinstance(sized, torch.cuda.FloatTensor) and not isinstance(valued, torch.cuda.FloatTensor)
+        assert torch.cuda.LongTensor().shape == (0,)
+    assert [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"] == [64, 6]
+    assert torch.cuda.FloatTensor is original
+
+
 def test_recurrent_cells_allocate_as_the_h100_did():
     """nn.LSTMCell, nn.GRUCell and nn.RNNCell take CUDA's fused path (vramlab/_cells.py, from
     PyTorch's RNN.cpp and RNN.cu): every allocation and free of moving the cell to the GPU, its

@@ -671,6 +671,11 @@ class trace:
             (cuda, "Stream"): _refusing_class(cuda.Stream, unfollowed("torch.cuda.Stream")),
             (cuda, "stream"): unfollowed("torch.cuda.stream"),
         }
+        # The legacy constructors (torch.cuda.FloatTensor(4, 4)) make the tensor on the device in
+        # C++, which needs a driver: they make it as torch.empty and torch.tensor would.
+        for name in _LEGACY_CUDA_TYPES:
+            if hasattr(cuda, name):
+                patches[(cuda, name)] = _legacy_cuda_type(torch, name)
         # torch.cuda.memory's own names for the same queries (torch.cuda's are re-exports).
         for (owner, name), value in list(patches.items()):
             if owner is cuda and hasattr(cuda.memory, name) and name not in ("device", "Stream", "stream", "Event"):
@@ -1441,6 +1446,44 @@ def _refusing_class(base: Any, refuse: Any) -> Any:
     """A subclass of `base` that refuses to be made: still a type, so annotations such as
     ``torch.cuda.Stream | None`` in imported libraries keep working."""
     return type(base.__name__, (base,), {"__new__": staticmethod(lambda cls, *a, **k: refuse())})
+
+
+_LEGACY_CUDA_TYPES = (
+    "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor",
+    "ShortTensor", "IntTensor", "LongTensor", "BoolTensor",
+)
+
+
+def _legacy_cuda_type(torch: Any, name: str) -> Any:
+    """A stand-in for ``torch.cuda.<name>`` (a legacy tensor type): called, it makes the tensor as
+    the legacy constructor would (sizes: uninitialized, as torch.empty; a sequence: its values, as
+    torch.tensor; a tensor of its type: that tensor); ``isinstance`` and ``x.type(...)`` read it as
+    the type it stands for."""
+    dtype = getattr(torch, name).dtype
+
+    class LegacyType(type):
+        def __instancecheck__(cls, value: Any) -> bool:
+            # A stand-in says it is on the GPU (is_cuda) while the trace runs.
+            return isinstance(value, torch.Tensor) and value.is_cuda and value.dtype == dtype
+
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.keys() - {"device"}:
+                raise TypeError(f"torch.cuda.{name}(): unexpected keyword arguments {sorted(kwargs.keys() - {'device'})}")
+            if len(args) == 1 and isinstance(args[0], torch.Size):
+                args = tuple(args[0])
+            if not args:
+                return torch.empty(0, dtype=dtype, device="cuda")
+            if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+                return torch.empty(args, dtype=dtype, device="cuda")
+            if len(args) == 1 and isinstance(args[0], torch.Tensor):
+                if isinstance(args[0], cls):
+                    return args[0]
+                raise TypeError(f"expected torch.cuda.{name} (got {args[0].dtype} on {args[0].device})")
+            if len(args) == 1 and isinstance(args[0], (list, tuple)):
+                return torch.tensor(args[0], dtype=dtype, device="cuda")
+            raise TypeError(f"torch.cuda.{name}(): arguments not understood by vramlab.trace: {args!r}")
+
+    return LegacyType(name, (), {"__module__": "torch.cuda", "dtype": dtype, "is_cuda": True})
 
 
 def _legacy_dtype(torch: Any, name: str) -> Any:
