@@ -32,11 +32,12 @@ answered as a healthy step's and noted), ``scaled_dot_product_attention`` where 
 flash attention or memory-efficient attention with heads over 128, recurrent layers run as cuDNN
 RNN (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``: cuDNN's workspace and reserve sizes are not modelled;
 the cells ``nn.LSTMCell``, ``nn.GRUCell`` and ``nn.RNNCell`` are followed on CUDA's fused path,
-vramlab/_cells.py), CUDA streams, the branch of PyTorch's fused inference fast paths (``nn.MultiheadAttention`` and
-``nn.TransformerEncoderLayer`` without gradients) that asks for attention weights, takes a mask or
-nested tensors, or where cuDNN attention is chosen (the scaled-dot-product branch is followed, as
-attention.cu and transformer.cpp run it) and operators PyTorch has no meta kernel for
-(``ctc_loss``). ``autocast("cuda")`` is followed, by PyTorch's own per-operator policies
+vramlab/_cells.py), CUDA streams, PyTorch's fused inference fast paths (``nn.MultiheadAttention``
+and ``nn.TransformerEncoderLayer`` without gradients) on nested tensors (``nn.TransformerEncoder``
+given a key padding mask) or between different tensors (both branches of self-attention, the
+scaled-dot-product one and the general one taken for attention weights or a mask, are followed as
+attention.cu and transformer.cpp run them) and operators PyTorch has no meta kernel for
+(``ctc_loss``). ``F.linear`` adds its bias in place where the GPU does (vramlab/_linear.py). ``autocast("cuda")`` is followed, by PyTorch's own per-operator policies
 (vramlab/_autocast.py), and so is ``scaled_dot_product_attention`` on cuDNN, memory-efficient
 and math attention, with the backend PyTorch would pick (vramlab/_attention.py). Kernels' own scratch memory (reductions' buffers,
 losses' temporaries) is added by PyTorch's rules (vramlab/_kernels.py). cuDNN's convolution
@@ -60,6 +61,7 @@ from . import _vramlab
 from . import _attention, _convolution, _kernels, _values
 from ._autocast import Autocast
 from ._cells import RecurrentCells
+from ._linear import LinearPath
 from .errors import UnfollowedError
 
 __all__ = ["trace", "UnfollowedError"]
@@ -213,6 +215,7 @@ class trace:
         self._patches: List[Any] = []
         self._autocast: Optional[Autocast] = None
         self._cells: Optional[RecurrentCells] = None
+        self._linear: Optional[LinearPath] = None
         # GradScaler's found_inf storages, by id, while they live.
         self._found_inf: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
@@ -513,7 +516,7 @@ class trace:
                     return tracer._answered(args[0].dtype)
                 if op in _FAST_PATHS and on_gpu:
                     raise UnfollowedError(
-                        f"{op} at {_where(_user_frame())}: PyTorch's fused inference fast path (nn.MultiheadAttention, nn.TransformerEncoderLayer, nested tensors), whose kernels' temporaries vramlab.trace does not size; the trace up to there is kept (torch.backends.mha.set_fastpath_enabled(False) traces the path taken in training)"
+                        f"{op} at {_where(_user_frame())}: PyTorch's fused inference fast path with nested tensors (nn.TransformerEncoder given a key padding mask) or attention between different tensors, whose kernels' temporaries vramlab.trace does not size; the trace up to there is kept (torch.backends.mha.set_fastpath_enabled(False) traces the path taken in training)"
                     )
                 if op in ("index", "_unsafe_index") and on_gpu and _boolean_indices(torch, args):
                     # A boolean mask's elements that are set pick the elements: a shape made from
@@ -742,6 +745,9 @@ class trace:
         cells = RecurrentCells(torch)
         cells.install()
         self._cells = cells
+        linear = LinearPath(torch)
+        linear.install()
+        self._linear = linear
         autocast = torch.amp.autocast_mode.autocast
         original_init, original_enter, original_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
         original_clear, original_available = torch.clear_autocast_cache, torch.amp.autocast_mode.is_autocast_available
@@ -868,6 +874,9 @@ class trace:
         if self._cells is not None:
             self._cells.uninstall()
             self._cells = None
+        if self._linear is not None:
+            self._linear.uninstall()
+            self._linear = None
         for owner, name, value in reversed(self._patches):
             setattr(owner, name, value)
         if self._patches:
@@ -948,32 +957,92 @@ class trace:
 
     def _fast_attention(self, mode: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
         """``torch._native_multi_head_attention`` (nn.MultiheadAttention's inference fast path:
-        torchvision's ViT, say) where the GPU's kernel takes its scaled-dot-product branch
-        (native_multi_head_attention_cuda in attention.cu; see `_sdp_branch`), run step by step
-        with the trace's mode on. None elsewhere: the kernel's other branch stops the trace."""
+        torchvision's ViT, say) as native_multi_head_attention_cuda (attention.cu) runs it for
+        self-attention: its scaled-dot-product branch where it takes it (see `_sdp_branch`), else
+        its general branch (`_general_attention`), with the trace's mode on. None for attention
+        between different tensors: it stops the trace."""
         bound = _schema_values(self._torch.ops.aten._native_multi_head_attention.default, args, kwargs)
         query, key, value = bound["query"], bound["key"], bound["value"]
         embed_dim, num_head = int(bound["embed_dim"]), int(bound["num_head"])
-        if not (query is key and key is value) or bound["need_weights"] or not self._sdp_branch(query, embed_dim, num_head, bound["mask"]):
+        if not (query is key and key is value) or not self._dense_query(query):
             return None
+        weights = (bound["qkv_weight"], bound["qkv_bias"], bound["proj_weight"], bound["proj_bias"])
+        need_weights = bool(bound["need_weights"])
+        fused = not need_weights and self._sdp_branch(query, embed_dim, num_head, bound["mask"])
         with mode:
-            return self._sdp_attention(query, embed_dim, num_head, bound["qkv_weight"], bound["qkv_bias"], bound["proj_weight"], bound["proj_bias"]), None
+            return self._self_attention(query, embed_dim, num_head, weights, fused, bound["mask"], need_weights, bool(bound["average_attn_weights"]))
+
+    def _dense_query(self, query: Any) -> bool:
+        torch = self._torch
+        return isinstance(query, torch.Tensor) and query.device.type == "meta" and query.dim() == 3 and not query.is_nested
+
+    def _self_attention(self, query: Any, embed_dim: int, num_head: int, weights: Tuple[Any, Any, Any, Any], fused: bool, mask: Any, need_weights: bool, average: bool) -> Any:
+        """native_multi_head_attention_cuda on one dense tensor: (output, attention weights or
+        None), by its scaled-dot-product branch where `fused` (`_sdp_branch`, decided before the
+        trace's mode is on, while the stand-ins say they are on meta), else its general branch.
+        Run with the trace's mode on."""
+        if fused:
+            return self._sdp_attention(query, embed_dim, num_head, *weights), None
+        return self._general_attention(query, embed_dim, num_head, weights, mask, need_weights, average)
 
     def _sdp_branch(self, query: Any, embed_dim: int, num_head: int, mask: Any) -> bool:
         """Whether native_multi_head_attention_cuda (attention.cu) takes its scaled-dot-product
         branch for self-attention on `query` with no weights asked for: no mask, heads a multiple
-        of 8 wide, and flash or memory-efficient attention chosen for the heads (cuDNN attention,
-        which the H100 picks for half precision, sends it to the other branch); autocast left to
-        the other branch too."""
+        of 8 wide, and flash, memory-efficient or cuDNN attention chosen for the heads (the H100
+        recordings show cuDNN attention, picked for half precision, taken here too); autocast left
+        to the other branch."""
         torch = self._torch
-        if not (isinstance(query, torch.Tensor) and query.device.type == "meta" and query.dim() == 3) or mask is not None:
+        if not self._dense_query(query) or mask is not None:
             return False
         per_head = embed_dim // num_head
         if per_head % 8 or (self._autocast is not None and torch.is_autocast_enabled("cuda")):
             return False
         heads = query.view(query.size(0), -1, num_head, per_head).transpose(1, 2)
         choice = dict(_attention.bind((heads, heads, heads), {}), dropout_p=0.0, is_causal=False)
-        return _attention.choose(torch, choice, self._major) in ("flash", "efficient")
+        return _attention.choose(torch, choice, self._major) in ("flash", "efficient", "cudnn")
+
+    def _general_attention(self, query: Any, embed_dim: int, num_head: int, weights: Tuple[Any, Any, Any, Any], mask: Any, need_weights: bool, average: bool) -> Any:
+        """The general branch of native_multi_head_attention_cuda (attention.cu), taken where
+        weights are asked for, a mask is given or no fused kernel fits: the packed projection
+        (gemm_nt, no bias), _transform_bias_rescale_qkv's one buffer of q, k and v (the bias added
+        and q scaled in place: [3, B, heads, T, head size]), the scores (bmm_nt), the softmax (in
+        place without a mask; with one, the mask made boolean and _masked_softmax's new output),
+        the context written into q's storage (bmm_nn), then transform0213_gemm_nt_bias (the heads
+        merged into a new tensor, then the output projection with its bias), and the weights
+        averaged over heads where asked. Run with the trace's mode on."""
+        torch = self._torch
+        qkv_weight, _, proj_weight, proj_bias = weights
+        batch, length = query.size(0), query.size(1)
+        per_head = embed_dim // num_head
+        qkv = torch.matmul(query.view(batch * length, embed_dim), qkv_weight.t()).view(batch, length, 3 * embed_dim)
+        packed = torch.empty(3, batch, num_head, length, per_head, dtype=qkv.dtype, device=qkv.device)
+        del qkv
+        q, k, v = packed.unbind(0)
+        scores = torch.bmm(q.reshape(batch * num_head, length, per_head), k.reshape(batch * num_head, length, per_head).transpose(2, 1))
+        scores = scores.view(batch, num_head, length, length)
+        if mask is not None:
+            flags = mask if mask.dtype == torch.bool else mask.to(torch.bool)
+            output = torch.empty_like(scores)
+            if length > 1024 or length * scores.element_size() > 4096:
+                # masked_softmax_cuda (SoftMax.cu) past its persistent kernel: softmax of a masked
+                # copy, its own output let go.
+                expanded = flags.view(batch, 1, 1, length).expand_as(scores) if flags.dim() == 2 else flags
+                filled = scores.masked_fill(expanded, float("-inf"))
+                output = torch.softmax(filled, -1)
+                del filled
+            scores = output
+            del flags, output
+        context = q.view(batch * num_head, length, per_head)
+        torch.bmm(scores.view(batch * num_head, length, length), v.reshape(batch * num_head, length, per_head), out=context)
+        if not need_weights:
+            scores = None
+        merged = context.view(batch, num_head, length, per_head).permute(0, 2, 1, 3).contiguous().view(batch * length, embed_dim)
+        out = torch.nn.functional.linear(merged, proj_weight, proj_bias).view(batch, length, embed_dim)
+        del merged
+        if scores is not None and average:
+            scores = scores.sum(1)
+            scores.div_(num_head)
+        return out, scores
 
     def _sdp_attention(self, query: Any, embed_dim: int, num_head: int, qkv_weight: Any, qkv_bias: Any, proj_weight: Any, proj_bias: Any) -> Any:
         """The scaled-dot-product branch of native_multi_head_attention_cuda: the projection, its
@@ -996,7 +1065,7 @@ class trace:
         bound = _schema_values(torch.ops.aten._transformer_encoder_layer_fwd.default, args, kwargs)
         src = bound["src"]
         embed_dim, num_heads = int(bound["embed_dim"]), int(bound["num_heads"])
-        if not self._sdp_branch(src, embed_dim, num_heads, bound["mask"]) or src.numel() == 0:
+        if not self._dense_query(src) or src.numel() == 0:
             return None
         functional = torch.nn.functional
 
@@ -1009,9 +1078,11 @@ class trace:
             return out.view(x.size(0), x.size(1), -1)
 
         norm_first = bool(bound["norm_first"])
+        fused = self._sdp_branch(src, embed_dim, num_heads, bound["mask"])
         with mode:
             x = norm(src, 1) if norm_first else src
-            x = self._sdp_attention(x, embed_dim, num_heads, bound["qkv_weight"], bound["qkv_bias"], bound["proj_weight"], bound["proj_bias"])
+            weights = (bound["qkv_weight"], bound["qkv_bias"], bound["proj_weight"], bound["proj_bias"])
+            x = self._self_attention(x, embed_dim, num_heads, weights, fused, bound["mask"], False, False)[0]
             x.add_(src)
             if not norm_first:
                 x = norm(x, 1)
@@ -1063,11 +1134,13 @@ class trace:
                 "{count} memory-efficient attention calls: their backward workspaces are sized by a fit to 90 shapes measured on an H100 (torch 2.11), not by a rule"
             )
             if mask is not None:
-                # attention.cpp's preprocess_mask: the last dimension padded to a multiple of 16
-                # (a copy), then sliced and expanded to [B, H, Lq, Lk] (views).
+                # attention.cpp's preprocess_mask (torch 2.11: mem_eff_alignment = 8): a mask whose
+                # strides are not multiples of 8 (or not 1 for the last dimension) is padded by
+                # 8 - Lk % 8 (a copy) and sliced back, then expanded to [B, H, Lq, Lk] (views).
                 lk = mask.size(-1)
-                if lk % 16:
-                    mask = torch.nn.functional.pad(mask, (0, 16 - lk % 16))[..., :lk]
+                aligned = all(mask.stride(i) % 8 == 0 for i in range(mask.dim() - 1)) and mask.stride(-1) == 1
+                if not aligned:
+                    mask = torch.nn.functional.pad(mask, (0, 8 - lk % 8))[..., :lk]
                 mask = mask.expand(q.size(0), q.size(1), q.size(2), k.size(2))
             outputs = torch.ops.aten._scaled_dot_product_efficient_attention(
                 q, k, v, mask, compute_lse, bound["dropout_p"], bound["is_causal"], scale=bound["scale"]
