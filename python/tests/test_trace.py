@@ -155,6 +155,12 @@ def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before
         (lambda: torch.nn.LSTM(4, 4).cuda()(torch.randn(2, 1, 4, device="cuda")), "recurrent layers"),
         (lambda: torch.cuda.Stream(), "torch.cuda.Stream"),
         (lambda: torch.nonzero(torch.randn(4, device="cuda")), "nonzero"),
+        (lambda: torch.cuda.CUDAGraph(), "torch.cuda.CUDAGraph"),
+        (lambda: torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)], device="cuda"), "nested tensors"),
+        (lambda: torch.sparse_coo_tensor(torch.zeros(2, 1, dtype=torch.long, device="cuda"), torch.ones(1, device="cuda"), (2, 2)), "sparse tensors"),
+        (lambda: torch.nn.Embedding(10, 4, sparse=True).cuda()(torch.zeros(2, dtype=torch.long, device="cuda")).sum().backward(), "sparse tensors"),
+        (lambda: torch.ones(2, device="cuda:1"), "device cuda:1"),
+        (lambda: torch.ones(2).cuda(1), "device cuda:1"),
     ],
 )
 def test_each_unfollowed_case_names_itself(program, needle):
@@ -162,6 +168,80 @@ def test_each_unfollowed_case_names_itself(program, needle):
         with vramlab.trace():
             program()
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_work_in_another_thread_is_not_a_silent_zero():
+    """A thread the trace does not follow reaches CUDA itself: it gets one line there, and the
+    trace ends with that line rather than with a peak that leaves the thread's work out."""
+    import threading
+
+    errors = []
+
+    def work():
+        try:
+            torch.zeros(4, device="cuda")
+        except UnfollowedError as e:
+            errors.append(str(e))
+
+    with pytest.raises(UnfollowedError, match="from a thread the trace does not follow") as err:
+        with vramlab.trace():
+            worker = threading.Thread(target=work)
+            worker.start()
+            worker.join()
+    assert errors and "\n" not in str(err.value) and "test_trace.py:" in str(err.value)
+
+
+def test_checkpoints_load_onto_the_gpu_and_are_never_overwritten(tmp_path):
+    """torch.load(map_location="cuda") puts each saved storage on the GPU, one allocation each; a
+    torch.save to a file inside a trace writes nothing, so a real checkpoint is never replaced by
+    one without values."""
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"weight": torch.ones(1000), "state": {"exp_avg": torch.zeros(256, 256)}, "step": 3}, path)
+    before = path.read_bytes()
+    with vramlab.trace() as t:
+        loaded = torch.load(path, map_location="cuda")
+        assert loaded["weight"].is_cuda and loaded["state"]["exp_avg"].shape == (256, 256) and loaded["step"] == 3
+        torch.save(loaded, path)
+    assert path.read_bytes() == before
+    assert [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"] == [4000, 262144]
+    assert any("not written" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_more_than_the_gpu_holds_raises_cudas_out_of_memory():
+    """Tensors alive beyond the profile's memory fail on the GPU whatever the allocator does: the
+    program sees torch.OutOfMemoryError, as on the GPU, and can recover."""
+    with vramlab.trace(gpu="h100") as t:
+        with pytest.raises(torch.OutOfMemoryError, match="CUDA out of memory"):
+            torch.empty(100 << 30, dtype=torch.uint8, device="cuda")
+        small = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+        assert small.is_cuda
+    assert t.peak_allocated == 1 << 20
+
+
+def test_pytorchs_foreach_and_fused_paths_are_taken_as_on_the_gpu():
+    """clip_grad_norm_ takes its foreach path (as on CUDA), fused SGD runs (in place, no
+    allocation), and torch.jit.trace makes its graph without comparing values it does not have."""
+    with vramlab.trace():
+        model = torch.nn.Linear(64, 64).cuda()
+        model(torch.randn(8, 64, device="cuda")).sum().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)
+        opt.step()
+        traced = torch.jit.trace(model, torch.randn(8, 64, device="cuda"))
+        assert traced(torch.randn(2, 64, device="cuda")).shape == (2, 64)
+
+
+def test_the_command_line_keeps_the_trace_when_the_script_fails(tmp_path):
+    """A script that raises its own error: its traceback, then one line, and the trace up to
+    there written; a missing script is one line and exit 2."""
+    script = tmp_path / "fails.py"
+    script.write_text('import torch\nx = torch.ones(1024, device="cuda")\nraise ValueError("boom")\n')
+    out = tmp_path / "snap.pickle"
+    done = subprocess.run([sys.executable, "-m", "vramlab.trace", "--out", str(out), str(script)], capture_output=True, text=True)
+    assert done.returncode == 1 and "ValueError: boom" in done.stderr and "RuntimeWarning" not in done.stderr
+    assert "the trace up to there is in" in done.stderr and out.exists()
+    missing = subprocess.run([sys.executable, "-m", "vramlab.trace", "--out", str(out), str(tmp_path / "absent.py")], capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0 and "no such script" in missing.stderr
 
 
 def test_cuda_answers_as_the_target_gpu_and_nothing_leaks_out():

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _vramlab
 from .errors import DeviceError, FileError, InputError, SettingsError, TraceError, UnfollowedError, VramlabError
 from .trace import trace
+
+# `python -m vramlab.trace` runs a module this package has already imported (the context manager
+# lives there), which runpy warns about; the warning says nothing to the user.
+warnings.filterwarnings("ignore", message="'vramlab.trace' found in sys.modules", category=RuntimeWarning)
 
 __all__ = [
     "replay",

@@ -216,6 +216,7 @@ class trace:
         self._autocast: Optional[Autocast] = None
         self._cells: Optional[RecurrentCells] = None
         self._linear: Optional[LinearPath] = None
+        self._in_place: Optional[Any] = None
         # GradScaler's found_inf storages, by id, while they live.
         self._found_inf: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
@@ -228,10 +229,20 @@ class trace:
         self._in_module_move = 0
         self._hooks: List[Any] = []
         self._answer_reads = answer_reads
+        # The first use of the GPU from a thread the trace does not follow, said when it ends.
+        self._escaped: Optional[str] = None
+        self._thread: Optional[threading.Thread] = None
 
     # The record -----------------------------------------------------------------------------
 
     def _alloc(self, size: int, frame: Optional[Dict[str, Any]]) -> int:
+        total = int(self.gpu["memory_bytes"])
+        if self._allocated + (size + 511) // 512 * 512 > total:
+            # The tensors alive alone would not fit: the GPU fails here whatever the caching
+            # allocator does (its reserve only adds to them), as a program that catches it sees.
+            raise self._torch.OutOfMemoryError(
+                f"CUDA out of memory. Tried to allocate {size} bytes at {_where(frame)}: the tensors alive would hold {self._allocated + size} of the {self.gpu['name']}'s {total} bytes (vramlab.trace; the replay says where the caching allocator fails first)"
+            )
         addr = self._next_addr
         # Addresses are the record's own, never reused: they pair each free with its allocation.
         self._next_addr += max(512, (size + 511) // 512 * 512)
@@ -294,7 +305,9 @@ class trace:
 
     @property
     def peak_allocated(self) -> int:
-        """The most bytes the program held at once (blocks rounded to 512 B, as PyTorch counts)."""
+        """The most bytes the program's tensors held at once, each rounded up to 512 B: a lower
+        bound of PyTorch's peak allocated, which also counts the unsplit remainder of any cached
+        block a tensor is given (``vramlab.replay(t.snapshot())`` gives PyTorch's figure)."""
         return self._peak
 
     def _answered(self, dtype: Any) -> Any:
@@ -358,8 +371,10 @@ class trace:
         self._install()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         self._uninstall()
+        if exc_type is None and self._escaped is not None:
+            raise UnfollowedError(self._escaped)
 
     def _install(self) -> None:
         torch = self._torch
@@ -368,10 +383,18 @@ class trace:
 
         tracer = self
 
+        def one_gpu(index: Any) -> None:
+            if index not in (None, 0):
+                raise UnfollowedError(
+                    f"device cuda:{index} at {_where(_user_frame())}: the trace stands in for one GPU ({self.gpu['name']}, device 0); programs spread over several GPUs are not followed (the trace up to there is kept)"
+                )
+
         def redirect(value: Any) -> Any:
             if isinstance(value, torch.device) and value.type == "cuda":
+                one_gpu(value.index)
                 return torch.device("meta")
             if isinstance(value, str) and value.split(":")[0] == "cuda":
+                one_gpu(torch.device(value).index)
                 return "meta"
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
@@ -461,8 +484,12 @@ class trace:
                         tracer._note(
                             "{count} tensors the program itself made on the meta device are counted as GPU memory until freed (a trace cannot tell them from its stand-ins for CUDA tensors): peak allocated may be higher than the GPU's by what they hold while alive"
                         )
+                    if isinstance(device, int) and not isinstance(device, bool):
+                        one_gpu(device)
                     kwargs["device"] = "meta" if isinstance(device, int) and not isinstance(device, bool) else redirect(device)
                 if func is torch.Tensor.cuda:
+                    index = args[1] if len(args) > 1 else kwargs.get("device")
+                    one_gpu(index.index if isinstance(index, torch.device) else index)
                     return args[0].to("meta")
                 if func in (torch.Tensor.to, torch.Tensor.new_empty, torch.Tensor.new_zeros):
                     args = tuple(redirect(a) for a in args)
@@ -557,6 +584,10 @@ class trace:
                 on_meta = [
                     t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.device.type == "meta"
                 ]
+                if any(t.layout != torch.strided for t in on_meta):
+                    raise UnfollowedError(
+                        f"{op} at {_where(_user_frame())}: sparse tensors on the GPU are not followed (their storages are not the caching allocator's blocks one to one); the trace up to there is kept"
+                    )
                 frame = _user_frame() if on_meta else None
                 if op == "native_dropout":
                     # CUDA's fused dropout makes its mask before its output (as recorded).
@@ -674,6 +705,81 @@ class trace:
             (cuda, "Stream"): _refusing_class(cuda.Stream, unfollowed("torch.cuda.Stream")),
             (cuda, "stream"): unfollowed("torch.cuda.stream"),
         }
+        # torch.load puts storages saved from the GPU (or mapped to it with map_location) on the
+        # device through the "cuda" deserializer of torch.serialization's registry: the trace's
+        # own puts them on the stand-in device, each one allocation, in the file's order.
+        from torch import serialization
+
+        def restore_on_gpu(storage: Any, location: str) -> Any:
+            if location != "cuda" and not location.startswith("cuda:"):
+                return None
+            one_gpu(torch.device(location).index)
+            placed = torch.UntypedStorage(storage.nbytes(), device="meta")
+            self._track(torch.empty(0, dtype=torch.uint8, device="meta").set_(placed), _user_frame())
+            return placed
+
+        registry = serialization._package_registry
+        patches[(serialization, "_package_registry")] = [
+            (priority, tagger, restore_on_gpu if getattr(restore, "args", None) == ("cuda",) else restore)
+            for priority, tagger, restore in registry
+        ]
+        # CUDA graphs capture and replay kernels on the device, which the trace does not stand in for.
+        patches[(cuda, "CUDAGraph")] = _refusing_class(cuda.CUDAGraph, unfollowed("torch.cuda.CUDAGraph"))
+        patches[(cuda, "graph")] = _refusing_class(cuda.graph, unfollowed("torch.cuda.graph"))
+        patches[(cuda, "make_graphed_callables")] = unfollowed("torch.cuda.make_graphed_callables")
+        self._thread = threading.current_thread()
+
+        def reached_cuda() -> None:
+            # PyTorch calls torch.cuda._lazy_init before anything reaches the driver: only work
+            # the trace does not stand in for gets here (another thread's, chiefly).
+            thread = threading.current_thread()
+            elsewhere = thread is not self._thread
+            where = _where(_user_frame())
+            message = (
+                f"the CUDA runtime at {where} in thread {thread.name!r}: the program used the GPU from a thread the trace does not follow (it follows the thread that opened it); the trace up to there is kept"
+                if elsewhere
+                else f"the CUDA runtime at {where}: the program reached CUDA by a path vramlab.trace does not stand in for; the trace up to there is kept"
+            )
+            if elsewhere and self._escaped is None:
+                self._escaped = message
+            raise UnfollowedError(message)
+
+        patches[(cuda, "_lazy_init")] = reached_cuda
+        nested = torch.nested
+
+        def nested_constructor(name: str) -> Any:
+            made_by = getattr(nested, name)
+
+            def construct(*args: Any, **kwargs: Any) -> Any:
+                device = kwargs.get("device")
+                leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+                if any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in leaves) or (device is not None and torch.device(device).type == "cuda"):
+                    raise UnfollowedError(f"torch.nested.{name} at {_where(_user_frame())}: nested tensors on the GPU are not followed; the trace up to there is kept")
+                return made_by(*args, **kwargs)
+
+            return construct
+
+        for name in ("nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged"):
+            if hasattr(nested, name):
+                patches[(nested, name)] = nested_constructor(name)
+        # A DataLoader that pins memory asks which device to pin for and pins in a thread of its
+        # own: pinned host memory is not the GPU's, so the batches are used as they are.
+        accelerator = getattr(torch, "accelerator", None)
+        if accelerator is not None:
+            patches[(accelerator, "current_device_index")] = lambda: 0
+            patches[(accelerator, "set_device_index")] = lambda device: None
+        from torch.utils.data._utils import pin_memory as pinning
+
+        patches[(pinning, "pin_memory")] = lambda data, device=None: data
+        # torch.jit.trace checks its graph by running it again and comparing values, which a trace
+        # has none of: the graph is made without that check.
+        jit_trace = torch.jit.trace
+
+        def trace_without_check(*args: Any, **kwargs: Any) -> Any:
+            kwargs["check_trace"] = False
+            return jit_trace(*args, **kwargs)
+
+        patches[(torch.jit, "trace")] = trace_without_check
         # The legacy constructors (torch.cuda.FloatTensor(4, 4)) make the tensor on the device in
         # C++, which needs a driver: they make it as torch.empty and torch.tensor would.
         for name in _LEGACY_CUDA_TYPES:
@@ -728,8 +834,15 @@ class trace:
             stack = torch.overrides._get_current_function_mode_stack()
             if not (stack and stack[-1] is self._modes[0]):
                 return save(*args, **kwargs)
+            target = args[1] if len(args) > 1 else kwargs.get("f")
+            if isinstance(target, (str, bytes, os.PathLike)):
+                # A file of tensors without values would replace the program's real checkpoint.
+                self._note(
+                    "{count} torch.save calls to files were not written (a trace has no values, and the file would replace a real checkpoint); copying to the host allocates nothing on the GPU"
+                )
+                return None
             self._note(
-                "{count} torch.save calls wrote the GPU's tensors without their values (a trace has none): the files are not checkpoints; copying to the host allocates nothing on the GPU"
+                "{count} torch.save calls wrote the GPU's tensors without their values into the program's buffers (a trace has none); copying to the host allocates nothing on the GPU"
             )
             with torch.overrides._pop_mode_temporarily():
                 return save(*args, **kwargs)
@@ -748,6 +861,12 @@ class trace:
         linear = LinearPath(torch)
         linear.install()
         self._linear = linear
+        # Fused SGD updates its tensors in place and allocates nothing (FusedSgdKernel.cu; the
+        # momentum buffers are made in Python), but PyTorch has no meta kernel for it.
+        in_place = torch.library.Library("aten", "IMPL")
+        for name in ("_fused_sgd_", "_fused_sgd_.tensor_lr"):
+            in_place.impl(name, lambda *args, **kwargs: None, "Meta")
+        self._in_place = in_place
         autocast = torch.amp.autocast_mode.autocast
         original_init, original_enter, original_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
         original_clear, original_available = torch.clear_autocast_cache, torch.amp.autocast_mode.is_autocast_available
@@ -781,6 +900,9 @@ class trace:
         # temporaries: the same choice is made for the meta tensors that stand in for CUDA ones.
         supported = optim_module._get_foreach_kernels_supported_devices
         patches[(optim_module, "_get_foreach_kernels_supported_devices")] = lambda: list(supported()) + ["meta"]
+        # clip_grad_norm_ and the other users of torch.utils._foreach_utils ask it the same question.
+        foreach_utils = torch.utils._foreach_utils
+        patches[(foreach_utils, "_get_foreach_kernels_supported_devices")] = lambda: list(supported()) + ["meta"]
         module_apply = torch.nn.Module._apply
 
         def moving(module: Any, *args: Any, **kwargs: Any) -> Any:
@@ -877,6 +999,9 @@ class trace:
         if self._linear is not None:
             self._linear.uninstall()
             self._linear = None
+        if self._in_place is not None:
+            self._in_place._destroy()
+            self._in_place = None
         for owner, name, value in reversed(self._patches):
             setattr(owner, name, value)
         if self._patches:
@@ -1616,9 +1741,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     options = parser.parse_args(argv)
+    if not os.path.isfile(options.script):
+        print(f"error: {options.script}: no such script", file=sys.stderr)
+        return 2
     tracer = trace(gpu=options.gpu, answer_reads=options.answer_reads)
     sys.argv = [options.script] + options.args
     status = 0
+    failure: Optional[BaseException] = None
     try:
         with tracer:
             runpy.run_path(options.script, run_name="__main__")
@@ -1627,7 +1756,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         status = 1
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Exception as e:
+        # The script's own error: its traceback is the program's to show, after the trace up
+        # to there is written.
+        failure = e
+        status = 1
     tracer.save(options.out)
+    if failure is not None:
+        import traceback
+
+        traceback.print_exception(failure)
+        print(f"error: the script raised {type(failure).__name__}; the trace up to there is in {options.out}", file=sys.stderr)
     events = len(tracer.snapshot()["device_traces"][0])
     print(f"trace: {events} events, peak allocated {tracer.peak_allocated} B -> {options.out}", file=sys.stderr)
     where = tracer.breakdown()
