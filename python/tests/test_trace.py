@@ -244,6 +244,54 @@ def test_the_command_line_keeps_the_trace_when_the_script_fails(tmp_path):
     assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0 and "no such script" in missing.stderr
 
 
+def test_generate_runs_to_max_new_tokens_under_answered_reads():
+    """Hugging Face generate stops when every sequence is finished: "past max_length" is known
+    without data, and an `or` with a known all-True operand is True whatever the other holds
+    (vramlab/_values.py), so with answer_reads (EOS never seen) it stops at max_new_tokens."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=2, intermediate_size=128, vocab_size=500, bos_token_id=0, eos_token_id=0)
+    with vramlab.trace(answer_reads=0.0):
+        model = transformers.LlamaForCausalLM(config).cuda().eval()
+        with torch.no_grad():
+            out = model.generate(input_ids=torch.randint(0, 500, (2, 16), device="cuda"), attention_mask=torch.ones(2, 16, dtype=torch.long, device="cuda"), max_new_tokens=5)
+        assert out.shape == (2, 21)
+
+
+def test_a_loop_on_answered_values_stops_with_one_line(monkeypatch):
+    """A loop that waits for a value would never end on answered ones: past a bound of answers
+    at one line, the trace stops there in one line rather than hang."""
+    monkeypatch.setattr(sys.modules["vramlab.trace"], "_MOST_ANSWERS_AT_ONE_LINE", 50)
+    with pytest.raises(UnfollowedError, match="answered 50 times") as err:
+        with vramlab.trace(answer_reads=0.0):
+            x = torch.randn(4, device="cuda")
+            while x.sum().item() != 1.0:
+                x = x * 0.5
+    assert "\n" not in str(err.value) and "test_trace.py:" in str(err.value)
+
+
+def test_checkpointing_a_custom_function_and_histc_are_followed():
+    """Non-reentrant checkpointing compares devices of saved and recomputed tensors, and a custom
+    autograd.Function runs with the stand-ins saying meta; histc's shape is its bins, whatever the
+    values (MoE routing in transformers 5)."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    with vramlab.trace():
+        x = torch.randn(8, 64, device="cuda", requires_grad=True)
+        checkpoint(Double.apply, x, use_reentrant=False).sum().backward()
+        assert torch.histc((torch.arange(64, device="cuda") % 4).int(), bins=4, min=0, max=3).shape == (4,)
+        assert torch.histc(torch.randn(64, device="cuda"), bins=7).shape == (7,)
+
+
 def test_cuda_answers_as_the_target_gpu_and_nothing_leaks_out():
     with vramlab.trace(gpu="h200") as t:
         assert torch.cuda.is_available()

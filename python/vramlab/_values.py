@@ -28,6 +28,9 @@ OTHER_LIMIT = 16 << 20
 _OVERWRITES = {"fill_", "zero_", "copy_"}
 
 
+# Operators whose result an operand can decide alone: `or` with all True, `and` with all False.
+_ABSORBING = {"bitwise_or": True, "logical_or": True, "bitwise_and": False, "logical_and": False}
+
 class Shadows:
     def __init__(self, torch: Any) -> None:
         self._torch = torch
@@ -84,6 +87,11 @@ class Shadows:
         if overwritten is not None and known and self.view(overwritten) is None:
             known = self._fresh(overwritten) is not None
         made = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.device.type == "meta"]
+        if not known and not random and op in _ABSORBING and isinstance(out, torch.Tensor) and out.device.type == "meta":
+            absorbed = self._absorbed(_ABSORBING[op], args, out)
+            if absorbed is not None:
+                self.adopt(out, absorbed)
+                return
         if not known or not (stand_ins or made):
             for t in written:
                 if isinstance(t, torch.Tensor) and t.device.type == "meta":
@@ -105,6 +113,25 @@ class Shadows:
                 continue  # a view of, or a write into, a storage already shadowed (updated above)
             if values.shape == made.shape:
                 self.adopt(made, values)
+
+    def _absorbed(self, value: bool, args: Any, out: Any) -> Any:
+        """The result of an `or` (value True) or `and` (value False) one of whose operands is
+        known to be `value` everywhere it meets the result: `value` everywhere, whatever the
+        other operand holds (generate's stopping criteria: "past max_length" or "EOS seen")."""
+        torch = self._torch
+        if value and out.dtype != torch.bool:
+            return None  # a bitwise or of integers is absorbed only by all bits set
+        for operand in args[:2]:
+            if isinstance(operand, bool) or (isinstance(operand, int) and not value):
+                if bool(operand) == value:
+                    return torch.full(out.shape, value, dtype=out.dtype)
+                continue
+            known = self.view(operand) if isinstance(operand, torch.Tensor) else None
+            if known is None or torch.broadcast_shapes(known.shape, out.shape) != out.shape:
+                continue
+            if bool((known != 0).all()) if value else bool((known == 0).all()):
+                return torch.full(out.shape, value, dtype=out.dtype)
+        return None
 
     def _on_cpu(self, value: Any) -> Any:
         torch = self._torch

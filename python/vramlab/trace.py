@@ -76,6 +76,9 @@ _CUBLASLT_WORKSPACE = 1 << 20
 
 # Operations that read values back or make shapes from values: a trace without data cannot
 # follow them.
+# Reads answered at one line of the program (answer_reads) before the trace stops: far more than
+# any loop over steps or tokens asks, far fewer than a loop waiting on an answered value runs.
+_MOST_ANSWERS_AT_ONE_LINE = 100_000
 _READS_VALUES = {
     "_local_scalar_dense",
     "nonzero",
@@ -90,7 +93,6 @@ _READS_VALUES = {
     "item",
     "repeat_interleave",
     "bincount",
-    "histc",
     "nonzero_static",
 }
 # PyTorch's fused inference fast paths, taken on the GPU where the program runs
@@ -231,6 +233,7 @@ class trace:
         self._answer_reads = answer_reads
         # The first use of the GPU from a thread the trace does not follow, said when it ends.
         self._escaped: Optional[str] = None
+        self._answers_at: Dict[str, int] = {}
         self._thread: Optional[threading.Thread] = None
 
     # The record -----------------------------------------------------------------------------
@@ -316,6 +319,13 @@ class trace:
             "{count} values read back that a trace cannot know were answered "
             + f"{self._answer_reads!r} as asked (answer_reads): where the program's allocations depend on them, it was traced along the path that answer takes"
         )
+        where = _where(_user_frame())
+        self._answers_at[where] = self._answers_at.get(where, 0) + 1
+        if self._answers_at[where] > _MOST_ANSWERS_AT_ONE_LINE:
+            # A loop that runs until a value says stop would never stop on an answered value.
+            raise UnfollowedError(
+                f"read at {where}: answered {_MOST_ANSWERS_AT_ONE_LINE:,} times (answer_reads); a loop whose end depends on the values would not end on answered ones, so the trace stops here (the trace up to there is kept)"
+            )
         answer = self._answer_reads
         if dtype == self._torch.bool:
             return bool(answer)
@@ -723,6 +733,18 @@ class trace:
             (priority, tagger, restore_on_gpu if getattr(restore, "args", None) == ("cuda",) else restore)
             for priority, tagger, restore in registry
         ]
+        # Non-reentrant checkpointing compares each saved tensor's device with its recomputed
+        # one's; code that PyTorch runs with the trace's function mode off (a custom
+        # autograd.Function's forward) sees the stand-ins' own device: both are the GPU.
+        from torch.utils import checkpoint as checkpointing
+
+        def checked_metadata(x: Any) -> Dict[str, Any]:
+            device = cuda0 if x.device.type in ("meta", "cuda") else x.device
+            return {"shape": x.shape, "dtype": x.dtype, "device": device}
+
+        checks = dict(checkpointing._allowed_determinism_checks_to_fns)
+        checks[checkpointing._DEFAULT_DETERMINISM_MODE] = checked_metadata
+        patches[(checkpointing, "_allowed_determinism_checks_to_fns")] = checks
         # CUDA graphs capture and replay kernels on the device, which the trace does not stand in for.
         patches[(cuda, "CUDAGraph")] = _refusing_class(cuda.CUDAGraph, unfollowed("torch.cuda.CUDAGraph"))
         patches[(cuda, "graph")] = _refusing_class(cuda.graph, unfollowed("torch.cuda.graph"))
