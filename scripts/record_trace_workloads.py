@@ -56,7 +56,8 @@ def main():
     # VRAMLAB_HOLDOUT=1: the held-out workloads; =autocast: the mixed-precision ones; =sdpa: those
     # using PyTorch's fused attention; =sdpa_fp32: fused attention in float32; =scaler: float16
     # autocast with GradScaler; =conv: torchvision models for cuDNN convolution workspaces; =hf_masks: Hugging Face models with attention masks; =unseen: programs from the
-    # sweep of unseen programs (issue 25); =cells: loops over recurrent cells.
+    # sweep of unseen programs (issue 25); =cells: loops over recurrent cells; =fastpath_general:
+    # attention's general and cuDNN fast-path branches, linear on transposed inputs, a resumed run.
     group = os.environ.get("VRAMLAB_HOLDOUT", "")
     names = list(GROUPS.get(group, GROUPS["holdout"]))
     for name in names:

@@ -988,6 +988,91 @@ def stacked_cells_dropout_sgd(device):
 CELLS = {f.__name__: f for f in [lstm_cell_decoder_adam, gru_cell_autocast_bf16, stacked_cells_dropout_sgd]}
 
 
+# Held out (committed before their GPU runs, and before the tracer ran them): the paths this
+# session's sweeps opened: attention's general branch and cuDNN branch in inference, F.linear's
+# in-place bias on transposed inputs in training, a checkpoint loaded onto the GPU, foreach
+# gradient clipping.
+
+
+def mha_padding_inference_weights(device):
+    """Four nn.MultiheadAttention blocks (batch_first) in inference over padded batches, asking
+    for the attention weights (the default), with a key padding mask."""
+    torch.manual_seed(0)
+    blocks = nn.ModuleList(nn.MultiheadAttention(512, 8, batch_first=True) for _ in range(4)).to(device).eval()
+    x = torch.randn(16, 200, 512, device=device)
+    padding = torch.zeros(16, 200, dtype=torch.bool, device=device)
+    padding[8:, 150:] = True
+    with torch.no_grad():
+        for _ in range(2):
+            h = x
+            for block in blocks:
+                h, weights = block(h, h, h, key_padding_mask=padding)
+
+
+def vit_half_inference(device):
+    """torchvision's ViT-B/16 in half precision, inference (the fast path's cuDNN attention)."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.vit_b_16(weights=None).to(device).half().eval()
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(16, 3, 224, 224, device=device, dtype=torch.float16))
+
+
+def mha_batch_first_training_clipped(device):
+    """A hand-written transformer with nn.MultiheadAttention(batch_first=True), trained with AdamW
+    and gradient clipping (foreach), after resuming from a checkpoint loaded onto the GPU."""
+    import io
+
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(384, 6, batch_first=True)
+            self.norm1, self.norm2 = nn.LayerNorm(384), nn.LayerNorm(384)
+            self.ff = nn.Sequential(nn.Linear(384, 1536), nn.GELU(), nn.Linear(1536, 384))
+
+        def forward(self, x):
+            h = self.norm1(x)
+            x = x + self.attn(h, h, h, need_weights=False)[0]
+            return x + self.ff(self.norm2(x))
+
+    model = nn.Sequential(*[Block() for _ in range(4)])
+    saved = io.BytesIO()
+    torch.save(model.state_dict(), saved)
+    saved.seek(0)
+    model = model.to(device)
+    model.load_state_dict(torch.load(saved, map_location=device))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(2):
+        x = torch.randn(12, 128, 384, device=device)
+        model(x).square().mean().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+def encoder_layer_padding_bf16(device):
+    """An nn.TransformerEncoderLayer in bf16 inference given a key padding mask (its fused layer
+    with the general attention branch)."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(768, 12, 3072, batch_first=True).to(device, torch.bfloat16).eval()
+    x = torch.randn(8, 256, 768, device=device, dtype=torch.bfloat16)
+    padding = torch.zeros(8, 256, dtype=torch.bool, device=device)
+    padding[4:, 180:] = True
+    with torch.no_grad():
+        for _ in range(2):
+            layer(x, src_key_padding_mask=padding)
+
+
+FASTPATH_GENERAL = {
+    f.__name__: f
+    for f in [mha_padding_inference_weights, vit_half_inference, mha_batch_first_training_clipped, encoder_layer_padding_bf16]
+}
+
+
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
 GROUPS = {
@@ -1003,5 +1088,6 @@ GROUPS = {
     "fastpath": FASTPATH,
     "encoder_fastpath": ENCODER_FASTPATH,
     "cells": CELLS,
+    "fastpath_general": FASTPATH_GENERAL,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
