@@ -92,6 +92,10 @@ ASKS_OTHERWISE: set = {
     "tv_densenet121_sgd",
     "tv_swin_t_bf16",
     "hf_qwen3_checkpointed_bf16",
+    # Held out (FASTPATH_GENERAL): ViT-B/16's patch convolution in half precision is outside the
+    # measured convolution tables, so its cuDNN workspace (2 x 20,807,696 B) is not traced (the
+    # snapshot says so); peaks within 0.01%.
+    "vit_half_inference",
 }
 
 

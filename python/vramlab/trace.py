@@ -139,7 +139,7 @@ _UNSIZED_SCRATCH = {
     "histc",
     "randperm",
 }
-_KERNEL_SCRATCH = {"sum", "mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax"} | _LOSSES
+_KERNEL_SCRATCH = {"sum", "mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm_backward"} | _LOSSES
 
 
 def _user_frame() -> Optional[Dict[str, Any]]:
@@ -505,6 +505,16 @@ class trace:
                     args = tuple(redirect(a) for a in args)
                 if func is torch.Tensor.pin_memory:
                     return args[0]
+                if (
+                    func is torch.Tensor.__setitem__
+                    and len(args) == 3
+                    and isinstance(args[0], torch.Tensor)
+                    and args[0].device.type == "meta"
+                    and isinstance(args[2], (bool, int, float, complex))
+                ):
+                    # x[i] = 1.0 on a CUDA tensor makes the value on the CPU
+                    # (python_variable_indexing.cpp), not on the device.
+                    args = (args[0], args[1], torch.tensor(args[2], dtype=args[0].dtype))
                 return func(*args, **kwargs)
 
         class Allocations(TorchDispatchMode):
@@ -573,6 +583,9 @@ class trace:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU (nn.LSTM, nn.GRU, nn.RNN), whose workspace and reserve sizes vramlab.trace does not model yet; loops over nn.LSTMCell, nn.GRUCell or nn.RNNCell are followed (the trace up to there is kept)"
                     )
+                partial_norms = None
+                if op == "_foreach_norm" and on_gpu:
+                    partial_norms = tracer._foreach_norm_partials(args[0], _user_frame())
                 grad_copy = None
                 if op == "_scaled_dot_product_efficient_attention_backward" and on_gpu:
                     grad_copy = tracer._efficient_grad_copy(args[0], _user_frame())
@@ -629,6 +642,8 @@ class trace:
                     tracer._efficient_backward_scratch(args, grad_copy, frame)
                 if bound:
                     tracer._kernel_scratch(op, bound, on_meta[0], frame)
+                if partial_norms is not None:
+                    tracer._free(*partial_norms)
                 if op in _UNSIZED_SCRATCH and on_meta:
                     tracer._note(
                         "{count} sorts, scans, top-k and embedding backwards are traced without the scratch their CUDA kernels allocate for themselves (CUB's temporary storage, not derived yet): peak reserved may be higher by up to its size"
@@ -1334,6 +1349,19 @@ class trace:
         if grad_copy is not None:
             self._free(*grad_copy)
 
+    def _foreach_norm_partials(self, tensors: Any, frame: Optional[Dict[str, Any]]) -> Optional[Tuple[int, int]]:
+        """foreach_tensor_norm_cuda (ForeachReduceOp.cu) first zeroes one partial norm per chunk
+        of 65,536 elements (MultiTensorApply.cuh's kChunkSize) of the tensor with the most, for
+        every tensor, in the math type: allocated before the norms, freed after."""
+        torch = self._torch
+        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+        if not tensors or any(t.device.type != "meta" for t in tensors):
+            return None
+        chunks = max((t.numel() + 65535) // 65536 for t in tensors)
+        math = torch.float64 if tensors[0].dtype == torch.float64 else torch.float32
+        size = len(tensors) * chunks * (8 if math == torch.float64 else 4)
+        return self._alloc(size, frame), size
+
     def _scratch(self, sizes: List[int], frame: Optional[Dict[str, Any]]) -> None:
         """Allocations a kernel makes and frees before it returns, freed in reverse order."""
         made = [(self._alloc(size, frame), size) for size in sizes]
@@ -1411,6 +1439,12 @@ class trace:
             if mask[2] and isinstance(grad, torch.Tensor) and grad.device.type == "meta" and grad.is_floating_point():
                 dims = [0] + list(range(2, grad.dim()))
                 self._reduction(grad, dims, grad.element_size(), False, frame)
+        elif op == "native_layer_norm_backward":
+            # layer_norm_backward_cuda (layer_norm_kernel.cu) passes dY.contiguous() to its
+            # kernel after making its outputs: a copy of a strided gradient, freed on return.
+            grad = bound["grad_out"]
+            if isinstance(grad, torch.Tensor) and grad.device.type == "meta" and not grad.is_contiguous():
+                self._scratch([grad.numel() * grad.element_size()], frame)
         elif op in _LOSSES:
             full = self._loss_storage(op, bound)
             if full is None:
