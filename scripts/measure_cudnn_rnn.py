@@ -168,6 +168,12 @@ def main():
             "gpu": torch.cuda.get_device_name(), "capability": list(torch.cuda.get_device_capability()),
             "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32}
     sink.write(json.dumps({"meta": meta}) + "\n")
+    measure_each(jobs, measure, sink, seconds)
+
+
+def measure_each(jobs, measure, sink, seconds):
+    """Writes measure(cfg) for each configuration as a JSON line (an error, out of memory or
+    another, as the row), until `seconds` have gone."""
     start = time.time()
     done = 0
     for cfg in jobs:

@@ -10,12 +10,11 @@ GPU machine:
 import json
 import random
 import sys
-import time
 
 import torch
 from torch import nn
 
-from measure_cudnn_rnn import events_during
+from measure_cudnn_rnn import events_during, measure_each
 
 # The fused operators the modules call from Python, counted to say which path each call took.
 FAST_OPS = ("_native_multi_head_attention", "_transformer_encoder_layer_fwd", "_nested_tensor_from_mask")
@@ -97,24 +96,7 @@ def main():
     a = torch.ones(8, 8, device="cuda")
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         torch.nn.functional.linear(a.to(dtype), a.to(dtype), a[0].to(dtype))
-    start = time.time()
-    done = 0
-    for cfg in random_configs(n, seed):
-        if time.time() - start > seconds:
-            break
-        t = time.time()
-        try:
-            row = measure(cfg)
-        except torch.OutOfMemoryError:
-            row = {"config": cfg, "error": "out of memory"}
-        except RuntimeError as e:
-            row = {"config": cfg, "error": str(e).splitlines()[0][:200]}
-        row["seconds"] = round(time.time() - t, 4)
-        sink.write(json.dumps(row) + "\n")
-        sink.flush()
-        done += 1
-        torch.cuda.empty_cache()
-    print(f"{done} measured in {time.time() - start:.0f} s", flush=True)
+    measure_each(random_configs(n, seed), measure, sink, seconds)
 
 
 if __name__ == "__main__":

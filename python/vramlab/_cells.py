@@ -19,30 +19,22 @@ one path on every device and need nothing here.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
+
+from ._registered import RegisteredKernels
 
 
-class RecurrentCells:
+class RecurrentCells(RegisteredKernels):
     """The CUDA path of the recurrent cells for one trace: installed on entering it, removed on
     leaving."""
 
-    def __init__(self, torch: Any) -> None:
-        self.torch = torch
-        self.libraries: List[Any] = []
-
-    def install(self) -> None:
-        torch = self.torch
-        composite = torch.library.Library("aten", "IMPL")
-        composite.impl("lstm_cell", self._lstm_cell, "AutogradMeta")
-        composite.impl("gru_cell", self._gru_cell, "AutogradMeta")
-        composite.impl("_thnn_fused_gru_cell", self._fused_gru_cell, "Meta")
-        composite.impl("_thnn_fused_gru_cell_backward", self._fused_gru_cell_backward, "Meta")
-        self.libraries = [composite]
-
-    def uninstall(self) -> None:
-        for library in reversed(self.libraries):
-            library._destroy()
-        self.libraries = []
+    def kernels(self) -> List[Tuple[str, Callable[..., Any], str]]:
+        return [
+            ("lstm_cell", self._lstm_cell, "AutogradMeta"),
+            ("gru_cell", self._gru_cell, "AutogradMeta"),
+            ("_thnn_fused_gru_cell", self._fused_gru_cell, "Meta"),
+            ("_thnn_fused_gru_cell_backward", self._fused_gru_cell_backward, "Meta"),
+        ]
 
     def _lstm_cell(self, input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Optional[Any] = None, b_hh: Optional[Any] = None) -> Any:
         torch = self.torch

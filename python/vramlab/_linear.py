@@ -13,25 +13,16 @@ on the GPU, and above autograd) with the GPU's in-place add.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
+
+from ._registered import RegisteredKernels
 
 
-class LinearPath:
+class LinearPath(RegisteredKernels):
     """ATen's ``linear`` for the meta tensors standing in for CUDA ones, for one trace."""
 
-    def __init__(self, torch: Any) -> None:
-        self.torch = torch
-        self.libraries: List[Any] = []
-
-    def install(self) -> None:
-        library = self.torch.library.Library("aten", "IMPL")
-        library.impl("linear", self._linear, "AutogradMeta")
-        self.libraries = [library]
-
-    def uninstall(self) -> None:
-        for library in reversed(self.libraries):
-            library._destroy()
-        self.libraries = []
+    def kernels(self) -> List[Tuple[str, Callable[..., Any], str]]:
+        return [("linear", self._linear, "AutogradMeta")]
 
     def _linear(self, input: Any, weight: Any, bias: Optional[Any] = None) -> Any:
         torch = self.torch

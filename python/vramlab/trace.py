@@ -62,6 +62,7 @@ from . import _attention, _convolution, _kernels, _values
 from ._autocast import Autocast
 from ._cells import RecurrentCells
 from ._linear import LinearPath
+from ._registered import InPlaceWithoutMeta
 from .errors import UnfollowedError
 
 __all__ = ["trace", "UnfollowedError"]
@@ -218,7 +219,7 @@ class trace:
         self._autocast: Optional[Autocast] = None
         self._cells: Optional[RecurrentCells] = None
         self._linear: Optional[LinearPath] = None
-        self._in_place: Optional[Any] = None
+        self._in_place: Optional[InPlaceWithoutMeta] = None
         # GradScaler's found_inf storages, by id, while they live.
         self._found_inf: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
@@ -898,11 +899,8 @@ class trace:
         linear = LinearPath(torch)
         linear.install()
         self._linear = linear
-        # Fused SGD updates its tensors in place and allocates nothing (FusedSgdKernel.cu; the
-        # momentum buffers are made in Python), but PyTorch has no meta kernel for it.
-        in_place = torch.library.Library("aten", "IMPL")
-        for name in ("_fused_sgd_", "_fused_sgd_.tensor_lr"):
-            in_place.impl(name, lambda *args, **kwargs: None, "Meta")
+        in_place = InPlaceWithoutMeta(torch)
+        in_place.install()
         self._in_place = in_place
         autocast = torch.amp.autocast_mode.autocast
         original_init, original_enter, original_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
@@ -1037,7 +1035,7 @@ class trace:
             self._linear.uninstall()
             self._linear = None
         if self._in_place is not None:
-            self._in_place._destroy()
+            self._in_place.uninstall()
             self._in_place = None
         for owner, name, value in reversed(self._patches):
             setattr(owner, name, value)
