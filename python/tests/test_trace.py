@@ -299,6 +299,8 @@ def test_checkpointing_a_custom_function_and_histc_are_followed():
 def test_cuda_answers_as_the_target_gpu_and_nothing_leaks_out():
     with vramlab.trace(gpu="h200") as t:
         assert torch.cuda.is_available()
+        torch.cuda.init()
+        torch.cuda.ipc_collect()
         props = torch.cuda.get_device_properties(0)
         assert (props.major, props.minor) == (9, 0) and "H200" in props.name
         x = torch.empty(1 << 20, device="cuda")

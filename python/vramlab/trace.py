@@ -783,6 +783,9 @@ class trace:
             raise UnfollowedError(message)
 
         patches[(cuda, "_lazy_init")] = reached_cuda
+        # What initialises CUDA or tidies inter-process memory has nothing to do in a trace.
+        patches[(cuda, "init")] = lambda: None
+        patches[(cuda, "ipc_collect")] = lambda: None
         nested = torch.nested
 
         def nested_constructor(name: str) -> Any:
