@@ -193,6 +193,14 @@ def test_work_in_another_thread_is_not_a_silent_zero():
             worker.start()
             worker.join()
     assert errors and "\n" not in str(err.value) and "test_trace.py:" in str(err.value)
+    # The program's own error that follows (a result the thread never made) gives way to it.
+    results = {}
+    with pytest.raises(UnfollowedError, match="from a thread the trace does not follow"):
+        with vramlab.trace():
+            worker = threading.Thread(target=lambda: results.update(y=torch.zeros(4, device="cuda")))
+            worker.start()
+            worker.join()
+            results["y"] * 2
 
 
 def test_checkpoints_load_onto_the_gpu_and_are_never_overwritten(tmp_path):

@@ -382,10 +382,12 @@ class trace:
         self._install()
         return self
 
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         self._uninstall()
-        if exc_type is None and self._escaped is not None:
-            raise UnfollowedError(self._escaped)
+        if self._escaped is not None and not isinstance(exc, UnfollowedError):
+            # The program's own error after a thread's refused work (a result that never came)
+            # follows from the refusal, which is said instead.
+            raise UnfollowedError(self._escaped) from exc
 
     def _install(self) -> None:
         torch = self._torch
