@@ -165,6 +165,10 @@ def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before
         (lambda: torch.nn.Embedding(10, 4, sparse=True).cuda()(torch.zeros(2, dtype=torch.long, device="cuda")).sum().backward(), "sparse tensors"),
         (lambda: torch.ones(2, device="cuda:1"), "device cuda:1"),
         (lambda: torch.ones(2).cuda(1), "device cuda:1"),
+        (
+            lambda: torch._grouped_mm(torch.randn(8, 16, device="cuda"), torch.randn(2, 16, 4, device="cuda"), offs=torch.tensor([4, 8], dtype=torch.int32, device="cuda")),
+            "grouped matrix multiply",
+        ),
     ],
 )
 def test_each_unfollowed_case_names_itself(program, needle):

@@ -582,6 +582,12 @@ class trace:
                         f"{op} at {_where(_user_frame())}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
                         + ("" if op != "_local_scalar_dense" else " (a value only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)")
                     )
+                if op == "_grouped_mm" and on_gpu and args[0].dtype != torch.bfloat16:
+                    # PyTorch's meta kernel takes bfloat16 only; what CUDA's fallback for other
+                    # types allocates is not known here (MoE layers in bfloat16 are followed).
+                    raise UnfollowedError(
+                        f"{op} at {_where(_user_frame())}: a grouped matrix multiply (mixture-of-experts layers) in {str(args[0].dtype).replace('torch.', '')}, which vramlab.trace follows in bfloat16 only; the trace up to there is kept"
+                    )
                 if op in _RECURRENT and on_gpu:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: recurrent layers run as cuDNN RNN on the GPU (nn.LSTM, nn.GRU, nn.RNN), whose workspace and reserve sizes vramlab.trace does not model yet; loops over nn.LSTMCell, nn.GRUCell or nn.RNNCell are followed (the trace up to there is kept)"
