@@ -308,6 +308,22 @@ def test_checkpointing_a_custom_function_and_histc_are_followed():
         assert torch.histc(torch.randn(64, device="cuda"), bins=7).shape == (7,)
 
 
+def test_known_values_are_read_under_inference_mode_too():
+    """Under inference_mode bool(x) reaches the trace as is_nonzero, not as the read it becomes
+    elsewhere: nn.Transformer's causal-mask check (a comparison with a mask made by a known
+    factory) is answered there too, and answer_reads answers the others."""
+    with vramlab.trace():
+        model = torch.nn.Transformer(64, 4, 1, 1, 128, batch_first=True).cuda().eval()
+        src, tgt = torch.randn(2, 16, 64, device="cuda"), torch.randn(2, 12, 64, device="cuda")
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(12, device="cuda")
+        with torch.inference_mode():
+            assert model(src, tgt, tgt_mask=mask).shape == (2, 12, 64)
+    with vramlab.trace(answer_reads=0.0):
+        with torch.inference_mode():
+            x = torch.randn(4, device="cuda")
+            assert bool(x.sum() > 0) is False and x.sum().item() == 0.0
+
+
 def test_cuda_answers_as_the_target_gpu_and_nothing_leaks_out():
     with vramlab.trace(gpu="h200") as t:
         assert torch.cuda.is_available()

@@ -80,6 +80,7 @@ _CUBLASLT_WORKSPACE = 1 << 20
 # Reads answered at one line of the program (answer_reads) before the trace stops: far more than
 # any loop over steps or tokens asks, far fewer than a loop waiting on an answered value runs.
 _MOST_ANSWERS_AT_ONE_LINE = 100_000
+_READS_ONE_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 _READS_VALUES = {
     "_local_scalar_dense",
     "nonzero",
@@ -537,13 +538,15 @@ class trace:
                         "{count} reads of GradScaler's found_inf answered 0 (no gradient overflowed, as in a healthy step; a step the GPU would skip for inf or NaN gradients is traced as taken)"
                     )
                     return 0.0
-                if op == "_local_scalar_dense" and on_gpu:
+                # bool(x) and x.item() reach the mode whole where autograd is off (inference_mode),
+                # and as _local_scalar_dense elsewhere: all read one value.
+                if op in _READS_ONE_VALUE and on_gpu:
                     known = tracer._shadows.read(args[0])
                     if known is not None:
                         tracer._note(
                             "{count} values read back were known without a GPU (from the CPU or from known factories, through operations run again on small CPU copies: vramlab/_values.py) and answered"
                         )
-                        return known
+                        return bool(known) if op == "is_nonzero" else known
                 if op in ("_to_copy", "copy_") and on_gpu and _to_host(torch, op, args, kwargs or {}):
                     # A GPU tensor's values copied to the host: known values are copied; others
                     # the trace does not have.
@@ -562,8 +565,8 @@ class trace:
                     if op == "copy_":
                         return args[0].copy_(known)
                     return known.to(**{k: v for k, v in (kwargs or {}).items() if k in ("dtype", "memory_format")}).clone()
-                if op == "_local_scalar_dense" and on_gpu and tracer._answer_reads is not None:
-                    return tracer._answered(args[0].dtype)
+                if op in _READS_ONE_VALUE and on_gpu and tracer._answer_reads is not None:
+                    return tracer._answered(torch.bool if op == "is_nonzero" else args[0].dtype)
                 if op in _FAST_PATHS and on_gpu:
                     raise UnfollowedError(
                         f"{op} at {_where(_user_frame())}: PyTorch's fused inference fast path with nested tensors (nn.TransformerEncoder given a key padding mask) or attention between different tensors, whose kernels' temporaries vramlab.trace does not size; the trace up to there is kept (torch.backends.mha.set_fastpath_enabled(False) traces the path taken in training)"
@@ -573,7 +576,7 @@ class trace:
                     # values, known where the mask's values are (ATen turns it into nonzero's
                     # indices on the GPU first: an allocation of its own).
                     args = tracer._mask_indices(op, args)
-                if op in _READS_VALUES and on_gpu and op not in ("_local_scalar_dense", "item", "is_nonzero"):
+                if op in _READS_VALUES and on_gpu and op not in _READS_ONE_VALUE:
                     known = tracer._known_shape(func, args, kwargs or {})
                     if known is not None:
                         return known
