@@ -165,6 +165,7 @@ def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before
         (lambda: torch.nn.Embedding(10, 4, sparse=True).cuda()(torch.zeros(2, dtype=torch.long, device="cuda")).sum().backward(), "sparse tensors"),
         (lambda: torch.ones(2, device="cuda:1"), "device cuda:1"),
         (lambda: torch.ones(2).cuda(1), "device cuda:1"),
+        (lambda: torch.ones(2).cuda("cuda:1"), "device cuda:1"),
         (
             lambda: torch._grouped_mm(torch.randn(8, 16, device="cuda"), torch.randn(2, 16, 4, device="cuda"), offs=torch.tensor([4, 8], dtype=torch.int32, device="cuda")),
             "grouped matrix multiply",
@@ -322,6 +323,12 @@ def test_known_values_are_read_under_inference_mode_too():
         with torch.inference_mode():
             x = torch.randn(4, device="cuda")
             assert bool(x.sum() > 0) is False and x.sum().item() == 0.0
+
+
+def test_device_zero_is_accepted_however_the_program_names_it():
+    with vramlab.trace():
+        for device in (0, "cuda", "cuda:0", torch.device("cuda", 0)):
+            assert torch.ones(2).cuda(device).is_cuda and torch.ones(2, device=device).is_cuda
 
 
 def test_cuda_answers_as_the_target_gpu_and_nothing_leaks_out():

@@ -397,7 +397,9 @@ class trace:
 
         tracer = self
 
-        def one_gpu(index: Any) -> None:
+        def one_gpu(device: Any) -> None:
+            # A device as the program names it: an index, "cuda:1", torch.device("cuda", 1).
+            index = device if isinstance(device, int) or device is None else torch.device(device).index
             if index not in (None, 0):
                 raise UnfollowedError(
                     f"device cuda:{index} at {_where(_user_frame())}: the trace stands in for one GPU ({self.gpu['name']}, device 0); programs spread over several GPUs are not followed (the trace up to there is kept)"
@@ -405,10 +407,10 @@ class trace:
 
         def redirect(value: Any) -> Any:
             if isinstance(value, torch.device) and value.type == "cuda":
-                one_gpu(value.index)
+                one_gpu(value)
                 return torch.device("meta")
             if isinstance(value, str) and value.split(":")[0] == "cuda":
-                one_gpu(torch.device(value).index)
+                one_gpu(value)
                 return "meta"
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
@@ -500,10 +502,11 @@ class trace:
                         )
                     if isinstance(device, int) and not isinstance(device, bool):
                         one_gpu(device)
-                    kwargs["device"] = "meta" if isinstance(device, int) and not isinstance(device, bool) else redirect(device)
+                        kwargs["device"] = "meta"
+                    else:
+                        kwargs["device"] = redirect(device)
                 if func is torch.Tensor.cuda:
-                    index = args[1] if len(args) > 1 else kwargs.get("device")
-                    one_gpu(index.index if isinstance(index, torch.device) else index)
+                    one_gpu(args[1] if len(args) > 1 else kwargs.get("device"))
                     return args[0].to("meta")
                 if func in (torch.Tensor.to, torch.Tensor.new_empty, torch.Tensor.new_zeros):
                     args = tuple(redirect(a) for a in args)
@@ -750,7 +753,7 @@ class trace:
         def restore_on_gpu(storage: Any, location: str) -> Any:
             if location != "cuda" and not location.startswith("cuda:"):
                 return None
-            one_gpu(torch.device(location).index)
+            one_gpu(location)
             placed = torch.UntypedStorage(storage.nbytes(), device="meta")
             self._track(torch.empty(0, dtype=torch.uint8, device="meta").set_(placed), _user_frame())
             return placed
