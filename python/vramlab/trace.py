@@ -62,7 +62,7 @@ from . import _attention, _convolution, _kernels, _values
 from ._autocast import Autocast
 from ._cells import RecurrentCells
 from ._linear import LinearPath
-from ._registered import InPlaceWithoutMeta
+from ._registered import InPlaceWithoutMeta, RegisteredKernels
 from .errors import UnfollowedError
 
 __all__ = ["trace", "UnfollowedError"]
@@ -112,9 +112,10 @@ _FAST_PATHS = {
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation"}
 _WITH_BIAS = {"addmm", "_addmm_activation"}
 _RECURRENT = {"lstm", "gru", "rnn_tanh", "rnn_relu"}
-# The fused recurrent cells' outputs, in the order their CUDA kernels allocate them
-# (aten/src/ATen/native/cuda/RNN.cu: the workspace first).
-_CELL_ALLOCATION_ORDER = {"_thnn_fused_lstm_cell": (2, 0, 1), "_thnn_fused_gru_cell": (1, 0)}
+# Outputs in the order the CUDA kernels allocate them, where it is not the order they are
+# returned in: fused dropout makes its mask before its output (as recorded), the fused recurrent
+# cells their workspace first (aten/src/ATen/native/cuda/RNN.cu).
+_ALLOCATION_ORDER = {"native_dropout": (1, 0), "_thnn_fused_lstm_cell": (2, 0, 1), "_thnn_fused_gru_cell": (1, 0)}
 _CONVOLUTIONS = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
 # Losses whose CUDA kernels keep a full-size output storage and a full-size temporary
 # (vramlab/_kernels.py), and the operators whose kernels allocate scratch.
@@ -207,6 +208,7 @@ class trace:
         self._major = major
         self._workspace = _workspace_size(major)
         self._threads_per_sm = _kernels.threads_per_sm(major, minor)
+        self._memory_bytes = int(self.gpu["memory_bytes"])
         self._events: List[Dict[str, Any]] = []
         self._live: Dict[int, Any] = {}
         self._next_addr = 1 << 40
@@ -218,9 +220,8 @@ class trace:
         self._modes: List[Any] = []
         self._patches: List[Any] = []
         self._autocast: Optional[Autocast] = None
-        self._cells: Optional[RecurrentCells] = None
-        self._linear: Optional[LinearPath] = None
-        self._in_place: Optional[InPlaceWithoutMeta] = None
+        # ATen kernels registered while the trace is on (vramlab/_registered.py).
+        self._registered: List[RegisteredKernels] = []
         # GradScaler's found_inf storages, by id, while they live.
         self._found_inf: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self._settings = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
@@ -241,8 +242,9 @@ class trace:
     # The record -----------------------------------------------------------------------------
 
     def _alloc(self, size: int, frame: Optional[Dict[str, Any]]) -> int:
-        total = int(self.gpu["memory_bytes"])
-        if self._allocated + (size + 511) // 512 * 512 > total:
+        rounded = (size + 511) // 512 * 512
+        total = self._memory_bytes
+        if self._allocated + rounded > total:
             # The tensors alive alone would not fit: the GPU fails here whatever the caching
             # allocator does (its reserve only adds to them), as a program that catches it sees.
             raise self._torch.OutOfMemoryError(
@@ -250,11 +252,11 @@ class trace:
             )
         addr = self._next_addr
         # Addresses are the record's own, never reused: they pair each free with its allocation.
-        self._next_addr += max(512, (size + 511) // 512 * 512)
+        self._next_addr += max(512, rounded)
         event = {"action": "alloc", "addr": addr, "size": size, "stream": 0, "frames": [frame] if frame else []}
         self._events.append(event)
         self._phases[addr] = self._phase()
-        self._allocated += (size + 511) // 512 * 512
+        self._allocated += rounded
         self._peak = max(self._peak, self._allocated)
         return addr
 
@@ -627,11 +629,8 @@ class trace:
                         f"{op} at {_where(_user_frame())}: sparse tensors on the GPU are not followed (their storages are not the caching allocator's blocks one to one); the trace up to there is kept"
                     )
                 frame = _user_frame() if on_meta else None
-                if op == "native_dropout":
-                    # CUDA's fused dropout makes its mask before its output (as recorded).
-                    on_meta.reverse()
-                if op in _CELL_ALLOCATION_ORDER and len(on_meta) == len(_CELL_ALLOCATION_ORDER[op]):
-                    on_meta = [on_meta[i] for i in _CELL_ALLOCATION_ORDER[op]]
+                if op in _ALLOCATION_ORDER and len(on_meta) == len(_ALLOCATION_ORDER[op]):
+                    on_meta = [on_meta[i] for i in _ALLOCATION_ORDER[op]]
                 bound = _schema_values(func, args, kwargs or {}) if on_meta and op in _KERNEL_SCRATCH else {}
                 full = tracer._loss_storage(op, bound) if op in _LOSSES else None
                 if op == "_scaled_dot_product_efficient_attention":
@@ -910,15 +909,10 @@ class trace:
         kernels = Autocast(torch, lambda: _where(_user_frame()))
         kernels.install()
         self._autocast = kernels
-        cells = RecurrentCells(torch)
-        cells.install()
-        self._cells = cells
-        linear = LinearPath(torch)
-        linear.install()
-        self._linear = linear
-        in_place = InPlaceWithoutMeta(torch)
-        in_place.install()
-        self._in_place = in_place
+        for kernels_for in (RecurrentCells, LinearPath, InPlaceWithoutMeta):
+            registered = kernels_for(torch)
+            registered.install()
+            self._registered.append(registered)
         autocast = torch.amp.autocast_mode.autocast
         original_init, original_enter, original_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
         original_clear, original_available = torch.clear_autocast_cache, torch.amp.autocast_mode.is_autocast_available
@@ -951,10 +945,13 @@ class trace:
         # On the GPU the optimizers take their multi-tensor (foreach) path by default, with its own
         # temporaries: the same choice is made for the meta tensors that stand in for CUDA ones.
         supported = optim_module._get_foreach_kernels_supported_devices
-        patches[(optim_module, "_get_foreach_kernels_supported_devices")] = lambda: list(supported()) + ["meta"]
+
+        def foreach_devices() -> List[str]:
+            return list(supported()) + ["meta"]
+
         # clip_grad_norm_ and the other users of torch.utils._foreach_utils ask it the same question.
-        foreach_utils = torch.utils._foreach_utils
-        patches[(foreach_utils, "_get_foreach_kernels_supported_devices")] = lambda: list(supported()) + ["meta"]
+        for owner in (optim_module, torch.utils._foreach_utils):
+            patches[(owner, "_get_foreach_kernels_supported_devices")] = foreach_devices
         module_apply = torch.nn.Module._apply
 
         def moving(module: Any, *args: Any, **kwargs: Any) -> Any:
@@ -1045,15 +1042,9 @@ class trace:
         if self._autocast is not None:
             self._autocast.uninstall()
             self._autocast = None
-        if self._cells is not None:
-            self._cells.uninstall()
-            self._cells = None
-        if self._linear is not None:
-            self._linear.uninstall()
-            self._linear = None
-        if self._in_place is not None:
-            self._in_place.uninstall()
-            self._in_place = None
+        for registered in reversed(self._registered):
+            registered.uninstall()
+        self._registered = []
         for owner, name, value in reversed(self._patches):
             setattr(owner, name, value)
         if self._patches:
@@ -1234,10 +1225,10 @@ class trace:
 
     def _fast_encoder_layer(self, mode: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
         """``torch._transformer_encoder_layer_fwd`` (nn.TransformerEncoderLayer's inference fast
-        path) as transformer_encoder_layer_forward (transformer.cpp) runs it, where its attention
-        takes the scaled-dot-product branch: layer norms, the attention, residual adds in place,
-        the feed-forward as two addmm (the first with its activation fused, _addmm_activation).
-        None elsewhere (a mask, nested tensors): it stops the trace."""
+        path) as transformer_encoder_layer_forward (transformer.cpp) runs it: layer norms, the
+        attention (either branch, `_self_attention`), residual adds in place, the feed-forward as
+        two addmm (the first with its activation fused, _addmm_activation). None for nested
+        tensors: they stop the trace."""
         torch = self._torch
         bound = _schema_values(torch.ops.aten._transformer_encoder_layer_fwd.default, args, kwargs)
         src = bound["src"]
@@ -1373,8 +1364,8 @@ class trace:
         if not tensors or any(t.device.type != "meta" for t in tensors):
             return None
         chunks = max((t.numel() + 65535) // 65536 for t in tensors)
-        math = torch.float64 if tensors[0].dtype == torch.float64 else torch.float32
-        size = len(tensors) * chunks * (8 if math == torch.float64 else 4)
+        math_width = 8 if tensors[0].dtype == torch.float64 else 4
+        size = len(tensors) * chunks * math_width
         return self._alloc(size, frame), size
 
     def _scratch(self, sizes: List[int], frame: Optional[Dict[str, Any]]) -> None:
