@@ -325,6 +325,20 @@ def test_known_values_are_read_under_inference_mode_too():
             assert bool(x.sum() > 0) is False and x.sum().item() == 0.0
 
 
+def test_a_trace_that_stopped_early_says_so_in_its_snapshot():
+    """The record of a refused program is kept, and its replay must not pass for the whole
+    program's: the snapshot says where and why it stopped."""
+    with pytest.raises(UnfollowedError):
+        with vramlab.trace() as t:
+            torch.empty(1 << 20, device="cuda")
+            torch.nn.LSTM(4, 4).cuda()(torch.randn(2, 1, 4, device="cuda"))
+    notes = vramlab.replay(t.snapshot())["notes"]
+    assert any("stopped before the program ended (lstm at " in n and "lower bound" in n for n in notes)
+    with vramlab.trace() as whole:
+        torch.empty(1 << 20, device="cuda")
+    assert not any("stopped" in n for n in whole.snapshot()["vramlab_notes"])
+
+
 def test_device_zero_is_accepted_however_the_program_names_it():
     with vramlab.trace():
         for device in (0, "cuda", "cuda:0", torch.device("cuda", 0)):

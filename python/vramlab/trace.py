@@ -236,6 +236,8 @@ class trace:
         self._answer_reads = answer_reads
         # The first use of the GPU from a thread the trace does not follow, said when it ends.
         self._escaped: Optional[str] = None
+        # Why the program's run ended inside the trace, where it did not run to its end.
+        self._stopped: Optional[str] = None
         self._answers_at: Dict[str, int] = {}
         self._thread: Optional[threading.Thread] = None
 
@@ -292,6 +294,10 @@ class trace:
         notes = [
             f"traced without a GPU by vramlab.trace for {self.gpu['name']} (compute capability {self.gpu['compute_capability']}, torch {self._torch.__version__}): allocations and frees as the caching allocator would be asked for them, with no data computed"
         ]
+        if self._stopped is not None:
+            notes.append(
+                f"the trace stopped before the program ended ({self._stopped}): this record holds the program up to there only, so its peaks are those of that part, a lower bound of the whole program's"
+            )
         for what, count in sorted(self._notes.items()):
             notes.append(what.format(count=count))
         return {
@@ -387,9 +393,12 @@ class trace:
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         self._uninstall()
+        if exc is not None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            self._stopped = str(exc).splitlines()[0] if str(exc) else exc_type.__name__
         if self._escaped is not None and not isinstance(exc, UnfollowedError):
             # The program's own error after a thread's refused work (a result that never came)
             # follows from the refusal, which is said instead.
+            self._stopped = self._escaped
             raise UnfollowedError(self._escaped) from exc
 
     def _install(self) -> None:
