@@ -3,7 +3,7 @@ that GPU's measurements (scripts/measure_conv_workspaces.py): for each convoluti
 backend PyTorch chose and the bytes its forward, its backward for the input and its backward for
 the weight allocated beyond their outputs (0: nothing). The package's copy is checked against a
 rebuild from the committed measurements (python/tests/test_trace.py).
-    python scripts/build_conv_table.py h100 > python/vramlab/_conv_h100.json"""
+    python scripts/build_conv_table.py h100 | gzip -n > python/vramlab/_tracer/rules/_conv_h100.json.gz"""
 
 import gzip
 import json

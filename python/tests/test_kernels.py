@@ -1,11 +1,11 @@
-"""The scratch memory CUDA kernels allocate for themselves (vramlab/_kernels.py), against the
+"""The scratch memory CUDA kernels allocate for themselves (vramlab/_tracer/rules/kernels.py), against the
 allocations an H100 made for the same reductions under torch 2.11 (the recordings in
 reports/reference/h100/trace-workloads, whose C++ frames name gpu_reduce_kernel). The rules were
 checked against these recordings while they were written: seen while designing, not held out."""
 
 import pytest
 
-from vramlab._kernels import reduce_buffers, reduced_dims, threads_per_sm
+from vramlab._tracer.rules.kernels import reduce_buffers, reduced_dims, threads_per_sm
 
 H100_SMS = 132
 

@@ -18,7 +18,7 @@ named where it is applied.
   ``grad * output`` into a temporary the size of the gradient before the kernel runs.
 - The autograd engine adds two gradients of one input in place into one it holds alone
   (``torch/csrc/autograd/input_buffer.cpp``, ``accumulate``), which PyTorch does not do while a
-  dispatch mode is on (``isTensorSubclassLike``); ``vramlab/trace.py`` does it as the GPU would.
+  dispatch mode is on (``isTensorSubclassLike``); ``rules/engine.py`` does it as the GPU would.
 
 Checked against every ``gpu_reduce_kernel`` and loss allocation in the H100 recordings of
 reports/reference/h100/trace-workloads (torch 2.11).
@@ -26,7 +26,9 @@ reports/reference/h100/trace-workloads (torch 2.11).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import Call, Rule, register
 
 # Reduce.cuh: mnt_wrapper<T>::MAX_NUM_THREADS (512 but for complex<double>), at::cuda::warp_size(),
 # min_values_per_thread and max_values_per_thread in setReduceConfig (CUDA, not ROCm).
@@ -233,3 +235,132 @@ def accumulation_size(dtype: Any, torch: Any) -> Optional[int]:
     if dtype == torch.float64:
         return 8
     return None
+
+
+# Losses whose CUDA kernels keep a full-size output storage and a full-size temporary.
+LOSSES = {"mse_loss", "smooth_l1_loss", "huber_loss"}
+# Operators whose CUDA kernels allocate scratch of their own that the trace does not size (CUB's
+# temporary storage in sorts, scans and embedding backward): noted in the snapshot.
+UNSIZED_SCRATCH = {
+    "sort", "argsort", "topk", "kthvalue", "median", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp",
+    "embedding_dense_backward", "_embedding_bag", "_embedding_bag_backward", "_embedding_bag_dense_backward",
+    "searchsorted", "bincount", "histc", "randperm",
+}
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+@register
+class KernelScratch(Rule):
+    """Scratch the kernels of reductions, softmaxes, layer norm and losses allocate for themselves
+    (see the module's notes)."""
+
+    ops = {"sum", "mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm_backward"} | LOSSES
+    source = "ATen/native/cuda/Reduce.cuh, SoftMax.cu, SoftMax.cpp, layer_norm_kernel.cu, Loss.cpp, Convolution.cpp"
+    order = 60
+
+    def track(self, call: Call, out: Any, made: List[Any]) -> bool:
+        if call.op not in LOSSES or not made:
+            return False
+        full = self._loss_storage(call.bound())
+        if full is None:
+            return False
+        for t in made:
+            call.record.track(t, call.frame, full)
+        return True
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        if not made:
+            return
+        torch, op, frame, record = self.torch, call.op, call.frame, call.record
+        bound = call.bound()
+        first = made[0]
+        if op in ("sum", "mean"):
+            x = bound["self"]
+            if isinstance(x, torch.Tensor) and x.device.type == "meta" and x.is_floating_point():
+                self._reduction(x, bound.get("dim"), first.element_size(), op == "mean", frame)
+        elif op == "_softmax_backward_data":
+            # softmax_backward_cuda_out first multiplies the gradient by the output into a
+            # temporary (log_softmax's backward does not).
+            grad, output = bound["grad_output"], bound["output"]
+            if isinstance(grad, torch.Tensor) and grad.device.type == "meta":
+                dtype = torch.promote_types(grad.dtype, output.dtype)
+                numel = _numel(torch.broadcast_shapes(grad.shape, output.shape))
+                record.scratch([numel * torch.empty((), dtype=dtype, device="meta").element_size()], frame)
+        elif op == "_safe_softmax":
+            # SoftMax.cpp's _safe_softmax: after the softmax, which of the inputs are -inf, whether
+            # a whole row is, and a zero to fill those rows with, freed in reverse (as the H100
+            # recorded: reports/reference/h100/sdpa-backends).
+            x = bound["self"]
+            if isinstance(x, torch.Tensor) and x.device.type == "meta" and x.dim() > 0:
+                rows = x.numel() // max(1, x.size(bound["dim"]))
+                record.scratch([x.numel(), rows, first.element_size()], frame)
+        elif op == "convolution_backward":
+            # Convolution.cpp: backends that do not compute the bias gradient (cuDNN) leave it to
+            # grad_output.sum over every dimension but the channels, after the other two.
+            mask, grad = bound.get("output_mask") or [False] * 3, bound["grad_output"]
+            if mask[2] and isinstance(grad, torch.Tensor) and grad.device.type == "meta" and grad.is_floating_point():
+                dims = [0] + list(range(2, grad.dim()))
+                self._reduction(grad, dims, grad.element_size(), False, frame)
+        elif op == "native_layer_norm_backward":
+            # layer_norm_backward_cuda passes dY.contiguous() to its kernel after making its
+            # outputs: a copy of a strided gradient, freed on return.
+            grad = bound["grad_out"]
+            if isinstance(grad, torch.Tensor) and grad.device.type == "meta" and not grad.is_contiguous():
+                record.scratch([grad.numel() * grad.element_size()], frame)
+        elif op in LOSSES:
+            full = self._loss_storage(bound)
+            if full is None:
+                return
+            shape = list(torch.broadcast_shapes(bound["self"].shape, bound["target"].shape))
+            # The unreduced loss, a full-size temporary reduced by mean_out or sum_out.
+            temp = record.alloc(full, frame)
+            unreduced = torch.empty(shape, dtype=first.dtype, device="meta")
+            self._reduction(unreduced, None, first.element_size(), bound["reduction"] == 1, frame)
+            record.free(temp, full)
+
+    def _loss_storage(self, bound: Dict[str, Any]) -> Optional[int]:
+        """The bytes a reduced loss's output holds on the GPU: made at the inputs' full shape and
+        then resized to a scalar, its storage keeps the full size (Loss.cpp's structured meta)."""
+        if bound.get("reduction", 1) == 0:
+            return None
+        x, target = bound["self"], bound["target"]
+        return _numel(self.torch.broadcast_shapes(x.shape, target.shape)) * x.element_size()
+
+    def _reduction(self, x: Any, dims: Any, out_elsize: int, mean: bool, frame: Any) -> None:
+        """The global buffer and semaphores of `gpu_reduce_kernel` for a CUDA sum or mean of `x`."""
+        torch, session = self.torch, self.session
+        arg_size = accumulation_size(x.dtype, torch)
+        if arg_size is None:
+            return
+        shape, strides, elsize = list(x.shape), list(x.stride()), x.element_size()
+        if not fits_32bit_indexing(shape, strides, elsize):
+            session.note(
+                "{count} reductions over more than 2^31 elements are in the trace without the buffers their split kernels allocate: peak reserved may be higher by up to their size"
+            )
+            return
+        # sum_functor loads 16-bit inputs 8 at a time, other types and MeanOps 4 (vt0 = 4).
+        vector = 8 if elsize == 2 and not mean else 4
+        sizes = reduce_buffers(
+            shape, strides, x.storage_offset(), elsize, reduced_dims(x.dim(), dims), out_elsize, arg_size, vector,
+            session.gpu["multiprocessors"], session.threads_per_sm,
+        )
+        session.record.scratch(sizes, frame)
+
+
+@register
+class UnsizedScratch(Rule):
+    ops = UNSIZED_SCRATCH
+    source = "CUB's temporary storage (cub::DeviceRadixSort, DeviceScan, ...), not derived yet"
+    order = 60
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        if made:
+            self.session.note(
+                "{count} sorts, scans, top-k and embedding backwards are traced without the scratch their CUDA kernels allocate for themselves (CUB's temporary storage, not derived yet): peak reserved may be higher by up to its size"
+            )

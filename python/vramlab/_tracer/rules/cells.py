@@ -21,7 +21,22 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
-from ._registered import RegisteredKernels
+from ..registered import RegisteredKernels
+from . import Call, Rule, register
+
+# The fused cells' outputs in the order RNN.cu allocates them: the workspace first.
+ALLOCATION_ORDER = {"_thnn_fused_lstm_cell": (2, 0, 1), "_thnn_fused_gru_cell": (1, 0)}
+
+
+@register
+class FusedCellOrder(Rule):
+    ops = set(ALLOCATION_ORDER)
+    source = "ATen/native/cuda/RNN.cu (the workspace is allocated before hy and cy)"
+    order = 50
+
+    def outputs(self, call: Call, out: Any, made: List[Any]) -> List[Any]:
+        order = ALLOCATION_ORDER[call.op]
+        return [made[i] for i in order] if len(made) == len(order) else made
 
 
 class RecurrentCells(RegisteredKernels):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
-from ._registered import RegisteredKernels
+from ..registered import RegisteredKernels
 
 
 class LinearPath(RegisteredKernels):

@@ -36,10 +36,19 @@ line (``vramlab.UnfollowedError``).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-# torch 2.11.0+cu130's bundled cuDNN (torch.backends.cudnn.version() on the H100).
-CUDNN_VERSION = 91900
+from ..compat import by_release
+
+from ...errors import UnfollowedError
+from ..where import here
+from . import PASS, Call, FunctionRule, Rule, register, register_function
+
+# The cuDNN each release's CUDA wheel bundles (torch.backends.cudnn.version()): 2.11.0+cu130's
+# measured on the H100, 2.15.0+cu132's read from its libcudnn (9.26). A trace takes the one of the
+# installed release, as the GPU machine would load it.
+CUDNN_VERSIONS = {(2, 11): 91900, (2, 15): 92600}
+CUDNN_VERSION = CUDNN_VERSIONS[(2, 11)]
 # cuDNN's forward workspace for attention, measured (every shape tried on the H100).
 CUDNN_FORWARD_WORKSPACE = 256
 
@@ -55,9 +64,12 @@ def bind(args: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
     return bound
 
 
-def priority(major: int, cudnn_version: int = CUDNN_VERSION) -> List[str]:
-    """The order in which backends are tried (sdp_utils.cpp's priority_order)."""
-    prefer_cudnn = os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED") != "1" and cudnn_version > 91500 and major in (9, 10)
+def priority(major: int, cudnn_version: int = CUDNN_VERSION, minor: int = 0, release: Tuple[int, int] = (2, 11)) -> List[str]:
+    """The order in which backends are tried (sdp_utils.cpp's priority_order): cuDNN first where
+    check_prefer_cudnn_attention says so, which 2.11 asks of sm90, sm100 and sm103 alone (major 9
+    or 10, minor 0 or 3) and 2.15 of any major 9 or 10 (both read from the releases' binaries)."""
+    capable = major in (9, 10) and (release >= (2, 15) or minor in (0, 3))
+    prefer_cudnn = os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED") != "1" and cudnn_version > 91500 and capable
     return ["cudnn", "flash", "efficient", "math"] if prefer_cudnn else ["flash", "efficient", "math", "cudnn"]
 
 
@@ -86,6 +98,9 @@ def can_use_cudnn(torch: Any, bound: Dict[str, Any], major: int, cudnn_version: 
         return False
     limit = 256 if major in (9, 10) and cudnn_version >= 91000 else 128
     d_qk, d_v = q.size(-1), v.size(-1)
+    if cudnn_version >= 92600 and 256 < max(d_qk, d_v) <= 512 and d_qk % 16 == 0 and d_v % 16 == 0:
+        # cuDNN 9.26 (torch 2.15's) takes head sizes up to 512 in multiples of 16.
+        limit = 512
     if k.size(-1) != d_qk or d_qk > limit or d_v > limit or d_qk % 8 or d_v % 8:
         return False
     if mask is not None:
@@ -136,16 +151,17 @@ def can_use_efficient(torch: Any, bound: Dict[str, Any], major: int) -> bool:
     return _last_stride_one(q, k, v) and _same_batch_and_heads(q, k, v, False)
 
 
-def choose(torch: Any, bound: Dict[str, Any], major: int) -> Optional[str]:
-    """The backend PyTorch picks for these arguments on a GPU of compute capability `major`.x, or
-    None where none qualifies (PyTorch raises "No available kernel")."""
+def choose(torch: Any, bound: Dict[str, Any], major: int, minor: int = 0, release: Tuple[int, int] = (2, 11)) -> Optional[str]:
+    """The backend PyTorch `release` picks for these arguments on a GPU of compute capability
+    major.minor, or None where none qualifies (PyTorch raises "No available kernel")."""
+    cudnn_version = by_release(CUDNN_VERSIONS, release)
     checks = {
-        "cudnn": lambda: can_use_cudnn(torch, bound, major),
+        "cudnn": lambda: can_use_cudnn(torch, bound, major, cudnn_version),
         "flash": lambda: can_use_flash(torch, bound, major),
         "efficient": lambda: can_use_efficient(torch, bound, major),
         "math": lambda: torch.backends.cuda.math_sdp_enabled(),
     }
-    for backend in priority(major):
+    for backend in priority(major, cudnn_version, minor, release):
         if checks[backend]():
             return backend
     return None
@@ -212,3 +228,140 @@ def math(torch: Any, q: Any, k: Any, v: Any, mask: Any, dropout_p: float, is_cau
     if dropout_p > 0.0:
         attn = torch.ops.aten.native_dropout(attn, dropout_p, True)[0]
     return torch.matmul(attn, v).to(origin)
+
+
+@register_function
+class ScaledDotProductAttention(FunctionRule):
+    """F.scaled_dot_product_attention on stand-ins, as the backend PyTorch would pick on the target
+    GPU runs it; other tensors run as the program would."""
+
+    names = ("scaled_dot_product_attention",)
+    source = "ATen/native/transformers/cuda/sdp_utils.cpp (select_sdp_backend), attention.cpp"
+    order = 45
+
+    def call(self, mode: Any, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        torch, session = self.torch, self.session
+        bound = bind(args, kwargs)
+        q, k, v = bound["query"], bound["key"], bound["value"]
+        if not all(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in (q, k, v)):
+            return PASS
+        if session.autocast_on():
+            # scaled_dot_product_attention is on autocast's lower-precision list: its tensors are
+            # cast before PyTorch picks the backend.
+            lower = torch.get_autocast_dtype("cuda")
+            for name in ("query", "key", "value", "attn_mask"):
+                bound[name] = session.autocast.cast(lower, bound[name])
+            q, k, v = bound["query"], bound["key"], bound["value"]
+        unbatched = session.release >= (2, 15) and all(t.dim() == 3 for t in (q, k, v))
+        if unbatched:
+            # 2.15 gives unbatched inputs a batch dimension before the fused backends' checks
+            # (sdp_utils_cpp.h, normalize_unbatched_input); 2.11 sends them to the math path.
+            for name in ("query", "key", "value"):
+                bound[name] = bound[name].unsqueeze(0)
+            q, k, v = bound["query"], bound["key"], bound["value"]
+        backend = choose(torch, bound, session.major, session.minor, session.release)
+        if backend == "efficient" and q.size(-1) > 128:
+            backend = "efficient (head sizes over 128)"
+        if backend not in ("cudnn", "efficient", "math"):
+            what = backend or "no backend (PyTorch raises 'No available kernel')"
+            raise UnfollowedError(
+                f"scaled_dot_product_attention at {here()}: on the {session.gpu['name']} these arguments run {what} attention, whose workspaces vramlab.trace does not size yet (it follows cuDNN attention, the math path, and memory-efficient attention for heads up to 128); the trace up to there is kept"
+            )
+        # attention.cpp turns a boolean mask into an additive one before any backend runs.
+        mask = additive_mask(torch, bound["attn_mask"], q.dtype)
+        if backend == "math":
+            out = math(torch, q, k, v, mask, bound["dropout_p"], bound["is_causal"], bound["scale"], bound["enable_gqa"])
+            return out.squeeze(0) if unbatched else out
+        compute_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+        if backend == "efficient":
+            session.note(
+                "{count} memory-efficient attention calls: their backward workspaces are sized by a fit to 90 shapes measured on an H100 (torch 2.11), not by a rule"
+            )
+            if mask is not None:
+                # attention.cpp's preprocess_mask (torch 2.11: mem_eff_alignment = 8): a mask
+                # whose strides are not multiples of 8 (or not 1 for the last dimension) is padded
+                # by 8 - Lk % 8 (a copy) and sliced back, then expanded to [B, H, Lq, Lk] (views).
+                lk = mask.size(-1)
+                aligned = all(mask.stride(i) % 8 == 0 for i in range(mask.dim() - 1)) and mask.stride(-1) == 1
+                if not aligned:
+                    mask = torch.nn.functional.pad(mask, (0, 8 - lk % 8))[..., :lk]
+                mask = mask.expand(q.size(0), q.size(1), q.size(2), k.size(2))
+            out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, mask, compute_lse, bound["dropout_p"], bound["is_causal"], scale=bound["scale"])[0]
+            return out.squeeze(0) if unbatched else out
+        session.note(
+            "{count} cuDNN attention calls: their backward workspaces are sized by a fit to cuDNN 9.19 measured on an H100 (three shapes), not by a rule"
+        )
+        out = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, mask, compute_lse, bound["dropout_p"], bound["is_causal"], False, scale=bound["scale"])[0]
+        return out.squeeze(0) if unbatched else out
+
+
+@register
+class AttentionKernels(Rule):
+    """What the fused attention kernels allocate besides their meta kernels' outputs."""
+
+    ops = {
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_cudnn_attention_backward",
+        "_scaled_dot_product_efficient_attention_backward",
+    }
+    source = "attention.cu, attention_backward.cu; measured on an H100 (reports/reference/h100/efficient-attention, sdpa-backends)"
+    order = 45
+
+    def before(self, call: Call) -> Any:
+        if call.op == "_scaled_dot_product_efficient_attention_backward":
+            # _efficient_attention_backward first makes the output gradient contiguous in
+            # [B, L, H, D] order: a copy where it is not so already.
+            grad_out = call.args[0]
+            if not grad_out.transpose(1, 2).is_contiguous():
+                size = grad_out.numel() * grad_out.element_size()
+                call.state["grad_copy"] = (call.record.alloc(size, self.session.frame()), size)
+        return PASS
+
+    def outputs(self, call: Call, out: Any, made: List[Any]) -> List[Any]:
+        torch = self.torch
+        if call.op == "_scaled_dot_product_efficient_attention":
+            # The dropout seed and offset stay on the host (the meta kernel makes them).
+            return [t for t in out[:2] if isinstance(t, torch.Tensor)]
+        if call.op == "_scaled_dot_product_cudnn_attention":
+            # On the GPU: the dropout seed and offset first, then the output, and the log-sum-exp
+            # only where a gradient will be needed (the meta kernel always makes one).
+            kept = [out[6], out[7], out[0]] + ([out[1]] if call.args[4] else [])
+            return [t for t in kept if isinstance(t, torch.Tensor)]
+        return made
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        record, frame = call.record, call.frame
+        if call.op == "_scaled_dot_product_cudnn_attention":
+            record.scratch([CUDNN_FORWARD_WORKSPACE], frame)
+        elif call.op == "_scaled_dot_product_cudnn_attention_backward":
+            record.scratch([cudnn_backward_workspace(call.args[1], call.args[2])], frame)
+        elif call.op == "_scaled_dot_product_efficient_attention_backward":
+            self._efficient_backward_scratch(call, frame)
+
+    def _efficient_backward_scratch(self, call: Call, frame: Any) -> None:
+        """After dq, dk, dv: the row sums `delta` and the workspace, in the order the H100
+        recorded them."""
+        torch, record = self.torch, call.record
+        grad_out, query = call.args[0], call.args[1]
+        b, h, lq, _ = grad_out.shape
+        rows = 4 * b * h * lq
+        if grad_out.dtype == torch.float32:
+            # ATen computes delta: (grad_out * out).sum(-1), then a contiguous [B, H, Lq] copy.
+            product = record.alloc(grad_out.numel() * 4, frame)
+            summed = record.alloc(rows, frame)
+            if h > 1 and lq > 1:
+                delta = record.alloc(rows, frame)
+                record.free(summed, rows)
+            else:
+                delta = summed
+            record.free(product, grad_out.numel() * 4)
+        else:
+            delta = record.alloc(rows, frame)
+        size = efficient_backward_workspace(b, h, lq, query.size(-1), grad_out.dtype != torch.float32)
+        workspace = record.alloc(size, frame)
+        record.free(delta, rows)
+        record.free(workspace, size)
+        grad_copy = call.state.get("grad_copy")
+        if grad_copy is not None:
+            record.free(*grad_copy)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .errors import UnfollowedError
+from ...errors import UnfollowedError
 
 LOWER = "lower_precision_fp"
 FP32 = "fp32"
@@ -70,6 +70,21 @@ for _name in "addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_p
 POLICIES["binary_cross_entropy"] = BANNED
 POLICIES["_cudnn_rnn"] = RECURRENT
 
+# Operators a later release adds to a list (autocast_mode.h of that release, read from its wheel's
+# torch/include): keyed by the first release that has them.
+ADDED: Dict[Tuple[int, int], Dict[str, str]] = {
+    (2, 15): {"rms_norm": FP32, "linalg_matrix_sqrth": FP32},
+}
+
+
+def policies(release: Tuple[int, int]) -> Dict[str, str]:
+    """The CUDA autocast policy of every operator in `release`."""
+    chosen = dict(POLICIES)
+    for first, added in sorted(ADDED.items()):
+        if release >= first:
+            chosen.update(added)
+    return chosen
+
 # fp32_append_dtype: the overload each one calls instead, with dtype=float32 added.
 _APPENDED = {"norm.Scalar": "ScalarOpt_dtype", "norm.ScalarOpt_dim": "ScalarOpt_dim_dtype", "norm.names_ScalarOpt_dim": "names_ScalarOpt_dim_dtype"}
 
@@ -97,8 +112,9 @@ class Autocast:
 
     KEY = "AutocastPrivateUse1"
 
-    def __init__(self, torch: Any, where: Callable[[], str]) -> None:
+    def __init__(self, torch: Any, where: Callable[[], str], release: Tuple[int, int] = (2, 11)) -> None:
         self.torch = torch
+        self.policies = policies(release)
         self.where = where
         self.cache: Dict[int, Tuple[Any, Any]] = {}
         self.libraries: List[Any] = []
@@ -106,7 +122,7 @@ class Autocast:
 
     def install(self) -> None:
         torch = self.torch
-        unknown = [name for name in registered_cuda_policies(torch) if name not in POLICIES]
+        unknown = [name for name in registered_cuda_policies(torch) if name not in self.policies]
         self.unknown = set(unknown)
         try:
             fallback = torch.library.Library("_", "IMPL")
@@ -117,7 +133,7 @@ class Autocast:
             ) from None
         kernels = torch.library.Library("aten", "IMPL")
         self.libraries = [fallback, kernels]
-        for name, policy in POLICIES.items():
+        for name, policy in self.policies.items():
             op = self._overload(name)
             if op is not None:
                 kernels.impl(name, self._kernel(name, op, policy), self.KEY)

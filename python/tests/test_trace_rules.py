@@ -1,0 +1,229 @@
+"""The tracer's package (vramlab/_tracer): its layout, its torch releases, and the rules that are
+not checked by whole workloads (test_trace.py): each test names the PyTorch source it follows."""
+
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="vramlab.trace needs PyTorch (pip install torch)")
+
+import vramlab  # noqa: E402
+from vramlab import UnfollowedError  # noqa: E402
+from vramlab._tracer import compat  # noqa: E402
+from vramlab._tracer.rules import cublas  # noqa: E402
+
+PACKAGE = pathlib.Path(vramlab.__file__).resolve().parent
+RELEASE = compat.release(torch)
+
+
+def allocations(snapshot):
+    return [(e["action"], e["size"]) for e in snapshot["device_traces"][0] if e["action"] in ("alloc", "free_completed")]
+
+
+# Layout --------------------------------------------------------------------------------------
+
+
+def test_no_tracer_module_is_over_600_lines():
+    modules = [PACKAGE / "trace.py"] + sorted((PACKAGE / "_tracer").rglob("*.py"))
+    long = {str(m.relative_to(PACKAGE)): n for m in modules if (n := len(m.read_text().splitlines())) > 600}
+    assert not long, f"tracer modules over 600 lines: {long}"
+
+
+def test_every_rule_names_its_ops_and_its_source():
+    with vramlab.trace() as t:
+        rules = t.rules
+    assert len(rules.all) >= 12
+    for rule in rules.all:
+        assert rule.source, f"{type(rule).__name__} names no source"
+        assert rule.ops is None or len(set(rule.ops)) > 0, f"{type(rule).__name__} handles no operator"
+    for name, function_rules in rules.functions.items():
+        for rule in function_rules:
+            assert rule.source, f"{type(rule).__name__} ({name}) names no source"
+
+
+def test_a_rule_is_one_module(tmp_path, monkeypatch):
+    """A module dropped into the rules package is found and consulted, with no list to edit."""
+    from vramlab._tracer import rules as rules_package
+
+    extra = tmp_path / "rules_extra"
+    extra.mkdir()
+    (extra / "padded_zeros.py").write_text(
+        "from vramlab._tracer.rules import Rule, register\n"
+        "@register\n"
+        "class PaddedZeros(Rule):\n"
+        "    ops = {'zeros'}\n"
+        "    source = 'a test'\n"
+        "    def after(self, call, out, made):\n"
+        "        call.record.scratch([4096], call.frame)\n"
+    )
+    monkeypatch.setattr(rules_package, "__path__", list(rules_package.__path__) + [str(extra)])
+    registered = list(rules_package._RULES)
+    try:
+        with vramlab.trace() as t:
+            torch.zeros(10, device="cuda")
+    finally:
+        rules_package._RULES[:] = registered
+        sys.modules.pop("vramlab._tracer.rules.padded_zeros", None)
+    assert ("alloc", 4096) in allocations(t.snapshot())
+
+
+# Releases ------------------------------------------------------------------------------------
+
+
+def test_the_installed_release_is_followed():
+    assert compat.OLDEST <= RELEASE <= compat.NEWEST
+
+
+@pytest.mark.parametrize("version", ["2.10.1", "2.16.0a0+git123", "3.0.0"])
+def test_a_release_outside_the_range_stops_in_one_line(version):
+    with pytest.raises(UnfollowedError) as err:
+        compat.check(types.SimpleNamespace(__version__=version))
+    assert version in str(err.value) and "2.11 to 2.15" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_pyproject_declares_the_range():
+    text = (pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert f'"torch>={compat.OLDEST[0]}.{compat.OLDEST[1]},<{compat.NEWEST[0]}.{compat.NEWEST[1] + 1}"' in text
+
+
+def test_the_ten_line_loop_of_issue_35_traces(tmp_path):
+    """Linear-GELU-Linear, AdamW, bf16 autocast, two steps: on torch 2.15 the optimizer's graph
+    capture check asks torch.accelerator.current_stream().is_capturing() (torch/optim/optimizer.py,
+    _accelerator_graph_capture_health_check), which stopped the trace."""
+    with vramlab.trace() as t:
+        model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = torch.randn(16, 256, device="cuda")
+        for _ in range(2):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(x).float().pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        assert torch.accelerator.current_stream().is_capturing() is False
+        assert torch.accelerator.device_count() == 1
+    # Parameters, gradients, two Adam states: each at least once at the peak.
+    params = sum(p.numel() * 4 for p in model.parameters())
+    assert t.peak_allocated >= 4 * params
+
+
+# cuBLAS ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        (":16:8", 16 * 1024 * 8),  # the documented deterministic setting: 128 KiB
+        (":4096:8", 4096 * 1024 * 8),
+        (":4096:2:16:8", 4096 * 1024 * 2 + 16 * 1024 * 8),  # 8.5 MiB
+        ("x:64:2", 64 * 1024 * 2),  # the regex searches: text before a match is skipped
+    ],
+)
+def test_cublas_workspace_config_is_read_as_pytorch_reads_it(config, expected):
+    """CublasHandlePool.cpp, parseChosenWorkspaceSize: regex ':([0-9]+):([0-9]+)', SIZE KiB x COUNT."""
+    assert cublas.workspace_size((2, 11), 9, 0, {"CUBLAS_WORKSPACE_CONFIG": config}) == expected
+
+
+def test_an_unparsed_cublas_workspace_config_gives_the_default_with_pytorchs_warning():
+    with pytest.warns(UserWarning, match="Could not parse CUBLAS_WORKSPACE_CONFIG"):
+        assert cublas.workspace_size((2, 11), 9, 0, {"CUBLAS_WORKSPACE_CONFIG": "16,8"}) == cublas.LARGE_WORKSPACE
+
+
+def test_a_traced_matmul_takes_the_configured_workspace(monkeypatch):
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    with vramlab.trace() as t:
+        a = torch.randn(64, 64, device="cuda")
+        a @ a
+    assert ("alloc", 16 * 1024 * 8) in allocations(t.snapshot())
+
+
+# Storages ------------------------------------------------------------------------------------
+
+
+def test_a_storage_resized_moves_to_a_new_block():
+    """resize_bytes_cuda (aten/src/ATen/native/cuda/Resize.cpp): the new block is allocated, the
+    contents copied, the old block freed; to 0 bytes only the free; from 0 only the allocation
+    (FSDP's all-gather buffers)."""
+    with vramlab.trace() as t:
+        x = torch.empty(1000, device="cuda")
+        storage = x.untyped_storage()
+        storage.resize_(0)
+        storage.resize_(8000)
+        x.resize_(3000)  # past the storage's end: maybe_resize_storage_cuda grows it
+        x.resize_(10)  # within it: nothing
+        del x, storage
+    assert allocations(t.snapshot()) == [
+        ("alloc", 4000),
+        ("free_completed", 4000),
+        ("alloc", 8000),
+        ("alloc", 12000),
+        ("free_completed", 8000),
+        ("free_completed", 12000),
+    ]
+
+
+# Saving --------------------------------------------------------------------------------------
+
+
+def test_the_save_is_atomic(tmp_path, monkeypatch):
+    """A save that fails midway leaves the old snapshot, not a truncated one."""
+    out = tmp_path / "snap.pickle"
+    with vramlab.trace() as t:
+        torch.zeros(4, device="cuda")
+    t.save(str(out))
+    good = out.read_bytes()
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pickle, "dump", broken)
+    with pytest.raises(OSError):
+        t.save(str(out))
+    assert out.read_bytes() == good
+    assert [p.name for p in tmp_path.iterdir()] == ["snap.pickle"]
+
+
+def run_trace_cli(tmp_path, script, *extra):
+    program = tmp_path / "program.py"
+    program.write_text(script)
+    return subprocess.run(
+        [sys.executable, "-m", "vramlab.trace", *extra, str(program)], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    "ending, status, said",
+    [
+        ("raise KeyboardInterrupt", 130, "interrupted"),
+        ("import sys; sys.exit('fatal: the data is gone')", 1, "fatal: the data is gone"),
+        ("import sys; sys.exit(3)", 3, None),
+        ("import os; os._exit(0)", 0, None),
+    ],
+)
+def test_the_snapshot_is_kept_on_every_exit(tmp_path, ending, status, said):
+    script = "import torch\nx = torch.zeros(1000, device='cuda')\n" + ending + "\n"
+    done = run_trace_cli(tmp_path, script, "--out", "snap.pickle")
+    assert done.returncode == status, done.stderr
+    if said:
+        assert said in done.stderr
+    with open(tmp_path / "snap.pickle", "rb") as f:
+        assert ("alloc", 4000) in allocations(pickle.load(f))
+
+
+def test_out_is_resolved_before_the_program_changes_folder(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    done = run_trace_cli(tmp_path, "import os, torch\nos.chdir('elsewhere')\ntorch.zeros(8, device='cuda')\n", "--out", "snap.pickle")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "snap.pickle").exists() and not (tmp_path / "elsewhere" / "snap.pickle").exists()
+
+
+@pytest.mark.parametrize("out, said", [(".", "is a folder"), ("missing/snap.pickle", "no such folder"), ("/dev/null", "not a regular file")])
+def test_a_bad_out_is_refused_before_the_program_runs(tmp_path, out, said):
+    done = run_trace_cli(tmp_path, "print('the program ran')\n", "--out", out)
+    assert done.returncode == 2 and said in done.stderr and "the program ran" not in done.stdout
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -1,0 +1,145 @@
+"""The trace's two modes, thin: they make stand-ins of CUDA tensors and ask the rules.
+
+- `OnTheGpu` (a torch function mode) sees the program's calls: it turns "cuda" into the stand-in
+  device ("meta") wherever a device is named, makes host data into stand-ins as a copy to the
+  device would, and hands Python functions whose GPU path is chosen above ATen to the function
+  rules. A stand-in says it is on ``cuda:0`` to the program and to PyTorch's own Python code,
+  which picks fast paths by it (nn.MultiheadAttention's, the optimizers').
+- `Allocations` (a torch dispatch mode) sees each ATen operator: the rules of the operator are
+  consulted (`rules.Rule`), the meta kernel runs, and each storage made is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..errors import UnfollowedError
+from .rules import PASS, Call
+from .standin import legacy_dtype
+from .where import here, user_frame
+
+
+class OnTheGpu(TorchFunctionMode):
+    def __init__(self, session: Any) -> None:
+        super().__init__()
+        self.session = session
+        torch = session.torch
+        self.torch = torch
+        self.cuda0 = torch.device("cuda", 0)
+        self.says = {"is_cuda": True, "device": self.cuda0}
+        self.factories = (torch.tensor, torch.as_tensor, torch.asarray)
+        self.mha_forward = torch.nn.functional.multi_head_attention_forward
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        torch, session = self.torch, self.session
+        kwargs = dict(kwargs or {})
+        name = getattr(func, "__name__", "")
+        if name == "__get__" and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+            said = self.says.get(getattr(getattr(func, "__self__", None), "__name__", ""))
+            if said is not None:
+                return said
+        if func is self.mha_forward:
+            name = "multi_head_attention_forward"
+        for rule in session.rules.functions.get(name, ()):
+            answer = rule.call(self, func, args, kwargs)
+            if answer is not PASS:
+                return answer
+        if func is torch.Tensor.get_device and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+            return 0
+        if func in self.factories or func is torch.Tensor.new_tensor:
+            made = session.from_host(func, args, kwargs)
+            if made is not None:
+                return made
+        if func is torch.Tensor.type and len(args) + len(kwargs) > 1:
+            # x.type(torch.cuda.HalfTensor), x.type("torch.cuda.FloatTensor"): a cast and a move
+            # to the GPU.
+            to = args[1] if len(args) > 1 else kwargs.get("dtype")
+            text = to if isinstance(to, str) else getattr(to, "__module__", "") + "." + getattr(to, "__name__", "")
+            if "cuda" in text.split(".")[:-1]:
+                dtype = getattr(to, "dtype", None) if not isinstance(to, str) else legacy_dtype(torch, to)
+                if isinstance(dtype, torch.dtype):
+                    return args[0].to(device="meta", dtype=dtype, non_blocking=bool(kwargs.get("non_blocking", False)))
+        if "device" in kwargs:
+            device = kwargs["device"]
+            if (isinstance(device, torch.device) and device.type == "meta") or (isinstance(device, str) and device.split(":")[0] == "meta"):
+                # The program's own meta tensors (`with torch.device("meta")`, a model built
+                # without memory) look like the trace's stand-ins for CUDA ones.
+                session.note(
+                    "{count} tensors the program itself made on the meta device are counted as GPU memory until freed (a trace cannot tell them from its stand-ins for CUDA tensors): peak allocated may be higher than the GPU's by what they hold while alive"
+                )
+            if isinstance(device, int) and not isinstance(device, bool):
+                # A device given as a number is a CUDA device's index.
+                session.one_gpu(device)
+                kwargs["device"] = "meta"
+            else:
+                kwargs["device"] = session.redirect(device)
+        if func is torch.Tensor.cuda:
+            session.one_gpu(args[1] if len(args) > 1 else kwargs.get("device"))
+            return args[0].to("meta")
+        if func in (torch.Tensor.to, torch.Tensor.new_empty, torch.Tensor.new_zeros):
+            args = tuple(session.redirect(a) for a in args)
+        if func is torch.Tensor.pin_memory:
+            return args[0]
+        if (
+            func is torch.Tensor.__setitem__
+            and len(args) == 3
+            and isinstance(args[0], torch.Tensor)
+            and args[0].device.type == "meta"
+            and isinstance(args[2], (bool, int, float, complex))
+        ):
+            # x[i] = 1.0 on a CUDA tensor makes the value on the CPU
+            # (python_variable_indexing.cpp), not on the device.
+            args = (args[0], args[1], torch.tensor(args[2], dtype=args[0].dtype))
+        return func(*args, **kwargs)
+
+
+class Allocations(TorchDispatchMode):
+    def __init__(self, session: Any) -> None:
+        super().__init__()
+        self.session = session
+        self.torch = session.torch
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        torch, session = self.torch, self.session
+        op = func._schema.name.split("::")[-1]
+        kwargs = kwargs or {}
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        # Only tensors standing in for CUDA ones have no values: the program's own CPU tensors (an
+        # optimizer's step count) read back as they would.
+        on_gpu = any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in leaves)
+        call = Call(session, func, op, args, kwargs, on_gpu)
+        rules = session.rules.of(op)
+        if on_gpu:
+            for rule in rules:
+                answer = rule.before(call)
+                if answer is not PASS:
+                    return answer
+        args, kwargs = call.args, call.kwargs
+        try:
+            out = func(*args, **kwargs)
+        except NotImplementedError as error:
+            if not on_gpu:
+                raise
+            # No meta kernel (or one that needs values): the trace cannot say what the GPU's
+            # kernel allocates.
+            why = "its result's shape depends on values, which a trace without data has none of" if "nonzero" in str(error) else "PyTorch has no kernel for it that runs without data (no meta kernel), so what the GPU's kernel allocates is unknown"
+            raise UnfollowedError(f"{op} at {here()}: {why}; the trace up to there is kept") from None
+        made = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.device.type == "meta"]
+        if any(t.layout != torch.strided for t in made):
+            raise UnfollowedError(
+                f"{op} at {here()}: sparse tensors on the GPU are not followed (their storages are not the caching allocator's blocks one to one); the trace up to there is kept"
+            )
+        call.frame = user_frame() if made else None
+        for rule in rules:
+            made = rule.outputs(call, out, made)
+        if on_gpu or made:
+            session.shadows.after(func, op, args, kwargs, out)
+        if not any(rule.track(call, out, made) for rule in rules):
+            for t in made:
+                session.record.track(t, call.frame)
+        for rule in rules:
+            rule.after(call, out, made)
+        return out

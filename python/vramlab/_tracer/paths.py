@@ -1,0 +1,220 @@
+"""PyTorch's own Python code that asks which device it runs on, answered as on the GPU: the
+optimizers' foreach, fused and capturable checks, checkpointing's device checks and recomputation,
+torch.load's "cuda" deserializer, torch.save, torch.jit.trace's value check, DataLoader pinning,
+autocast's device type, and the fast paths' check for torch function modes. Each entry is a
+(owner, name) -> value of the trace's patch table (standin.Patches installs them all at once)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, List
+
+from .standin import Table
+from .where import user_frame
+
+
+def optimizer_paths(session: Any) -> Table:
+    """On the GPU the optimizers take their multi-tensor (foreach) path by default, with its own
+    temporaries; `fused=True` and `capturable=True` ask for CUDA tensors: the meta tensors that
+    stand in for CUDA ones are given the same answers (torch/optim/optimizer.py)."""
+    torch = session.torch
+    from torch.optim import optimizer as optim_module
+
+    table: Table = {}
+    supported = optim_module._get_foreach_kernels_supported_devices
+
+    def foreach_devices() -> List[str]:
+        return list(supported()) + ["meta"]
+
+    # clip_grad_norm_ and the other users of torch.utils._foreach_utils ask it the same question.
+    for owner in (optim_module, torch.utils._foreach_utils):
+        if hasattr(owner, "_get_foreach_kernels_supported_devices"):
+            table[(owner, "_get_foreach_kernels_supported_devices")] = foreach_devices
+    fused = optim_module._get_fused_kernels_supported_devices
+    table[(optim_module, "_get_fused_kernels_supported_devices")] = lambda: list(fused()) + ["meta"]
+    # Each optimizer's module holds its own reference to the capturable check.
+    capturable = optim_module._get_capturable_supported_devices
+    for module in [optim_module] + [m for n, m in list(sys.modules.items()) if n.startswith("torch.optim.") and m is not None]:
+        if getattr(module, "_get_capturable_supported_devices", None) is capturable:
+            table[(module, "_get_capturable_supported_devices")] = lambda supports_xla=True: list(capturable(supports_xla)) + ["meta"]
+    module_apply = torch.nn.Module._apply
+
+    def moving(module: Any, *args: Any, **kwargs: Any) -> Any:
+        session.in_module_move += 1
+        try:
+            return module_apply(module, *args, **kwargs)
+        finally:
+            session.in_module_move -= 1
+
+    table[(torch.nn.Module, "_apply")] = moving
+    return table
+
+
+def checkpoint_paths(session: Any) -> Table:
+    """Checkpointing (torch/utils/checkpoint.py). Non-reentrant checkpointing compares each saved
+    tensor's device with its recomputed one's; code PyTorch runs with the trace's function mode
+    off (a custom autograd.Function's forward) sees the stand-ins' own device: both are the GPU.
+    The autograd engine runs recomputations without the program's torch function modes, so the
+    recomputed forward would run as on the meta device and differ from the first; both run as on
+    the GPU here."""
+    torch = session.torch
+    import torch.utils.checkpoint as checkpointing
+
+    cuda0 = torch.device("cuda", 0)
+
+    def checked_metadata(x: Any) -> Dict[str, Any]:
+        device = cuda0 if x.device.type in ("meta", "cuda") else x.device
+        return {"shape": x.shape, "dtype": x.dtype, "device": device}
+
+    checks = dict(checkpointing._allowed_determinism_checks_to_fns)
+    checks[checkpointing._DEFAULT_DETERMINISM_MODE] = checked_metadata
+
+    def on_the_gpu(fn: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if session.modes and session.modes[0] not in torch.overrides._get_current_function_mode_stack():
+                with session.modes[0]:
+                    return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+
+        return run
+
+    reentrant_backward = checkpointing.CheckpointFunction.backward
+    table: Table = {
+        (checkpointing, "_allowed_determinism_checks_to_fns"): checks,
+        (checkpointing.CheckpointFunction, "backward"): staticmethod(on_the_gpu(reentrant_backward)),
+    }
+    # checkpoint() runs the function through this generator (torch 2.11), or through its _impl
+    # (torch 2.15: utils/checkpoint.py calls _checkpoint_without_reentrant_generator_impl, the old
+    # name left as a shim nothing in torch calls): whichever the release has, both are wrapped.
+    for name in ("_checkpoint_without_reentrant_generator", "_checkpoint_without_reentrant_generator_impl"):
+        generator = getattr(checkpointing, name, None)
+        if generator is not None:
+            table[(checkpointing, name)] = lambda fn, *args, _generator=generator, **kwargs: _generator(on_the_gpu(fn), *args, **kwargs)
+    return table
+
+
+def serialization_paths(session: Any) -> Table:
+    """torch.load puts storages saved from the GPU (or mapped to it with map_location) on the
+    device through the "cuda" deserializer of torch.serialization's registry: the trace's own puts
+    them on the stand-in device, each one allocation, in the file's order. torch.save of stand-ins
+    copies their values to the host on the GPU, which allocates nothing there; a trace has no
+    values, so a file is not written (it would replace a real checkpoint) and a buffer gets the
+    tensors without data, both noted."""
+    torch = session.torch
+    from torch import serialization
+
+    def restore_on_gpu(storage: Any, location: str) -> Any:
+        if location != "cuda" and not location.startswith("cuda:"):
+            return None
+        session.one_gpu(location)
+        placed = torch.UntypedStorage(storage.nbytes(), device="meta")
+        session.record.track(torch.empty(0, dtype=torch.uint8, device="meta").set_(placed), user_frame())
+        return placed
+
+    registry = [
+        (priority, tagger, restore_on_gpu if getattr(restore, "args", None) == ("cuda",) else restore)
+        for priority, tagger, restore in serialization._package_registry
+    ]
+    save = torch.save
+
+    def save_without_values(*args: Any, **kwargs: Any) -> Any:
+        stack = torch.overrides._get_current_function_mode_stack()
+        if not (stack and stack[-1] is session.modes[0]):
+            return save(*args, **kwargs)
+        target = args[1] if len(args) > 1 else kwargs.get("f")
+        if isinstance(target, (str, bytes, os.PathLike)):
+            session.note(
+                "{count} torch.save calls to files were not written (a trace has no values, and the file would replace a real checkpoint); copying to the host allocates nothing on the GPU"
+            )
+            return None
+        session.note(
+            "{count} torch.save calls wrote the GPU's tensors without their values into the program's buffers (a trace has none); copying to the host allocates nothing on the GPU"
+        )
+        with torch.overrides._pop_mode_temporarily():
+            return save(*args, **kwargs)
+
+    return {(serialization, "_package_registry"): registry, (torch, "save"): save_without_values}
+
+
+def program_paths(session: Any) -> Table:
+    """DataLoader pinning, torch.jit.trace's check, the fast paths' check for modes, the default
+    device, and storage resizes."""
+    torch = session.torch
+    from torch.utils.data._utils import pin_memory as pinning
+
+    table: Table = {}
+    # A DataLoader that pins memory pins in a thread of its own: pinned host memory is not the
+    # GPU's, so the batches are used as they are.
+    table[(pinning, "pin_memory")] = lambda data, device=None: data
+    # torch.jit.trace checks its graph by running it again and comparing values, which a trace
+    # has none of: the graph is made without that check.
+    jit_trace = torch.jit.trace
+
+    def trace_without_check(*args: Any, **kwargs: Any) -> Any:
+        kwargs["check_trace"] = False
+        return jit_trace(*args, **kwargs)
+
+    table[(torch.jit, "trace")] = trace_without_check
+    # PyTorch's fast paths (nn.MultiheadAttention's) are refused where any torch function mode is
+    # on; the GPU runs the program without the trace's, so the trace's own is not counted.
+    has_torch_function = torch.overrides.has_torch_function
+
+    def program_has_torch_function(values: Any) -> bool:
+        stack = torch.overrides._get_current_function_mode_stack()
+        if stack and stack[-1] is session.modes[0]:
+            with torch.overrides._pop_mode_temporarily():
+                return bool(has_torch_function(values))
+        return bool(has_torch_function(values))
+
+    table[(torch.overrides, "has_torch_function")] = program_has_torch_function
+    set_default_device = torch.set_default_device
+    table[(torch, "set_default_device")] = lambda device: set_default_device(session.redirect(device))
+    # UntypedStorage.resize_ does not reach dispatch modes: on the GPU it moves the storage to a
+    # new block (rules/storage.py).
+    resize = torch.UntypedStorage.resize_
+
+    def resize_storage(storage: Any, size: int) -> Any:
+        result = resize(storage, size)
+        if storage.device.type == "meta":
+            session.record.resized(storage, user_frame())
+        return result
+
+    table[(torch.UntypedStorage, "resize_")] = resize_storage
+    return table
+
+
+def autocast_paths(session: Any, kernels: Any) -> Table:
+    """autocast("cuda"): PyTorch's own context manager keeps the thread's autocast state (so
+    torch.is_autocast_enabled("cuda") and get_autocast_dtype answer as on the GPU), and the
+    trace's kernels (rules/autocast.py) make the casts while it is on. A device type that
+    PyTorch's own code reads below the program ("meta") means "cuda"."""
+    torch = session.torch
+    autocast = torch.amp.autocast_mode.autocast
+    original_init, original_enter, original_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
+    original_clear, original_available = torch.clear_autocast_cache, torch.amp.autocast_mode.is_autocast_available
+
+    def autocast_init(mode: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+        original_init(mode, "cuda" if device_type == "meta" else device_type, *args, **kwargs)
+
+    def autocast_enter(mode: Any) -> Any:
+        entered = original_enter(mode)
+        kernels.switch(torch.is_autocast_enabled("cuda"))
+        return entered
+
+    def autocast_exit(mode: Any, *exc: Any) -> Any:
+        left = original_exit(mode, *exc)
+        kernels.switch(torch.is_autocast_enabled("cuda"))
+        return left
+
+    def clear_autocast_cache() -> None:
+        original_clear()
+        kernels.clear_cache()
+
+    return {
+        (autocast, "__init__"): autocast_init,
+        (autocast, "__enter__"): autocast_enter,
+        (autocast, "__exit__"): autocast_exit,
+        (torch, "clear_autocast_cache"): clear_autocast_cache,
+        (torch.amp.autocast_mode, "is_autocast_available"): lambda device_type: device_type == "meta" or original_available(device_type),
+    }

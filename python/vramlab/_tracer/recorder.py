@@ -1,0 +1,199 @@
+"""The record a trace keeps: each storage's allocation and free, in the order and at the sizes the
+CUDA caching allocator would be asked for them, with the program's line, the stream and what the
+program was doing; notes on what the trace could not size; and the record as a PyTorch memory
+snapshot.
+
+A storage's block is PyTorch's: its size rounded up to 512 bytes for the allocated figures
+(``kMinBlockSize``, CUDACachingAllocator.cpp), which the replay applies again as the allocator does.
+A storage that a program resizes (``UntypedStorage.resize_``, as FSDP does with its all-gather
+buffers; ``Tensor.resize_`` past the storage's end) gets a new block and gives up its old one, as
+``resize_bytes_cuda`` (aten/src/ATen/native/cuda/Resize.cpp) allocates the new size, copies and
+frees the old.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .where import where
+
+# PyTorch's smallest block (CUDACachingAllocator.cpp: kMinBlockSize); also the alignment of every
+# block it hands out.
+MIN_BLOCK = 512
+
+Frame = Optional[Dict[str, Any]]
+
+
+def rounded(size: int) -> int:
+    return (size + MIN_BLOCK - 1) // MIN_BLOCK * MIN_BLOCK
+
+
+class Recorder:
+    """Events, live storages, notes and the snapshot of one trace."""
+
+    def __init__(self, torch: Any, gpu: Dict[str, Any], phase: Callable[[], str]) -> None:
+        self.torch = torch
+        self.gpu = gpu
+        self.memory_bytes = int(gpu["memory_bytes"])
+        self.events: List[Dict[str, Any]] = []
+        self.notes: Dict[str, int] = {}
+        self.allocated = 0
+        self.peak = 0
+        self.stream = 0
+        # Addresses are the record's own, never reused: they pair each free with its allocation.
+        self._next_addr = 1 << 40
+        # Per live storage (by its _cdata): a weak reference, its block's address and size.
+        self._live: Dict[int, Tuple[Any, int, int]] = {}
+        self.phases: Dict[int, str] = {}
+        self._phase = phase
+        # Called with a storage's key when it dies (the values it was known to hold go with it).
+        self.on_death: List[Callable[[int], None]] = []
+
+    # Blocks ---------------------------------------------------------------------------------
+
+    def alloc(self, size: int, frame: Frame) -> int:
+        block = rounded(size)
+        if self.allocated + block > self.memory_bytes:
+            # The tensors alive alone would not fit: the GPU fails here whatever the caching
+            # allocator does (its reserve only adds to them), as a program that catches it sees.
+            raise self.torch.OutOfMemoryError(
+                f"CUDA out of memory. Tried to allocate {size} bytes at {where(frame)}: the tensors alive would hold {self.allocated + size} of the {self.gpu['name']}'s {self.memory_bytes} bytes (vramlab.trace; the replay says where the caching allocator fails first)"
+            )
+        addr = self._next_addr
+        self._next_addr += max(MIN_BLOCK, block)
+        self.events.append({"action": "alloc", "addr": addr, "size": size, "stream": self.stream, "frames": [frame] if frame else []})
+        self.phases[addr] = self._phase()
+        self.allocated += block
+        self.peak = max(self.peak, self.allocated)
+        return addr
+
+    def free(self, addr: int, size: int) -> None:
+        for action in ("free_requested", "free_completed"):
+            self.events.append({"action": action, "addr": addr, "size": size, "stream": self.stream, "frames": []})
+        self.allocated -= rounded(size)
+
+    def scratch(self, sizes: List[int], frame: Frame) -> None:
+        """Allocations a kernel makes and frees before it returns, freed in reverse order."""
+        made = [(self.alloc(size, frame), size) for size in sizes]
+        for addr, size in reversed(made):
+            self.free(addr, size)
+
+    def empty_cache(self) -> None:
+        self.events.append({"action": "empty_cache", "addr": 0, "size": 0, "stream": self.stream, "frames": []})
+
+    # Storages -------------------------------------------------------------------------------
+
+    def track(self, tensor: Any, frame: Frame, size: Optional[int] = None) -> None:
+        """Records the allocation of `tensor`'s storage (of `size` bytes where the GPU's storage
+        is larger than the meta tensor's), and its free when the storage dies."""
+        self.track_storage(tensor.untyped_storage(), frame, size)
+
+    def track_storage(self, storage: Any, frame: Frame, size: Optional[int] = None) -> None:
+        key = storage._cdata
+        if key in self._live or storage.nbytes() == 0:
+            return
+        size = storage.nbytes() if size is None else size
+        addr = self.alloc(size, frame)
+        self._live[key] = (weakref.ref(storage, lambda _ref, key=key: self._died(key)), addr, size)
+
+    def _died(self, key: int) -> None:
+        live = self._live.pop(key, None)
+        if live is not None:
+            for forget in self.on_death:
+                forget(key)
+            self.free(live[1], live[2])
+
+    def address(self, storage: Any) -> Optional[int]:
+        live = self._live.get(storage._cdata)
+        return None if live is None else live[1]
+
+    def resized(self, storage: Any, frame: Frame, old_bytes: Optional[int] = None) -> None:
+        """`storage` was resized in place: on the GPU its data moved to a new block of the new
+        size (none for 0) and the old block was freed, in that order (resize_bytes_cuda)."""
+        key = storage._cdata
+        new = storage.nbytes()
+        live = self._live.get(key)
+        if live is None:
+            if new:
+                self.track_storage(storage, frame)
+            return
+        ref, addr, size = live
+        if new == size:
+            return
+        if new:
+            self._live[key] = (ref, self.alloc(new, frame), new)
+        else:
+            del self._live[key]
+        self.free(addr, size)
+
+    def tracked_size(self, storage: Any) -> Optional[int]:
+        live = self._live.get(storage._cdata)
+        return None if live is None else live[2]
+
+    # Notes and the snapshot -----------------------------------------------------------------
+
+    def note(self, what: str) -> None:
+        self.notes[what] = self.notes.get(what, 0) + 1
+
+    def snapshot(self, header: List[str], settings: str) -> Dict[str, Any]:
+        notes = list(header)
+        for what, count in sorted(self.notes.items()):
+            notes.append(what.format(count=count))
+        return {
+            "segments": [],
+            "device_traces": [list(self.events)],
+            "allocator_settings": {"PYTORCH_ALLOC_CONF": settings},
+            "vramlab_notes": notes,
+        }
+
+    def breakdown(self) -> Dict[str, Any]:
+        live: Dict[int, int] = {}
+        allocated = peak = 0
+        at_peak: Dict[int, int] = {}
+        during = ""
+        for event in self.events:
+            if event["action"] == "alloc":
+                block = rounded(event["size"])
+                live[event["addr"]] = block
+                allocated += block
+                if allocated > peak:
+                    peak, at_peak, during = allocated, dict(live), self.phases.get(event["addr"], "forward and other")
+            elif event["action"] == "free_completed" and event["addr"] in live:
+                allocated -= live.pop(event["addr"])
+        by_phase: Dict[str, int] = {}
+        for addr, block in at_peak.items():
+            phase = self.phases.get(addr, "forward and other")
+            by_phase[phase] = by_phase.get(phase, 0) + block
+        return {"peak_allocated": peak, "peak_during": during, "live_at_peak": dict(sorted(by_phase.items(), key=lambda kv: -kv[1]))}
+
+
+def write_atomically(path: str, snapshot: Dict[str, Any]) -> None:
+    """Writes `snapshot` as a pickle (gzipped where the name ends in .gz) to a temporary file beside
+    `path`, then renames it over `path`: a kill or a full disk leaves the old file or none, never a
+    truncated one."""
+    import gzip
+    import pickle
+
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise OSError(f"{path}: not a regular file (a snapshot is written to a file of its own)")
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".partial", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if str(path).endswith(".gz"):
+                with gzip.GzipFile(fileobj=raw, mode="wb") as f:
+                    pickle.dump(snapshot, f, protocol=4)
+            else:
+                pickle.dump(snapshot, raw, protocol=4)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise

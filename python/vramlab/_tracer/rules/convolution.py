@@ -1,0 +1,123 @@
+"""cuDNN's convolution workspaces, as measured: which plan cuDNN's heuristics take for a
+convolution, and so how much workspace PyTorch allocates around it (Conv_v8.cpp's run_conv_plan:
+the plan's getWorkspaceSize(), allocated from the caching allocator and freed when the plan has
+run), is cuDNN's own choice, made on the GPU and not derivable from a rule. Measured one
+convolution at a time on a GPU (scripts/measure_conv_workspaces.py; the table is built by
+scripts/build_conv_table.py from reports/reference/<gpu>/conv-workspaces), for torchvision's
+models' convolutions at common batch and image sizes; a convolution outside the table is traced
+without a workspace and the snapshot says so."""
+
+import gzip
+import json
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import Call, Rule, register
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TABLES: Dict[str, Optional[Dict[str, Any]]] = {}
+
+
+def table(device: str) -> Optional[Dict[str, Any]]:
+    """The measured table for a GPU (by the name its profile gives, as the driver names it), or
+    None where none was measured."""
+    if not _TABLES:
+        for name in sorted(os.listdir(_HERE)):
+            if name.startswith("_conv_") and name.endswith(".json.gz"):
+                with gzip.open(os.path.join(_HERE, name), "rt") as f:
+                    measured = json.load(f)
+                _TABLES[measured["device"]] = measured
+    return _TABLES.get(device)
+
+
+def key(dtype: Any, x_shape: List[int], w_shape: List[int], stride: Any, padding: Any, dilation: Any, groups: int) -> str:
+    def pair(v: Any) -> str:
+        v = list(v) if isinstance(v, (list, tuple)) else [v]
+        return f"{v[0]},{v[-1]}"
+
+    name = str(dtype).replace("torch.", "")
+    return f"{name}|{','.join(map(str, x_shape))}|{','.join(map(str, w_shape))}|{pair(stride)}|{pair(padding)}|{pair(dilation)}|{groups}"
+
+
+def outside_defaults(torch: Any, x: Any, weight: Any, transposed: bool) -> Optional[str]:
+    """Why the measured table cannot answer for this convolution, or None where it may."""
+    cudnn = torch.backends.cudnn
+    if transposed:
+        return "transposed convolutions"
+    if x.dim() != 4:
+        return f"{x.dim() - 2}-d convolutions"
+    if not (x.is_contiguous() and weight.is_contiguous()):
+        return "channels-last or strided tensors"
+    if not cudnn.enabled or cudnn.benchmark or cudnn.deterministic:
+        return "cuDNN settings other than the defaults (benchmark or deterministic on, or cuDNN off)"
+    if x.dtype == torch.float32 and not cudnn.allow_tf32:
+        return "float32 without TF32"
+    return None
+
+
+def workspaces(entry: Optional[List[Any]]) -> Tuple[int, int, int]:
+    """(forward, input gradient, weight gradient) workspace bytes of a table entry."""
+    if entry is None:
+        return (0, 0, 0)
+    return (int(entry[1]), int(entry[2]), int(entry[3]))
+
+
+@register
+class Convolutions(Rule):
+    """A convolution's outputs, each with the workspace cuDNN allocates and frees after it
+    (Convolution.cpp: cudnn_convolution makes its output, then runs its plan; the backward makes
+    the input's gradient and runs its plan, then the weight's), sized by the GPU's measured table.
+    The bias gradient comes after both (kernels.py)."""
+
+    ops = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
+    source = "ATen/native/Convolution.cpp, cudnn/Conv_v8.cpp (run_conv_plan); workspaces measured per GPU"
+    order = 60
+
+    def track(self, call: Call, out: Any, made: List[Any]) -> bool:
+        if call.op not in ("convolution", "convolution_backward") or not made:
+            return False
+        torch, session = self.torch, self.session
+        bound = call.bound()
+        x, weight = bound["input"], bound["weight"]
+        backward = call.op == "convolution_backward"
+        outputs = list(out) if backward else [out]
+        entry = None
+        why = outside_defaults(torch, x, weight, bool(bound["transposed"]))
+        measured = table(session.gpu["name"])
+        if why is None and measured is not None:
+            n, c, h, w = x.shape
+            k, cg, r, s = weight.shape
+            entry = measured["entries"].get(key(x.dtype, [n, c, h, w], [k, cg, r, s], bound["stride"], bound["padding"], bound["dilation"], bound["groups"]))
+            if entry is None:
+                why = "shapes or dtypes outside the measured table"
+        if entry is None or measured is None:
+            session.note(
+                "{count} convolutions (forward or backward) are traced without cuDNN's workspaces: "
+                + (why or f"no convolution workspaces were measured on the {session.gpu['name']}")
+                + " (vramlab/_tracer/rules/convolution.py); peak reserved may be higher, by up to the largest workspace"
+            )
+        else:
+            session.note(
+                "{count} convolutions (forward or backward) have the workspaces cuDNN "
+                + f"{measured['cudnn'] // 10000}.{measured['cudnn'] // 100 % 100} chose for the same shapes on the {session.gpu['name']} with torch {measured['torch']}, "
+                + "as measured (reports/reference/"
+                + f"{measured['profile']}/conv-workspaces), not derived by a rule"
+                + ("" if torch.__version__.split("+")[0] == measured["torch"].split("+")[0] else f"; this torch is {torch.__version__}")
+            )
+        forward_ws, data_ws, weight_ws = workspaces(entry)
+        sizes = [data_ws, weight_ws, 0] if backward else [forward_ws]
+        for t, workspace in zip(outputs, sizes):
+            if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                call.record.track(t, call.frame)
+                if workspace:
+                    call.record.scratch([workspace], call.frame)
+        # Any output not paired with a workspace above.
+        for t in made:
+            call.record.track(t, call.frame)
+        return True
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        if call.op in ("_convolution", "cudnn_convolution") and made:
+            self.session.note(
+                "{count} cuDNN convolutions (forward and backward) are in the trace without their workspaces, which cuDNN chooses at run time on the GPU: peak reserved may be higher, by up to the largest workspace"
+            )

@@ -1,0 +1,142 @@
+"""cuBLAS's and cuBLASLt's workspaces, which PyTorch allocates from the caching allocator behind the
+program's back (aten/src/ATen/cuda/CublasHandlePool.cpp). How long they live changed:
+
+- torch 2.11 (measured on the H100: reports/reference/h100/trace-workloads): the first matrix
+  multiply of each handle (one per thread: the program's and the autograd engine's) allocates the
+  cuBLAS workspace right after its output and keeps it (setWorkspaceForHandle); the first cuBLASLt
+  call on it (``addmm`` with a bias) another, cuBLASLt's, of ``CUBLASLT_WORKSPACE_SIZE`` KiB
+  (1 MiB), clamped to the cuBLAS workspace unless ``TORCH_CUBLASLT_UNIFIED_WORKSPACE`` is false,
+  and none at all where it is true (cuBLASLt then shares cuBLAS's).
+- torch 2.15 (read from the release's libtorch_cuda.so, PR #194311 "Always eagerly allocate
+  cuBLAS(Lt) workspaces"; no GPU measurement exists for it): unless ``TORCH_CUBLAS_WORKSPACE_CACHE``
+  is true, every cuBLAS call allocates the workspace after its output and frees it when it returns
+  (getCurrentCUDABlasHandleWithWorkspace), and every cuBLASLt call its own 1 MiB
+  (CublasLtWorkspace), unclamped. With the cache on, cuBLAS's is kept per handle as in 2.11 and
+  cuBLASLt shares it.
+
+The cuBLAS workspace's size is ``CUBLAS_WORKSPACE_CONFIG`` where set, read as PyTorch reads it
+(parseChosenWorkspaceSize: every ``:SIZE_KiB:COUNT`` match of the regex ``:([0-9]+):([0-9]+)``
+adds SIZE x 1024 x COUNT bytes; a value with no match gives the default, with PyTorch's warning),
+else PyTorch's default for the GPU's compute capability (`DEFAULTS`, by release). Releases 2.12 to
+2.14 were not read: they are taken as 2.11's rules (compat.by_release), which the snapshot says.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import warnings
+from typing import Any, Callable, Dict, FrozenSet, List, Tuple
+
+from ..compat import by_release
+from . import Call, Rule, register
+
+# PyTorch's two default sizes (CublasHandlePool.cpp): 4096 KiB x 8 on the GPUs it names, and
+# ":4096:2:16:8" (4096 KiB x 2 + 16 KiB x 8) elsewhere.
+LARGE_WORKSPACE = 4096 * 8 * 1024
+SMALL_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
+# cuBLASLt's workspace (CUBLASLT_WORKSPACE_SIZE, in KiB, overrides it).
+CUBLASLT_WORKSPACE = 1 << 20
+
+# Per release (the first that has it): which GPUs get the large default, by compute capability.
+DEFAULTS: Dict[Tuple[int, int], Callable[[int, int], bool]] = {
+    # 2.11's libtorch_cuda.so compares {major, minor} with {9, 0}: sm90 alone.
+    (2, 11): lambda major, minor: (major, minor) == (9, 0),
+    # 2.15's tests major - 9 < 4 (PR #175344, majors 9, 10 and 12; #189312 adds 11).
+    (2, 15): lambda major, minor: 9 <= major <= 12,
+}
+# Whether workspaces are allocated per call unless TORCH_CUBLAS_WORKSPACE_CACHE says keep them.
+PER_CALL: Dict[Tuple[int, int], bool] = {(2, 11): False, (2, 15): True}
+
+_CONFIG = re.compile(r":([0-9]+):([0-9]+)")
+
+
+def config_size(config: str, default: int) -> int:
+    """CUBLAS_WORKSPACE_CONFIG's bytes, as parseChosenWorkspaceSize reads them."""
+    matches = _CONFIG.findall(config)
+    if not matches:
+        warnings.warn(f"Could not parse CUBLAS_WORKSPACE_CONFIG, using default workspace size of {default} bytes.", stacklevel=2)
+        return default
+    return sum(int(size) * 1024 * int(count) for size, count in matches)
+
+
+def workspace_size(release: Tuple[int, int], major: int, minor: int, environ: Any = os.environ) -> int:
+    """The cuBLAS workspace per handle, for torch `release` on a GPU of compute capability
+    major.minor, under `environ`'s CUBLAS_WORKSPACE_CONFIG."""
+    default = LARGE_WORKSPACE if by_release(DEFAULTS, release)(major, minor) else SMALL_WORKSPACE
+    config = environ.get("CUBLAS_WORKSPACE_CONFIG")
+    return default if config is None else config_size(config, default)
+
+
+def lt_workspace_size(environ: Any = os.environ) -> int:
+    """cuBLASLt's workspace before any clamp: CUBLASLT_WORKSPACE_SIZE (KiB) where set, else 1 MiB."""
+    value = environ.get("CUBLASLT_WORKSPACE_SIZE")
+    if value is not None and value.strip().isdigit():
+        return int(value) * 1024
+    return CUBLASLT_WORKSPACE
+
+
+def truthy(value: Any) -> bool:
+    """c10::utils::check_env: "1", "true", "y", "yes", "on" (any case) are true."""
+    return value is not None and str(value).strip().lower() in ("1", "true", "y", "yes", "on")
+
+
+class Plan:
+    """How one trace allocates the workspaces: sizes, and whether they are kept or per call."""
+
+    def __init__(self, release: Tuple[int, int], major: int, minor: int, environ: Any = os.environ) -> None:
+        self.size = workspace_size(release, major, minor, environ)
+        per_call = by_release(PER_CALL, release)
+        self.per_call = per_call and not truthy(environ.get("TORCH_CUBLAS_WORKSPACE_CACHE"))
+        unified_setting = environ.get("TORCH_CUBLASLT_UNIFIED_WORKSPACE")
+        if self.per_call:
+            self.lt_size = lt_workspace_size(environ)
+            self.lt_shares = False
+        elif per_call:
+            # 2.15 with the cache on: unified unless said otherwise.
+            self.lt_shares = unified_setting is None or truthy(unified_setting)
+            self.lt_size = 0 if self.lt_shares else lt_workspace_size(environ)
+        else:
+            # 2.11: clamped unless unified is false; shared only where it is true.
+            self.lt_shares = truthy(unified_setting)
+            clamp = unified_setting is None or truthy(unified_setting)
+            self.lt_size = 0 if self.lt_shares else (min(lt_workspace_size(environ), self.size) if clamp else lt_workspace_size(environ))
+
+
+MATMULS: FrozenSet[str] = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation"})
+WITH_BIAS: FrozenSet[str] = frozenset({"addmm", "_addmm_activation"})
+
+
+@register
+class CublasWorkspaces(Rule):
+    ops = MATMULS
+    source = "aten/src/ATen/cuda/CublasHandlePool.cpp; measured on the H100 (torch 2.11)"
+    order = 70
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self.plan = Plan(session.release, session.major, session.minor)
+        self.handles: set = set()
+        self.lt_handles: set = set()
+        if (2, 11) < session.release < (2, 15):
+            session.note(
+                "{count} traces under a torch release between 2.11 and 2.15 take 2.11's cuBLAS workspace rules (those releases' sources were not read): the workspaces may be sized or kept otherwise"
+            )
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        if not made:
+            return
+        record, frame, plan = call.record, call.frame, self.plan
+        lt = call.op in WITH_BIAS
+        if plan.per_call:
+            record.scratch([plan.lt_size if lt else plan.size], frame)
+            return
+        # The autograd engine runs CUDA backward on a thread of its own, with its own handle.
+        handle = "backward" if self.torch._C._current_autograd_node() is not None else threading.get_ident()
+        if handle not in self.handles:
+            self.handles.add(handle)
+            record.phases[record.alloc(plan.size, frame)] = "workspaces"
+        if lt and plan.lt_size and handle not in self.lt_handles:
+            self.lt_handles.add(handle)
+            record.phases[record.alloc(plan.lt_size, frame)] = "workspaces"

@@ -1,0 +1,135 @@
+"""Values read back from the GPU (``.item()``, ``bool(x)``, ``.cpu()``) and shapes made from values
+(``nonzero``, boolean-mask indexing, ``unique``): answered where the values are known without a GPU
+(`..values`: from the CPU or from deterministic factories), answered with ``answer_reads`` where
+the program asked for that, else refused in one line. GradScaler's overflow check is answered as a
+healthy step's, and said so."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ...errors import UnfollowedError
+from ..where import here
+from . import PASS, Call, Rule, register
+
+READS_ONE_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
+READS_VALUES = READS_ONE_VALUE | {
+    "nonzero",
+    "masked_select",
+    "unique",
+    "_unique",
+    "_unique2",
+    "unique_consecutive",
+    "unique_dim",
+    "equal",
+    "repeat_interleave",
+    "bincount",
+    "nonzero_static",
+}
+KNOWN_NOTE = "{count} values read back were known without a GPU (from the CPU or from known factories, through operations run again on small CPU copies: vramlab/_tracer/values.py) and answered"
+
+
+@register
+class Reads(Rule):
+    ops = READS_VALUES | {"_amp_foreach_non_finite_check_and_unscale_", "_to_copy", "copy_", "index", "_unsafe_index"}
+    source = "values known on the CPU (vramlab/_tracer/values.py); GradScaler (torch/amp/grad_scaler.py)"
+    order = 10
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        import weakref
+
+        # GradScaler's found_inf storages, by id, while they live.
+        self.found_inf: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+
+    def before(self, call: Call) -> Any:
+        torch, session, op, args = self.torch, self.session, call.op, call.args
+        if op == "_amp_foreach_non_finite_check_and_unscale_":
+            self.found_inf[args[1].untyped_storage()._cdata] = args[1].untyped_storage()
+            return PASS
+        if op == "_local_scalar_dense" and args[0].untyped_storage()._cdata in self.found_inf:
+            session.note(
+                "{count} reads of GradScaler's found_inf answered 0 (no gradient overflowed, as in a healthy step; a step the GPU would skip for inf or NaN gradients is traced as taken)"
+            )
+            return 0.0
+        # bool(x) and x.item() reach the mode whole where autograd is off (inference_mode), and
+        # as _local_scalar_dense elsewhere: all read one value.
+        if op in READS_ONE_VALUE:
+            known = session.shadows.read(args[0])
+            if known is not None:
+                session.note(KNOWN_NOTE)
+                return bool(known) if op == "is_nonzero" else known
+        if op in ("_to_copy", "copy_"):
+            return self._to_host(call) if to_host(torch, op, args, call.kwargs) else PASS
+        if op in READS_ONE_VALUE and session.answer_reads is not None:
+            return session.answered(torch.bool if op == "is_nonzero" else args[0].dtype)
+        if op in ("index", "_unsafe_index"):
+            if boolean_indices(torch, args):
+                # A boolean mask's elements that are set pick the elements: a shape made from
+                # values, known where the mask's values are (ATen turns it into nonzero's indices
+                # on the GPU first: an allocation of its own).
+                call.args = self._mask_indices(op, args)
+            return PASS
+        if op not in READS_ONE_VALUE:
+            known = session.known_shape(call.func, args, call.kwargs)
+            if known is not None:
+                return known
+        raise UnfollowedError(
+            f"{op} at {here()}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
+            + ("" if op != "_local_scalar_dense" else " (a value only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)")
+        )
+
+    def _to_host(self, call: Call) -> Any:
+        """A GPU tensor's values copied to the host: known values are copied; others the trace
+        does not have."""
+        torch, session, op, args, kwargs = self.torch, self.session, call.op, call.args, call.kwargs
+        source = args[0] if op == "_to_copy" else args[1]
+        known = session.shadows.view(source) if isinstance(source, torch.Tensor) else None
+        if known is None and session.answer_reads is not None:
+            dtype = kwargs.get("dtype") or source.dtype
+            known = torch.full(source.shape, session.answered(source.dtype), dtype=source.dtype).to(dtype)
+        if known is None:
+            raise UnfollowedError(
+                f"{op} at {here()}: the program copies a GPU tensor's values to the host (.cpu(), .numpy(), .tolist()), and a trace without data has none; the trace up to there is kept (values only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)"
+            )
+        session.note(KNOWN_NOTE)
+        if op == "copy_":
+            return args[0].copy_(known)
+        return known.to(**{k: v for k, v in kwargs.items() if k in ("dtype", "memory_format")}).clone()
+
+    def _mask_indices(self, op: str, args: Any) -> Any:
+        """`index`'s arguments with each boolean mask replaced by the indices of its set elements
+        (ATen's expandTensors: ``mask.nonzero()``, then a view per dimension), where the mask's
+        values are known; UnfollowedError where they are not."""
+        torch = self.torch
+        indices: List[Any] = []
+        for index in args[1]:
+            if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
+                known = self.session.known_shape(torch.ops.aten.nonzero.default, (index,), {})
+                if known is None:
+                    raise UnfollowedError(
+                        f"{op} at {here()}: indexing with a boolean mask makes a shape from the mask's values, and a trace without data has none; the trace up to there is kept"
+                    )
+                indices.extend(known.unbind(1))
+            else:
+                indices.append(index)
+        return (args[0], indices) + tuple(args[2:])
+
+
+def boolean_indices(torch: Any, args: Any) -> bool:
+    """Whether an `index` call's indices include a boolean (or byte) mask."""
+    return len(args) > 1 and any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in args[1])
+
+
+def to_host(torch: Any, op: str, args: Any, kwargs: Dict[str, Any]) -> bool:
+    """Whether this copy takes a stand-in's values to a real (host) tensor."""
+    if op == "_to_copy":
+        device = kwargs.get("device")
+        return isinstance(args[0], torch.Tensor) and args[0].device.type == "meta" and device is not None and torch.device(device).type != "meta"
+    return (
+        len(args) > 1
+        and isinstance(args[0], torch.Tensor)
+        and args[0].device.type != "meta"
+        and isinstance(args[1], torch.Tensor)
+        and args[1].device.type == "meta"
+    )

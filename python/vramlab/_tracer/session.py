@@ -1,0 +1,330 @@
+"""One trace: the recorder, the stand-in, the rules and the two modes, put together on entering and
+taken apart on leaving (see vramlab/trace.py for what a trace does, and rules/ for each family)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any, Dict, List, Optional
+
+from .. import _vramlab
+from ..errors import UnfollowedError
+from . import compat, paths, standin
+from .recorder import Recorder, write_atomically
+from .rules import Rules
+from .rules.autocast import Autocast
+from .rules.cells import RecurrentCells
+from .rules.kernels import threads_per_sm
+from .rules.linear import LinearPath
+from .registered import InPlaceWithoutMeta, RegisteredKernels
+from .values import Shadows
+from .where import here, set_torch, user_frame, where
+
+# Reads answered at one line of the program (answer_reads) before the trace stops: far more than
+# any loop over steps or tokens asks, far fewer than a loop waiting on an answered value runs.
+MOST_ANSWERS_AT_ONE_LINE = 100_000
+
+
+class trace:
+    """A context manager: PyTorch code inside runs on ``"cuda"`` as if ``gpu`` were present,
+    without computing, and its CUDA memory is recorded (see ``vramlab.trace``'s module notes).
+
+    gpu: a device profile, built-in (``"h100"``, ``"h200"``) or a profile file.
+    answer_reads: where given, a value the trace cannot know (``loss.item()`` for a log line,
+    ``.cpu()`` of a computed tensor) is answered with it instead of stopping the trace, and the
+    snapshot says how many were: for programs that only print such values. A program whose
+    allocations depend on them (a loop until the loss is small) is then traced along the path
+    this answer takes, which may not be the GPU's. Data-dependent shapes still stop the trace.
+    """
+
+    def __init__(self, gpu: str = "h100", answer_reads: Optional[float] = None) -> None:
+        import torch
+
+        self.release = compat.check(torch)
+        set_torch(torch)
+        self.torch = torch
+        self.gpu: Dict[str, Any] = json.loads(_vramlab.gpu(gpu))
+        self.major, self.minor = (int(part) for part in str(self.gpu["compute_capability"]).split(".")[:2])
+        self.threads_per_sm = threads_per_sm(self.major, self.minor)
+        self.record = Recorder(torch, self.gpu, self._phase)
+        self.shadows = Shadows(torch)
+        self.record.on_death.append(self.shadows.forget)
+        self.settings = standin.environment_settings()
+        self.answer_reads = answer_reads
+        self.autocast: Optional[Autocast] = None
+        self.modes: List[Any] = []
+        self.rules: Any = None
+        self.in_optimizer = 0
+        self.in_module_move = 0
+        # The first use of the GPU from a thread the trace does not follow, said when it ends.
+        self.escaped: Optional[str] = None
+        # Why the program's run ended inside the trace, where it did not run to its end.
+        self.stopped: Optional[str] = None
+        self._answers_at: Dict[str, int] = {}
+        self._patches = standin.Patches()
+        self._registered: List[RegisteredKernels] = []
+        self._hooks: List[Any] = []
+
+    # What the rules and stand-ins ask ------------------------------------------------------
+
+    def note(self, what: str) -> None:
+        self.record.note(what)
+
+    def frame(self) -> Optional[Dict[str, Any]]:
+        return user_frame()
+
+    def autocast_on(self) -> bool:
+        return self.autocast is not None and self.torch.is_autocast_enabled("cuda")
+
+    def one_gpu(self, device: Any) -> None:
+        # A device as the program names it: an index, "cuda:1", torch.device("cuda", 1).
+        index = device if isinstance(device, int) or device is None else self.torch.device(device).index
+        if index not in (None, 0):
+            raise UnfollowedError(
+                f"device cuda:{index} at {here()}: the trace stands in for one GPU ({self.gpu['name']}, device 0); programs spread over several GPUs are not followed (the trace up to there is kept)"
+            )
+
+    def redirect(self, value: Any) -> Any:
+        """A device the program names, with "cuda" made the stand-in device ("meta")."""
+        torch = self.torch
+        if isinstance(value, torch.device) and value.type == "cuda":
+            self.one_gpu(value)
+            return torch.device("meta")
+        if isinstance(value, str) and value.split(":")[0] == "cuda":
+            self.one_gpu(value)
+            return "meta"
+        return value
+
+    def answered(self, dtype: Any) -> Any:
+        """The value asked for with ``answer_reads``, as a Python number of `dtype`'s kind."""
+        self.note(
+            "{count} values read back that a trace cannot know were answered "
+            + f"{self.answer_reads!r} as asked (answer_reads): where the program's allocations depend on them, it was traced along the path that answer takes"
+        )
+        at = here()
+        self._answers_at[at] = self._answers_at.get(at, 0) + 1
+        if self._answers_at[at] > MOST_ANSWERS_AT_ONE_LINE:
+            # A loop that runs until a value says stop would never stop on an answered value.
+            raise UnfollowedError(
+                f"read at {at}: answered {MOST_ANSWERS_AT_ONE_LINE:,} times (answer_reads); a loop whose end depends on the values would not end on answered ones, so the trace stops here (the trace up to there is kept)"
+            )
+        answer = self.answer_reads
+        if dtype == self.torch.bool:
+            return bool(answer)
+        if not (dtype.is_floating_point or dtype.is_complex):
+            return int(answer or 0)
+        return float(answer or 0.0)
+
+    def from_host(self, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        """``torch.tensor(data, device="cuda")`` and its kin: PyTorch makes them on the host and
+        copies them over out of sight of dispatch modes, so they are made here as the same host
+        tensor and a copy to the stand-in device, which the trace records (and whose values it
+        keeps where they are known). None where the tensor is not for the GPU."""
+        torch = self.torch
+        device = kwargs.get("device")
+        if func is torch.Tensor.new_tensor:
+            if not args or not isinstance(args[0], torch.Tensor):
+                return None
+            data = args[1] if len(args) > 1 else kwargs.get("data")
+            target = self.redirect(device) if device is not None else args[0].device
+            made_by, made_args = torch.tensor, (data,)
+            kwargs = {"dtype": args[0].dtype, **{k: v for k, v in kwargs.items() if k != "data"}}
+        else:
+            data = args[0] if args else kwargs.get("data", kwargs.get("obj"))
+            target = self.redirect(device)
+            made_by, made_args = func, tuple(args)
+        if target is None or torch.device(target).type != "meta":
+            return None
+        if isinstance(data, torch.Tensor) and data.device.type == "meta":
+            return None
+        requires_grad = bool(kwargs.get("requires_grad", False))
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "requires_grad")}
+        made = made_by(*made_args, device="cpu", **kwargs).to("meta")
+        return made.requires_grad_(True) if requires_grad else made
+
+    def known_shape(self, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        """An operation whose result's shape comes from values (nonzero, masked_select, unique),
+        on stand-ins whose values are all known: run on their CPU copies, and its outputs made as
+        stand-ins of the shapes that gives (recorded, their values kept). None where a value is
+        not known."""
+        torch = self.torch
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        stand_ins = [a for a in leaves if isinstance(a, torch.Tensor) and a.device.type == "meta"]
+        if not stand_ins or any(self.shadows.view(a) is None for a in stand_ins):
+            return None
+        on_cpu = torch.utils._pytree.tree_map(self.shadows._on_cpu, (args, kwargs))
+        result = func(*on_cpu[0], **on_cpu[1])
+        frame = user_frame()
+        self.note(
+            "{count} operations whose result's shape comes from values (nonzero, masked_select, unique, a boolean mask's indexing) had inputs whose values were known without a GPU (vramlab/_tracer/values.py) and were answered; the scratch their CUDA kernels allocate for themselves (CUB's) is not in the trace"
+        )
+
+        def stand_in(value: Any) -> Any:
+            if not isinstance(value, torch.Tensor):
+                return value
+            made = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+            self.record.track(made, frame)
+            self.shadows.adopt(made, value)
+            return made
+
+        return torch.utils._pytree.tree_map(stand_in, result)
+
+    def _phase(self) -> str:
+        if self.in_optimizer:
+            return "optimizer"
+        if self.in_module_move:
+            return "parameters and buffers"
+        if self.torch._C._current_autograd_node() is not None:
+            return "backward"
+        return "forward and other"
+
+    def _parameter(self, tensor: Any) -> None:
+        addr = self.record.address(tensor.untyped_storage()) if isinstance(tensor, self.torch.Tensor) else None
+        if addr is not None:
+            self.record.phases[addr] = "parameters and buffers"
+
+    # The record ----------------------------------------------------------------------------
+
+    def snapshot(self) -> Dict[str, Any]:
+        """The record so far, as a PyTorch memory snapshot (a dict)."""
+        header = [
+            f"traced without a GPU by vramlab.trace for {self.gpu['name']} (compute capability {self.gpu['compute_capability']}, torch {self.torch.__version__}): allocations and frees as the caching allocator would be asked for them, with no data computed"
+        ]
+        if self.release != (2, 11):
+            header.append(
+                f"torch {self.release[0]}.{self.release[1]}: where its rules differ from 2.11's (cuBLAS workspaces, attention backends, autocast lists, checkpointing), they are read from that release's sources and binaries, not measured on a GPU (the GPU measurements are torch 2.11's)"
+            )
+        if self.stopped is not None:
+            header.append(
+                f"the trace stopped before the program ended ({self.stopped}): this record holds the program up to there only, so its peaks are those of that part, a lower bound of the whole program's"
+            )
+        return self.record.snapshot(header, self.settings)
+
+    def save(self, path: str) -> None:
+        """Writes the snapshot as a pickle (gzipped where the name ends in .gz), through a
+        temporary file renamed into place: an interrupted save leaves no truncated file."""
+        write_atomically(os.fspath(path), self.snapshot())
+
+    @property
+    def peak_allocated(self) -> int:
+        """The most bytes the program's tensors held at once, each rounded up to 512 B: a lower
+        bound of PyTorch's peak allocated, which also counts the unsplit remainder of any cached
+        block a tensor is given (``vramlab.replay(t.snapshot())`` gives PyTorch's figure)."""
+        return self.record.peak
+
+    def breakdown(self) -> Dict[str, Any]:
+        """Where the peak is: the bytes live at the traced peak of allocated memory (blocks
+        rounded to 512 B, as PyTorch counts them), by what the program was doing when each was
+        allocated: ``parameters and buffers`` (registered on a module, or moved with it by
+        ``.to``/``.cuda``), ``optimizer`` (made inside ``optimizer.step()``: its state, and its
+        temporaries where the peak falls in a step), ``backward`` (gradients and the backward's
+        temporaries), ``forward and other`` (activations, inputs, everything else) and
+        ``workspaces`` (cuBLAS's); with the phase the peak fell in. A breakdown of the trace, not of
+        a replay: reserved memory and the allocator's rounding of large blocks are the replay's."""
+        return self.record.breakdown()
+
+    # Entering and leaving -------------------------------------------------------------------
+
+    def __enter__(self) -> "trace":
+        self._install()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        self._uninstall()
+        if exc is not None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            self.stopped = str(exc).splitlines()[0] if str(exc) else exc_type.__name__
+        elif isinstance(exc, KeyboardInterrupt):
+            self.stopped = "interrupted (KeyboardInterrupt)"
+        if self.escaped is not None and not isinstance(exc, UnfollowedError):
+            # The program's own error after a thread's refused work (a result that never came)
+            # follows from the refusal, which is said instead.
+            self.stopped = self.escaped
+            raise UnfollowedError(self.escaped) from exc
+
+    def _install(self) -> None:
+        torch = self.torch
+        from .modes import Allocations, OnTheGpu
+
+        self.rules = Rules(self)
+        table: standin.Table = {}
+        table.update(standin.device_queries(self))
+        table.update(standin.random_state(torch))
+        table.update(standin.refusals(self))
+        table.update(standin.legacy_types(torch))
+        table.update(paths.serialization_paths(self))
+        table.update(paths.checkpoint_paths(self))
+        table.update(paths.program_paths(self))
+        table.update(paths.optimizer_paths(self))
+        # torch.cuda.memory's (and torch.cuda.random's) own names for the same queries: torch.cuda's
+        # are re-exports, and PyTorch's code calls either.
+        for (owner, name), value in list(table.items()):
+            if owner is torch.cuda and name not in ("device", "Stream", "stream", "Event"):
+                for module in (torch.cuda.memory, torch.cuda.random):
+                    if hasattr(module, name) and (module, name) not in table:
+                        table[(module, name)] = value
+        kernels = Autocast(torch, here, self.release)
+        kernels.install()
+        self.autocast = kernels
+        for kernels_for in (RecurrentCells, LinearPath, InPlaceWithoutMeta):
+            registered = kernels_for(torch)
+            registered.install()
+            self._registered.append(registered)
+        table.update(paths.autocast_paths(self, kernels))
+        self._patches.install(table)
+        # On CUDA, `module.to("cuda")` moves each parameter in place, so a parameter two modules
+        # share (tied embeddings) moves once and stays shared; from CPU to meta PyTorch would make
+        # a new Parameter per module instead. Swapping keeps each parameter's identity, as on CUDA.
+        self._swap_was = torch.__future__.get_swap_module_params_on_conversion()
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        # The default device as PyTorch keeps it: a DeviceContext mode, or none at all.
+        self._device_context = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+        standin.ACTIVE.append(self)
+        from torch.nn.modules import module as module_module
+        from torch.optim import optimizer as optimizer_module
+
+        def step_started(*args: Any) -> None:
+            self.in_optimizer += 1
+
+        def step_ended(*args: Any) -> None:
+            self.in_optimizer -= 1
+
+        self._hooks = [
+            optimizer_module.register_optimizer_step_pre_hook(step_started),
+            optimizer_module.register_optimizer_step_post_hook(step_ended),
+            module_module.register_module_parameter_registration_hook(lambda module, name, value: self._parameter(value)),
+            module_module.register_module_buffer_registration_hook(lambda module, name, value: self._parameter(value)),
+        ]
+        self.thread = threading.current_thread()
+        self.modes = [OnTheGpu(self), Allocations(self)]
+        for mode in self.modes:
+            mode.__enter__()
+
+    def _uninstall(self) -> None:
+        torch = self.torch
+        if self in standin.ACTIVE:
+            standin.ACTIVE.remove(self)
+            # A default device the program set to "cuda" inside was "meta"; the one before stays.
+            # Put back as it was (no mode where there was none: setting "cpu" would leave one on
+            # the stack, which turns off PyTorch's fast paths after the trace), and before the
+            # trace's own modes leave, which must be on top of the stack to leave it.
+            if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not self._device_context:
+                torch.set_default_device(None if self._device_context is None else self._device_context.device)
+        for mode in reversed(self.modes):
+            mode.__exit__(None, None, None)
+        self.modes = []
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+        if self.autocast is not None:
+            self.autocast.uninstall()
+            self.autocast = None
+        for registered in reversed(self._registered):
+            registered.uninstall()
+        self._registered = []
+        if self._patches:
+            self._patches.uninstall()
+            torch.__future__.set_swap_module_params_on_conversion(self._swap_was)
+
+
+__all__ = ["trace", "where"]
