@@ -917,7 +917,7 @@ ENCODER_FASTPATH = {f.__name__: f for f in [encoder_inference_relu, encoder_infe
 
 
 # Held out (committed before their GPU runs, and before the tracer ran them): recurrent cells
-# unrolled by hand, which the tracer now follows on CUDA's fused path (vramlab/_cells.py).
+# unrolled by hand, which the tracer now follows on CUDA's fused path (vramlab/_tracer/rules/cells.py).
 
 
 def lstm_cell_decoder_adam(device):
@@ -1073,6 +1073,8 @@ FASTPATH_GENERAL = {
 }
 
 
+from trace_workloads_35 import ISSUE35  # noqa: E402
+
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
 GROUPS = {
@@ -1089,5 +1091,6 @@ GROUPS = {
     "encoder_fastpath": ENCODER_FASTPATH,
     "cells": CELLS,
     "fastpath_general": FASTPATH_GENERAL,
+    "issue35": ISSUE35,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
