@@ -236,6 +236,13 @@ pub struct Trace {
     /// under the recording's settings over the driver's addresses must place each one there.
     #[serde(skip)]
     pub alloc_addrs: Vec<u64>,
+    /// The oldest PyTorch release that could have written the input, with the field that
+    /// shows it (`None`: nothing in it tells).
+    #[serde(skip)]
+    pub torch_shown: Option<(crate::TorchRelease, String)>,
+    /// The release whose allocator rules a replay of it follows, and why.
+    #[serde(skip)]
+    pub torch: crate::ReleaseChoice,
 }
 
 impl Trace {
@@ -245,6 +252,26 @@ impl Trace {
         let mut trace = Pairing::default().finish(name.to_string(), source, Vec::new());
         trace.events = events;
         trace
+    }
+
+    /// Names the release that wrote the input (`--torch`, `torch=`; `None`: what the input
+    /// shows, or the default), refused where the input shows a later one.
+    pub fn name_release(&mut self, named: Option<&str>) -> Result<()> {
+        self.torch = crate::ReleaseChoice::resolve(self.torch_shown.clone(), named)
+            .map_err(|e| Error::Settings(format!("{}: {e}", self.name)))?;
+        Ok(())
+    }
+
+    /// The settings the recording ran under, read by the rules of its release; `None` where
+    /// the input does not name them.
+    pub fn recorded_settings(&self) -> Result<Option<crate::AllocConf>> {
+        self.allocator_settings
+            .as_deref()
+            .map(|s| {
+                crate::AllocConf::parse_for(s, self.torch.release)
+                    .map_err(|e| Error::Trace(format!("{}: allocator_settings: {e}", self.name)))
+            })
+            .transpose()
     }
 
     /// The pool allocation `id` belongs to (0: the default pools).
@@ -260,11 +287,7 @@ impl Trace {
     /// or where the bounds cross (the device's free memory changed under the job).
     pub fn capacity_from_oom(&self) -> Option<InferredCap> {
         let oom = self.recorded_ops.iter().position(|op| op.action == DeviceAction::Oom)?;
-        let conf = self
-            .allocator_settings
-            .as_deref()
-            .and_then(|s| crate::AllocConf::parse(s).ok())
-            .unwrap_or_default();
+        let conf = self.recorded_settings().ok().flatten().unwrap_or_default();
         // PyTorch checks the cap once per device allocation, against what it holds plus the
         // request's allocation size (for expandable segments more than the pages it maps).
         let request_at = |at: usize| match self.events.get(at) {
@@ -306,9 +329,9 @@ impl Trace {
     /// starting segment).
     pub fn uses_expandable_segments(&self) -> bool {
         let settings = self
-            .allocator_settings
-            .as_deref()
-            .and_then(|s| crate::AllocConf::parse(s).ok())
+            .recorded_settings()
+            .ok()
+            .flatten()
             .is_some_and(|c| c.expandable_segments);
         settings
             || self
@@ -795,6 +818,8 @@ impl Pairing {
             unknowns: Vec::new(),
             device: 0,
             alloc_addrs: Vec::new(),
+            torch_shown: None,
+            torch: crate::ReleaseChoice::resolve(None, None).unwrap_or_default(),
         }
     }
 }
