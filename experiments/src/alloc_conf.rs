@@ -477,6 +477,12 @@ impl AllocConf {
                 "throw_on_cudamalloc_oom:True (PyTorch {release}) refuses a request over the per_process_memory_fraction cap before calling cudaMalloc; the replay refuses the same requests, and does not model whether PyTorch frees its cache and retries first"
             ));
         }
+        if let Some(spec) = self.expandable_segments_reserve {
+            notes.push(format!(
+                "expandable_segments_reserve:{spec} (PyTorch {release}): each expandable segment reserves {} B of addresses at most (clamp_reserve_bytes); in the replay a request larger than that fails, which was not checked against PyTorch",
+                spec.bytes(device_bytes).min(device_bytes.saturating_add(device_bytes / 8))
+            ));
+        }
         if !self.expandable_segments_reserve_by_class.is_empty() {
             notes.push(format!(
                 "expandable_segments_reserve_by_class (PyTorch {release}) applies to streams tagged with a class, which a snapshot does not record: the replay gives every stream the reserve of an untagged one"

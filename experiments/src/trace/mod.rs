@@ -274,6 +274,47 @@ impl Trace {
             .transpose()
     }
 
+    /// Where what the snapshot shows contradicts the settings it says it ran under, in plain
+    /// words: `expandable_segments:True` with segments of which none is expandable and no range
+    /// mapped (the setting did not take effect, as in pytorch#183387), or expandable segments
+    /// under settings without it (settings changed while the program ran). Empty where they
+    /// agree or where the snapshot shows no segments.
+    pub fn settings_contradictions(&self) -> Vec<String> {
+        let Ok(Some(conf)) = self.recorded_settings() else {
+            return Vec::new();
+        };
+        let mapped = self
+            .recorded_ops
+            .iter()
+            .filter(|op| matches!(op.action, DeviceAction::SegmentMap | DeviceAction::SegmentUnmap))
+            .count();
+        let allocated = self
+            .recorded_ops
+            .iter()
+            .filter(|op| op.action == DeviceAction::SegmentAlloc)
+            .count();
+        let expandable = self.final_segments.iter().filter(|s| s.expandable).count();
+        let plain = self.final_segments.len() - expandable;
+        let settings = self.allocator_settings.as_deref().unwrap_or("");
+        let mut said = Vec::new();
+        if conf.expandable_segments
+            && conf.backend == crate::AllocBackend::Native
+            && mapped == 0
+            && expandable == 0
+            && (plain > 0 || allocated > 0)
+        {
+            said.push(format!(
+                "the setting did not take effect: the snapshot says it ran under '{settings}', but none of its {plain} segments at the end is expandable and its trace maps no range ({allocated} plain segment allocations): PyTorch fell back to plain segments (e.g. where the driver lacks the virtual memory API, pytorch#183387); a replay under its own settings follows the settings, not what the recording did"
+            ));
+        }
+        if !conf.expandable_segments && (mapped > 0 || expandable > 0) {
+            said.push(format!(
+                "the snapshot's settings '{settings}' do not enable expandable segments, yet {expandable} of its segments at the end are expandable and its trace maps {mapped} ranges: the settings changed while the program ran (torch.cuda.memory._set_allocator_settings), so no one setting describes the whole recording"
+            ));
+        }
+        said
+    }
+
     /// The pool allocation `id` belongs to (0: the default pools).
     pub fn pool_of(&self, id: u64) -> u32 {
         self.pool_of_id.get(id as usize).copied().unwrap_or(0)
@@ -821,6 +862,45 @@ impl Pairing {
             torch_shown: None,
             torch: crate::ReleaseChoice::resolve(None, None).unwrap_or_default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod settings_effect_tests {
+    use super::*;
+
+    fn op(action: DeviceAction) -> RecordedOp {
+        RecordedOp {
+            at: 0,
+            action,
+            size: 2 << 20,
+            addr: 0,
+            stream: 0,
+        }
+    }
+
+    /// pytorch#183387: expandable_segments:True recorded, plain segments made.
+    #[test]
+    fn a_setting_the_recording_contradicts_is_said() {
+        let mut trace = Trace::new("t", TraceSource::PytorchSnapshot, Vec::new());
+        trace.allocator_settings = Some("expandable_segments:True".into());
+        trace.recorded_ops = vec![op(DeviceAction::SegmentAlloc)];
+        let said = trace.settings_contradictions();
+        assert!(said.len() == 1 && said[0].contains("did not take effect"), "{said:?}");
+        // Mapped ranges: the setting took effect.
+        trace.recorded_ops.push(op(DeviceAction::SegmentMap));
+        assert!(trace.settings_contradictions().is_empty());
+        // Mapped ranges without the setting: changed at run time.
+        trace.allocator_settings = Some("max_split_size_mb:64".into());
+        let said = trace.settings_contradictions();
+        assert!(
+            said.len() == 1 && said[0].contains("changed while the program ran"),
+            "{said:?}"
+        );
+        // Nothing recorded: nothing to contradict.
+        trace.allocator_settings = Some("expandable_segments:True".into());
+        trace.recorded_ops.clear();
+        assert!(trace.settings_contradictions().is_empty());
     }
 }
 

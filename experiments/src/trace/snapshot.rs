@@ -666,6 +666,8 @@ impl SnapshotBuilder {
             trace.start = Some(start);
         }
         trace.unknowns = unknowns;
+        let contradictions = trace.settings_contradictions();
+        trace.unknowns.extend(contradictions);
         Ok(trace)
     }
 }
