@@ -13,6 +13,8 @@ use super::replay::replay_leaving_copies;
 use super::{build_pytorch_policy, Error, Policy, Recipe, ReplayOptions, SimDevice};
 
 /// One policy a replay runs.
+// A handful of choices per replay, each read once: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum PolicyChoice {
     /// One of vramlab's policies, by name with parameters, and read into a recipe.

@@ -451,7 +451,7 @@ impl AllocConf {
     /// `setMemoryFraction`: none at 1.0, else the fraction of the device, truncated).
     pub fn fraction_cap(&self, device_bytes: u64) -> Option<u64> {
         (self.backend == AllocBackend::Native && self.per_process_memory_fraction < 1.0)
-            .then(|| (self.per_process_memory_fraction * device_bytes as f64) as u64)
+            .then_some((self.per_process_memory_fraction * device_bytes as f64) as u64)
     }
 
     /// What a replay must say of these settings beside its figures: the keys it does not
