@@ -106,6 +106,11 @@ enum Command {
         /// what torch.cuda.set_per_process_memory_fraction sets (fraction x device memory).
         #[arg(long, allow_hyphen_values = true)]
         capacity: Option<String>,
+        /// The PyTorch release whose allocator rules to follow (e.g. 2.15), where the snapshot
+        /// does not show it (default: what it shows, else 2.11); a key that release does not
+        /// know is refused in PyTorch's words.
+        #[arg(long, value_name = "RELEASE")]
+        torch: Option<String>,
         /// Simulated bookkeeping, or the same policies over this GPU's memory.
         #[arg(long, value_enum, default_value_t = ReplayBackend::Sim)]
         backend: ReplayBackend,
@@ -142,6 +147,11 @@ enum Command {
         /// Which device of a multi-GPU snapshot.
         #[arg(long)]
         device: Option<usize>,
+        /// The PyTorch release whose allocator rules to follow (e.g. 2.15), where the snapshot
+        /// does not show it (default: what it shows, else 2.11); a key that release does not
+        /// know is refused in PyTorch's words.
+        #[arg(long, value_name = "RELEASE")]
+        torch: Option<String>,
         /// Output folder for tune.json, tune.md, tune.html and plots.
         #[arg(long, default_value = "vramlab-out/tune")]
         out: PathBuf,
@@ -245,6 +255,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             alloc_conf,
             device,
             capacity,
+            torch,
             backend,
             json,
             out,
@@ -259,6 +270,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
                 alloc_conf: &alloc_conf,
                 device,
                 capacity: capacity.as_deref(),
+                torch: torch.as_deref(),
                 backend,
                 json,
                 out: &out,
@@ -272,11 +284,12 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             capacity,
             grid,
             device,
+            torch,
             out,
             json,
         } => {
             experiments::set_output_root(&out);
-            replay::tune(&trace, capacity.as_deref(), &grid, device, &out, json)
+            replay::tune(&trace, capacity.as_deref(), &grid, device, torch.as_deref(), &out, json)
         }
         Command::Calibrate {
             out,

@@ -45,7 +45,10 @@ pub(crate) fn list() -> Result<()> {
         ));
     }
     lines.push("PyTorch's allocator (vramlab replay --alloc-conf SETTINGS, vramlab tune --grid SETTINGS):".to_string());
-    lines.push(format!("  keys: {}", experiments::ALLOC_CONF_KEYS.join(", ")));
+    lines.push(format!(
+        "  keys: {}",
+        experiments::TorchRelease::NEWEST.keys().join(", ")
+    ));
     lines.push("  tune's default grid:".to_string());
     for settings in allocators::DEFAULT_TUNE_GRID {
         lines.push(format!(

@@ -15,6 +15,7 @@ pub(crate) struct ReplayArgs<'a> {
     pub(crate) alloc_conf: &'a [String],
     pub(crate) device: Option<usize>,
     pub(crate) capacity: Option<&'a str>,
+    pub(crate) torch: Option<&'a str>,
     pub(crate) backend: ReplayBackend,
     pub(crate) json: bool,
     pub(crate) out: &'a Path,
@@ -29,11 +30,21 @@ fn parse_capacity(text: Option<&str>) -> Result<Option<u64>> {
 }
 
 /// The replay front for a TRACE argument, its errors worded with the CLI's flags.
-fn load_replay(text: &str, device: Option<usize>, seed: u64, capacity: Option<&str>) -> Result<allocators::Replay> {
+fn load_replay(
+    text: &str,
+    device: Option<usize>,
+    seed: u64,
+    capacity: Option<&str>,
+    torch: Option<&str>,
+) -> Result<allocators::Replay> {
     let capacity = parse_capacity(capacity)?;
     let front = Trace::load_input(text, device, seed)
         .map_err(allocators::Error::from)
-        .and_then(|traces| allocators::Replay::new(traces, device)?.capacity(capacity));
+        .and_then(|traces| {
+            allocators::Replay::new(traces, device)?
+                .capacity(capacity)?
+                .torch(torch)
+        });
     front.map_err(|e| {
         // The library names a device by its index and the cap as such; here they are flags.
         let message = e
@@ -51,7 +62,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
         .map(|pair| reports::Export::parse(&pair[0], &pair[1]))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("--{e}"))?;
-    let front = load_replay(args.trace, args.device, args.seed, args.capacity)?
+    let front = load_replay(args.trace, args.device, args.seed, args.capacity, args.torch)?
         .policies(args.policy, args.alloc_conf)
         .keep_events(!exports.is_empty());
     let trace = front.trace();
@@ -143,10 +154,11 @@ pub(crate) fn tune(
     capacity: Option<&str>,
     grid: &[String],
     device: Option<usize>,
+    torch: Option<&str>,
     out: &Path,
     json: bool,
 ) -> Result<()> {
-    let record = load_replay(trace_arg, device, 0, capacity)?.tune(grid)?;
+    let record = load_replay(trace_arg, device, 0, capacity, torch)?.tune(grid)?;
     record.save(&out.join("tune.json"))?;
     let rendered = reports::render_tune(out)?;
     if json {

@@ -491,7 +491,7 @@ fn bad_settings_strings_are_one_line_errors() {
         ("roundup_power2_divisions:[3:2]", "interval 3"),
         ("garbage_collection_threshold:1.5", "garbage_collection_threshold = 1.5"),
         ("expandable_segments:yes", "expandable_segments = yes"),
-        ("colour:blue", "unrecognized key 'colour'"),
+        ("colour:blue", "Unrecognized key 'colour' in CUDA allocator config."),
     ] {
         let output = vramlab(&["replay", &trace, "--alloc-conf", setting], tmp.path());
         assert_clean_failure(&output, &[needle]);

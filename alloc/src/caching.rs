@@ -617,10 +617,17 @@ impl Caching {
                 return Some(start);
             }
         }
-        // A new segment reserves address space for all the device's memory and 1/8 more.
+        // A new segment reserves address space for all the device's memory and 1/8 more, or
+        // (2.15's expandable_segments_reserve, on streams without a class) the reserve set,
+        // never more than that (`clamp_reserve_bytes`, c10/cuda/CUDAAllocatorConfig.h:126 at 2.15).
         let page = self.page_of(pool);
         let total = device.total_bytes();
-        let virtual_size = round_up(total.saturating_add(total / 8).max(1), page);
+        let full = total.saturating_add(total / 8);
+        let reserve = self
+            .conf
+            .expandable_segments_reserve
+            .map_or(full, |spec| spec.bytes(total).min(full));
+        let virtual_size = round_up(reserve.max(1), page);
         let base = device.reserve(virtual_size)?;
         self.segments.push(ExpandableSegment {
             base,

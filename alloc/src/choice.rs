@@ -2,8 +2,8 @@
 //! a snapshot that names them, the settings it was recorded with.
 
 use experiments::{
-    AllocBackend, AllocConf, BackendKind, DeviceInfo, PolicyResult, PolicySpec, ReplayRecord, Trace, TraceEvent,
-    TraceSource, POLICIES,
+    AllocBackend, AllocConf, BackendKind, DeviceInfo, PolicyResult, PolicySpec, ReplayRecord, TorchRelease, Trace,
+    TraceEvent, TraceSource, POLICIES,
 };
 use rayon::prelude::*;
 
@@ -13,6 +13,8 @@ use super::replay::replay_leaving_copies;
 use super::{build_pytorch_policy, Error, Policy, Recipe, ReplayOptions, SimDevice};
 
 /// One policy a replay runs.
+// A handful of choices per replay, each read once: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum PolicyChoice {
     /// One of vramlab's policies, by name with parameters, and read into a recipe.
@@ -27,12 +29,42 @@ pub enum PolicyChoice {
 }
 
 impl PolicyChoice {
-    /// PyTorch's allocator under `settings`, or the parser's one-line error.
+    /// PyTorch 2.11's allocator under `settings`, or the parser's one-line error.
     pub fn pytorch(settings: &str) -> Result<PolicyChoice, experiments::Error> {
+        PolicyChoice::pytorch_of(settings, TorchRelease::default())
+    }
+
+    /// PyTorch `release`'s allocator under `settings`, or the parser's one-line error.
+    pub fn pytorch_of(settings: &str, release: TorchRelease) -> Result<PolicyChoice, experiments::Error> {
         Ok(PolicyChoice::Pytorch {
             settings: settings.to_string(),
-            conf: AllocConf::parse(settings)?,
+            conf: AllocConf::parse_for(settings, release)?,
         })
+    }
+
+    /// The cap a replay of it runs under: `capacity`, or the one its settings set
+    /// (`per_process_memory_fraction` of a device of `device_bytes`), whichever is smaller.
+    pub fn capacity_under(&self, capacity: Option<u64>, device_bytes: u64) -> Option<u64> {
+        let own = match self {
+            PolicyChoice::Pytorch { conf, .. } => conf.fraction_cap(device_bytes),
+            PolicyChoice::Named(..) => None,
+        };
+        match (capacity, own) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// What a replay of it must say beside its figures (see [`AllocConf::replay_notes`]).
+    pub fn notes(&self, device_bytes: u64) -> Vec<String> {
+        match self {
+            PolicyChoice::Pytorch { conf, .. } => conf
+                .replay_notes(device_bytes)
+                .into_iter()
+                .map(|note| format!("{}: {note}", self.label()))
+                .collect(),
+            PolicyChoice::Named(..) => Vec::new(),
+        }
     }
 
     /// How results name it.
@@ -79,10 +111,15 @@ impl PolicyChoice {
     pub fn is_recording_of(&self, trace: &Trace) -> bool {
         match (self, &trace.allocator_settings) {
             (PolicyChoice::Pytorch { conf, .. }, Some(recorded)) => {
-                AllocConf::parse(recorded).is_ok_and(|r| &r == conf)
+                AllocConf::parse_for(recorded, trace.torch.release).is_ok_and(|r| &r == conf)
             }
             (PolicyChoice::Pytorch { conf, .. }, None) => {
-                trace.source == TraceSource::PytorchSnapshot && *conf == AllocConf::default()
+                trace.source == TraceSource::PytorchSnapshot
+                    && *conf
+                        == AllocConf {
+                            release: trace.torch.release,
+                            ..AllocConf::default()
+                        }
             }
             _ => false,
         }
@@ -125,7 +162,7 @@ pub fn choose_policies(
         })
         .flatten();
     for settings in alloc_conf.iter().cloned().chain(own) {
-        choices.push(PolicyChoice::pytorch(&settings)?);
+        choices.push(PolicyChoice::pytorch_of(&settings, trace.torch.release)?);
     }
     if choices.is_empty() {
         return Err(experiments::Error::Invalid("the policy list names no policy".into()));
@@ -187,6 +224,7 @@ pub(crate) fn replay_each_sharing(
             };
             let options = ReplayOptions {
                 check_recorded: own,
+                capacity: choice.capacity_under(options.capacity, device_bytes),
                 ..options
             };
             let scan = always_fits.then_some(ALWAYS_FITS_PROBES);
@@ -258,6 +296,19 @@ pub(crate) fn replay_capacity(trace: &Trace, given: Option<u64>) -> (Option<u64>
     }
 }
 
+/// Says which release's rules PyTorch's allocator followed (where any choice is PyTorch's), and
+/// what each setting does that the figures alone do not say.
+pub(crate) fn note_release(record: &mut ReplayRecord, trace: &Trace, choices: &[PolicyChoice], device_bytes: u64) {
+    if !choices.iter().any(|c| matches!(c, PolicyChoice::Pytorch { .. })) {
+        return;
+    }
+    record.torch = Some(trace.torch.clone());
+    record.notes.extend(trace.torch.warning.clone());
+    for choice in choices {
+        record.notes.extend(choice.notes(device_bytes));
+    }
+}
+
 /// Replays every trace of a file (one per device of a snapshot) under the policies chosen for
 /// it, as `vramlab replay` does: each device on its own, labelled, under `capacity` or the cap
 /// its recorded out-of-memory error implies; devices without events are listed with a note.
@@ -293,6 +344,7 @@ pub(crate) fn replay_devices(
         )?;
         let mut record = ReplayRecord::new(trace, cap, DeviceInfo::default(), results);
         record.capacity_source = source;
+        note_release(&mut record, trace, &choices, device_bytes);
         records.push(record);
     }
     Ok(ReplayRecord::of_devices(records)?)

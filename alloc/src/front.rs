@@ -57,6 +57,16 @@ impl Replay {
         })
     }
 
+    /// Names the PyTorch release whose allocator rules the replay follows (`2.15`; `None`: the
+    /// one each snapshot shows, or 2.11), refused where a snapshot shows a later one; a
+    /// release newer than any known is replayed under the newest, with a warning in the record.
+    pub fn torch(mut self, release: Option<&str>) -> Result<Replay, Error> {
+        for trace in &mut self.traces {
+            trace.name_release(release)?;
+        }
+        Ok(self)
+    }
+
     /// Refuses device memory beyond `capacity` bytes (what `set_per_process_memory_fraction`
     /// sets); none: the cap a recorded out-of-memory error implies, if any.
     pub fn capacity(mut self, capacity: Option<u64>) -> Result<Replay, Error> {

@@ -43,7 +43,7 @@ pub fn tune(
 ) -> Result<Vec<PolicyResult>, Error> {
     let choices = settings
         .iter()
-        .map(|text| PolicyChoice::pytorch(text))
+        .map(|text| PolicyChoice::pytorch_of(text, trace.torch.release))
         .collect::<Result<Vec<_>, _>>()?;
     let options = ReplayOptions {
         capacity,
@@ -63,10 +63,10 @@ pub fn tune_grid(trace: &Trace, grid: &[String]) -> Result<Vec<String>, experime
     };
     let confs = texts
         .iter()
-        .map(|t| AllocConf::parse(t))
+        .map(|t| AllocConf::parse_for(t, trace.torch.release))
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(own) = &trace.allocator_settings {
-        let own_conf = AllocConf::parse(own)?;
+        let own_conf = AllocConf::parse_for(own, trace.torch.release)?;
         if !confs.contains(&own_conf) {
             texts.insert(0, own.clone());
         }
@@ -108,6 +108,11 @@ pub fn tune_record(
     rank(&mut results);
     let mut record = experiments::ReplayRecord::new(trace, capacity, experiments::DeviceInfo::default(), results);
     record.capacity_source = source;
+    let choices = settings
+        .iter()
+        .map(|text| PolicyChoice::pytorch_of(text, trace.torch.release))
+        .collect::<Result<Vec<_>, _>>()?;
+    super::choice::note_release(&mut record, trace, &choices, device_bytes);
     record.conclude_tune(&baseline);
     Ok(record)
 }

@@ -1,4 +1,5 @@
-//! `PYTORCH_ALLOC_CONF` (formerly `PYTORCH_CUDA_ALLOC_CONF`): PyTorch 2.11's grammar and checks.
+//! `PYTORCH_ALLOC_CONF` (formerly `PYTORCH_CUDA_ALLOC_CONF`): PyTorch's grammar and checks, for
+//! every release of [`TorchRelease`] (the keys each accepts: [`crate::ALLOC_CONF_KEYS`]).
 //!
 //! The rules are PyTorch's own (c10/core/AllocatorConfig.{h,cpp}, c10/cuda/CUDAAllocatorConfig.cpp):
 //! the string is split into tokens at `,` `:` `[` `]` with white space dropped; each key is
@@ -11,6 +12,7 @@
 use std::fmt;
 
 use crate::error::{Error, Result};
+use crate::torch_release::{KeyEffect, TorchRelease, ALLOC_CONF_KEYS};
 
 const MB: u64 = 1 << 20;
 /// Intervals of `roundup_power2_divisions`: [1 MiB, 2 MiB), [2, 4), ... the last from 32 GiB up.
@@ -48,8 +50,74 @@ pub struct AllocConf {
     pub garbage_collection_threshold: f64,
     /// `expandable_segments`.
     pub expandable_segments: bool,
+    /// `per_process_memory_fraction` (default 1.0: no cap): PyTorch caps the device at this
+    /// share of its memory when the allocator is made (`setMemoryFraction`).
+    pub per_process_memory_fraction: f64,
+    /// `throw_on_cudamalloc_oom` (2.12 on): a request over the fraction's cap is refused before
+    /// `cudaMalloc` is called.
+    pub throw_on_cudamalloc_oom: bool,
+    /// `expandable_segments_reserve` (2.15 on): the address range one expandable segment
+    /// reserves on streams without a class; `None`: PyTorch's 9/8 of the device.
+    pub expandable_segments_reserve: Option<ReserveSpec>,
+    /// `expandable_segments_reserve_by_class` (2.15 on): the reserve of streams tagged with a
+    /// class, as written (a snapshot does not record a stream's class).
+    pub expandable_segments_reserve_by_class: Vec<(String, ReserveSpec)>,
     /// Keys accepted and recorded that do not change device memory, as written, in order.
     pub recorded_only: Vec<(String, String)>,
+    /// Values PyTorch ignores with a warning rather than refuses (a malformed reserve).
+    pub ignored: Vec<String>,
+    /// The release whose grammar read it.
+    pub release: TorchRelease,
+}
+
+/// An expandable segment's reserve as PyTorch 2.15 writes it: a share of the device's memory
+/// (`0.5`) or whole GiB (`40G`) (`ExpandableSegmentReserveSpec`, c10/cuda/CUDAAllocatorConfig.h:29
+/// at 2.15).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReserveSpec {
+    /// A share of the device's memory.
+    Fraction(f64),
+    /// GiB.
+    Gib(f64),
+}
+
+impl ReserveSpec {
+    /// PyTorch's `parseReserveSpec`: a positive, finite number read whole, with a trailing `G`
+    /// or `g` for GiB; `None` where PyTorch warns and keeps its default.
+    fn parse(token: &str) -> Option<ReserveSpec> {
+        let (gib, number) = match token.strip_suffix(['G', 'g']) {
+            Some(number) => (true, number),
+            None => (false, token),
+        };
+        let value: f64 = number.parse().ok()?;
+        (value.is_finite() && value > 0.0).then_some(if gib {
+            ReserveSpec::Gib(value)
+        } else {
+            ReserveSpec::Fraction(value)
+        })
+    }
+
+    /// `resolveBytes`: the bytes it stands for on a device of `total` bytes, saturating.
+    pub fn bytes(self, total: u64) -> u64 {
+        let bytes = match self {
+            ReserveSpec::Fraction(f) => f * total as f64,
+            ReserveSpec::Gib(g) => g * (1u64 << 30) as f64,
+        };
+        if bytes >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            bytes as u64
+        }
+    }
+}
+
+impl fmt::Display for ReserveSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReserveSpec::Fraction(v) => write!(f, "{v}"),
+            ReserveSpec::Gib(v) => write!(f, "{v}G"),
+        }
+    }
 }
 
 impl Default for AllocConf {
@@ -62,39 +130,16 @@ impl Default for AllocConf {
             roundup_power2_divisions: [0; ROUNDUP_INTERVALS],
             garbage_collection_threshold: 0.0,
             expandable_segments: false,
+            per_process_memory_fraction: 1.0,
+            throw_on_cudamalloc_oom: false,
+            expandable_segments_reserve: None,
+            expandable_segments_reserve_by_class: Vec::new(),
             recorded_only: Vec::new(),
+            ignored: Vec::new(),
+            release: TorchRelease::default(),
         }
     }
 }
-
-/// Every key PyTorch 2.11 accepts: those that change device memory, then those recorded only.
-pub const ALLOC_CONF_KEYS: &[&str] = &[
-    "backend",
-    "max_split_size_mb",
-    "max_non_split_rounding_mb",
-    "large_segment_size_mb",
-    "roundup_power2_divisions",
-    "garbage_collection_threshold",
-    "expandable_segments",
-    "release_lock_on_cudamalloc",
-    "pinned_use_cuda_host_register",
-    "pinned_num_register_threads",
-    "pinned_reserve_segment_size_mb",
-    "pinned_use_background_threads",
-    "graph_capture_record_stream_reuse",
-];
-
-/// Keys that PyTorch accepts but that leave device memory as it is.
-const RECORDED_ONLY_KEYS: &[&str] = &[
-    "release_lock_on_cudamalloc",
-    "release_lock_on_hipmalloc",
-    "pinned_use_cuda_host_register",
-    "pinned_use_hip_host_register",
-    "pinned_num_register_threads",
-    "pinned_reserve_segment_size_mb",
-    "pinned_use_background_threads",
-    "graph_capture_record_stream_reuse",
-];
 
 /// C's `isspace` in the "C" locale, which PyTorch's tokenizer skips: ASCII white space only.
 fn is_c_space(ch: char) -> bool {
@@ -222,14 +267,32 @@ impl Tokens<'_> {
 }
 
 impl AllocConf {
-    /// Parses a setting string as PyTorch 2.11 does, refusing what it refuses with one line
-    /// naming the key and value. `""` is PyTorch's defaults.
+    /// Parses a setting string as PyTorch 2.11 does (see [`AllocConf::parse_for`]).
     pub fn parse(text: &str) -> Result<AllocConf> {
+        AllocConf::parse_for(text, TorchRelease::default())
+    }
+
+    /// Parses a setting string as PyTorch `release` does, refusing what it refuses with one
+    /// line naming the key and value (a key the release does not know in PyTorch's own words).
+    /// `""` is PyTorch's defaults.
+    pub fn parse_for(text: &str, release: TorchRelease) -> Result<AllocConf> {
         let tokens = Tokens::new(text);
-        let mut conf = AllocConf::default();
+        let mut conf = AllocConf {
+            release,
+            ..AllocConf::default()
+        };
         let mut i = 0;
         while i < tokens.tokens.len() {
             let key = tokens.get(i)?.to_string();
+            if !release.knows(&key) {
+                // PyTorch checks every key, so an unknown one is refused even when its value is a list.
+                let _ = tokens.skip_value(i);
+                // PyTorch's words (CUDAAllocatorConfig.cpp's parseArgs, every release 2.11-2.15).
+                return Err(tokens.error(format!(
+                    "Unrecognized key '{key}' in CUDA allocator config. (PyTorch {release}; its keys: {})",
+                    release.keys().join(", ")
+                )));
+            }
             i = match key.as_str() {
                 "max_split_size_mb" | "max_non_split_rounding_mb" => {
                     let value = tokens.size_t(i + 2, &key)?;
@@ -300,24 +363,132 @@ impl AllocConf {
                     conf.record(&key, value.to_string());
                     i + 2
                 }
-                other if RECORDED_ONLY_KEYS.contains(&other) => {
+                "per_process_memory_fraction" => {
+                    let value = tokens.double(i + 2, &key)?;
+                    if !(0.0..=1.0).contains(&value) {
+                        return Err(tokens.error(format!(
+                            "{key} = {value}: per_process_memory_fraction is invalid, set it in [0.0, 1.0]"
+                        )));
+                    }
+                    conf.per_process_memory_fraction = value;
+                    i + 2
+                }
+                "throw_on_cudamalloc_oom" => {
+                    conf.throw_on_cudamalloc_oom = tokens.boolean(i + 2, &key)?;
+                    i + 2
+                }
+                "expandable_segments_reserve" => {
+                    let token = tokens.get(i + 2)?;
+                    match ReserveSpec::parse(token) {
+                        Some(spec) => conf.expandable_segments_reserve = Some(spec),
+                        None => conf.ignore(&key, token),
+                    }
+                    i + 2
+                }
+                "expandable_segments_reserve_by_class" => conf.parse_reserve_classes(&tokens, i)?,
+                "pinned_max_round_threshold_mb" | "pinned_max_cached_size_mb" => {
+                    let value = tokens.size_t(i + 2, &key)?;
+                    conf.record(&key, value.to_string());
+                    i + 2
+                }
+                _ => {
+                    // Every other key the release knows takes True or False and leaves device
+                    // memory as it is.
+                    debug_assert!(ALLOC_CONF_KEYS
+                        .iter()
+                        .any(|k| k.key == key && k.effect == KeyEffect::HostOnly));
                     let value = tokens.boolean(i + 2, &key)?;
                     conf.record(&key, if value { "True" } else { "False" }.to_string());
                     i + 2
-                }
-                other => {
-                    // PyTorch checks every key, so an unknown one is refused even when its value is a list.
-                    let _ = tokens.skip_value(i);
-                    return Err(tokens.error(format!(
-                        "unrecognized key '{other}'; valid keys: {}",
-                        ALLOC_CONF_KEYS.join(", ")
-                    )));
                 }
             };
             // The separator after a value is skipped, whatever it is (PyTorch does not check it).
             i += 2;
         }
         Ok(conf)
+    }
+
+    /// A value PyTorch warns about and ignores, keeping its default.
+    fn ignore(&mut self, key: &str, token: &str) {
+        self.ignored.push(format!(
+            "{key} = {token}: PyTorch {} ignores it with a warning (expected a positive, finite fraction like 0.5 or an absolute size like 40G) and keeps its default",
+            self.release
+        ));
+    }
+
+    /// `expandable_segments_reserve_by_class:[name:value,...]` (PyTorch 2.15's
+    /// `parseExpandableSegmentsReserveByClass`): a malformed entry is skipped with a warning.
+    fn parse_reserve_classes(&mut self, tokens: &Tokens, key_at: usize) -> Result<usize> {
+        const KEY: &str = "expandable_segments_reserve_by_class";
+        let mut i = key_at + 2;
+        if tokens.get(i)? != "[" {
+            return Err(tokens.error(format!(
+                "{KEY} = {}: expected a list '[name:value,...]'",
+                tokens.get(i)?
+            )));
+        }
+        let mut classes: Vec<(String, ReserveSpec)> = Vec::new();
+        while tokens.get(i + 1)? != "]" {
+            let name = tokens.get(i + 1)?.to_string();
+            let value = tokens.get(i + 3)?.to_string();
+            i += 3;
+            match ReserveSpec::parse(&value) {
+                Some(spec) => {
+                    classes.retain(|(n, _)| n != &name);
+                    classes.push((name, spec));
+                }
+                None => self.ignore(&format!("{KEY}[{name}]"), &value),
+            }
+            if tokens.get(i + 1)? == "," {
+                i += 1;
+            }
+        }
+        self.expandable_segments_reserve_by_class = classes;
+        Ok(i + 1)
+    }
+
+    /// The cap `per_process_memory_fraction` sets on a device of `device_bytes` (PyTorch's
+    /// `setMemoryFraction`: none at 1.0, else the fraction of the device, truncated).
+    pub fn fraction_cap(&self, device_bytes: u64) -> Option<u64> {
+        (self.backend == AllocBackend::Native && self.per_process_memory_fraction < 1.0)
+            .then_some((self.per_process_memory_fraction * device_bytes as f64) as u64)
+    }
+
+    /// What a replay must say of these settings beside its figures: the keys it does not
+    /// follow on the device (host memory only), the values PyTorch ignores, the parts of a
+    /// setting the replay cannot apply. Empty for settings the replay follows whole.
+    pub fn replay_notes(&self, device_bytes: u64) -> Vec<String> {
+        let mut notes = Vec::new();
+        let release = self.release;
+        for (key, value) in &self.recorded_only {
+            notes.push(format!(
+                "{key}:{value} (PyTorch {release}) changes host (pinned) memory, locking or graph capture only: accepted, with no effect on the device replay"
+            ));
+        }
+        notes.extend(self.ignored.iter().cloned());
+        if let Some(cap) = self.fraction_cap(device_bytes) {
+            notes.push(format!(
+                "per_process_memory_fraction:{} (PyTorch {release}): the device is capped at {} of its {} B, {cap} B, as PyTorch's setMemoryFraction sets it when the allocator is made",
+                self.per_process_memory_fraction, self.per_process_memory_fraction, device_bytes
+            ));
+        }
+        if self.throw_on_cudamalloc_oom {
+            notes.push(format!(
+                "throw_on_cudamalloc_oom:True (PyTorch {release}) refuses a request over the per_process_memory_fraction cap before calling cudaMalloc; the replay refuses the same requests, and does not model whether PyTorch frees its cache and retries first"
+            ));
+        }
+        if let Some(spec) = self.expandable_segments_reserve {
+            notes.push(format!(
+                "expandable_segments_reserve:{spec} (PyTorch {release}): each expandable segment reserves {} B of addresses at most (clamp_reserve_bytes); in the replay a request larger than that fails, which was not checked against PyTorch",
+                spec.bytes(device_bytes).min(device_bytes.saturating_add(device_bytes / 8))
+            ));
+        }
+        if !self.expandable_segments_reserve_by_class.is_empty() {
+            notes.push(format!(
+                "expandable_segments_reserve_by_class (PyTorch {release}) applies to streams tagged with a class, which a snapshot does not record: the replay gives every stream the reserve of an untagged one"
+            ));
+        }
+        notes
     }
 
     fn record(&mut self, key: &str, value: String) {
@@ -419,6 +590,19 @@ impl AllocConf {
     }
 }
 
+/// The keys of a settings string, in order (the token before each value, a list value
+/// skipped whole), as PyTorch's tokenizer splits it.
+pub(crate) fn keys_of(text: &str) -> Vec<String> {
+    let tokens = Tokens::new(text);
+    let mut keys = Vec::new();
+    let mut i = 0;
+    while i < tokens.tokens.len() {
+        keys.push(tokens.tokens[i].clone());
+        i = tokens.skip_value(i).unwrap_or(usize::MAX - 2).saturating_add(2);
+    }
+    keys
+}
+
 /// PyTorch's `roundup_power2_next_division`.
 fn next_division(size: u64, divisions: u64) -> u64 {
     if size.is_power_of_two() {
@@ -480,6 +664,26 @@ impl fmt::Display for AllocConf {
         }
         if self.expandable_segments {
             parts.push("expandable_segments:True".into());
+        }
+        if self.per_process_memory_fraction != 1.0 {
+            parts.push(format!(
+                "per_process_memory_fraction:{}",
+                self.per_process_memory_fraction
+            ));
+        }
+        if self.throw_on_cudamalloc_oom {
+            parts.push("throw_on_cudamalloc_oom:True".into());
+        }
+        if let Some(spec) = self.expandable_segments_reserve {
+            parts.push(format!("expandable_segments_reserve:{spec}"));
+        }
+        if !self.expandable_segments_reserve_by_class.is_empty() {
+            let entries: Vec<String> = self
+                .expandable_segments_reserve_by_class
+                .iter()
+                .map(|(name, spec)| format!("{name}:{spec}"))
+                .collect();
+            parts.push(format!("expandable_segments_reserve_by_class:[{}]", entries.join(",")));
         }
         for (key, value) in &self.recorded_only {
             parts.push(format!("{key}:{value}"));
@@ -613,9 +817,177 @@ mod tests {
         rejects("garbage_collection_threshold:1", "garbage_collection_threshold = 1");
         rejects("roundup_power2_divisions:3", "roundup_power2_divisions = 3");
         rejects("expandable_segments:true", "expandable_segments = true");
-        rejects("colour:blue", "unrecognized key 'colour'");
+        rejects("colour:blue", "Unrecognized key 'colour' in CUDA allocator config.");
         rejects("max_split_size_mb", "ends early");
         rejects("backend:foo", "backend = foo");
+    }
+
+    /// A value each key takes, and what it must change once parsed (`None`: recorded only).
+    fn sample(key: &str) -> (&'static str, fn(&AllocConf) -> bool) {
+        match key {
+            "backend" => ("cudaMallocAsync", |c| c.backend == AllocBackend::CudaMallocAsync),
+            "max_split_size_mb" => ("64", |c| c.max_split_size == 64 * MB),
+            "max_non_split_rounding_mb" => ("64", |c| c.max_non_split_rounding == 64 * MB),
+            "large_segment_size_mb" => ("40", |c| c.large_segment_size == 40 * MB),
+            "roundup_power2_divisions" => ("4", |c| c.divisions_for(5 * MB) == 4),
+            "garbage_collection_threshold" => ("0.6", |c| c.garbage_collection_threshold == 0.6),
+            "expandable_segments" => ("True", |c| c.expandable_segments),
+            "per_process_memory_fraction" => ("0.5", |c| c.fraction_cap(1000) == Some(500)),
+            "throw_on_cudamalloc_oom" => ("True", |c| c.throw_on_cudamalloc_oom),
+            "expandable_segments_reserve" => ("40G", |c| c.expandable_segments_reserve == Some(ReserveSpec::Gib(40.0))),
+            "expandable_segments_reserve_by_class" => ("[decode:0.25,prefill:8G]", |c| {
+                c.expandable_segments_reserve_by_class
+                    == vec![
+                        ("decode".to_string(), ReserveSpec::Fraction(0.25)),
+                        ("prefill".to_string(), ReserveSpec::Gib(8.0)),
+                    ]
+            }),
+            "pinned_num_register_threads" => ("8", |c| {
+                c.recorded_only == [("pinned_num_register_threads".into(), "8".into())]
+            }),
+            "pinned_reserve_segment_size_mb" | "pinned_max_round_threshold_mb" | "pinned_max_cached_size_mb" => {
+                ("64", |c| c.recorded_only.len() == 1 && c.recorded_only[0].1 == "64")
+            }
+            _ => ("True", |c| c.recorded_only.len() == 1 && c.recorded_only[0].1 == "True"),
+        }
+    }
+
+    /// Every key under every release: accepted with its effect where the release lists it (the
+    /// line it is listed at, from that release's shipped headers, is named in the failure),
+    /// refused in PyTorch's words where it does not.
+    #[test]
+    fn every_key_of_every_release_is_read_as_that_release_reads_it() {
+        let mut checked = 0;
+        for release in TorchRelease::ALL {
+            for info in ALLOC_CONF_KEYS {
+                let (value, effect) = sample(info.key);
+                let text = format!("{}:{value}", info.key);
+                let source = crate::key_source(release, info.key)
+                    .unwrap_or("c10/core/AllocatorConfig.cpp (getMutableKeys; key read from the wheel's libc10.so)");
+                match AllocConf::parse_for(&text, release) {
+                    Ok(conf) => {
+                        assert!(
+                            info.since <= release,
+                            "{release} accepted {text}, new in {}",
+                            info.since
+                        );
+                        assert!(effect(&conf), "{release} {text} ({source}): {conf:?}");
+                        assert_eq!(conf.release, release);
+                        // Host-only keys leave the device settings at their defaults.
+                        if info.effect == KeyEffect::HostOnly {
+                            let device_part = AllocConf {
+                                recorded_only: Vec::new(),
+                                ..conf.clone()
+                            };
+                            assert_eq!(
+                                device_part,
+                                AllocConf {
+                                    release,
+                                    ..AllocConf::default()
+                                },
+                                "{text}"
+                            );
+                            assert!(
+                                !conf.replay_notes(80 << 30).is_empty(),
+                                "{text}: the replay says it has no effect"
+                            );
+                        }
+                        // The canonical string reads back the same under the same release.
+                        assert_eq!(
+                            AllocConf::parse_for(&conf.to_string(), release).unwrap(),
+                            conf,
+                            "{text}"
+                        );
+                    }
+                    Err(e) => {
+                        assert!(info.since > release, "{release} refused {text} ({source}): {e}");
+                        let e = e.to_string();
+                        assert!(
+                            e.contains(&format!("Unrecognized key '{}' in CUDA allocator config.", info.key))
+                                && e.contains(&format!("PyTorch {release}")),
+                            "{e}"
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, TorchRelease::ALL.len() * ALLOC_CONF_KEYS.len());
+    }
+
+    /// `parsePerProcessMemoryFraction`: `toDouble`, then "per_process_memory_fraction is
+    /// invalid, set it in [0.0, 1.0]" outside [0, 1] (c10/cuda/CUDAAllocatorConfig.cpp; the
+    /// message is in libc10_cuda.so of every wheel 2.11.0-2.15.0). The cap it sets is
+    /// `setMemoryFraction`'s: none at 1.0, else fraction x total memory, truncated
+    /// (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator's constructor).
+    #[test]
+    fn per_process_memory_fraction_is_checked_and_caps_the_device_in_every_release() {
+        for release in TorchRelease::ALL {
+            for bad in ["1.5", "-0.1", "nan"] {
+                let e = AllocConf::parse_for(&format!("per_process_memory_fraction:{bad}"), release).unwrap_err();
+                assert!(e.to_string().contains("set it in [0.0, 1.0]"), "{e}");
+            }
+            let conf = AllocConf::parse_for("per_process_memory_fraction:0.3", release).unwrap();
+            assert_eq!(conf.fraction_cap(1_000_001), Some(300_000));
+            assert_eq!(
+                AllocConf::parse_for("per_process_memory_fraction:1", release)
+                    .unwrap()
+                    .fraction_cap(1000),
+                None
+            );
+            assert_eq!(
+                AllocConf::parse_for("per_process_memory_fraction:0", release)
+                    .unwrap()
+                    .fraction_cap(1000),
+                Some(0)
+            );
+            // cudaMallocAsync has no such cap in the replay.
+            let conf =
+                AllocConf::parse_for("backend:cudaMallocAsync,per_process_memory_fraction:0.5", release).unwrap();
+            assert_eq!(conf.fraction_cap(1000), None);
+        }
+    }
+
+    /// `parseReserveSpec` (2.15): a malformed or non-positive reserve is ignored with a
+    /// warning, not refused; the replay says so.
+    #[test]
+    fn a_bad_reserve_is_ignored_with_a_note_as_pytorch_2_15_does() {
+        for bad in ["abc", "0", "-1G", "inf"] {
+            let conf =
+                AllocConf::parse_for(&format!("expandable_segments_reserve:{bad}"), TorchRelease::V2_15).unwrap();
+            assert_eq!(conf.expandable_segments_reserve, None, "{bad}");
+            assert!(
+                conf.replay_notes(1 << 30).iter().any(|n| n.contains("ignores it")),
+                "{bad}"
+            );
+        }
+        let conf =
+            AllocConf::parse_for("expandable_segments_reserve_by_class:[a:0.5,b:x]", TorchRelease::V2_15).unwrap();
+        assert_eq!(
+            conf.expandable_segments_reserve_by_class,
+            vec![("a".to_string(), ReserveSpec::Fraction(0.5))]
+        );
+        assert_eq!(ReserveSpec::Fraction(0.5).bytes(1000), 500);
+        assert_eq!(ReserveSpec::Gib(2.0).bytes(0), 2 << 30);
+        assert_eq!(ReserveSpec::Gib(1e30).bytes(0), u64::MAX);
+    }
+
+    /// The oldest release a settings string can be from: the newest `since` of its keys.
+    #[test]
+    fn settings_show_the_oldest_release_that_reads_them() {
+        assert_eq!(
+            TorchRelease::oldest_knowing("max_split_size_mb:64"),
+            Ok(TorchRelease::V2_11)
+        );
+        assert_eq!(
+            TorchRelease::oldest_knowing("throw_on_cudamalloc_oom:True"),
+            Ok(TorchRelease::V2_12)
+        );
+        assert_eq!(
+            TorchRelease::oldest_knowing("expandable_segments_reserve_by_class:[a:0.5],pinned_free_catch_all:True"),
+            Ok(TorchRelease::V2_15)
+        );
+        assert_eq!(TorchRelease::oldest_knowing("colour:blue"), Err("colour".to_string()));
     }
 
     mod properties {

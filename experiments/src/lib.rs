@@ -22,6 +22,7 @@ mod replay_record;
 mod stats;
 mod suite;
 mod teach;
+mod torch_release;
 mod trace;
 mod units;
 
@@ -34,7 +35,7 @@ macro_rules! family_modules {
 }
 for_each_family!(family_modules);
 
-pub use alloc_conf::{AllocBackend, AllocConf, ALLOC_CONF_KEYS, ROUNDUP_INTERVALS};
+pub use alloc_conf::{AllocBackend, AllocConf, ReserveSpec, ROUNDUP_INTERVALS};
 pub use backend::Backend;
 pub use calibration::{calibration_parts, Calibration, CalibrationPart, SmAttributes, CALIBRATION_PARTS};
 pub use catalog::Catalog;
@@ -58,6 +59,7 @@ pub use replay_record::{
 pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};
 pub use teach::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView};
+pub use torch_release::{key_source, KeyEffect, KeyInfo, ReleaseChoice, TorchRelease, ALLOC_CONF_KEYS};
 pub use trace::{
     snapshot_bytes, write_snapshot, BlockState, DeviceAction, InferredCap, RecordedOp, Reservation, SnapshotEvents,
     StartBlock, StartSegment, StartState, SyntheticInfo, Trace, TraceEvent, TraceSource, TraceWarnings,

@@ -393,6 +393,10 @@ pub struct ReplayRecord {
     /// What the input does not determine and what the figures therefore mean, in plain words.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The PyTorch release whose allocator rules the replay followed, and why (where it
+    /// replayed PyTorch's allocator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<crate::ReleaseChoice>,
     /// Every device of the snapshot, each replayed on its own (this record's figures are the
     /// first's); empty for a single trace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -445,6 +449,7 @@ impl ReplayRecord {
             }),
             capacity_source: None,
             notes: notes_of(trace),
+            torch: None,
             devices: Vec::new(),
             verdicts: Vec::new(),
             postmortem: None,

@@ -264,7 +264,7 @@ fn load_replay(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) 
 
 /// `vramlab.replay`: one JSON object, as `vramlab replay --json` prints.
 #[pyfunction]
-#[pyo3(signature = (trace, alloc_conf, capacity=None, policy=None, device=None))]
+#[pyo3(signature = (trace, alloc_conf, capacity=None, policy=None, device=None, torch=None))]
 fn replay(
     py: Python<'_>,
     trace: &Bound<'_, PyAny>,
@@ -272,11 +272,13 @@ fn replay(
     capacity: Option<u64>,
     policy: Option<String>,
     device: Option<usize>,
+    torch: Option<String>,
 ) -> PyResult<String> {
     let front = load_replay(py, trace, device)?;
     detached(py, move || {
         let record = front
             .capacity(capacity)?
+            .torch(torch.as_deref())?
             .policies(policy.as_deref(), &alloc_conf)
             .run()?;
         Ok(record.summary_json().to_string())
@@ -285,17 +287,18 @@ fn replay(
 
 /// `vramlab.tune`: the ranked results, as `vramlab tune --json` prints.
 #[pyfunction]
-#[pyo3(signature = (trace, grid, capacity=None, device=None))]
+#[pyo3(signature = (trace, grid, capacity=None, device=None, torch=None))]
 fn tune(
     py: Python<'_>,
     trace: &Bound<'_, PyAny>,
     grid: Vec<String>,
     capacity: Option<u64>,
     device: Option<usize>,
+    torch: Option<String>,
 ) -> PyResult<String> {
     let front = load_replay(py, trace, device)?;
     detached(py, move || {
-        let record = front.capacity(capacity)?.tune(&grid)?;
+        let record = front.capacity(capacity)?.torch(torch.as_deref())?.tune(&grid)?;
         Ok(record.summary_json().to_string())
     })
 }

@@ -115,7 +115,7 @@ def test_tune_ranks_what_fits_first():
         ("max_split_size_mb:10", "max_split_size_mb = 10"),
         ("roundup_power2_divisions:3", "roundup_power2_divisions = 3"),
         ("garbage_collection_threshold:1", "garbage_collection_threshold = 1"),
-        ("colour:blue", "unrecognized key 'colour'"),
+        ("colour:blue", "Unrecognized key 'colour' in CUDA allocator config."),
     ],
 )
 def test_bad_settings_are_value_errors_on_one_line(settings, needle):

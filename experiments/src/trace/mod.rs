@@ -236,6 +236,13 @@ pub struct Trace {
     /// under the recording's settings over the driver's addresses must place each one there.
     #[serde(skip)]
     pub alloc_addrs: Vec<u64>,
+    /// The oldest PyTorch release that could have written the input, with the field that
+    /// shows it (`None`: nothing in it tells).
+    #[serde(skip)]
+    pub torch_shown: Option<(crate::TorchRelease, String)>,
+    /// The release whose allocator rules a replay of it follows, and why.
+    #[serde(skip)]
+    pub torch: crate::ReleaseChoice,
 }
 
 impl Trace {
@@ -245,6 +252,67 @@ impl Trace {
         let mut trace = Pairing::default().finish(name.to_string(), source, Vec::new());
         trace.events = events;
         trace
+    }
+
+    /// Names the release that wrote the input (`--torch`, `torch=`; `None`: what the input
+    /// shows, or the default), refused where the input shows a later one.
+    pub fn name_release(&mut self, named: Option<&str>) -> Result<()> {
+        self.torch = crate::ReleaseChoice::resolve(self.torch_shown.clone(), named)
+            .map_err(|e| Error::Settings(format!("{}: {e}", self.name)))?;
+        Ok(())
+    }
+
+    /// The settings the recording ran under, read by the rules of its release; `None` where
+    /// the input does not name them.
+    pub fn recorded_settings(&self) -> Result<Option<crate::AllocConf>> {
+        self.allocator_settings
+            .as_deref()
+            .map(|s| {
+                crate::AllocConf::parse_for(s, self.torch.release)
+                    .map_err(|e| Error::Trace(format!("{}: allocator_settings: {e}", self.name)))
+            })
+            .transpose()
+    }
+
+    /// Where what the snapshot shows contradicts the settings it says it ran under, in plain
+    /// words: `expandable_segments:True` with segments of which none is expandable and no range
+    /// mapped (the setting did not take effect, as in pytorch#183387), or expandable segments
+    /// under settings without it (settings changed while the program ran). Empty where they
+    /// agree or where the snapshot shows no segments.
+    pub fn settings_contradictions(&self) -> Vec<String> {
+        let Ok(Some(conf)) = self.recorded_settings() else {
+            return Vec::new();
+        };
+        let mapped = self
+            .recorded_ops
+            .iter()
+            .filter(|op| matches!(op.action, DeviceAction::SegmentMap | DeviceAction::SegmentUnmap))
+            .count();
+        let allocated = self
+            .recorded_ops
+            .iter()
+            .filter(|op| op.action == DeviceAction::SegmentAlloc)
+            .count();
+        let expandable = self.final_segments.iter().filter(|s| s.expandable).count();
+        let plain = self.final_segments.len() - expandable;
+        let settings = self.allocator_settings.as_deref().unwrap_or("");
+        let mut said = Vec::new();
+        if conf.expandable_segments
+            && conf.backend == crate::AllocBackend::Native
+            && mapped == 0
+            && expandable == 0
+            && (plain > 0 || allocated > 0)
+        {
+            said.push(format!(
+                "the setting did not take effect: the snapshot says it ran under '{settings}', but none of its {plain} segments at the end is expandable and its trace maps no range ({allocated} plain segment allocations): PyTorch fell back to plain segments (e.g. where the driver lacks the virtual memory API, pytorch#183387); a replay under its own settings follows the settings, not what the recording did"
+            ));
+        }
+        if !conf.expandable_segments && (mapped > 0 || expandable > 0) {
+            said.push(format!(
+                "the snapshot's settings '{settings}' do not enable expandable segments, yet {expandable} of its segments at the end are expandable and its trace maps {mapped} ranges: the settings changed while the program ran (torch.cuda.memory._set_allocator_settings), so no one setting describes the whole recording"
+            ));
+        }
+        said
     }
 
     /// The pool allocation `id` belongs to (0: the default pools).
@@ -260,11 +328,7 @@ impl Trace {
     /// or where the bounds cross (the device's free memory changed under the job).
     pub fn capacity_from_oom(&self) -> Option<InferredCap> {
         let oom = self.recorded_ops.iter().position(|op| op.action == DeviceAction::Oom)?;
-        let conf = self
-            .allocator_settings
-            .as_deref()
-            .and_then(|s| crate::AllocConf::parse(s).ok())
-            .unwrap_or_default();
+        let conf = self.recorded_settings().ok().flatten().unwrap_or_default();
         // PyTorch checks the cap once per device allocation, against what it holds plus the
         // request's allocation size (for expandable segments more than the pages it maps).
         let request_at = |at: usize| match self.events.get(at) {
@@ -306,9 +370,9 @@ impl Trace {
     /// starting segment).
     pub fn uses_expandable_segments(&self) -> bool {
         let settings = self
-            .allocator_settings
-            .as_deref()
-            .and_then(|s| crate::AllocConf::parse(s).ok())
+            .recorded_settings()
+            .ok()
+            .flatten()
             .is_some_and(|c| c.expandable_segments);
         settings
             || self
@@ -795,7 +859,48 @@ impl Pairing {
             unknowns: Vec::new(),
             device: 0,
             alloc_addrs: Vec::new(),
+            torch_shown: None,
+            torch: crate::ReleaseChoice::resolve(None, None).unwrap_or_default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod settings_effect_tests {
+    use super::*;
+
+    fn op(action: DeviceAction) -> RecordedOp {
+        RecordedOp {
+            at: 0,
+            action,
+            size: 2 << 20,
+            addr: 0,
+            stream: 0,
+        }
+    }
+
+    /// pytorch#183387: expandable_segments:True recorded, plain segments made.
+    #[test]
+    fn a_setting_the_recording_contradicts_is_said() {
+        let mut trace = Trace::new("t", TraceSource::PytorchSnapshot, Vec::new());
+        trace.allocator_settings = Some("expandable_segments:True".into());
+        trace.recorded_ops = vec![op(DeviceAction::SegmentAlloc)];
+        let said = trace.settings_contradictions();
+        assert!(said.len() == 1 && said[0].contains("did not take effect"), "{said:?}");
+        // Mapped ranges: the setting took effect.
+        trace.recorded_ops.push(op(DeviceAction::SegmentMap));
+        assert!(trace.settings_contradictions().is_empty());
+        // Mapped ranges without the setting: changed at run time.
+        trace.allocator_settings = Some("max_split_size_mb:64".into());
+        let said = trace.settings_contradictions();
+        assert!(
+            said.len() == 1 && said[0].contains("changed while the program ran"),
+            "{said:?}"
+        );
+        // Nothing recorded: nothing to contradict.
+        trace.allocator_settings = Some("expandable_segments:True".into());
+        trace.recorded_ops.clear();
+        assert!(trace.settings_contradictions().is_empty());
     }
 }
 

@@ -15,7 +15,7 @@ use super::pickle::{self, Event, EventSink, Pickle, Value};
 use super::start::{self, BlockState, FinalSegment, StartBlock, StartSegment};
 use super::{DeviceAction, Pairing, RecordedOp, Trace, TraceEvent, TraceSource};
 use crate::error::{Error, Result};
-use crate::AllocConf;
+use crate::{AllocConf, TorchRelease};
 
 /// Opens the snapshot's bytes from the start, as often as asked (a file, or memory).
 pub(super) type Opener<'a> = dyn Fn() -> Result<Box<dyn Read + 'a>> + 'a;
@@ -147,6 +147,8 @@ fn assemble(
                 .collect()
         })
         .unwrap_or_default();
+    let shown = release_shown(settings.as_deref(), pickle.get(root, "host_segments").is_some())
+        .map_err(|e| Error::Trace(format!("{name}: allocator_settings: {e}")))?;
     let mut out = Vec::new();
     for (d, builder) in builders.into_iter().enumerate() {
         if device.is_some_and(|wanted| wanted != d) {
@@ -157,7 +159,7 @@ fn assemble(
             .filter(|(of, _)| *of == d)
             .map(|(_, s)| s.clone())
             .collect();
-        let mut trace = builder.finish(name, settings.clone(), finals, d)?;
+        let mut trace = builder.finish(name, settings.clone(), finals, d, shown.clone())?;
         trace.unknowns.extend(said.iter().cloned());
         out.push(trace);
     }
@@ -400,6 +402,33 @@ fn push_event(builder: &mut SnapshotBuilder, event: Event<'_>, device: usize) ->
     Ok(())
 }
 
+/// The oldest release that could have written a snapshot, and the field that shows it: its
+/// settings' keys (each known since some release), and `host_segments` (written since 2.14,
+/// `_record_memory_history(record_pinned_host_memory=True)`, torch/cuda/memory.py:877 at 2.14).
+/// A key no known release accepts is refused in PyTorch's words.
+pub(super) fn release_shown(settings: Option<&str>, host_segments: bool) -> Result<Option<(TorchRelease, String)>> {
+    let mut shown: Option<(TorchRelease, String)> = None;
+    if let Some(text) = settings {
+        let oldest = TorchRelease::oldest_knowing(text).map_err(|key| {
+            Error::Settings(format!(
+                "Unrecognized key '{key}' in CUDA allocator config. (no PyTorch release from {} to {} accepts it)",
+                TorchRelease::default(),
+                TorchRelease::NEWEST
+            ))
+        })?;
+        if oldest > TorchRelease::default() {
+            shown = Some((
+                oldest,
+                format!("its allocator_settings '{text}' use keys of PyTorch {oldest}"),
+            ));
+        }
+    }
+    if host_segments && shown.as_ref().is_none_or(|(r, _)| *r < TorchRelease::V2_14) {
+        shown = Some((TorchRelease::V2_14, "it has host_segments".to_string()));
+    }
+    Ok(shown)
+}
+
 /// Where a snapshot's `allocator_settings` dict keeps the settings string.
 const SETTINGS_KEYS: [&str; 2] = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
 
@@ -516,6 +545,7 @@ impl SnapshotBuilder {
         allocator_settings: Option<String>,
         finals: Vec<FinalSegment>,
         device: usize,
+        shown: Option<(TorchRelease, String)>,
     ) -> Result<Trace> {
         let SnapshotBuilder {
             pairing,
@@ -527,7 +557,8 @@ impl SnapshotBuilder {
             index: _,
         } = self;
         let mut unknowns = Vec::new();
-        let conf = match allocator_settings.as_deref().map(AllocConf::parse) {
+        let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
+        let conf = match allocator_settings.as_deref().map(|s| AllocConf::parse_for(s, release)) {
             Some(Ok(conf)) => conf,
             Some(Err(e)) => return Err(Error::Trace(format!("{name}: allocator_settings: {e}"))),
             None => AllocConf::default(),
@@ -564,6 +595,8 @@ impl SnapshotBuilder {
         let mut trace = pairing.finish(name.to_string(), TraceSource::PytorchSnapshot, segment_sizes);
         trace.device = device;
         trace.allocator_settings = allocator_settings;
+        trace.torch_shown = shown;
+        trace.name_release(None)?;
         let has_start = !rebuilt.start.is_empty();
         if has_start && trace.allocator_settings.is_none() {
             unknowns.push(
@@ -633,6 +666,8 @@ impl SnapshotBuilder {
             trace.start = Some(start);
         }
         trace.unknowns = unknowns;
+        let contradictions = trace.settings_contradictions();
+        trace.unknowns.extend(contradictions);
         Ok(trace)
     }
 }
