@@ -96,6 +96,7 @@ def replay(
     capacity: Union[None, int, str] = None,
     policy: Optional[str] = None,
     device: Optional[int] = None,
+    torch: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Replays an allocation trace through PyTorch's allocator (or vramlab's policies).
 
@@ -111,6 +112,9 @@ def replay(
     policy: vramlab policies, comma-separated (``"caching,best-fit"``, ``"all"``).
     device: which device of a multi-GPU snapshot (by default every device with events is
         replayed, each in ``devices``; the top-level figures are the first's).
+    torch: the PyTorch release whose allocator rules to follow (``"2.11"`` to ``"2.15"``), where
+        the snapshot does not show it (``vramlab replay --torch``); each result's ``torch`` says
+        which release was followed and why.
 
     Returns the object ``vramlab replay --json`` prints: ``{"trace", "events", "results": [...]}``,
     each result with ``peak_reserved_bytes``, ``peak_allocated_bytes``, ``failed_allocs``,
@@ -121,7 +125,7 @@ def replay(
     """
     if policy is not None and not isinstance(policy, str):
         raise TypeError(f"policy must be a string, not {type(policy).__name__}")
-    text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity), policy, _device(device))
+    text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity), policy, _device(device), torch)
     return json.loads(text)
 
 
@@ -131,18 +135,20 @@ def tune(
     capacity: Union[None, int, str] = None,
     grid: Optional[Sequence[str]] = None,
     device: Optional[int] = None,
+    torch: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Replays a trace under many ``PYTORCH_ALLOC_CONF`` settings at once, ranked.
 
     Settings that fit under ``capacity`` come first, then by peak reserved memory; each result
     names its setting (``policy`` is ``"PYTORCH_ALLOC_CONF=..."``) and the smallest cap it fits
-    under. ``grid`` replaces the default grid (``vramlab.DEFAULT_TUNE_GRID``).
+    under. ``grid`` replaces the default grid (``vramlab.DEFAULT_TUNE_GRID``). ``torch`` names the
+    PyTorch release whose allocator rules to follow, as for ``replay``.
     """
     settings = _settings(grid)
     if grid is not None and not settings:
         # An empty grid would otherwise mean the default one, silently.
         raise InputError("grid is empty: give the settings to rank, or leave grid out for vramlab.DEFAULT_TUNE_GRID")
-    text = _vramlab.tune(trace, settings, _capacity(capacity), _device(device))
+    text = _vramlab.tune(trace, settings, _capacity(capacity), _device(device), torch)
     return json.loads(text)
 
 

@@ -119,7 +119,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     failure: Optional[BaseException] = None
     message: Optional[str] = None
     owner = os.getpid()
-    saved = []
+    saved: List[str] = []
 
     def save() -> str:
         # A forked child that outlives its parent writes beside the parent's snapshot, not over it.

@@ -97,7 +97,10 @@ class Recorder:
             return
         size = storage.nbytes() if size is None else size
         addr = self.alloc(size, frame)
-        self._live[key] = (weakref.ref(storage, lambda _ref, key=key: self._died(key)), addr, size)
+        def died(_ref: Any, key: int = key) -> None:
+            self._died(key)
+
+        self._live[key] = (weakref.ref(storage, died), addr, size)
 
     def _died(self, key: int) -> None:
         live = self._live.pop(key, None)

@@ -316,7 +316,7 @@ def device_queries(session: Any) -> Table:
     # _accelerator_graph_capture_health_check), answered as torch.cuda's names are.
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None:
-        answers = {
+        answers: Dict[str, Any] = {
             "is_available": lambda check_fork=False: True,
             "device_count": lambda: 1,
             "current_accelerator": lambda check_available=False: torch.device("cuda"),

@@ -137,9 +137,9 @@ class Rules:
             rules.extend(r for r in self.all if r.ops is None or op in (r.ops or ()))
         self.functions: Dict[str, List[FunctionRule]] = {}
         for fcls in _FUNCTION_RULES:
-            rule = fcls(session)
-            for name in rule.names:
-                self.functions.setdefault(name, []).append(rule)
+            function_rule = fcls(session)
+            for name in function_rule.names:
+                self.functions.setdefault(name, []).append(function_rule)
 
     def of(self, op: str) -> List[Rule]:
         return self._by_op.get(op, self._every)
