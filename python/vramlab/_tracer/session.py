@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 from .. import _vramlab
 from ..errors import UnfollowedError
 from . import compat, paths, standin
+from .libraries import Libraries
 from .recorder import Recorder, write_atomically
 from .rules import Rules
 from .rules.autocast import Autocast
@@ -51,6 +52,7 @@ class trace:
         self.shadows = Shadows(torch)
         self.record.on_death.append(self.shadows.forget)
         self.settings = standin.environment_settings()
+        self._check_settings()
         self.answer_reads = answer_reads
         self.autocast: Optional[Autocast] = None
         self.modes: List[Any] = []
@@ -65,6 +67,24 @@ class trace:
         self._patches = standin.Patches()
         self._registered: List[RegisteredKernels] = []
         self._hooks: List[Any] = []
+
+    def _check_settings(self) -> None:
+        """Settings PyTorch would refuse at the program's first CUDA allocation stop the trace
+        before the program runs, in PyTorch's words for the installed release (the replay's
+        grammar of each release: experiments/src/alloc_conf.rs)."""
+        if not self.settings.strip():
+            return
+        from .. import replay
+        from ..errors import SettingsError
+
+        one_block = {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1 << 40, "size": 512, "stream": 0, "frames": []}]]}
+        try:
+            replay(one_block, alloc_conf=self.settings, torch=f"{self.release[0]}.{self.release[1]}")
+        except SettingsError as error:
+            reason = str(error).split(": ", 1)[-1]
+            raise UnfollowedError(
+                f"PYTORCH_ALLOC_CONF={self.settings!r}: {reason}; PyTorch {self.torch.__version__} refuses it at the program's first CUDA allocation, so the trace stops before the program runs"
+            ) from None
 
     # What the rules and stand-ins ask ------------------------------------------------------
 
@@ -272,6 +292,8 @@ class trace:
             self._registered.append(registered)
         table.update(paths.autocast_paths(self, kernels))
         self._patches.install(table)
+        self._libraries = Libraries(self, self._patches.install)
+        self._libraries.install()
         # On CUDA, `module.to("cuda")` moves each parameter in place, so a parameter two modules
         # share (tied embeddings) moves once and stays shared; from CPU to meta PyTorch would make
         # a new Parameter per module instead. Swapping keeps each parameter's identity, as on CUDA.
@@ -322,6 +344,8 @@ class trace:
         for registered in reversed(self._registered):
             registered.uninstall()
         self._registered = []
+        if getattr(self, "_libraries", None) is not None:
+            self._libraries.uninstall()
         if self._patches:
             self._patches.uninstall()
             torch.__future__.set_swap_module_params_on_conversion(self._swap_was)

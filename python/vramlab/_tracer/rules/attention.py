@@ -259,6 +259,15 @@ class ScaledDotProductAttention(FunctionRule):
             for name in ("query", "key", "value"):
                 bound[name] = bound[name].unsqueeze(0)
             q, k, v = bound["query"], bound["key"], bound["value"]
+        if session.autocast_on():
+            with session.autocast.below():
+                return self._run(bound, unbatched)
+        return self._run(bound, unbatched)
+
+    def _run(self, bound: Dict[str, Any], unbatched: bool) -> Any:
+        """The attention on the backend PyTorch picks, with autocast's casts already made."""
+        torch, session = self.torch, self.session
+        q, k, v = bound["query"], bound["key"], bound["value"]
         backend = choose(torch, bound, session.major, session.minor, session.release)
         if backend == "efficient" and q.size(-1) > 128:
             backend = "efficient (head sizes over 128)"

@@ -20,8 +20,9 @@ must have a policy here, or tracing it stops with one line (``vramlab.Unfollowed
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from ...errors import UnfollowedError
 
@@ -156,6 +157,22 @@ class Autocast:
 
     def clear_cache(self) -> None:
         self.cache.clear()
+
+    @contextlib.contextmanager
+    def below(self) -> Iterator[None]:
+        """Inside an operator autocast has already handled: the operators it runs are not cast
+        again (autocast_mode.cpp's kernels call the operator under ExcludeDispatchKeyGuard), as
+        the math path of scaled_dot_product_attention computes half-precision inputs in float32."""
+        C = self.torch._C
+        included = C._dispatch_tls_is_dispatch_key_included(self.key)
+        excluded = C._dispatch_tls_is_dispatch_key_excluded(self.key)
+        C._dispatch_tls_set_dispatch_key_included(self.key, False)
+        C._dispatch_tls_set_dispatch_key_excluded(self.key, True)
+        try:
+            yield
+        finally:
+            C._dispatch_tls_set_dispatch_key_included(self.key, included)
+            C._dispatch_tls_set_dispatch_key_excluded(self.key, excluded)
 
     def _overload(self, name: str) -> Optional[Any]:
         base, _, overload = name.partition(".")

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import Call, Rule, register
+from . import Call, Rule, conv_model, register
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TABLES: Dict[str, Optional[Dict[str, Any]]] = {}
@@ -90,13 +90,26 @@ class Convolutions(Rule):
             entry = measured["entries"].get(key(x.dtype, [n, c, h, w], [k, cg, r, s], bound["stride"], bound["padding"], bound["dilation"], bound["groups"]))
             if entry is None:
                 why = "shapes or dtypes outside the measured table"
+                fitted = conv_model.workspaces(
+                    measured["profile"], str(x.dtype).replace("torch.", ""), n, c, h, w, k, r, s, bound["stride"], bound["padding"], bound["dilation"], bound["groups"]
+                )
+                if fitted is not None and any(size is not None for size in fitted):
+                    entry = ["model", *(size or 0 for size in fitted)]
+                    if any(size is None for size in fitted):
+                        session.note(
+                            "{count} convolutions had a direction (forward, input or weight gradient) the fitted workspace model could not place among its size formulas: traced without that workspace; peak reserved may be higher by up to its size"
+                        )
+                    session.note(
+                        "{count} convolutions outside the measured table have the workspaces of a model fitted to the table's measurements (vramlab/_tracer/rules/conv_model.py: a decision tree over size formulas; byte-exact on 84% (forward) to 70% (weight gradient) of held-out shapes): peak reserved may differ where it is wrong"
+                    )
+                    why = None
         if entry is None or measured is None:
             session.note(
                 "{count} convolutions (forward or backward) are traced without cuDNN's workspaces: "
                 + (why or f"no convolution workspaces were measured on the {session.gpu['name']}")
                 + " (vramlab/_tracer/rules/convolution.py); peak reserved may be higher, by up to the largest workspace"
             )
-        else:
+        elif entry[0] != "model":
             session.note(
                 "{count} convolutions (forward or backward) have the workspaces cuDNN "
                 + f"{measured['cudnn'] // 10000}.{measured['cudnn'] // 100 % 100} chose for the same shapes on the {session.gpu['name']} with torch {measured['torch']}, "

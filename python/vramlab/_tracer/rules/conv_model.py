@@ -1,0 +1,149 @@
+"""A fitted model of cuDNN's 2-D convolution workspaces (the bytes PyTorch's Conv_v8.cpp
+run_conv_plan allocates after a direction's output and frees when the plan has run): for each
+direction, a closed-form size per "plan family" plus a decision tree that picks the family.
+
+Fitted on: the committed measurements reports/reference/{h100,h200}/conv-workspaces/*.jsonl.gz
+(torch 2.11.0+cu130, cuDNN 9.19; benchmark off, deterministic off, TF32 allowed, contiguous NCHW,
+non-transposed, dilation 1 in practice), cuDNN-backend rows only: 48,619 distinct
+(gpu, dtype, n, shape) rows (H100 33,000; H200 15,619). Rows PyTorch sends to CudaDepthwise2d
+(depthwise float32/bfloat16 and some float16) have no workspace: `workspaces` answers (0, 0, 0)
+for them without the tree.
+
+The size formulas (bytes; e = element size of the dtype; X = N*C*H*W*e, Y = N*K*Ho*Wo*e,
+W = K*(C/g)*R*S*e, W' = W if R*S > 1 else 0, I = N*C*R*S*Ho*Wo*e, NW4 = N*K*(C/g)*R*S*4):
+    0                          about half of forward and input-gradient rows (most 1x1 convolutions)
+    X + Y + W' + 16            NCHW<->NHWC transforms of input, output and (R*S > 1) weight
+    X + Y + W' + 147           the same with another engine's 131-byte tail
+    400, 272 (other small constants)
+    X + W + 16                 float32 forward (output written in place)
+    NW4 (+0, +272, +400), NW4 + 4*W'   weight gradient split over the batch, float32 partials
+    and ~50-80 rarer ones (tails 256, 303, 431, 607...), each seen on >= 10 rows.
+A family label = (coefficients over [X, Y, W', W, I, NW4], constant tail), chosen by greedy set
+cover of the measured rows (analysis/cover.py). Share of rows some label explains byte-exactly:
+forward 96.7%, input gradient 96.8%, weight gradient 81.0% (the rest: 'other' -> None).
+
+Held-out accuracy (trees trained on a random 70% of rows, byte-exact hits on the other 30%,
+14,416 rows; 'unknown' counts as a miss):
+    forward 92.1%, input gradient 92.6%, weight gradient 76.9%
+    (predicting 0 everywhere: 54.8%, 53.9%, 10.8%)
+  holding out whole shapes (30% of distinct (C,H,W,K,R,S,stride,groups), all their batches/dtypes/GPUs):
+    forward 84.4%, input gradient 86.8%, weight gradient 70.3%; within 1 MiB 93.8%, 95.2%, 76.9%.
+  per GPU/dtype (random split; fwd / dgrad / wgrad): h100 bf16 .926/.916/.800, fp16 .966/.955/.757,
+  fp32 .879/.908/.704; h200 bf16 .949/.947/.850, fp16 .961/.948/.812, fp32 .907/.925/.747.
+The shipped trees are refitted on all rows (forward 6,399 nodes, input gradient 5,393, weight
+gradient 6,873): the selector is a compressed table, not a law; see FINDINGS.md.
+
+Not fitted (return None unless extrapolate=True): transposed convolutions, channels-last tensors,
+cudnn.benchmark on, deterministic, GPUs other than h100/h200. With extrapolate=True a transposed
+convolution is answered as the non-transposed convolution cuDNN runs for it (forward = that
+convolution's input gradient, input gradient = its forward, weight gradient = its weight gradient
+with input and output swapped), and channels-last as NCHW minus the X and Y transform terms.
+Both are unverified hypotheses until measure_conv_more.py's rows are checked.
+"""
+
+import gzip
+import json
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_MODEL = None
+_ELT = {"float32": 4, "bfloat16": 2, "float16": 2}
+_DT = {"float32": 0, "bfloat16": 1, "float16": 2}
+
+
+def _model():
+    global _MODEL
+    if _MODEL is None:
+        with gzip.open(os.path.join(_HERE, "conv_model_trees.json.gz"), "rt") as f:
+            _MODEL = json.load(f)
+        for tree in _MODEL["trees"].values():
+            tree["parsed"] = [_parse(c) for c in tree["classes"]]
+    return _MODEL
+
+
+def _parse(label):
+    if label == "other":
+        return None
+    if label.startswith("('const'"):
+        return (None, int(label.split(",")[1].strip(" )")))
+    coefs, tail = label.rsplit(",", 1)
+    return (tuple(float(v) for v in coefs.strip("( )").split(",") if v.strip()), int(tail.strip(" )")))
+
+
+def _pair(v):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return int(v[0]), int(v[-1])
+
+
+def _predict(tree, feats, terms):
+    i = 0
+    while tree["left"][i] != -1:
+        i = tree["left"][i] if feats[tree["feature"][i]] <= tree["threshold"][i] else tree["right"][i]
+    label = tree["parsed"][tree["leaf"][i]]
+    if label is None:
+        return None
+    coefs, tail = label
+    if coefs is None:
+        return tail
+    return int(sum(c * t for c, t in zip(coefs, terms))) + tail
+
+
+def _plain(gpu, dtype, n, c, h, w, k, r, s, stride, padding, dilation, groups):
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    e = _ELT[dtype]
+    ho = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
+    wo = (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
+    cg, kg = c // groups, k // groups
+    X, Y, W = n * c * h * w * e, n * k * ho * wo * e, k * cg * r * s * e
+    nw4 = n * k * cg * r * s * 4
+    named = {"gpu": 1 if gpu == "h200" else 0, "dt": _DT[dtype], "n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s,
+             "st": sh, "pad": ph, "g": groups, "cg": cg, "kg": kg, "ho": ho, "wo": wo, "rs": r * s, "npix": n * ho * wo,
+             "crs": cg * r * s, "X": X, "Y": Y, "W": W, "hw": h * w, "nw4": nw4}
+    model = _model()
+    feats = [named[f] for f in model["features"]]
+    terms = [X, Y, W if r * s > 1 else 0, W, n * c * r * s * ho * wo * e, nw4]
+    return tuple(_predict(model["trees"][d], feats, terms) for d in ("forward", "input_grad", "weight_grad")), terms
+
+
+def workspaces(gpu, dtype, n, c, h, w, k, r, s, stride=1, padding=0, dilation=1, groups=1,
+               transposed=False, channels_last=False, extrapolate=False):
+    """(forward, input_grad, weight_grad) workspace bytes cuDNN 9.19 allocates for a 2-D convolution
+    under PyTorch 2.11's defaults, or None where the model does not know (an element is None where
+    only that direction is unknown).
+
+    gpu: "h100" or "h200"; dtype: "float32" (TF32 allowed), "bfloat16" or "float16"; n, c, h, w: the
+    input; k: output channels; r, s: kernel; stride/padding/dilation: int or pair. For transposed=True,
+    c is the transposed convolution's input channels, k its output channels, h, w its input size
+    (torch.nn.ConvTranspose2d's view), output_padding assumed 0."""
+    gpu, dtype = str(gpu).lower(), str(dtype).replace("torch.", "")
+    if gpu not in ("h100", "h200") or dtype not in _ELT:
+        return None
+    if (transposed or channels_last) and not extrapolate:
+        return None
+    # PyTorch's own depthwise kernels (Convolution.cpp: cudnn is used for depthwise only in
+    # half precision under conditions; the table shows float32 and bfloat16 depthwise never reach cuDNN).
+    if groups == c and groups == k and groups > 1 and dtype in ("float32", "bfloat16") and not transposed and not channels_last:
+        return (0, 0, 0)
+    if transposed:
+        (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+        ho = (h - 1) * sh - 2 * ph + dh * (r - 1) + 1
+        wo = (w - 1) * sw - 2 * pw + dw * (s - 1) + 1
+        # cuDNN runs it as the convolution from (n, k, ho, wo) to (n, c, h, w).
+        got = _plain(gpu, dtype, n, k, ho, wo, c, r, s, stride, padding, dilation, groups)
+        if got is None:
+            return None
+        (f, d, wg), terms = got
+        result = (d, f, wg)
+    else:
+        (result, terms) = _plain(gpu, dtype, n, c, h, w, k, r, s, stride, padding, dilation, groups)
+    if channels_last:
+        # Hypothesis: in NHWC the input/output transforms are not needed.
+        X, Y = terms[0], terms[1]
+        result = tuple(None if v is None else max(0, v - X - Y) if v >= X + Y else v for v in result)
+    return result
+
+
+if __name__ == "__main__":
+    # The DCGAN layer (512 -> 256, 4x4 -> 8x8, kernel 4 stride 2 padding 1) at batch 64 in float32.
+    print(workspaces("h100", "float32", 64, 512, 4, 4, 256, 4, 4, 2, 1, 1, 1, transposed=True, extrapolate=True))
+    print(workspaces("h100", "bfloat16", 32, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1))
