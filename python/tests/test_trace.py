@@ -690,7 +690,7 @@ def test_convolutions_allocate_their_measured_workspaces_in_pytorchs_order():
     "program, why",
     [
         (lambda: torch.nn.Conv2d(3, 8, 3).cuda()(torch.randn(3, 3, 17, 17, device="cuda")), "outside the measured table"),
-        (lambda: torch.nn.ConvTranspose2d(8, 8, 3).cuda()(torch.randn(2, 8, 8, 8, device="cuda")), "transposed"),
+        (lambda: torch.nn.ConvTranspose2d(8, 8, 3, stride=2, output_padding=1).cuda()(torch.randn(2, 8, 8, 8, device="cuda")), "transposed"),
         (lambda: torch.nn.Conv1d(8, 8, 3).cuda()(torch.randn(2, 8, 32, device="cuda")), "1-d convolutions"),
     ],
 )
@@ -699,6 +699,20 @@ def test_convolutions_outside_the_table_are_traced_without_workspaces_and_said(p
         program()
     notes = [n for n in t.snapshot()["vramlab_notes"] if "without cuDNN's workspaces" in n]
     assert len(notes) == 1 and why in notes[0]
+
+
+def test_transposed_convolutions_take_the_models_extrapolation_and_say_so():
+    """A transposed convolution's workspaces are those of the convolution cuDNN runs for it
+    (rules/conv_model.py, extrapolate=True), with a note saying they are extrapolated."""
+    from vramlab._tracer.rules import conv_model
+
+    with vramlab.trace() as t:
+        torch.nn.ConvTranspose2d(512, 256, 4, 2, 1, bias=False).cuda()(torch.randn(64, 512, 4, 4, device="cuda"))
+    forward = conv_model.workspaces("h100", "float32", 64, 512, 4, 4, 256, 4, 4, 2, 1, 1, 1, transposed=True, extrapolate=True)[0]
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    out = 64 * 256 * 8 * 8 * 4
+    assert forward and sizes[sizes.index(out) + 1] == forward
+    assert any("extrapolated" in n for n in t.snapshot()["vramlab_notes"])
 
 
 def test_cudnn_benchmark_mode_is_not_answered_from_the_table():
