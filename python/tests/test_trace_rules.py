@@ -227,3 +227,55 @@ def test_a_bad_out_is_refused_before_the_program_runs(tmp_path, out, said):
     done = run_trace_cli(tmp_path, "print('the program ran')\n", "--out", out)
     assert done.returncode == 2 and said in done.stderr and "the program ran" not in done.stdout
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+# Rules mended on held-out programs (issue 35's ISSUE35 group) ----------------------------------
+
+
+def test_attention_on_the_math_path_computes_in_float32_under_autocast():
+    """_scaled_dot_product_attention_math upcasts half-precision inputs and runs below autocast
+    (autocast_mode.cpp calls the operator under ExcludeDispatchKeyGuard): its scores are float32
+    on the GPU, [B, H, L, L] x 4 bytes, not cast back to bf16 by matmul's autocast policy."""
+    with vramlab.trace() as t:
+        # A last dimension that is not contiguous rules the fused backends out: the math path.
+        q = torch.randn(2, 4, 32, 256, device="cuda").transpose(-1, -2)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    assert ("alloc", 2 * 4 * 256 * 256 * 4) in allocations(t.snapshot())
+
+
+def test_generate_of_a_fixed_length_runs_without_answer_reads():
+    """min_new_tokens == max_new_tokens: MinNewTokensLengthLogitsProcessor masks the EOS token
+    (transformers/generation/logits_process.py), so the EOS criterion cannot fire and generate
+    runs to max_new_tokens; the trace knows it without the data."""
+    transformers = pytest.importorskip("transformers", reason="generate needs transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=128, n_positions=64, bos_token_id=1, eos_token_id=1)
+    with vramlab.trace() as t:
+        model = transformers.GPT2LMHeadModel(config).cuda().eval()
+        ids = torch.randint(0, 128, (2, 8)).cuda()
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), min_new_tokens=5, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert out.shape == (2, 13)
+    assert any("generate() calls ran to their maximum length" in n for n in t.snapshot()["vramlab_notes"])
+    # Without the fixed length, the EOS criterion's value is unknown: one line, as before.
+    with pytest.raises(UnfollowedError, match="reads values back"):
+        with vramlab.trace():
+            model = transformers.GPT2LMHeadModel(config).cuda().eval()
+            with torch.no_grad():
+                model.generate(input_ids=torch.randint(0, 128, (2, 8)).cuda(), max_new_tokens=5, do_sample=False, pad_token_id=0)
+
+
+def test_settings_pytorch_refuses_stop_the_trace_in_its_words(monkeypatch):
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "banana:1")
+    with pytest.raises(UnfollowedError, match="Unrecognized key 'banana'") as err:
+        vramlab.trace()
+    assert "\n" not in str(err.value)
+
+
+def test_torch_compile_is_traced_eagerly_and_said():
+    with vramlab.trace() as t:
+        model = torch.compile(torch.nn.Linear(64, 64).cuda())
+        model(torch.randn(8, 64, device="cuda"))
+        decorated = torch.compile(mode="max-autotune")(lambda x: x * 2)
+        decorated(torch.randn(8, device="cuda"))
+    assert any("torch.compile calls were traced as eager" in n for n in t.snapshot()["vramlab_notes"])

@@ -181,6 +181,21 @@ def program_paths(session: Any) -> Table:
         return result
 
     table[(torch.UntypedStorage, "resize_")] = resize_storage
+    # torch.compile: under the trace's modes Dynamo does not compile, and the program runs eagerly;
+    # on the GPU Inductor fuses operators and plans its own buffers, which the trace does not
+    # follow. The program is run eagerly on purpose, and the snapshot says so.
+    def compile_eagerly(model: Any = None, **options: Any) -> Any:
+        session.note(
+            "{count} torch.compile calls were traced as eager PyTorch: Inductor's fused kernels and buffer reuse on the GPU are not followed, so peak memory may be higher than the compiled program's (a compiled training step often holds fewer intermediates)"
+        )
+        if model is None:
+            return lambda fn: fn
+        return model
+
+    table[(torch, "compile")] = compile_eagerly
+    module_compile = getattr(torch.nn.Module, "compile", None)
+    if module_compile is not None:
+        table[(torch.nn.Module, "compile")] = lambda module, *args, **kwargs: compile_eagerly(module) and None
     return table
 
 
