@@ -279,3 +279,37 @@ def test_torch_compile_is_traced_eagerly_and_said():
         decorated = torch.compile(mode="max-autotune")(lambda x: x * 2)
         decorated(torch.randn(8, device="cuda"))
     assert any("torch.compile calls were traced as eager" in n for n in t.snapshot()["vramlab_notes"])
+
+
+# Issue 38: the questions users bring -------------------------------------------------------------
+
+
+def test_a_sweep_answers_the_largest_batch_that_fits_in_one_line(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, torch\n"
+        "batch = int(os.environ['BATCH'])\n"
+        "model = torch.nn.Linear(2048, 2048).cuda()\n"
+        "model(torch.randn(batch, 2048, device='cuda')).sum().backward()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "vramlab.trace", "--sweep", "BATCH=64,4096,65536,1048576", "--capacity", "2 GiB", "--out", str(tmp_path / "sweep"), str(script)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert "\n" not in line and line.startswith("the largest BATCH that fits under 2,048 MiB")
+    assert "BATCH=65536, with" in line and "BATCH=1048576 does not fit" in line
+    assert sorted(p.name for p in (tmp_path / "sweep").iterdir()) == ["BATCH=1048576.pickle", "BATCH=4096.pickle", "BATCH=64.pickle", "BATCH=65536.pickle"]
+
+
+def test_a_sweep_from_python_and_a_trace_object_replayed_whole():
+    def step(batch):
+        torch.nn.Linear(1024, 1024).cuda()(torch.randn(batch, 1024, device="cuda")).sum().backward()
+
+    answered = vramlab.sweep(step, [16, 1 << 22], capacity=1 << 30, name="batch")
+    assert answered["answer"].startswith("the largest batch that fits") and "batch=16" in answered["answer"]
+    with vramlab.trace() as t:
+        step(8)
+    assert "peak allocated" in repr(t)
+    assert vramlab.replay(t)["results"][0]["peak_allocated_bytes"] == vramlab.replay(t.snapshot())["results"][0]["peak_allocated_bytes"]

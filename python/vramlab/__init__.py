@@ -22,6 +22,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _vramlab
 from .errors import DeviceError, FileError, InputError, SettingsError, TraceError, UnfollowedError, VramlabError
+from ._tracer.session import trace as _Trace
+from ._tracer.sweep import sweep_function as sweep
 from .trace import trace
 
 # `python -m vramlab.trace` runs a module this package has already imported (the context manager
@@ -34,6 +36,7 @@ __all__ = [
     "run",
     "explain",
     "trace",
+    "sweep",
     "DEFAULT_TUNE_GRID",
     "__version__",
     # The classes of vramlab.errors, listed again here: type checkers (and stubtest) read a
@@ -49,7 +52,8 @@ __all__ = [
 __version__: str = _vramlab.__version__
 DEFAULT_TUNE_GRID: List[str] = list(_vramlab.DEFAULT_TUNE_GRID)
 
-Trace = Union[str, "os.PathLike[str]", bytes, Dict[str, Any]]
+# A snapshot's path, its bytes, its dict, or a finished vramlab.trace (its snapshot is taken).
+Trace = Union[str, "os.PathLike[str]", bytes, Dict[str, Any], _Trace]
 
 
 def _settings(alloc_conf: Union[None, str, Sequence[str]]) -> List[str]:
@@ -125,6 +129,8 @@ def replay(
     """
     if policy is not None and not isinstance(policy, str):
         raise TypeError(f"policy must be a string, not {type(policy).__name__}")
+    if isinstance(trace, _Trace):
+        trace = trace.snapshot()
     text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity), policy, _device(device), torch)
     return json.loads(text)
 
@@ -148,6 +154,8 @@ def tune(
     if grid is not None and not settings:
         # An empty grid would otherwise mean the default one, silently.
         raise InputError("grid is empty: give the settings to rank, or leave grid out for vramlab.DEFAULT_TUNE_GRID")
+    if isinstance(trace, _Trace):
+        trace = trace.snapshot()
     text = _vramlab.tune(trace, settings, _capacity(capacity), _device(device), torch)
     return json.loads(text)
 

@@ -96,13 +96,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         metavar="VALUE",
         help="answer values a trace cannot know (loss.item() in a log line) with VALUE instead of stopping; the snapshot says how many",
     )
-    parser.add_argument("--out", required=True, help="snapshot file to write (.pickle, or .pickle.gz)")
+    parser.add_argument("--out", required=True, help="snapshot file to write (.pickle, or .pickle.gz); with --sweep, a folder")
+    parser.add_argument(
+        "--sweep",
+        metavar="NAME=V1,V2,...",
+        help="trace the script once per value of the environment variable NAME (in increasing order, each in a fresh process) and answer the largest value that fits under --capacity with some PYTORCH_ALLOC_CONF",
+    )
+    parser.add_argument("--capacity", metavar="BYTES", help='with --sweep: the memory the job may use ("80 GiB", bytes); by default the GPU\'s')
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     options = parser.parse_args(argv)
     if not os.path.isfile(options.script):
         print(f"error: {options.script}: no such script", file=sys.stderr)
         return 2
+    if options.sweep is not None:
+        from ._tracer.sweep import sweep_script
+
+        if os.path.exists(options.out) and not os.path.isdir(options.out):
+            print(f"error: {options.out}: with --sweep, --out names a folder (one snapshot per value)", file=sys.stderr)
+            return 2
+        return sweep_script(options, os.path.abspath(options.out))
     # Resolved now: the program may change its working directory.
     out = os.path.abspath(options.out)
     problem = _check_out(out)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 from .standin import Table
 
@@ -32,6 +32,21 @@ def eos_impossible(config: Any) -> bool:
     return bool(min_length and max_length and min_length >= max_length and max_new is None)
 
 
+class KnownFalse:
+    """The end-of-sequence criterion where it cannot fire: run, then known all False."""
+
+    def __init__(self, criterion: Any) -> None:
+        self.criterion = criterion
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.criterion, name)
+
+    def __call__(self, input_ids: Any, scores: Any, *args: Any, **kwargs: Any) -> Any:
+        done = self.criterion(input_ids, scores, *args, **kwargs)
+        done.zero_()
+        return done
+
+
 def generation_paths(session: Any, utils: Any) -> Table:
     """transformers.generation.utils, once imported."""
     mixin = getattr(utils, "GenerationMixin", None)
@@ -40,20 +55,6 @@ def generation_paths(session: Any, utils: Any) -> Table:
     eos_class = getattr(criteria_module, "EosTokenCriteria", None)
     if mixin is None or original is None or eos_class is None:
         return {}
-
-    class KnownFalse:
-        """The end-of-sequence criterion where it cannot fire: run, then known all False."""
-
-        def __init__(self, criterion: Any) -> None:
-            self.criterion = criterion
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.criterion, name)
-
-        def __call__(self, input_ids: Any, scores: Any, *args: Any, **kwargs: Any) -> Any:
-            done = self.criterion(input_ids, scores, *args, **kwargs)
-            done.zero_()
-            return done
 
     def stopping_criteria(model: Any, generation_config: Any, *args: Any, **kwargs: Any) -> Any:
         criteria = original(model, generation_config, *args, **kwargs)
@@ -90,18 +91,22 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             self.busy.discard(fullname)
         if spec is None or spec.loader is None:
             return None
-        loader, patch = spec.loader, self.patch
-
-        class Patched(importlib.abc.Loader):
-            def create_module(self, spec: Any) -> Any:
-                return loader.create_module(spec)
-
-            def exec_module(self, module: Any) -> None:
-                loader.exec_module(module)
-                patch(fullname, module)
-
-        spec.loader = Patched()
+        spec.loader = _PatchedLoader(spec.loader, self.patch, fullname)
         return spec
+
+
+class _PatchedLoader(importlib.abc.Loader):
+    """A module's own loader, with the patch run once the module has executed."""
+
+    def __init__(self, loader: Any, patch: Callable[[str, Any], None], name: str) -> None:
+        self.loader, self.patch, self.name = loader, patch, name
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        self.patch(self.name, module)
 
 
 class Libraries:
@@ -131,4 +136,4 @@ class Libraries:
         self.finder = None
 
 
-__all__: List[str] = ["Libraries", "eos_impossible"]
+__all__ = ["Libraries", "eos_impossible"]

@@ -86,6 +86,11 @@ class trace:
                 f"PYTORCH_ALLOC_CONF={self.settings!r}: {reason}; PyTorch {self.torch.__version__} refuses it at the program's first CUDA allocation, so the trace stops before the program runs"
             ) from None
 
+    def __repr__(self) -> str:
+        record = self.record
+        stopped = f", stopped early: {self.stopped}" if self.stopped else ""
+        return f"<vramlab.trace for {self.gpu['name']}, torch {self.torch.__version__}: {len(record.events):,} events, peak allocated {record.peak:,} B ({record.peak / 2**20:,.1f} MiB){stopped}>"
+
     # What the rules and stand-ins ask ------------------------------------------------------
 
     def note(self, what: str) -> None:
