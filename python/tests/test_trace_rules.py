@@ -313,3 +313,29 @@ def test_a_sweep_from_python_and_a_trace_object_replayed_whole():
         step(8)
     assert "peak allocated" in repr(t)
     assert vramlab.replay(t)["results"][0]["peak_allocated_bytes"] == vramlab.replay(t.snapshot())["results"][0]["peak_allocated_bytes"]
+
+
+def test_a_second_tracer_on_the_same_out_writes_beside_it(tmp_path):
+    """One writer per path (issue 40): while one tracer runs, a second on the same --out writes
+    OUT.PID and says so; the first's snapshot is whole."""
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time, torch\nx = torch.zeros(1000, device='cuda')\ntime.sleep(8)\n")
+    quick = tmp_path / "quick.py"
+    quick.write_text("import torch\ny = torch.zeros(3000, device='cuda')\n")
+    first = subprocess.Popen([sys.executable, "-m", "vramlab.trace", "--out", "snap.pickle", str(slow)], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    import time
+
+    deadline = time.time() + 60
+    while not (tmp_path / ".snap.pickle.vramlab-lock").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    second = subprocess.run([sys.executable, "-m", "vramlab.trace", "--out", "snap.pickle", str(quick)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    first.communicate(timeout=300)
+    assert first.returncode == 0 and second.returncode == 0
+    assert "another vramlab.trace is writing" in second.stderr
+    beside = [p for p in tmp_path.iterdir() if p.name.startswith("snap.pickle.")]
+    assert len(beside) == 1
+    with open(beside[0], "rb") as f:
+        assert ("alloc", 12000) in allocations(pickle.load(f))
+    with open(tmp_path / "snap.pickle", "rb") as f:
+        assert ("alloc", 4000) in allocations(pickle.load(f))
+    assert not (tmp_path / ".snap.pickle.vramlab-lock").exists()

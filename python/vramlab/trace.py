@@ -78,6 +78,38 @@ def _check_out(path: str) -> Optional[str]:
     return None
 
 
+def _lock(out: str) -> Optional[Any]:
+    """An exclusive lock on `out` for this tracer's run (a hidden file beside it), or None where
+    another tracer holds it."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): one writer is not enforced
+        return (None, None)
+    path = os.path.join(os.path.dirname(out), "." + os.path.basename(out) + ".vramlab-lock")
+    try:
+        handle = open(path, "w")
+    except OSError:
+        return (None, None)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    return (handle, path)
+
+
+def _unlock(lock: Optional[Any], owner: int) -> None:
+    """Gives the lock up (its file removed), in the process that took it only."""
+    if lock is None or lock[0] is None or os.getpid() != owner:
+        return
+    handle, path = lock
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    handle.close()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m vramlab.trace --gpu h100 --out snap.pickle script.py [args]``: runs a script
     unchanged under :class:`trace` and writes its snapshot (also where the tracer stops, the
@@ -133,10 +165,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     message: Optional[str] = None
     owner = os.getpid()
     saved: List[str] = []
+    # One writer per path: a second tracer on the same --out while this one runs writes beside it
+    # (OUT.PID) and says so, rather than over it.
+    lock = _lock(out)
+    target = out if lock is not None else f"{out}.{owner}"
+    if lock is None:
+        print(f"note: another vramlab.trace is writing {out}; this one writes {target}", file=sys.stderr)
 
     def save() -> str:
         # A forked child that outlives its parent writes beside the parent's snapshot, not over it.
-        path = out if os.getpid() == owner else f"{out}.{os.getpid()}"
+        path = target if os.getpid() == owner else f"{out}.{os.getpid()}"
         if not saved or saved[-1] != path:
             tracer.save(path)
             saved.append(path)
@@ -178,6 +216,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except OSError as e:
         print(f"error: {out}: the snapshot could not be written ({e.strerror or e})", file=sys.stderr)
         return 1
+    finally:
+        _unlock(lock, owner)
     if failure is not None:
         import traceback
 
@@ -185,7 +225,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: the script raised {type(failure).__name__}; the trace up to there is in {written}", file=sys.stderr)
     if message is not None:
         print(message, file=sys.stderr)
-    if written != out:
+    if written != out and lock is not None:
         print(f"note: this process is a fork of the one that started the trace; its snapshot is {written}", file=sys.stderr)
     events = len(tracer.record.events)
     print(f"trace: {events} events, peak allocated {tracer.peak_allocated:,} B ({tracer.peak_allocated / 2**20:,.1f} MiB) -> {written}", file=sys.stderr)
