@@ -339,3 +339,61 @@ def test_a_second_tracer_on_the_same_out_writes_beside_it(tmp_path):
     with open(tmp_path / "snap.pickle", "rb") as f:
         assert ("alloc", 4000) in allocations(pickle.load(f))
     assert not (tmp_path / ".snap.pickle.vramlab-lock").exists()
+
+
+# Where torch 2.15's rules differ from 2.11's (read from 2.15.0+cu132's wheel) -------------------
+
+
+@pytest.mark.parametrize("cc, large_211, large_215", [((9, 0), True, True), ((10, 0), False, True), ((12, 0), False, True), ((8, 9), False, False)])
+def test_the_cublas_default_by_release(cc, large_211, large_215):
+    """parseChosenWorkspaceSize: 2.11 compares {major, minor} with {9, 0}; 2.15 tests major - 9 < 4
+    (PR #175344, #189312)."""
+    size = lambda release: cublas.workspace_size(release, *cc, {})  # noqa: E731
+    assert size((2, 11)) == (cublas.LARGE_WORKSPACE if large_211 else cublas.SMALL_WORKSPACE)
+    assert size((2, 15)) == (cublas.LARGE_WORKSPACE if large_215 else cublas.SMALL_WORKSPACE)
+    assert size((2, 13)) == size((2, 11))  # releases not read take the nearest earlier rule
+
+
+def test_cublas_workspaces_live_per_call_in_2_15_unless_cached():
+    """getCurrentCUDABlasHandleWithWorkspace (2.15, PR #194311): each call allocates and frees the
+    workspace unless TORCH_CUBLAS_WORKSPACE_CACHE is true; cached, cuBLASLt shares it unless
+    TORCH_CUBLASLT_UNIFIED_WORKSPACE is false. 2.11 keeps them per handle and clamps cuBLASLt's."""
+    plan = cublas.Plan((2, 15), 9, 0, {})
+    assert plan.per_call and plan.lt_size == cublas.CUBLASLT_WORKSPACE
+    cached = cublas.Plan((2, 15), 9, 0, {"TORCH_CUBLAS_WORKSPACE_CACHE": "1"})
+    assert not cached.per_call and cached.lt_shares and cached.lt_size == 0
+    as_211 = cublas.Plan((2, 15), 9, 0, {"TORCH_CUBLAS_WORKSPACE_CACHE": "1", "TORCH_CUBLASLT_UNIFIED_WORKSPACE": "0"})
+    assert not as_211.lt_shares and as_211.lt_size == cublas.CUBLASLT_WORKSPACE
+    old = cublas.Plan((2, 11), 9, 0, {"CUBLAS_WORKSPACE_CONFIG": ":16:8"})
+    assert not old.per_call and old.lt_size == 16 * 1024 * 8  # clamped to cuBLAS's
+
+
+def test_attention_prefers_cudnn_by_release():
+    """check_prefer_cudnn_attention: 2.11 asks sm90, sm100 and sm103 (minor 0 or 3); 2.15 any 9.x
+    or 10.x."""
+    from vramlab._tracer.rules import attention
+
+    assert attention.priority(10, 91900, 1, (2, 11))[0] == "flash"
+    assert attention.priority(10, 92600, 1, (2, 15))[0] == "cudnn"
+    assert attention.priority(9, 91900, 0, (2, 11))[0] == "cudnn"
+    assert attention.priority(8, 92600, 0, (2, 15))[0] == "flash"
+
+
+def test_autocast_lists_by_release():
+    """autocast_mode.h of 2.15 puts rms_norm and linalg_matrix_sqrth on the float32 list."""
+    from vramlab._tracer.rules import autocast
+
+    assert "rms_norm" not in autocast.policies((2, 11))
+    assert autocast.policies((2, 15))["rms_norm"] == autocast.FP32
+
+
+def test_2_15_allocates_the_cublas_workspace_per_matmul(monkeypatch):
+    if RELEASE < (2, 15):
+        pytest.skip(f"torch {torch.__version__} keeps cuBLAS workspaces per handle (2.15 allocates them per call)")
+    monkeypatch.delenv("TORCH_CUBLAS_WORKSPACE_CACHE", raising=False)
+    with vramlab.trace() as t:
+        a = torch.randn(64, 64, device="cuda")
+        a @ a
+        a @ a
+    events = allocations(t.snapshot())
+    assert events.count(("alloc", cublas.LARGE_WORKSPACE)) == 2 and events.count(("free_completed", cublas.LARGE_WORKSPACE)) == 2
