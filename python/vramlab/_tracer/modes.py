@@ -127,6 +127,9 @@ class Allocations(TorchDispatchMode):
             # kernel allocates.
             why = "its result's shape depends on values, which a trace without data has none of" if "nonzero" in str(error) else "PyTorch has no kernel for it that runs without data (no meta kernel), so what the GPU's kernel allocates is unknown"
             raise UnfollowedError(f"{op} at {here()}: {why}; the trace up to there is kept") from None
+        if on_gpu:
+            for rule in rules:
+                out = rule.result(call, out)
         made = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.device.type == "meta"]
         if any(t.layout != torch.strided for t in made):
             raise UnfollowedError(

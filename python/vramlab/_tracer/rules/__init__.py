@@ -8,6 +8,8 @@ consults the rules of each operator on stand-ins in registration order:
 - ``before(call)``: before the meta kernel runs. It may answer the operator itself (return the
   result), refuse it (raise ``UnfollowedError``), change ``call.args``, or keep state in
   ``call.state`` for ``after``; `PASS` lets it run.
+- ``result(call, out)``: the result as the GPU's kernel lays it out, where the meta kernel's
+  strides differ (a cuDNN convolution's channels-last output);
 - ``outputs(call, out, made)``: the outputs the GPU allocates, in the order it allocates them
   (default: every meta tensor in ``out``, in order).
 - ``track(call, out, made)``: records the outputs' allocations itself (a convolution interleaves
@@ -76,6 +78,11 @@ class Rule:
 
     def before(self, call: Call) -> Any:
         return PASS
+
+    def result(self, call: Call, out: Any) -> Any:
+        """The operator's result as the GPU's kernel makes it, where the meta kernel's differs in
+        layout (not in size): made below the trace's modes, so it records nothing itself."""
+        return out
 
     def outputs(self, call: Call, out: Any, made: List[Any]) -> List[Any]:
         return made

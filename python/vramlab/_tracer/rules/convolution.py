@@ -55,6 +55,11 @@ def outside_defaults(torch: Any, x: Any, weight: Any, transposed: bool) -> Optio
     return None
 
 
+def channels_last(torch: Any, t: Any) -> bool:
+    """suggest_memory_format() == channels_last: strides of the NHWC order, not the NCHW one."""
+    return isinstance(t, torch.Tensor) and t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+
+
 def workspaces(entry: Optional[List[Any]]) -> Tuple[int, int, int]:
     """(forward, input gradient, weight gradient) workspace bytes of a table entry."""
     if entry is None:
@@ -72,6 +77,29 @@ class Convolutions(Rule):
     ops = {"convolution", "convolution_backward", "_convolution", "cudnn_convolution"}
     source = "ATen/native/Convolution.cpp, cudnn/Conv_v8.cpp (run_conv_plan); workspaces measured per GPU"
     order = 60
+
+    def result(self, call: Call, out: Any) -> Any:
+        """cuDNN's outputs in the memory format cudnn_conv_suggest_memory_format picks
+        (aten/src/ATen/native/ConvUtils.h): channels-last where the input or the weight is, for
+        4-d tensors; the meta kernels make them contiguous. The same bytes, other strides, which
+        the next convolution's workspace depends on."""
+        torch = self.torch
+        if call.op not in ("convolution", "convolution_backward"):
+            return out
+        bound = call.bound()
+        x, weight = bound["input"], bound["weight"]
+        if not (isinstance(x, torch.Tensor) and x.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight))):
+            return out
+
+        def relaid(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor) or t.dim() != 4 or t.is_contiguous(memory_format=torch.channels_last):
+                return t
+            with torch.utils._python_dispatch._disable_current_modes():
+                return torch.empty(t.shape, dtype=t.dtype, device=t.device, memory_format=torch.channels_last)
+
+        if call.op == "convolution":
+            return relaid(out)
+        return tuple(relaid(t) for t in out)
 
     def track(self, call: Call, out: Any, made: List[Any]) -> bool:
         if call.op not in ("convolution", "convolution_backward") or not made:
