@@ -397,3 +397,30 @@ def test_2_15_allocates_the_cublas_workspace_per_matmul(monkeypatch):
         a @ a
     events = allocations(t.snapshot())
     assert events.count(("alloc", cublas.LARGE_WORKSPACE)) == 2 and events.count(("free_completed", cublas.LARGE_WORKSPACE)) == 2
+
+
+def test_a_convolutions_output_is_channels_last_where_cudnn_makes_it_so():
+    """cudnn_conv_suggest_memory_format (ConvUtils.h): channels-last input or weight gives a
+    channels-last output and input gradient; the meta kernel makes them contiguous."""
+    with vramlab.trace():
+        conv = torch.nn.Conv2d(3, 16, 3).cuda().to(memory_format=torch.channels_last)
+        x = torch.randn(2, 3, 16, 16, device="cuda").to(memory_format=torch.channels_last).requires_grad_()
+        y = conv(x)
+        y.sum().backward()
+        assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
+        assert x.grad.is_contiguous(memory_format=torch.channels_last)
+        plain = torch.nn.Conv2d(3, 16, 3).cuda()(torch.randn(2, 3, 16, 16, device="cuda"))
+        assert plain.is_contiguous()
+
+
+def test_misuse_gets_one_line():
+    with pytest.raises(TypeError, match="gpu must be"):
+        vramlab.trace(gpu=123)
+    with pytest.raises(TypeError, match="answer_reads must be a number"):
+        vramlab.trace(answer_reads="abc")
+    with vramlab.trace() as outer:
+        torch.zeros(8, device="cuda")
+        with pytest.raises(UnfollowedError, match="do not nest"):
+            with vramlab.trace():
+                pass
+    assert ("alloc", 32) in allocations(outer.snapshot())

@@ -42,10 +42,15 @@ class trace:
     def __init__(self, gpu: str = "h100", answer_reads: Optional[float] = None) -> None:
         import torch
 
+        if not isinstance(gpu, (str, os.PathLike)):
+            raise TypeError(f"gpu must be a profile's name (h100, h200) or a profile file's path, not {type(gpu).__name__}")
+        if answer_reads is not None and (isinstance(answer_reads, bool) or not isinstance(answer_reads, (int, float))):
+            raise TypeError(f"answer_reads must be a number (the value to answer reads with) or None, not {answer_reads!r}")
+
         self.release = compat.check(torch)
         set_torch(torch)
         self.torch = torch
-        self.gpu: Dict[str, Any] = json.loads(_vramlab.gpu(gpu))
+        self.gpu: Dict[str, Any] = json.loads(_vramlab.gpu(os.fspath(gpu)))
         self.major, self.minor = (int(part) for part in str(self.gpu["compute_capability"]).split(".")[:2])
         self.threads_per_sm = threads_per_sm(self.major, self.minor)
         self.record = Recorder(torch, self.gpu, self._phase)
@@ -252,6 +257,10 @@ class trace:
     # Entering and leaving -------------------------------------------------------------------
 
     def __enter__(self) -> "trace":
+        if standin.ACTIVE:
+            raise UnfollowedError(
+                f"vramlab.trace at {here()}: a trace is already running in this process, and traces do not nest (the one running keeps recording; finish it first, or trace the inner part on its own)"
+            )
         self._install()
         return self
 
