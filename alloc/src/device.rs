@@ -6,8 +6,8 @@ use super::placement::Placement;
 use super::DeviceMemory;
 
 /// Device memory that exists only as numbers. Without a recording's addresses, a segment goes
-/// where the CUDA driver of a fresh process would put it ([`crate::placement`]): the order of
-/// segments in the address space decides which of two equal free blocks best fit reuses.
+/// where the CUDA driver of a fresh process would put it (`alloc/src/placement.rs`): the order
+/// of segments in the address space decides which of two equal free blocks best fit reuses.
 /// Reservations (expandable segments) get counted addresses, each above the one before.
 #[derive(Debug, Clone)]
 pub struct SimDevice {
