@@ -640,10 +640,10 @@ impl ProbeState {
 
     /// Its state as far as later decisions can see it, at event `at` (see `period.rs`).
     fn canonical_state(&self, out: &mut Vec<u64>) -> bool {
-        let Some(device_held) = self.device.canonical_state() else {
+        if !self.device.canonical_state(out) {
             return false;
-        };
-        out.extend([device_held, self.counts.reserved]);
+        }
+        out.push(self.counts.reserved);
         self.replayer.canonical_state(self.at, out)
     }
 }

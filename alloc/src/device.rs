@@ -2,13 +2,19 @@
 
 use experiments::{DeviceAction, RecordedOp, Trace};
 
+use super::placement::Placement;
 use super::DeviceMemory;
 
-/// Device memory that exists only as numbers: addresses are handed out from a counter, so
-/// separate allocations are never adjacent (as with a real allocator, nothing may assume so).
+/// Device memory that exists only as numbers. Without a recording's addresses, a segment goes
+/// where the CUDA driver of a fresh process would put it (`alloc/src/placement.rs`): the order
+/// of segments in the address space decides which of two equal free blocks best fit reuses.
+/// Reservations (expandable segments) get counted addresses, each above the one before.
 #[derive(Debug, Clone)]
 pub struct SimDevice {
     next_addr: u64,
+    /// Where segments go while the device follows no recording (`None` once it has followed
+    /// one: what it hands out after a recording's addresses part from the replay is counted).
+    placement: Option<Placement>,
     total: u64,
     /// Bytes allocated or mapped and not yet given back.
     held: u64,
@@ -29,6 +35,7 @@ impl SimDevice {
     pub fn new(total: u64) -> SimDevice {
         SimDevice {
             next_addr: 1 << 40,
+            placement: Some(Placement::new()),
             total,
             held: 0,
             recorded: Default::default(),
@@ -42,10 +49,19 @@ impl SimDevice {
         !self.recorded.is_empty()
     }
 
-    /// What it holds, where nothing else of its state can decide anything later (it hands out
-    /// counted addresses, each above every one before): `None` while it follows a recording.
-    pub(crate) fn canonical_state(&self) -> Option<u64> {
-        (self.recorded.is_empty() && self.in_use.is_empty()).then_some(self.held)
+    /// Appends what of its state can decide anything later: what it holds, and where its
+    /// placement would put the next segments (counted addresses, each above every one before,
+    /// decide nothing). False while it follows a recording or holds memory the trace began
+    /// with.
+    pub(crate) fn canonical_state(&self, out: &mut Vec<u64>) -> bool {
+        if !self.recorded.is_empty() || !self.in_use.is_empty() {
+            return false;
+        }
+        out.push(self.held);
+        if let Some(placement) = &self.placement {
+            placement.canonical_state(out);
+        }
+        true
     }
 
     /// A device that hands out the addresses a recording's driver gave its segments, in the
@@ -61,6 +77,9 @@ impl SimDevice {
             .filter(|op| op.action == DeviceAction::SegmentAlloc && op.addr != 0)
             .map(|op| (op.size, op.addr))
             .collect();
+        if device.follows_recording() {
+            device.placement = None;
+        }
         // Counted addresses start past every recorded one, so the two never meet.
         let recorded_end = trace
             .recorded_ops
@@ -91,11 +110,7 @@ impl SimDevice {
 
     /// Whether `[addr, addr + bytes)` meets a range in use.
     fn overlaps(&self, addr: u64, bytes: u64) -> bool {
-        let end = addr.saturating_add(bytes.max(1));
-        self.in_use
-            .range(..end)
-            .next_back()
-            .is_some_and(|(_, &used_end)| used_end > addr)
+        overlaps(&self.in_use, addr, bytes)
     }
 
     /// Where memory held before a trace began goes: its recorded address unless that is in
@@ -150,13 +165,22 @@ impl DeviceMemory for SimDevice {
                 self.recorded.clear();
                 self.carve(bytes)
             }
-            None => self.carve(bytes),
+            None => match &mut self.placement {
+                Some(placement) => {
+                    let in_use = &self.in_use;
+                    placement.place(bytes, &|addr, bytes| overlaps(in_use, addr, bytes))
+                }
+                None => self.carve(bytes),
+            },
         };
         Some(addr)
     }
     fn free(&mut self, addr: u64, bytes: u64) {
-        if !self.in_use.is_empty() {
-            self.in_use.remove(&addr);
+        let adopted = !self.in_use.is_empty() && self.in_use.remove(&addr).is_some();
+        if let Some(placement) = &mut self.placement {
+            if !adopted {
+                placement.release(addr, bytes);
+            }
         }
         self.held -= bytes;
     }
@@ -177,6 +201,15 @@ impl DeviceMemory for SimDevice {
     fn total_bytes(&self) -> u64 {
         self.total
     }
+}
+
+/// Whether `[addr, addr + bytes)` meets a range of `in_use` (first address -> end).
+fn overlaps(in_use: &std::collections::BTreeMap<u64, u64>, addr: u64, bytes: u64) -> bool {
+    let end = addr.saturating_add(bytes.max(1));
+    in_use
+        .range(..end)
+        .next_back()
+        .is_some_and(|(_, &used_end)| used_end > addr)
 }
 
 /// Counts what a policy takes from a device and enforces a capacity, so the figures of every

@@ -20,6 +20,7 @@ mod error;
 mod front;
 mod ordered_set;
 mod period;
+mod placement;
 mod replay;
 mod replayer;
 mod simple;

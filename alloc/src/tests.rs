@@ -246,3 +246,20 @@ fn impossible_requests_are_refused_by_every_policy() {
         }
     }
 }
+
+#[test]
+fn a_device_without_a_recording_places_segments_as_a_fresh_processs_driver_does() {
+    use super::DeviceMemory;
+    let mut device = SimDevice::new(80 << 30);
+    let a = device.allocate(20 << 20).unwrap();
+    let b = device.allocate(3 << 20).unwrap();
+    // The start's free range fills from the bottom up, in 2 MiB granules.
+    assert_eq!(b, a + (20 << 20));
+    assert_eq!(device.allocate(1 << 20).unwrap(), b + (4 << 20));
+    // What is given back is reused first (the lowest free range that fits).
+    device.free(a, 20 << 20);
+    assert_eq!(device.allocate(16 << 20).unwrap(), a);
+    // Reservations (expandable segments) are counted apart, and never meet a segment.
+    let reserved = device.reserve(1 << 30).unwrap();
+    assert!(reserved + (1 << 30) <= a || reserved >= b + (6 << 20));
+}
