@@ -295,6 +295,14 @@ pub struct Trace {
     /// The release whose allocator rules a replay of it follows, and why.
     #[serde(skip)]
     pub torch: crate::ReleaseChoice,
+    /// The snapshot's final segments summed per pool and stream (a report of the state at the
+    /// end, for a snapshot with no trace to replay).
+    #[serde(skip)]
+    pub state_at_end: Vec<crate::PoolState>,
+    /// Pinned host memory (`host_segments`, PyTorch 2.14 on with
+    /// `record_pinned_host_memory=True`) as its own pool, never in the device's figures.
+    #[serde(skip)]
+    pub host_state: Vec<crate::PoolState>,
 }
 
 impl Trace {
@@ -975,6 +983,8 @@ impl Pairing {
             alloc_addrs: Vec::new(),
             torch_shown: None,
             torch: crate::ReleaseChoice::resolve(None, None).unwrap_or_default(),
+            state_at_end: Vec::new(),
+            host_state: Vec::new(),
         }
     }
 }

@@ -93,7 +93,13 @@ fn assemble(
 ) -> Result<Vec<Trace>> {
     let schema = |what: &str| Error::Trace(format!("{name}: not a PyTorch memory snapshot: {what}"));
     let root = pickle.root.as_ref().ok_or_else(|| schema("empty pickle"))?;
+    // `torch.cuda.memory_snapshot()` returns the segments alone, a bare list of segment dicts:
+    // no trace, but the state at the end.
+    let bare = pickle
+        .items(root)
+        .is_some_and(|items| !items.is_empty() && items.iter().all(|s| pickle.get(s, "total_size").is_some()));
     let traces = match pickle.get(root, "device_traces") {
+        None if bare => &[][..],
         None => return Err(schema("no 'device_traces' list")),
         Some(value) => pickle
             .items(value)
@@ -114,7 +120,35 @@ fn assemble(
             push_event(&mut builders[d], Event::Value(pickle, event), d).map_err(|what| schema(&what))?;
         }
     }
-    let finals = final_segments(pickle, root).map_err(|what| schema(&what))?;
+    let segments = if bare { Some(root) } else { pickle.get(root, "segments") };
+    let finals = final_segments(pickle, segments, "segments").map_err(|what| schema(&what))?;
+    let shape_2_0 = has_block_history(pickle, segments);
+    // Pinned host memory (2.14 on): its own pool; what cannot be read of it is said, not refused,
+    // since the device's figures do not depend on it.
+    let (host_state, host_note) = match pickle.get(root, "host_segments") {
+        None => (Vec::new(), None),
+        Some(host) => {
+            let host_events = pickle.get(root, "host_traces").map_or(0, |traces| count_events(pickle, traces));
+            match final_segments(pickle, Some(host), "host_segments") {
+                Ok(host) => {
+                    let segments: Vec<&FinalSegment> = host.iter().map(|(_, s)| s).collect();
+                    (
+                        pool_states(&segments, |_| "pinned host".to_string()),
+                        Some(format!(
+                            "the snapshot records pinned host memory (record_pinned_host_memory=True): {} host segments and {host_events} host trace events, reported as their own pool ('pinned host') and never counted in the device's figures; the host allocator's own rules are not replayed",
+                            segments.len()
+                        )),
+                    )
+                }
+                Err(what) => (
+                    Vec::new(),
+                    Some(format!(
+                        "the snapshot's pinned host memory could not be read ({what}); the device's figures do not depend on it"
+                    )),
+                ),
+            }
+        }
+    };
     let devices = builders.len().max(finals.iter().map(|(d, _)| d + 1).max().unwrap_or(0));
     if let Some(d) = device.filter(|&d| d >= devices) {
         return Err(Error::Trace(format!(
@@ -159,8 +193,32 @@ fn assemble(
             .filter(|(of, _)| *of == d)
             .map(|(_, s)| s.clone())
             .collect();
+        let state_at_end = pool_states(&finals.iter().collect::<Vec<_>>(), |s| {
+            let size = if s.is_large { "large" } else { "small" };
+            match s.pool_id {
+                (0, 0) => size.to_string(),
+                (a, b) => format!("private ({a}, {b}) {size}"),
+            }
+        });
         let mut trace = builder.finish(name, settings.clone(), finals, d, shown.clone())?;
         trace.unknowns.extend(said.iter().cloned());
+        if bare {
+            trace.unknowns.push(
+                "a bare list of segments, as torch.cuda.memory_snapshot() returns it: there is no trace, so what it answers is the state at the end (reserved, allocated, the largest free block and fragmentation per pool and stream), not peaks or history"
+                    .to_string(),
+            );
+        }
+        if shape_2_0 {
+            trace.unknowns.push(
+                "the snapshot has PyTorch 2.0's shape (blocks carry a 'history' list and no address; segments no pool id; events no time_us): block addresses are laid end to end within each segment, every segment is taken as the default pools', and it is replayed under the rules of the oldest release vramlab models (2.11), not 2.0's"
+                    .to_string(),
+            );
+        }
+        if d == 0 {
+            trace.host_state = host_state.clone();
+            trace.unknowns.extend(host_note.clone());
+        }
+        trace.state_at_end = state_at_end;
         out.push(trace);
     }
     Ok(out)
@@ -257,14 +315,90 @@ impl SnapshotEvents {
 }
 
 /// The snapshot's `segments`, each with its device (0 where a segment does not say).
-fn final_segments(pickle: &Pickle, root: &Value) -> std::result::Result<Vec<(usize, FinalSegment)>, String> {
-    let Some(segments) = pickle.get(root, "segments") else {
+/// Whether any block of `segments` carries PyTorch 2.0's `history` list in place of an address.
+fn has_block_history(pickle: &Pickle, segments: Option<&Value>) -> bool {
+    let Some(segments) = segments.and_then(|s| pickle.items(s)) else {
+        return false;
+    };
+    segments.iter().any(|segment| {
+        pickle
+            .get(segment, "blocks")
+            .and_then(|b| pickle.items(b))
+            .is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| pickle.get(b, "history").is_some() && pickle.get(b, "address").is_none())
+            })
+    })
+}
+
+/// The events of `host_traces`: a list of events, or a list of such lists (one per device).
+fn count_events(pickle: &Pickle, traces: &Value) -> usize {
+    pickle.items(traces).map_or(0, |items| {
+        items
+            .iter()
+            .map(|item| pickle.items(item).map_or(1, <[Value]>::len))
+            .sum()
+    })
+}
+
+/// `segments` summed per pool (as `pool` names a segment's) and stream, in order of the pools'
+/// names then the streams.
+fn pool_states(segments: &[&FinalSegment], pool: impl Fn(&FinalSegment) -> String) -> Vec<crate::PoolState> {
+    let mut by: std::collections::BTreeMap<(String, u64), crate::PoolState> = std::collections::BTreeMap::new();
+    for segment in segments {
+        let name = pool(segment);
+        let state = by
+            .entry((name.clone(), segment.stream))
+            .or_insert_with(|| crate::PoolState {
+                pool: name,
+                stream: segment.stream,
+                segments: 0,
+                reserved_bytes: 0,
+                allocated_bytes: 0,
+                requested_bytes: 0,
+                free_bytes: 0,
+                largest_free_bytes: 0,
+                fragmentation: 0.0,
+            });
+        state.segments += 1;
+        state.reserved_bytes = state.reserved_bytes.saturating_add(segment.size);
+        for &(_, size, requested, block) in &segment.blocks {
+            match block {
+                BlockState::Free => {
+                    state.free_bytes = state.free_bytes.saturating_add(size);
+                    state.largest_free_bytes = state.largest_free_bytes.max(size);
+                }
+                BlockState::Allocated | BlockState::Pending => {
+                    state.allocated_bytes = state.allocated_bytes.saturating_add(size);
+                    state.requested_bytes = state.requested_bytes.saturating_add(requested);
+                }
+            }
+        }
+    }
+    by.into_values()
+        .map(|mut state| {
+            if state.free_bytes > 0 {
+                state.fragmentation = 1.0 - state.largest_free_bytes as f64 / state.free_bytes as f64;
+            }
+            state
+        })
+        .collect()
+}
+
+/// The segments of `segments` (the snapshot's `key` list), by device; none where it is absent.
+fn final_segments(
+    pickle: &Pickle,
+    segments: Option<&Value>,
+    key: &str,
+) -> std::result::Result<Vec<(usize, FinalSegment)>, String> {
+    let Some(segments) = segments else {
         return Ok(Vec::new());
     };
-    let segments = pickle.items(segments).ok_or("'segments' is not a list")?;
+    let segments = pickle.items(segments).ok_or_else(|| format!("'{key}' is not a list"))?;
     let mut out = Vec::with_capacity(segments.len());
     for (i, segment) in segments.iter().enumerate() {
-        let at = |key: &str| format!("segments[{i}].{key}");
+        let at = |field: &str| format!("{key}[{i}].{field}");
         let int = |value: Option<&Value>, key: &str| -> std::result::Result<Option<i128>, String> {
             match value {
                 None => Ok(None),
@@ -308,7 +442,7 @@ fn final_segments(pickle: &Pickle, root: &Value) -> std::result::Result<Vec<(usi
         let mut cursor = addr;
         if let Some(list) = pickle.get(segment, "blocks").and_then(|b| pickle.items(b)) {
             for (j, block) in list.iter().enumerate() {
-                let at = |key: &str| format!("segments[{i}].blocks[{j}].{key}");
+                let at = |field: &str| format!("{key}[{i}].blocks[{j}].{field}");
                 let field = |key: &str| -> std::result::Result<Option<u64>, String> {
                     int(pickle.get(block, key), key)?
                         .map(|v| u64::try_from(v).map_err(|_| format!("{} = {v} is out of range", at(key))))
