@@ -46,7 +46,13 @@ fn final_state(record: &ReplayRecord) -> Vec<String> {
     if record.final_state.is_empty() {
         return Vec::new();
     }
-    let width = record.final_state.iter().map(|p| p.pool.len()).max().unwrap_or(0).max(4);
+    let width = record
+        .final_state
+        .iter()
+        .map(|p| p.pool.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
     let mut lines = vec![
         "state at the end, per pool and stream:".to_string(),
         format!(
