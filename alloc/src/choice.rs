@@ -71,7 +71,7 @@ impl PolicyChoice {
     pub fn label(&self) -> String {
         match self {
             PolicyChoice::Named(spec, _) => spec.label(),
-            PolicyChoice::Pytorch { settings, .. } => format!("PYTORCH_ALLOC_CONF={settings}"),
+            PolicyChoice::Pytorch { settings, .. } => experiments::pytorch::alloc_conf_policy(settings),
         }
     }
 

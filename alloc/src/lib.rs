@@ -357,7 +357,7 @@ pub fn build_policy(spec: &PolicySpec) -> Result<Box<dyn Policy>, experiments::E
 }
 
 /// The small pool's page under expandable segments (kSmallBuffer).
-const PYTORCH_SMALL_PAGE: u64 = 2 << 20;
+const PYTORCH_SMALL_PAGE: u64 = experiments::pytorch::SMALL_BUFFER;
 
 /// PyTorch's allocator under a `PYTORCH_ALLOC_CONF`: the caching allocator with those
 /// settings, or the driver's stream-ordered pool for `backend:cudaMallocAsync`.

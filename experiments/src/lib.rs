@@ -17,6 +17,7 @@ mod files;
 mod params;
 mod policy;
 mod profile;
+pub mod pytorch;
 mod record;
 mod replay_record;
 mod stats;

@@ -303,7 +303,7 @@ impl PolicyResult {
     /// The `PYTORCH_ALLOC_CONF` a result of PyTorch's allocator was replayed under, ready to
     /// paste (another policy's name as it is).
     pub fn setting(&self) -> &str {
-        self.policy.strip_prefix("PYTORCH_ALLOC_CONF=").unwrap_or(&self.policy)
+        crate::pytorch::alloc_conf_of(&self.policy).unwrap_or(&self.policy)
     }
 
     /// How reports name the setting: as written, `(defaults)` for the empty one.

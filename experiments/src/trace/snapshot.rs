@@ -1060,8 +1060,7 @@ fn infer_pools(
 /// with one private pool in the trace, that one's. The serials and pools of segments whose pool
 /// the final segments do not record.
 fn pools_by_release_order(extents: &start::Extents, run: &[RecordedOp], private_pools: usize) -> Vec<(u32, u32)> {
-    const SMALL_SEGMENT: u64 = 2 << 20;
-    let small = |op: &RecordedOp| op.size == SMALL_SEGMENT;
+    let small = |op: &RecordedOp| op.size == crate::pytorch::SMALL_BUFFER;
     let whole_release = run.first().is_some_and(|op| !small(op)) && run.iter().any(small);
     if !whole_release || private_pools != 1 {
         return Vec::new();
