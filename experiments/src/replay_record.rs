@@ -479,14 +479,15 @@ impl ReplayRecord {
                 live_blocks: start.blocks().filter(|b| b.id.is_some()).count(),
             }),
             capacity_source: None,
-            final_state: trace
-                .events
-                .is_empty()
-                .then(|| trace.state_at_end.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .chain(trace.host_state.iter().cloned())
-                .collect(),
+            final_state: if trace.events.is_empty() {
+                &trace.state_at_end[..]
+            } else {
+                &[]
+            }
+            .iter()
+            .chain(&trace.host_state)
+            .cloned()
+            .collect(),
             notes: notes_of(trace),
             torch: None,
             devices: Vec::new(),
