@@ -34,8 +34,7 @@ use experiments::{
 use super::slots::Slots;
 use super::{round_up, Adopted, AllocError, Block, DeviceMemory, FreeSpace, Policy};
 
-const MIN_BLOCK: u64 = 512;
-const SMALL_SIZE: u64 = 1 << 20;
+use experiments::pytorch::{MIN_BLOCK_SIZE as MIN_BLOCK, SMALL_SIZE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pool {

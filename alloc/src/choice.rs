@@ -71,7 +71,7 @@ impl PolicyChoice {
     pub fn label(&self) -> String {
         match self {
             PolicyChoice::Named(spec, _) => spec.label(),
-            PolicyChoice::Pytorch { settings, .. } => format!("PYTORCH_ALLOC_CONF={settings}"),
+            PolicyChoice::Pytorch { settings, .. } => experiments::pytorch::alloc_conf_policy(settings),
         }
     }
 
@@ -285,13 +285,7 @@ pub(crate) fn replay_each_sharing(
 pub(crate) fn replay_capacity(trace: &Trace, given: Option<u64>) -> (Option<u64>, Option<String>) {
     match (given, trace.capacity_from_oom()) {
         (Some(cap), _) => (Some(cap), None),
-        (None, Some(cap)) => (
-            Some(cap.bytes),
-            Some(format!(
-                "the cap is inferred from the recorded out-of-memory error at event {}: every device allocation before it fitted under {} B, and the request that failed did not fit under {} B, so any cap in between makes the recorded decisions; the lower is taken (the job's true cap, or its device's free memory, is not recorded)",
-                cap.at, cap.lower, cap.upper
-            )),
-        ),
+        (None, Some(cap)) => (Some(cap.bytes), Some(cap.explain())),
         (None, None) => (None, None),
     }
 }

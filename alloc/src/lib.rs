@@ -357,8 +357,26 @@ pub fn build_policy(spec: &PolicySpec) -> Result<Box<dyn Policy>, experiments::E
     Ok(Recipe::of(spec)?.build())
 }
 
+/// Runs `work` with `token` current on this thread and on every thread its parallel parts run
+/// on (a thread pool of the global pool's size, made for this call), so that cancelling the
+/// token stops this call's work and no other call's.
+pub fn run_cancellable<R: Send>(token: &experiments::cancel::Token, work: impl FnOnce() -> R + Send) -> R {
+    let for_workers = token.clone();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(rayon::current_num_threads())
+        .thread_name(|i| format!("vramlab-call-{i}"))
+        .start_handler(move |_| experiments::cancel::set_current(Some(for_workers.clone())))
+        .build();
+    experiments::cancel::with_token(token, || match pool {
+        Ok(pool) => pool.install(work),
+        // Without a pool of its own, the parallel parts run on the global pool, where only
+        // this thread's part sees the token.
+        Err(_) => work(),
+    })
+}
+
 /// The small pool's page under expandable segments (kSmallBuffer).
-const PYTORCH_SMALL_PAGE: u64 = 2 << 20;
+const PYTORCH_SMALL_PAGE: u64 = experiments::pytorch::SMALL_BUFFER;
 
 /// PyTorch's allocator under a `PYTORCH_ALLOC_CONF`: the caching allocator with those
 /// settings, or the driver's stream-ordered pool for `backend:cudaMallocAsync`.

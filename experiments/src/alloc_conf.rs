@@ -18,7 +18,7 @@ const MB: u64 = 1 << 20;
 /// Intervals of `roundup_power2_divisions`: [1 MiB, 2 MiB), [2, 4), ... the last from 32 GiB up.
 pub const ROUNDUP_INTERVALS: usize = 16;
 /// The smallest `max_split_size_mb` and `max_non_split_rounding_mb` PyTorch takes (kLargeBuffer).
-const MIN_SPLIT_MB: u64 = 20;
+const MIN_SPLIT_MB: u64 = crate::pytorch::LARGE_BUFFER / MB;
 /// PyTorch's `pinned_max_register_threads()`.
 const MAX_REGISTER_THREADS: u64 = 128;
 
@@ -125,8 +125,8 @@ impl Default for AllocConf {
         AllocConf {
             backend: AllocBackend::Native,
             max_split_size: u64::MAX,
-            max_non_split_rounding: 20 * MB,
-            large_segment_size: 20 * MB,
+            max_non_split_rounding: crate::pytorch::LARGE_BUFFER,
+            large_segment_size: crate::pytorch::LARGE_BUFFER,
             roundup_power2_divisions: [0; ROUNDUP_INTERVALS],
             garbage_collection_threshold: 0.0,
             expandable_segments: false,
@@ -559,7 +559,7 @@ impl AllocConf {
     /// 512 B, 512; else, where the size's interval has d > 1 divisions and the size exceeds
     /// 512 x d, up to the next 1/d step of its power of two; else up to a multiple of 512.
     pub fn round_size(&self, size: u64) -> u64 {
-        const MIN_BLOCK: u64 = 512;
+        use crate::pytorch::MIN_BLOCK_SIZE as MIN_BLOCK;
         if size < MIN_BLOCK {
             return MIN_BLOCK;
         }
@@ -577,15 +577,13 @@ impl AllocConf {
     /// already rounded by [`AllocConf::round_size`]: 2 MiB up to 1 MiB, `large_segment_size`
     /// below 10 MiB, else the request rounded up to 2 MiB.
     pub fn allocation_size(&self, rounded: u64) -> u64 {
-        const SMALL_SIZE: u64 = 1 << 20;
-        const SMALL_BUFFER: u64 = 2 << 20;
-        const MIN_LARGE_ALLOC: u64 = 10 << 20;
+        use crate::pytorch::{MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE};
         if rounded <= SMALL_SIZE {
             SMALL_BUFFER
         } else if rounded < MIN_LARGE_ALLOC {
             self.large_segment_size
         } else {
-            rounded.div_ceil(SMALL_BUFFER).saturating_mul(SMALL_BUFFER)
+            rounded.div_ceil(ROUND_LARGE).saturating_mul(ROUND_LARGE)
         }
     }
 }

@@ -41,7 +41,7 @@ pub enum Error {
         /// The names that exist.
         valid: Vec<String>,
     },
-    /// The caller asked the work to stop ([`cancel::request`](crate::cancel::request)).
+    /// The caller asked the work to stop ([`cancel::Token::cancel`](crate::cancel::Token::cancel)).
     #[error("cancelled")]
     Cancelled,
     /// Reading or writing a file failed.

@@ -17,6 +17,7 @@ mod files;
 mod params;
 mod policy;
 mod profile;
+pub mod pytorch;
 mod record;
 mod replay_record;
 mod stats;
@@ -53,8 +54,8 @@ pub use profile::{
 pub use record::{code_commit, set_code_commit, BackendKind, DeviceInfo, PointRecord, Record};
 pub use registry::former_names;
 pub use replay_record::{
-    BlockView, FirstDifference, OperationView, PolicyResult, PytorchStats, RecordedCheck, ReplayRecord, ReplayedEvent,
-    ReplayedTrace, SegmentView, StartSummary, TimelinePoint, Verdict,
+    BlockView, FirstDifference, OperationView, PolicyResult, PoolState, PytorchStats, RecordedCheck, ReplayRecord,
+    ReplayedEvent, ReplayedTrace, SegmentView, StartSummary, TimelinePoint, Verdict,
 };
 pub use stats::median;
 pub use suite::{point_from_args, Experiment, Point, Suite};

@@ -303,7 +303,7 @@ impl PolicyResult {
     /// The `PYTORCH_ALLOC_CONF` a result of PyTorch's allocator was replayed under, ready to
     /// paste (another policy's name as it is).
     pub fn setting(&self) -> &str {
-        self.policy.strip_prefix("PYTORCH_ALLOC_CONF=").unwrap_or(&self.policy)
+        crate::pytorch::alloc_conf_of(&self.policy).unwrap_or(&self.policy)
     }
 
     /// How reports name the setting: as written, `(defaults)` for the empty one.
@@ -390,6 +390,11 @@ pub struct ReplayRecord {
     /// Where an inferred cap came from (a recorded out-of-memory error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_source: Option<String>,
+    /// The state the snapshot ends with, per pool and stream, where it has no trace to replay
+    /// (a bare list of segments, or a snapshot taken without recording history); and pinned
+    /// host memory (`host_segments`) as a pool of its own wherever the snapshot has it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub final_state: Vec<PoolState>,
     /// What the input does not determine and what the figures therefore mean, in plain words.
     #[serde(default)]
     pub notes: Vec<String>,
@@ -407,6 +412,32 @@ pub struct ReplayRecord {
     /// `vramlab tune`: why the baseline did not fit and what would have (where it did not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postmortem: Option<TunePostmortem>,
+}
+
+/// One pool and stream of the state a snapshot ends with (its `segments`, or `host_segments`
+/// for pinned host memory): what a snapshot answers without a trace, such as the bare list of
+/// segments `torch.cuda.memory_snapshot()` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolState {
+    /// `large` or `small` (the default pools), `private (A, B) large|small` (a CUDA graph's or
+    /// `torch.cuda.MemPool`'s, by `segment_pool_id`), or `pinned host` (never in device figures).
+    pub pool: String,
+    /// The stream its segments were allocated for.
+    pub stream: u64,
+    /// Segments.
+    pub segments: usize,
+    /// Bytes of its segments.
+    pub reserved_bytes: u64,
+    /// Bytes of live blocks (handed out, or let go of and awaiting their streams).
+    pub allocated_bytes: u64,
+    /// Bytes the program asked for in those blocks.
+    pub requested_bytes: u64,
+    /// Bytes of cached free blocks.
+    pub free_bytes: u64,
+    /// The largest free block.
+    pub largest_free_bytes: u64,
+    /// 1 - largest free block / free bytes (0 when nothing is free), as `fragmentation_at_peak`.
+    pub fragmentation: f64,
 }
 
 /// The allocator's state when a trace's window began.
@@ -448,6 +479,15 @@ impl ReplayRecord {
                 live_blocks: start.blocks().filter(|b| b.id.is_some()).count(),
             }),
             capacity_source: None,
+            final_state: if trace.events.is_empty() {
+                &trace.state_at_end[..]
+            } else {
+                &[]
+            }
+            .iter()
+            .chain(&trace.host_state)
+            .cloned()
+            .collect(),
             notes: notes_of(trace),
             torch: None,
             devices: Vec::new(),

@@ -87,9 +87,10 @@ impl Failure {
 /// Every 100 ms the caller's thread takes the GIL back to let Python handle signals: a Ctrl-C
 /// asks the work to stop (it looks every few thousand steps) and raises `KeyboardInterrupt`.
 fn detached<T: Send>(py: Python<'_>, work: impl FnOnce() -> Result<T, Failure> + Send) -> PyResult<T> {
-    experiments::cancel::clear();
+    // This call's own token: a Ctrl-C cancels this call's work, not another thread's call.
+    let token = experiments::cancel::Token::new();
     let outcome = std::thread::scope(|scope| {
-        let handle = scope.spawn(|| catch_unwind(AssertUnwindSafe(work)));
+        let handle = scope.spawn(|| allocators::run_cancellable(&token, || catch_unwind(AssertUnwindSafe(work))));
         loop {
             let finished = py.detach(|| {
                 let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
@@ -102,9 +103,8 @@ fn detached<T: Send>(py: Python<'_>, work: impl FnOnce() -> Result<T, Failure> +
                 break;
             }
             if let Err(interrupt) = py.check_signals() {
-                experiments::cancel::request();
+                token.cancel();
                 let _ = py.detach(|| handle.join());
-                experiments::cancel::clear();
                 return Err(interrupt);
             }
         }

@@ -85,7 +85,7 @@ impl Export {
                 let mut said = Vec::new();
                 for (result, file) in record.results.iter().zip(self.files(record.results.len())) {
                     let Some(replayed) = &result.replayed else { continue };
-                    let settings = result.policy.strip_prefix("PYTORCH_ALLOC_CONF=");
+                    let settings = experiments::pytorch::alloc_conf_of(&result.policy);
                     experiments::write_snapshot(&file, replayed, settings)?;
                     said.push(format!(
                         "snapshot of {}: {} (torch.cuda._memory_viz)",

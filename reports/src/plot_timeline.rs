@@ -43,7 +43,7 @@ impl Chart for TimelineChart<'_> {
             .map(|(i, r)| {
                 let style = series_style(i);
                 // PyTorch's settings by the setting alone: `(defaults)`, `expandable_segments:True`.
-                let label = match r.policy.strip_prefix("PYTORCH_ALLOC_CONF=") {
+                let label = match experiments::pytorch::alloc_conf_of(&r.policy) {
                     Some(_) => r.setting_label().to_string(),
                     None => r.policy.clone(),
                 };

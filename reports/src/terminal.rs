@@ -36,6 +36,43 @@ pub(crate) fn window_and_cap(record: &ReplayRecord) -> Vec<String> {
     if let (Some(cap), Some(source)) = (record.capacity_bytes, &record.capacity_source) {
         lines.push(format!("cap {}: {source}", format_bytes(cap)));
     }
+    lines.extend(final_state(record));
+    lines
+}
+
+/// The state the snapshot ends with, per pool and stream (where it has no trace, and pinned
+/// host memory wherever it has it), as a table.
+fn final_state(record: &ReplayRecord) -> Vec<String> {
+    if record.final_state.is_empty() {
+        return Vec::new();
+    }
+    let width = record
+        .final_state
+        .iter()
+        .map(|p| p.pool.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let mut lines = vec![
+        "state at the end, per pool and stream:".to_string(),
+        format!(
+            "  {:<width$} {:>8} {:>8} {:>12} {:>12} {:>12} {:>14} {:>7}",
+            "pool", "stream", "segments", "reserved", "allocated", "free", "largest free", "frag"
+        ),
+    ];
+    for p in &record.final_state {
+        lines.push(format!(
+            "  {:<width$} {:>8} {:>8} {:>12} {:>12} {:>12} {:>14} {:>6.1}%",
+            p.pool,
+            format!("{:#x}", p.stream),
+            p.segments,
+            format_bytes(p.reserved_bytes),
+            format_bytes(p.allocated_bytes),
+            format_bytes(p.free_bytes),
+            format_bytes(p.largest_free_bytes),
+            p.fragmentation * 100.0
+        ));
+    }
     lines
 }
 

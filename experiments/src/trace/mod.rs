@@ -123,19 +123,71 @@ impl RecordedOp {
     }
 }
 
-/// A cap read off a recorded out-of-memory error: any cap in `[lower, upper)` makes the
-/// recorded allocator's decisions.
+/// A cap read off a snapshot's recorded out-of-memory errors and every device allocation
+/// around them: any cap in `[lower, upper)` makes the recorded allocator's decisions on every
+/// recorded request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InferredCap {
-    /// The cap taken (`lower`).
+    /// The cap taken: `lower`, the smallest cap under which every device allocation the
+    /// recording shows succeeded succeeds (also where the bounds cross).
     pub bytes: u64,
-    /// The most the allocator held after a device allocation that succeeded.
+    /// The most the allocator held, or had to fit under the cap, at a device allocation that
+    /// succeeded, anywhere in the trace (or the bytes in use at once, where that was more).
     pub lower: u64,
-    /// The bytes held at the error plus what the failed request needed (or the device's free
-    /// memory then, where that was less): the cap is below it.
+    /// The trace event of the success that sets `lower` (`None`: the starting state sets it).
+    pub lower_at: Option<usize>,
+    /// The least, over the recorded errors, of the bytes held at the error plus what the failed
+    /// request needed (or plus the device's free memory then and one, where that was less): the
+    /// cap is below it.
     pub upper: u64,
-    /// The trace event of the error.
+    /// The trace event of the error that sets `upper`.
     pub at: usize,
+    /// Whether `upper` comes from the device's free memory (`device_free`) rather than the
+    /// request: the device itself, not a set cap, was then the limit.
+    pub upper_from_device_free: bool,
+    /// How many out-of-memory errors the trace records.
+    pub ooms: usize,
+}
+
+impl InferredCap {
+    /// Whether the bounds cross (`lower >= upper`): no one cap makes every recorded decision,
+    /// so the cap changed while the job ran.
+    pub fn crossed(&self) -> bool {
+        self.lower >= self.upper
+    }
+
+    /// In plain words: which bounds the cap satisfies, and where they cross, why and what that
+    /// costs the replay.
+    pub fn explain(&self) -> String {
+        let lower_from = match self.lower_at {
+            Some(at) => format!("the device allocation at event {at}"),
+            None => "the memory held at the start".to_string(),
+        };
+        let upper_from = if self.upper_from_device_free {
+            "the device's free memory it recorded"
+        } else {
+            "the request that failed"
+        };
+        let errors = match self.ooms {
+            1 => "the recorded out-of-memory error".to_string(),
+            n => format!("the {n} recorded out-of-memory errors"),
+        };
+        if self.crossed() {
+            format!(
+                "the cap is inferred from every device allocation and {errors}, but the bounds cross: {lower_from} held {} B, so the cap was at least that, while the error at event {} shows it below {} B ({upper_from}); no one cap makes every recorded decision, so the cap changed while the job ran (set_per_process_memory_fraction called again, or another process taking or giving back device memory{}); {} B is taken, under which every device allocation the recording shows succeeded succeeds, and the errors it contradicts may not be replayed",
+                self.lower,
+                self.at,
+                self.upper,
+                if self.upper_from_device_free { ", or a device_free that PyTorch did not measure" } else { "" },
+                self.bytes
+            )
+        } else {
+            format!(
+                "the cap is inferred from every device allocation and {errors}: {lower_from} shows it at least {} B, and the error at event {} ({upper_from}) below {} B, so any cap in between makes the recorded decisions; the lower is taken (the job's true cap, or its device's free memory, is not recorded)",
+                self.lower, self.at, self.upper
+            )
+        }
+    }
 }
 
 /// What kind of file a trace came from.
@@ -243,6 +295,14 @@ pub struct Trace {
     /// The release whose allocator rules a replay of it follows, and why.
     #[serde(skip)]
     pub torch: crate::ReleaseChoice,
+    /// The snapshot's final segments summed per pool and stream (a report of the state at the
+    /// end, for a snapshot with no trace to replay).
+    #[serde(skip)]
+    pub state_at_end: Vec<crate::PoolState>,
+    /// Pinned host memory (`host_segments`, PyTorch 2.14 on with
+    /// `record_pinned_host_memory=True`) as its own pool, never in the device's figures.
+    #[serde(skip)]
+    pub host_state: Vec<crate::PoolState>,
 }
 
 impl Trace {
@@ -320,50 +380,112 @@ impl Trace {
         self.pool_of_id.get(id as usize).copied().unwrap_or(0)
     }
 
-    /// The cap the recording ran under, as its first out-of-memory error shows it. Every
-    /// device allocation before it succeeded, so the cap is at least the most the allocator
-    /// held after one (`lower`); the failed request did not fit, so it is below the bytes held
-    /// then plus the segment the request needed (`upper`). Any cap in between makes the same
-    /// decisions on every recorded request; `lower` is taken. `None` without a recorded `oom`,
-    /// or where the bounds cross (the device's free memory changed under the job).
+    /// The cap the recording ran under, as all its events bound it. Every device allocation
+    /// that succeeded bounds it from below (what the allocator held after it, and what it had
+    /// to fit under the cap when it asked: PyTorch checks the cap once per device allocation,
+    /// against what it holds plus the request's allocation size), as do the bytes of live
+    /// allocations at any moment; every recorded out-of-memory error bounds it from above (the
+    /// bytes held then plus what the failed request needed, or plus the device's free memory
+    /// where that was less). The lowest cap satisfying every lower bound is taken; where it
+    /// breaks an upper bound, [`InferredCap::crossed`] says so. `None` without a recorded `oom`.
     pub fn capacity_from_oom(&self) -> Option<InferredCap> {
-        let oom = self.recorded_ops.iter().position(|op| op.action == DeviceAction::Oom)?;
+        let ooms = self
+            .recorded_ops
+            .iter()
+            .filter(|op| op.action == DeviceAction::Oom)
+            .count();
+        if ooms == 0 {
+            return None;
+        }
         let conf = self.recorded_settings().ok().flatten().unwrap_or_default();
-        // PyTorch checks the cap once per device allocation, against what it holds plus the
-        // request's allocation size (for expandable segments more than the pages it maps).
         let request_at = |at: usize| match self.events.get(at) {
             Some(TraceEvent::Alloc { size, .. }) => conf.allocation_size(conf.round_size(*size)),
             _ => 0,
         };
         let mut held = self.start.as_ref().map_or(0, StartState::reserved);
-        let mut lower = held;
+        let (mut lower, mut lower_at) = (held, None);
+        fn raise(bytes: u64, at: usize, lower: &mut u64, lower_at: &mut Option<usize>) {
+            if bytes > *lower {
+                *lower = bytes;
+                *lower_at = Some(at);
+            }
+        }
+        // (upper, at, from the device's free memory)
+        let mut upper: Option<(u64, usize, bool)> = None;
         let mut checked_at = None;
-        for op in &self.recorded_ops[..oom] {
+        for op in &self.recorded_ops {
             match op.action {
                 DeviceAction::SegmentAlloc | DeviceAction::SegmentMap => {
                     if checked_at != Some(op.at) {
-                        lower = lower.max(held.saturating_add(op.size.max(request_at(op.at))));
+                        let asked = held.saturating_add(op.size.max(request_at(op.at)));
+                        raise(asked, op.at, &mut lower, &mut lower_at);
                         checked_at = Some(op.at);
                     }
-                    held += op.size;
-                    lower = lower.max(held);
+                    held = held.saturating_add(op.size);
+                    raise(held, op.at, &mut lower, &mut lower_at);
                 }
                 DeviceAction::SegmentFree | DeviceAction::SegmentUnmap => held = held.saturating_sub(op.size),
-                DeviceAction::Oom => {}
+                DeviceAction::Oom => {
+                    let by_request = held.saturating_add(conf.allocation_size(op.size));
+                    let by_free = held.saturating_add(op.addr).saturating_add(1);
+                    let bound = (by_request.min(by_free), op.at, by_free < by_request);
+                    if upper.is_none_or(|(least, _, _)| bound.0 < least) {
+                        upper = Some(bound);
+                    }
+                }
             }
         }
-        let op = &self.recorded_ops[oom];
-        let needed = conf.allocation_size(op.size);
-        // The device's own free memory bounds it too, where it was the smaller.
-        let upper = held
-            .saturating_add(needed)
-            .min(held.saturating_add(op.addr).saturating_add(1));
-        (lower < upper).then_some(InferredCap {
+        // The bytes of live allocations that succeeded: reserved memory is never less (this
+        // bounds a trace whose device allocations were not recorded).
+        let failed: HashSet<u64> = self.failed_alloc_ids();
+        let mut live: HashMap<u64, u64> = HashMap::default();
+        let mut in_use = 0u64;
+        for (at, event) in self.events.iter().enumerate() {
+            match *event {
+                TraceEvent::Alloc { id, size, .. } if !failed.contains(&id) => {
+                    let bytes = conf.round_size(size);
+                    if let Some(old) = live.insert(id, bytes) {
+                        in_use = in_use.saturating_sub(old);
+                    }
+                    in_use = in_use.saturating_add(bytes);
+                    raise(in_use, at, &mut lower, &mut lower_at);
+                }
+                TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => {
+                    if let Some(bytes) = live.remove(&id) {
+                        in_use = in_use.saturating_sub(bytes);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (upper, at, upper_from_device_free) = upper?;
+        Some(InferredCap {
             bytes: lower,
             lower,
+            lower_at,
             upper,
-            at: op.at,
+            at,
+            upper_from_device_free,
+            ooms,
         })
+    }
+
+    /// The ids of the requests that may have failed in the recording: those whose recorded
+    /// address is none, and any `Alloc` given back by the very next event (how a failed request
+    /// is replayed; leaving out one that succeeded only loosens the bound it would give).
+    fn failed_alloc_ids(&self) -> HashSet<u64> {
+        let mut failed = HashSet::default();
+        let mut k = 0;
+        for (at, event) in self.events.iter().enumerate() {
+            if let TraceEvent::Alloc { id, .. } = *event {
+                let given_back = matches!(self.events.get(at + 1), Some(TraceEvent::Free { id: next }) if *next == id);
+                if given_back || self.alloc_addrs.get(k) == Some(&u64::MAX) {
+                    failed.insert(id);
+                }
+                k += 1;
+            }
+        }
+        failed
     }
 
     /// Whether the recording used expandable segments (its settings, a mapped range, a
@@ -861,6 +983,8 @@ impl Pairing {
             alloc_addrs: Vec::new(),
             torch_shown: None,
             torch: crate::ReleaseChoice::resolve(None, None).unwrap_or_default(),
+            state_at_end: Vec::new(),
+            host_state: Vec::new(),
         }
     }
 }
@@ -907,6 +1031,104 @@ mod settings_effect_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A trace of 1 MiB-multiple requests with the device operations `ops` recorded
+    /// (`(event, action, bytes, device_free)`).
+    fn with_ops(allocs: &[u64], ops: &[(usize, DeviceAction, u64, u64)]) -> Trace {
+        let events = allocs
+            .iter()
+            .enumerate()
+            .map(|(id, &size)| TraceEvent::Alloc {
+                id: id as u64,
+                size,
+                stream: 0,
+            })
+            .collect();
+        let mut trace = Trace::new("t", TraceSource::PytorchSnapshot, events);
+        trace.recorded_ops = ops
+            .iter()
+            .map(|&(at, action, size, addr)| RecordedOp {
+                at,
+                action,
+                size,
+                addr,
+                stream: 0,
+            })
+            .collect();
+        trace
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    /// Every device allocation bounds the cap from below and every error from above, not the
+    /// first error alone: a success after the first error raises the lower bound, and a later
+    /// error lowers the upper one.
+    #[test]
+    fn every_event_bounds_the_cap() {
+        use DeviceAction::*;
+        let mut trace = with_ops(
+            &[20 * MIB, 2048 * MIB, 20 * MIB, 512 * MIB],
+            &[
+                (0, SegmentAlloc, 20 * MIB, 0),
+                (1, Oom, 2048 * MIB, 80 << 30),
+                (2, SegmentAlloc, 20 * MIB, 0),
+                (3, Oom, 512 * MIB, 80 << 30),
+            ],
+        );
+        trace.alloc_addrs = vec![0x1000, u64::MAX, 0x2000, u64::MAX];
+        let cap = trace.capacity_from_oom().unwrap();
+        assert_eq!((cap.lower, cap.lower_at), (40 * MIB, Some(2)));
+        assert_eq!((cap.upper, cap.at), (552 * MIB, 3));
+        assert_eq!((cap.bytes, cap.ooms, cap.crossed()), (40 * MIB, 2, false));
+        assert!(!cap.upper_from_device_free);
+        let said = cap.explain();
+        assert!(
+            said.contains("the 2 recorded out-of-memory errors") && said.contains("the lower is taken"),
+            "{said}"
+        );
+        assert!(with_ops(&[MIB], &[(0, SegmentAlloc, 2 * MIB, 0)])
+            .capacity_from_oom()
+            .is_none());
+    }
+
+    /// An error whose `device_free` is 0 with nothing held implies a cap of 0 B; the device
+    /// allocations the recording shows succeeding after it contradict that. The bounds cross,
+    /// the cap taken lets every recorded success succeed, and the explanation says so and why.
+    #[test]
+    fn crossed_bounds_keep_every_recorded_success_and_say_why() {
+        use DeviceAction::*;
+        let mut trace = with_ops(
+            &[64 * MIB, 2 * MIB, 8 * MIB],
+            &[
+                (0, Oom, 64 * MIB, 0),
+                (1, SegmentAlloc, 2 * MIB, 0),
+                (2, SegmentAlloc, 20 * MIB, 0),
+            ],
+        );
+        trace.alloc_addrs = vec![u64::MAX, 0x1000, 0x2000];
+        let cap = trace.capacity_from_oom().unwrap();
+        assert_eq!((cap.upper, cap.at), (1, 0));
+        assert!(cap.upper_from_device_free);
+        assert!(cap.crossed());
+        assert_eq!((cap.bytes, cap.lower_at), (22 * MIB, Some(2)));
+        let said = cap.explain();
+        assert!(
+            said.contains("the bounds cross") && said.contains("device_free"),
+            "{said}"
+        );
+        assert!(said.contains(&format!("{} B is taken", 22 * MIB)), "{said}");
+    }
+
+    /// Without recorded device allocations, the bytes of live allocations still bound the cap
+    /// from below (reserved memory is never less), and a request that failed does not count.
+    #[test]
+    fn live_allocations_bound_the_cap_where_no_device_allocation_is_recorded() {
+        let mut trace = with_ops(&[3 * MIB, 5 * MIB, 100 * MIB], &[(2, DeviceAction::Oom, 100 * MIB, 0)]);
+        trace.alloc_addrs = vec![0x1000, 0x2000, u64::MAX];
+        let cap = trace.capacity_from_oom().unwrap();
+        assert_eq!((cap.lower, cap.lower_at), (8 * MIB, Some(1)));
+        assert!(cap.crossed(), "nothing held at the error, device_free 0: {cap:?}");
+    }
 
     #[test]
     fn json_round_trips_and_counts_bad_frees() {

@@ -93,7 +93,13 @@ fn assemble(
 ) -> Result<Vec<Trace>> {
     let schema = |what: &str| Error::Trace(format!("{name}: not a PyTorch memory snapshot: {what}"));
     let root = pickle.root.as_ref().ok_or_else(|| schema("empty pickle"))?;
+    // `torch.cuda.memory_snapshot()` returns the segments alone, a bare list of segment dicts:
+    // no trace, but the state at the end.
+    let bare = pickle
+        .items(root)
+        .is_some_and(|items| !items.is_empty() && items.iter().all(|s| pickle.get(s, "total_size").is_some()));
     let traces = match pickle.get(root, "device_traces") {
+        None if bare => &[][..],
         None => return Err(schema("no 'device_traces' list")),
         Some(value) => pickle
             .items(value)
@@ -114,7 +120,37 @@ fn assemble(
             push_event(&mut builders[d], Event::Value(pickle, event), d).map_err(|what| schema(&what))?;
         }
     }
-    let finals = final_segments(pickle, root).map_err(|what| schema(&what))?;
+    let segments = if bare { Some(root) } else { pickle.get(root, "segments") };
+    let finals = final_segments(pickle, segments, "segments").map_err(|what| schema(&what))?;
+    let shape_2_0 = has_block_history(pickle, segments);
+    // Pinned host memory (2.14 on): its own pool; what cannot be read of it is said, not refused,
+    // since the device's figures do not depend on it.
+    let (host_state, host_note) = match pickle.get(root, "host_segments") {
+        None => (Vec::new(), None),
+        Some(host) => {
+            let host_events = pickle
+                .get(root, "host_traces")
+                .map_or(0, |traces| count_events(pickle, traces));
+            match final_segments(pickle, Some(host), "host_segments") {
+                Ok(host) => {
+                    let segments: Vec<&FinalSegment> = host.iter().map(|(_, s)| s).collect();
+                    (
+                        pool_states(&segments, |_| "pinned host".to_string()),
+                        Some(format!(
+                            "the snapshot records pinned host memory (record_pinned_host_memory=True): {} host segments and {host_events} host trace events, reported as their own pool ('pinned host') and never counted in the device's figures; the host allocator's own rules are not replayed",
+                            segments.len()
+                        )),
+                    )
+                }
+                Err(what) => (
+                    Vec::new(),
+                    Some(format!(
+                        "the snapshot's pinned host memory could not be read ({what}); the device's figures do not depend on it"
+                    )),
+                ),
+            }
+        }
+    };
     let devices = builders.len().max(finals.iter().map(|(d, _)| d + 1).max().unwrap_or(0));
     if let Some(d) = device.filter(|&d| d >= devices) {
         return Err(Error::Trace(format!(
@@ -159,8 +195,32 @@ fn assemble(
             .filter(|(of, _)| *of == d)
             .map(|(_, s)| s.clone())
             .collect();
+        let state_at_end = pool_states(&finals.iter().collect::<Vec<_>>(), |s| {
+            let size = if s.is_large { "large" } else { "small" };
+            match s.pool_id {
+                (0, 0) => size.to_string(),
+                (a, b) => format!("private ({a}, {b}) {size}"),
+            }
+        });
         let mut trace = builder.finish(name, settings.clone(), finals, d, shown.clone())?;
         trace.unknowns.extend(said.iter().cloned());
+        if bare {
+            trace.unknowns.push(
+                "a bare list of segments, as torch.cuda.memory_snapshot() returns it: there is no trace, so what it answers is the state at the end (reserved, allocated, the largest free block and fragmentation per pool and stream), not peaks or history"
+                    .to_string(),
+            );
+        }
+        if shape_2_0 {
+            trace.unknowns.push(
+                "the snapshot has PyTorch 2.0's shape (blocks carry a 'history' list and no address; segments no pool id; events no time_us): block addresses are laid end to end within each segment, every segment is taken as the default pools', and it is replayed under the rules of the oldest release vramlab models (2.11), not 2.0's"
+                    .to_string(),
+            );
+        }
+        if d == 0 {
+            trace.host_state = host_state.clone();
+            trace.unknowns.extend(host_note.clone());
+        }
+        trace.state_at_end = state_at_end;
         out.push(trace);
     }
     Ok(out)
@@ -257,14 +317,90 @@ impl SnapshotEvents {
 }
 
 /// The snapshot's `segments`, each with its device (0 where a segment does not say).
-fn final_segments(pickle: &Pickle, root: &Value) -> std::result::Result<Vec<(usize, FinalSegment)>, String> {
-    let Some(segments) = pickle.get(root, "segments") else {
+/// Whether any block of `segments` carries PyTorch 2.0's `history` list in place of an address.
+fn has_block_history(pickle: &Pickle, segments: Option<&Value>) -> bool {
+    let Some(segments) = segments.and_then(|s| pickle.items(s)) else {
+        return false;
+    };
+    segments.iter().any(|segment| {
+        pickle
+            .get(segment, "blocks")
+            .and_then(|b| pickle.items(b))
+            .is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| pickle.get(b, "history").is_some() && pickle.get(b, "address").is_none())
+            })
+    })
+}
+
+/// The events of `host_traces`: a list of events, or a list of such lists (one per device).
+fn count_events(pickle: &Pickle, traces: &Value) -> usize {
+    pickle.items(traces).map_or(0, |items| {
+        items
+            .iter()
+            .map(|item| pickle.items(item).map_or(1, <[Value]>::len))
+            .sum()
+    })
+}
+
+/// `segments` summed per pool (as `pool` names a segment's) and stream, in order of the pools'
+/// names then the streams.
+fn pool_states(segments: &[&FinalSegment], pool: impl Fn(&FinalSegment) -> String) -> Vec<crate::PoolState> {
+    let mut by: std::collections::BTreeMap<(String, u64), crate::PoolState> = std::collections::BTreeMap::new();
+    for segment in segments {
+        let name = pool(segment);
+        let state = by
+            .entry((name.clone(), segment.stream))
+            .or_insert_with(|| crate::PoolState {
+                pool: name,
+                stream: segment.stream,
+                segments: 0,
+                reserved_bytes: 0,
+                allocated_bytes: 0,
+                requested_bytes: 0,
+                free_bytes: 0,
+                largest_free_bytes: 0,
+                fragmentation: 0.0,
+            });
+        state.segments += 1;
+        state.reserved_bytes = state.reserved_bytes.saturating_add(segment.size);
+        for &(_, size, requested, block) in &segment.blocks {
+            match block {
+                BlockState::Free => {
+                    state.free_bytes = state.free_bytes.saturating_add(size);
+                    state.largest_free_bytes = state.largest_free_bytes.max(size);
+                }
+                BlockState::Allocated | BlockState::Pending => {
+                    state.allocated_bytes = state.allocated_bytes.saturating_add(size);
+                    state.requested_bytes = state.requested_bytes.saturating_add(requested);
+                }
+            }
+        }
+    }
+    by.into_values()
+        .map(|mut state| {
+            if state.free_bytes > 0 {
+                state.fragmentation = 1.0 - state.largest_free_bytes as f64 / state.free_bytes as f64;
+            }
+            state
+        })
+        .collect()
+}
+
+/// The segments of `segments` (the snapshot's `key` list), by device; none where it is absent.
+fn final_segments(
+    pickle: &Pickle,
+    segments: Option<&Value>,
+    key: &str,
+) -> std::result::Result<Vec<(usize, FinalSegment)>, String> {
+    let Some(segments) = segments else {
         return Ok(Vec::new());
     };
-    let segments = pickle.items(segments).ok_or("'segments' is not a list")?;
+    let segments = pickle.items(segments).ok_or_else(|| format!("'{key}' is not a list"))?;
     let mut out = Vec::with_capacity(segments.len());
     for (i, segment) in segments.iter().enumerate() {
-        let at = |key: &str| format!("segments[{i}].{key}");
+        let at = |field: &str| format!("{key}[{i}].{field}");
         let int = |value: Option<&Value>, key: &str| -> std::result::Result<Option<i128>, String> {
             match value {
                 None => Ok(None),
@@ -280,7 +416,12 @@ fn final_segments(pickle: &Pickle, root: &Value) -> std::result::Result<Vec<(usi
         let required = |key: &str| unsigned(key)?.ok_or_else(|| format!("{} is missing", at(key)));
         let addr = required("address")?;
         let size = required("total_size")?;
-        let device = usize::try_from(unsigned("device")?.unwrap_or(0)).map_err(|_| at("device"))?;
+        // Pinned host memory is the host's, whatever device its segments name.
+        let device = if key == "host_segments" {
+            0
+        } else {
+            usize::try_from(unsigned("device")?.unwrap_or(0)).map_err(|_| at("device"))?
+        };
         let stream = unsigned("stream")?.unwrap_or(0);
         let pool_id = match pickle.get(segment, "segment_pool_id") {
             None | Some(Value::None) => (0, 0),
@@ -308,7 +449,7 @@ fn final_segments(pickle: &Pickle, root: &Value) -> std::result::Result<Vec<(usi
         let mut cursor = addr;
         if let Some(list) = pickle.get(segment, "blocks").and_then(|b| pickle.items(b)) {
             for (j, block) in list.iter().enumerate() {
-                let at = |key: &str| format!("segments[{i}].blocks[{j}].{key}");
+                let at = |field: &str| format!("{key}[{i}].blocks[{j}].{field}");
                 let field = |key: &str| -> std::result::Result<Option<u64>, String> {
                     int(pickle.get(block, key), key)?
                         .map(|v| u64::try_from(v).map_err(|_| format!("{} = {v} is out of range", at(key))))
@@ -919,8 +1060,7 @@ fn infer_pools(
 /// with one private pool in the trace, that one's. The serials and pools of segments whose pool
 /// the final segments do not record.
 fn pools_by_release_order(extents: &start::Extents, run: &[RecordedOp], private_pools: usize) -> Vec<(u32, u32)> {
-    const SMALL_SEGMENT: u64 = 2 << 20;
-    let small = |op: &RecordedOp| op.size == SMALL_SEGMENT;
+    let small = |op: &RecordedOp| op.size == crate::pytorch::SMALL_BUFFER;
     let whole_release = run.first().is_some_and(|op| !small(op)) && run.iter().any(small);
     if !whole_release || private_pools != 1 {
         return Vec::new();
@@ -962,6 +1102,98 @@ fn kind(pickle: &Pickle, value: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bare list of segments (`torch.cuda.memory_snapshot()`'s return): a large segment of
+    /// 20 MiB on stream 0 (8 MiB live, free blocks of 4 and 8 MiB) and a small one of 2 MiB on
+    /// stream 7 (512 B live). Written by Python's pickle, protocol 2.
+    const BARE_SEGMENTS: &[u8] = b"\x80\x02]q\x00(}q\x01(X\x06\x00\x00\x00deviceq\x02K\x00X\x07\x00\x00\x00addressq\x03\x8a\x06\x00\x00\x00\x00\x00\x7fX\x0a\x00\x00\x00total_sizeq\x04J\x00\x00@\x01X\x06\x00\x00\x00streamq\x05K\x00X\x0c\x00\x00\x00segment_typeq\x06X\x05\x00\x00\x00largeq\x07X\x0f\x00\x00\x00segment_pool_idq\x08K\x00K\x00\x86q\x09X\x0d\x00\x00\x00is_expandableq\x0a\x89X\x06\x00\x00\x00blocksq\x0b]q\x0c(}q\x0d(h\x03\x8a\x06\x00\x00\x00\x00\x00\x7fX\x04\x00\x00\x00sizeq\x0eJ\x00\x00\x80\x00X\x0e\x00\x00\x00requested_sizeq\x0fJ\x9c\xff\x7f\x00X\x05\x00\x00\x00stateq\x10X\x10\x00\x00\x00active_allocatedq\x11u}q\x12(h\x03\x8a\x06\x00\x00\x80\x00\x00\x7fh\x0eJ\x00\x00@\x00h\x0fK\x00h\x10X\x08\x00\x00\x00inactiveq\x13u}q\x14(h\x03\x8a\x06\x00\x00\xc0\x00\x00\x7fh\x0eJ\x00\x00\x80\x00h\x0fK\x00h\x10h\x13ueu}q\x15(h\x02K\x00h\x03\x8a\x06\x00\x00\x00\x00\x01\x7fh\x04J\x00\x00 \x00h\x05K\x07h\x06X\x05\x00\x00\x00smallq\x16h\x08h\x09h\x0a\x89h\x0b]q\x17(}q\x18(h\x03\x8a\x06\x00\x00\x00\x00\x01\x7fh\x0eM\x00\x02h\x0fM\xf4\x01h\x10h\x11u}q\x19(h\x03\x8a\x06\x00\x02\x00\x00\x01\x7fh\x0eJ\x00\xfe\x1f\x00h\x0fK\x00h\x10h\x13ueue.";
+
+    /// A snapshot of one 20 MiB segment, an 8 MiB allocation and its free.
+    const DEVICE_ONLY: &[u8] = b"\x80\x02}q\x00(X\x08\x00\x00\x00segmentsq\x01]q\x02}q\x03(X\x06\x00\x00\x00deviceq\x04K\x00X\x07\x00\x00\x00addressq\x05\x8a\x06\x00\x00\x00\x00\x00\x7fX\x0a\x00\x00\x00total_sizeq\x06J\x00\x00@\x01X\x06\x00\x00\x00streamq\x07K\x00X\x0c\x00\x00\x00segment_typeq\x08X\x05\x00\x00\x00largeq\x09X\x0f\x00\x00\x00segment_pool_idq\x0aK\x00K\x00\x86q\x0bX\x0d\x00\x00\x00is_expandableq\x0c\x89X\x06\x00\x00\x00blocksq\x0d]q\x0e}q\x0f(h\x05\x8a\x06\x00\x00\x00\x00\x00\x7fX\x04\x00\x00\x00sizeq\x10J\x00\x00@\x01X\x0e\x00\x00\x00requested_sizeq\x11K\x00X\x05\x00\x00\x00stateq\x12X\x08\x00\x00\x00inactiveq\x13uauaX\x0d\x00\x00\x00device_tracesq\x14]q\x15]q\x16(}q\x17(X\x06\x00\x00\x00actionq\x18X\x0d\x00\x00\x00segment_allocq\x19X\x04\x00\x00\x00addrq\x1a\x8a\x06\x00\x00\x00\x00\x00\x7fh\x10J\x00\x00@\x01h\x07K\x00u}q\x1b(h\x18X\x05\x00\x00\x00allocq\x1ch\x1a\x8a\x06\x00\x00\x00\x00\x00\x7fh\x10J\x00\x00\x80\x00h\x07K\x00u}q\x1d(h\x18X\x0e\x00\x00\x00free_requestedq\x1eh\x1a\x8a\x06\x00\x00\x00\x00\x00\x7fh\x10J\x00\x00\x80\x00h\x07K\x00u}q\x1f(h\x18X\x0e\x00\x00\x00free_completedq h\x1a\x8a\x06\x00\x00\x00\x00\x00\x7fh\x10J\x00\x00\x80\x00h\x07K\x00ueaX\x12\x00\x00\x00allocator_settingsq!X\x00\x00\x00\x00q\x22u.";
+
+    /// The same with 4 MiB of pinned host memory (`host_segments`, device -1) and a host trace.
+    const WITH_HOST: &[u8] = b"\x80\x02}q\x00(X\x08\x00\x00\x00segmentsq\x01]q\x02}q\x03(X\x06\x00\x00\x00deviceq\x04K\x00X\x07\x00\x00\x00addressq\x05\x8a\x06\x00\x00\x00\x00\x00\x7fX\x0a\x00\x00\x00total_sizeq\x06J\x00\x00@\x01X\x06\x00\x00\x00streamq\x07K\x00X\x0c\x00\x00\x00segment_typeq\x08X\x05\x00\x00\x00largeq\x09X\x0f\x00\x00\x00segment_pool_idq\x0aK\x00K\x00\x86q\x0bX\x0d\x00\x00\x00is_expandableq\x0c\x89X\x06\x00\x00\x00blocksq\x0d]q\x0e}q\x0f(h\x05\x8a\x06\x00\x00\x00\x00\x00\x7fX\x04\x00\x00\x00sizeq\x10J\x00\x00@\x01X\x0e\x00\x00\x00requested_sizeq\x11K\x00X\x05\x00\x00\x00stateq\x12X\x08\x00\x00\x00inactiveq\x13uauaX\x0d\x00\x00\x00device_tracesq\x14]q\x15]q\x16(}q\x17(X\x06\x00\x00\x00actionq\x18X\x0d\x00\x00\x00segment_allocq\x19X\x04\x00\x00\x00addrq\x1a\x8a\x06\x00\x00\x00\x00\x00\x7fh\x10J\x00\x00@\x01h\x07K\x00u}q\x1b(h\x18X\x05\x00\x00\x00allocq\x1ch\x1a\x8a\x06\x00\x00\x00\x00\x00\x7fh\x10J\x00\x00\x80\x00h\x07K\x00u}q\x1d(h\x18X\x0e\x00\x00\x00free_requestedq\x1eh\x1a\x8a\x06\x00\x00\x00\x00\x00\x7fh\x10J\x00\x00\x80\x00h\x07K\x00u}q\x1f(h\x18X\x0e\x00\x00\x00free_completedq h\x1a\x8a\x06\x00\x00\x00\x00\x00\x7fh\x10J\x00\x00\x80\x00h\x07K\x00ueaX\x12\x00\x00\x00allocator_settingsq!X\x00\x00\x00\x00q\x22X\x0d\x00\x00\x00host_segmentsq#]q$}q%(h\x04J\xff\xff\xff\xffh\x05J\x00\x00\x00\x05h\x06J\x00\x00@\x00h\x07K\x00h\x08h\x09h\x0d]q&}q'(h\x05J\x00\x00\x00\x05h\x10J\x00\x00@\x00h\x11J\x00\x00@\x00h\x12X\x10\x00\x00\x00active_allocatedq(uauaX\x0b\x00\x00\x00host_tracesq)]q*]q+}q,(h\x18h\x1ch\x1aJ\x00\x00\x00\x05h\x10J\x00\x00@\x00h\x07K\x00uaau.";
+
+    /// PyTorch 2.0's shape (blocks with a `history` list and no address) is said to be 2.0's;
+    /// the shapes of 2.2 and 2.5, with addresses, are not.
+    #[test]
+    fn pytorch_2_0s_shape_is_read_as_2_0s() {
+        let formats = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/formats");
+        for (release, old) in [("2.0", true), ("2.2", false), ("2.5", false)] {
+            let trace = Trace::load(&formats.join(format!("torch-{release}.pickle.gz"))).unwrap();
+            let said = trace.unknowns.iter().any(|u| u.contains("PyTorch 2.0's shape"));
+            assert_eq!(said, old, "{release}: {:?}", trace.unknowns);
+        }
+    }
+
+    #[test]
+    fn a_bare_list_of_segments_reports_the_state_at_the_end_per_pool_and_stream() {
+        let traces = Trace::all_from_bytes("bare.pickle", BARE_SEGMENTS, None).unwrap();
+        assert_eq!(traces.len(), 1);
+        let trace = &traces[0];
+        assert!(trace.events.is_empty());
+        assert!(
+            trace.unknowns.iter().any(|u| u.contains("a bare list of segments")),
+            "{:?}",
+            trace.unknowns
+        );
+        let record = crate::ReplayRecord::new(trace, None, crate::DeviceInfo::default(), Vec::new());
+        let state = &record.final_state;
+        assert_eq!(state.len(), 2, "{state:?}");
+        let (large, small) = (&state[0], &state[1]);
+        assert_eq!((large.pool.as_str(), large.stream, large.segments), ("large", 0, 1));
+        assert_eq!(large.reserved_bytes, 20 << 20);
+        assert_eq!(
+            (large.allocated_bytes, large.requested_bytes),
+            (8 << 20, (8 << 20) - 100)
+        );
+        assert_eq!((large.free_bytes, large.largest_free_bytes), (12 << 20, 8 << 20));
+        assert!((large.fragmentation - (1.0 - 8.0 / 12.0)).abs() < 1e-12, "{large:?}");
+        assert_eq!(
+            (small.pool.as_str(), small.stream, small.reserved_bytes),
+            ("small", 7, 2 << 20)
+        );
+        assert_eq!(
+            (small.allocated_bytes, small.largest_free_bytes),
+            (512, (2 << 20) - 512)
+        );
+        assert_eq!(small.fragmentation, 0.0);
+        // An empty list, or a list of something else, is still refused in one line.
+        let err = Trace::all_from_bytes("e.pickle", b"\x80\x02].", None)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "e.pickle: not a PyTorch memory snapshot: no 'device_traces' list");
+    }
+
+    #[test]
+    fn pinned_host_memory_is_its_own_pool_and_never_in_the_device_figures() {
+        let without = Trace::from_bytes("d.pickle", DEVICE_ONLY, None).unwrap();
+        let with = Trace::from_bytes("h.pickle", WITH_HOST, None).unwrap();
+        assert!(without.host_state.is_empty());
+        assert_eq!(with.events, without.events);
+        assert_eq!(with.final_segments, without.final_segments);
+        assert_eq!(with.recorded_ops, without.recorded_ops);
+        assert_eq!(with.start, without.start);
+        assert_eq!(with.host_state.len(), 1);
+        let host = &with.host_state[0];
+        assert_eq!(host.pool, "pinned host");
+        assert_eq!(
+            (host.segments, host.reserved_bytes, host.allocated_bytes),
+            (1, 4 << 20, 4 << 20)
+        );
+        assert!(
+            with.unknowns
+                .iter()
+                .any(|u| u.contains("1 host segments and 1 host trace events")),
+            "{:?}",
+            with.unknowns
+        );
+        let record = crate::ReplayRecord::new(&with, None, crate::DeviceInfo::default(), Vec::new());
+        assert_eq!(
+            record.final_state, with.host_state,
+            "the device has a trace: only the host's state"
+        );
+    }
 
     fn import_bytes(name: &str, bytes: &'static [u8]) -> Result<Vec<Trace>> {
         import(name, &|| Ok(Box::new(bytes)), None, u64::MAX)

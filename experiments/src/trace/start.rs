@@ -23,9 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::{DeviceAction, RecordedOp};
 use crate::AllocConf;
 
-/// PyTorch's small-pool segment (kSmallBuffer) and small-request limit (kSmallSize).
-const SMALL_BUFFER: u64 = 2 << 20;
-const SMALL_SIZE: u64 = 1 << 20;
+use crate::pytorch::{MIN_BLOCK_SIZE, SMALL_BUFFER, SMALL_SIZE};
 /// How far apart two mapped ranges of one expandable segment may lie: PyTorch reserves the
 /// device's memory and an eighth more for each, so 2^38 B covers any device made so far.
 const RESERVATION_SPAN: u64 = 1 << 38;
@@ -611,7 +609,7 @@ pub(super) fn rebuild(finals: &[FinalSegment], window: Window<'_>, conf: &AllocC
                     _ => {
                         // A tail of t and a free block of more than 1 MiB: t is below both the
                         // longest tail and the gap less 1 MiB.
-                        let most = longest_tail.min(gap - SMALL_SIZE - 512);
+                        let most = longest_tail.min(gap - SMALL_SIZE - MIN_BLOCK_SIZE);
                         if oversize && gap <= longest_tail {
                             block.size += gap;
                         }
