@@ -96,13 +96,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         metavar="VALUE",
         help="answer values a trace cannot know (loss.item() in a log line) with VALUE instead of stopping; the snapshot says how many",
     )
-    parser.add_argument("--out", required=True, help="snapshot file to write (.pickle, or .pickle.gz)")
+    parser.add_argument("--out", required=True, help="snapshot file to write (.pickle, or .pickle.gz); with --nproc, a folder for rank{r}.pickle")
+    parser.add_argument("--nproc", type=int, help="trace a torchrun script once per rank, each in a process of its own (N ranks, one GPU each)")
+    parser.add_argument("--world-size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     options = parser.parse_args(argv)
     if not os.path.isfile(options.script):
         print(f"error: {options.script}: no such script", file=sys.stderr)
         return 2
+    if options.nproc is not None:
+        from ._tracer.ranks import run_ranks
+
+        return run_ranks(options.nproc, os.path.abspath(options.out), options.gpu, options.answer_reads, os.path.abspath(options.script), options.args)
     # Resolved now: the program may change its working directory.
     out = os.path.abspath(options.out)
     problem = _check_out(out)
@@ -110,7 +117,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        tracer = trace(gpu=options.gpu, answer_reads=options.answer_reads)
+        tracer = trace(gpu=options.gpu, answer_reads=options.answer_reads, world_size=options.world_size, rank=options.rank)
     except (ValueError, UnfollowedError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
