@@ -187,6 +187,7 @@ class Distributed:
                     session.host_copies_kept -= 1
 
             table[(Reducer, "_rebuild_buckets")] = rebuild_buckets
+        table.update(backward_paths(session))
         try:
             from torch.distributed.fsdp._fully_shard import _fsdp_param_group
         except ImportError:
@@ -228,6 +229,21 @@ def make_group(owner: Distributed) -> Any:
 
         def getBackendName(self) -> str:
             return BACKEND
+
+        # A Python ProcessGroup has no C++ backend to keep its name and description in.
+        def _set_group_name(self, name: str) -> None:
+            self._vramlab_name = name
+
+        def _set_group_desc(self, desc: str) -> None:
+            self._vramlab_desc = desc
+
+        @property
+        def group_name(self) -> str:
+            return getattr(self, "_vramlab_name", None) or dist.distributed_c10d._world.pg_names[self]
+
+        @property
+        def group_desc(self) -> str:
+            return getattr(self, "_vramlab_desc", "")
 
         @property
         def supports_splitting(self) -> bool:
@@ -327,6 +343,9 @@ def device_table(session: Any) -> Table:
         (cuda, "current_device"): lambda: index,
         (cuda, "set_device"): set_device,
     }
+    if hasattr(torch._C, "_get_accelerator"):
+        # FSDP2's default mesh asks it (fsdp/_fully_shard/_fsdp_init.py: _init_default_mesh).
+        table[(torch._C, "_get_accelerator")] = lambda check=False: torch.device("cuda")
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None:
         for name, value in {
@@ -338,4 +357,40 @@ def device_table(session: Any) -> Table:
         }.items():
             if hasattr(accelerator, name):
                 table[(accelerator, name)] = value
+    return table
+
+
+def backward_paths(session: Any) -> Table:
+    """Python that the autograd engine runs in the backward (tensor hooks, custom Functions'
+    backward, FSDP2's pre- and post-backward and its final callback) runs without the program's
+    torch function modes (the engine does not carry them): run inside the trace's, it names devices
+    as the forward did ("cuda" is the stand-in device), as it would on the GPU."""
+    torch = session.torch
+
+    def on_the_gpu(fn: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if session.modes and session.modes[0] not in torch.overrides._get_current_function_mode_stack():
+                with session.modes[0]:
+                    return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+
+        return run
+
+    table: Table = {}
+    register_hook = torch.Tensor.register_hook
+
+    def register(tensor: Any, hook: Any) -> Any:
+        return register_hook(tensor, on_the_gpu(hook))
+
+    table[(torch.Tensor, "register_hook")] = register
+    backward_function = torch.autograd.function.BackwardCFunction
+    table[(backward_function, "apply")] = on_the_gpu(backward_function.apply)
+    try:
+        from torch.distributed.fsdp._fully_shard import _fsdp_state
+    except ImportError:
+        return table
+    state = _fsdp_state.FSDPState
+    for name in ("_pre_backward", "_root_post_backward_final_callback"):
+        if hasattr(state, name):
+            table[(state, name)] = on_the_gpu(getattr(state, name))
     return table
