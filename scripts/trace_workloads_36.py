@@ -129,22 +129,35 @@ def fsdp2_cpu_offload(rank, world_size):
     _fsdp2(rank, world_size, mixed=False, offload=True)
 
 
+class _TPLayer(nn.Module):
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.up = nn.Linear(d, hidden)
+        self.down = nn.Linear(hidden, d)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(x)))
+
+
 class _TPMLP(nn.Module):
     def __init__(self, d=1024, hidden=4096, layers=3, out=1000):
         super().__init__()
-        self.layers = nn.ModuleList(nn.ModuleDict({"up": nn.Linear(d, hidden), "down": nn.Linear(hidden, d)}) for _ in range(layers))
+        self.layers = nn.ModuleList(_TPLayer(d, hidden) for _ in range(layers))
         self.head = nn.Linear(d, out)
 
     def forward(self, x):
         for layer in self.layers:
-            x = x + layer["down"](F.gelu(layer["up"](x)))
+            x = layer(x)
         return self.head(x)
 
 
 def _tp_plan(model):
+    """Every parameter a DTensor (AdamW's foreach path refuses a mix of DTensors and tensors): the
+    head ColwiseParallel with its output all-gathered (Replicate)."""
+    from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
-    plan = {}
+    plan = {"head": ColwiseParallel(output_layouts=Replicate())}
     for i in range(len(model.layers)):
         plan[f"layers.{i}.up"] = ColwiseParallel()
         plan[f"layers.{i}.down"] = RowwiseParallel()
@@ -154,7 +167,7 @@ def _tp_plan(model):
 def tp_colwise_rowwise(rank, world_size):
     """Tensor parallelism over all ranks: each MLP's up projection ColwiseParallel, down
     RowwiseParallel (an all-reduce of the activations in forward, and of the input's grad in
-    backward); the head replicated; AdamW."""
+    backward); the head ColwiseParallel, its logits all-gathered; AdamW."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
 
