@@ -188,6 +188,7 @@ class Distributed:
 
             table[(Reducer, "_rebuild_buckets")] = rebuild_buckets
         table.update(backward_paths(session))
+        table.update(offload_paths(session))
         try:
             from torch.distributed.fsdp._fully_shard import _fsdp_param_group
         except ImportError:
@@ -393,4 +394,36 @@ def backward_paths(session: Any) -> Table:
     for name in ("_pre_backward", "_root_post_backward_final_callback"):
         if hasattr(state, name):
             table[(state, name)] = on_the_gpu(getattr(state, name))
+    return table
+
+
+def offload_paths(session: Any) -> Table:
+    """FSDP2's CPU offload: the sharded parameters move to the host when sharded and the reduced
+    gradients after each reduce-scatter; their host copies are made without values
+    (rules/collectives.py: HostCopiesKept)."""
+    table: Table = {}
+    try:
+        from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param
+    except ImportError:
+        return table
+
+    def keeping(fn: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            session.host_copies_kept += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                session.host_copies_kept -= 1
+
+        return run
+
+    if hasattr(_fsdp_param.FSDPParam, "_init_sharded_param"):
+        table[(_fsdp_param.FSDPParam, "_init_sharded_param")] = keeping(_fsdp_param.FSDPParam._init_sharded_param)
+    if hasattr(_fsdp_collectives, "foreach_reduce"):
+        reduce = keeping(_fsdp_collectives.foreach_reduce)
+        table[(_fsdp_collectives, "foreach_reduce")] = reduce
+        from torch.distributed.fsdp._fully_shard import _fsdp_param_group
+
+        if getattr(_fsdp_param_group, "foreach_reduce", None) is _fsdp_collectives.foreach_reduce:
+            table[(_fsdp_param_group, "foreach_reduce")] = reduce
     return table

@@ -29,7 +29,7 @@ class OnTheGpu(TorchFunctionMode):
         torch = session.torch
         self.torch = torch
         self.cuda0 = torch.device("cuda", session.device_index)
-        self.says = {"is_cuda": True, "device": self.cuda0}
+        self.says = {"is_cuda": True, "is_meta": False, "device": self.cuda0}
         self.factories = (torch.tensor, torch.as_tensor, torch.asarray)
         self.mha_forward = torch.nn.functional.multi_head_attention_forward
 

@@ -39,14 +39,27 @@ class FunctionalCollectives(Rule):
 
 @register
 class HostCopiesKept(Rule):
-    ops = {"copy_"}
-    source = "reducer.cpp: sync_bucket_indices copies the broadcast bucket order back to the host"
-    order = 30
+    """Copies to the host whose values nothing on the GPU depends on, inside the library code
+    that makes them (session.host_copies_kept, set by distributed.py): DDP's bucket order read back
+    (each rank keeps its own), FSDP2's CPU offload (sharded parameters and gradients moved to the
+    host; the host's optimizer then steps on values the trace does not have, which allocates
+    nothing on the GPU). The host tensor is made (or kept) without the GPU's values."""
+
+    ops = {"copy_", "_to_copy"}
+    source = "reducer.cpp: sync_bucket_indices; fsdp/_fully_shard/_fsdp_param.py and _fsdp_collectives.py: CPU offload's device-to-host copies"
+    order = 5
 
     def before(self, call: Call) -> Any:
         if not getattr(self.session, "host_copies_kept", 0):
             return PASS
         torch = self.torch
+        if call.op == "_to_copy":
+            src = call.args[0]
+            device = call.kwargs.get("device")
+            if isinstance(src, torch.Tensor) and src.device.type == "meta" and device is not None and torch.device(device).type == "cpu":
+                dtype = call.kwargs.get("dtype") or src.dtype
+                return torch.empty_strided(src.shape, src.stride(), dtype=dtype, device="cpu")
+            return PASS
         dst, src = call.args[0], call.args[1]
         if isinstance(dst, torch.Tensor) and dst.device.type == "cpu" and isinstance(src, torch.Tensor) and src.device.type == "meta":
             return dst
@@ -71,4 +84,34 @@ class RecordStream(FunctionRule):
         if addr is not None and number is not None and number != record.block_stream.get(addr):
             uses: List[int] = list(record.stream_uses.get(addr, ()))
             record.stream_uses[addr] = set(uses) | {number}
+        return None
+
+
+@register_function
+class DataSetToDevice(FunctionRule):
+    """``param.data = param.to("cuda")`` (FSDP2 moves a CPU model's parameters so before sharding,
+    fsdp/_fully_shard/_fsdp_init.py: _move_states_to_device; a common idiom of programs too): on
+    the GPU a host tensor may take a CUDA tensor's data, but a host tensor may not take a meta
+    one's, so the tensor is swapped for one holding the stand-in (the Python object, a module's
+    parameter, stays the same), as ``module.to`` does in a trace."""
+
+    names = ("__set__",)
+    source = "torch/csrc/autograd/variable.cpp: VariableHooks::set_data (_has_compatible_shallow_copy_type allows CPU to CUDA, not CPU to meta)"
+
+    def call(self, mode: Any, func: Any, args: Any, kwargs: Any) -> Any:
+        torch = self.torch
+        if getattr(getattr(func, "__self__", None), "__name__", "") != "data" or len(args) != 2:
+            return PASS
+        tensor, value = args
+        if not (isinstance(tensor, torch.Tensor) and isinstance(value, torch.Tensor)):
+            return PASS
+        if tensor.device.type == "meta" or value.device.type != "meta" or type(value) is not torch.Tensor:
+            return PASS
+        if isinstance(tensor, torch.nn.Parameter):
+            replacement = torch.nn.Parameter(value, requires_grad=tensor.requires_grad)
+        elif type(tensor) is torch.Tensor:
+            replacement = value.detach().requires_grad_(tensor.requires_grad)
+        else:
+            return PASS
+        torch.utils.swap_tensors(tensor, replacement)
         return None
