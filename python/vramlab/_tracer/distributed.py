@@ -205,7 +205,17 @@ def make_group(owner: Distributed) -> Any:
     from torch._C._distributed_c10d import _create_work_from_future
     from torch.futures import Future
 
-    def done(result: Any) -> Any:
+    def done(result: Any, keeps: bool = False) -> Any:
+        # The outputs' values are the other ranks' too: whatever the trace knew of them (values.py)
+        # is forgotten, and host tensors keep this rank's own values, which the snapshot notes.
+        for t in _flat(result):
+            if isinstance(t, torch.Tensor):
+                if t.device.type == "meta" and not keeps:
+                    owner.session.shadows.forget(t.untyped_storage()._cdata)
+                elif t.device.type == "cpu" and not keeps:
+                    owner.session.note(
+                        "{count} collectives on host tensors (a gloo group's) left this rank's own values in their outputs: the other ranks' are not known to a trace of one rank"
+                    )
         future: Any = Future()
         future.set_result(result)
         return _create_work_from_future(future)
@@ -258,7 +268,8 @@ def make_group(owner: Distributed) -> Any:
             return done(tensors)
 
         def broadcast(self, tensors: Any, opts: Any = None) -> Any:
-            return done(tensors)
+            # The root's own tensors keep their values.
+            return done(tensors, keeps=getattr(opts, "rootRank", -1) == self.rank())
 
         def reduce(self, tensors: Any, opts: Any = None) -> Any:
             return done(tensors)

@@ -180,7 +180,24 @@ class Streams:
         def synchronize(device: Any = None) -> None:
             streams.synchronised()
 
+        record_stream = torch.Tensor.record_stream
+
+        def record_on(tensor: Any, stream: Any) -> None:
+            # No meta kernel, and PyTorch's argument parser wants its own stream type: the block is
+            # marked used on `stream` (CUDACachingAllocator.cpp: recordStream adds it to the
+            # block's stream_uses; free() then waits on events for it).
+            with torch._C.DisableTorchFunction():
+                stand_in = tensor.device.type == "meta"
+            if not stand_in:
+                return record_stream(tensor, stream)
+            record = streams.session.record
+            addr = record.address(tensor.untyped_storage())
+            number = getattr(stream, "cuda_stream", None)
+            if addr is not None and number is not None and number != record.block_stream.get(addr):
+                record.stream_uses[addr] = set(record.stream_uses.get(addr, ())) | {number}
+
         table: Table = {
+            (torch.Tensor, "record_stream"): record_on,
             (cuda, "Stream"): self.Stream,
             (cuda, "Event"): self.Event,
             (cuda, "stream"): lambda stream: StreamContext(stream),
