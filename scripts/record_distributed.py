@@ -18,6 +18,7 @@ import gzip
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -128,11 +129,15 @@ def launcher(argv):
             env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
             command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", os.path.abspath(__file__), "--worker", name, options.out]
             t0 = time.time()
+            # A session of its own, so that a launch past its limit is ended with all its ranks.
+            child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
             try:
-                done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=options.limit)
-                ok, tail = done.returncode == 0, (done.stderr or "")[-1500:]
-            except subprocess.TimeoutExpired as e:
-                ok, tail = False, f"timed out after {options.limit:.0f} s\n" + ((e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or ""))[-1500:]
+                _, err = child.communicate(timeout=options.limit)
+                ok, tail = child.returncode == 0, (err or "")[-1500:]
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                _, err = child.communicate()
+                ok, tail = False, f"timed out after {options.limit:.0f} s\n" + (err or "")[-1500:]
             line = f"{name} ws={nproc} {label}: {'ok' if ok else 'FAILED'} in {time.time() - t0:.0f} s"
             print(line if ok else line + "\n" + tail, flush=True)
             log.append(line if ok else line + "\n" + tail)
