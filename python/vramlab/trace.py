@@ -37,7 +37,7 @@ answered as a healthy step's and noted), ``scaled_dot_product_attention`` where 
 flash attention or memory-efficient attention with heads over 128, recurrent layers run as cuDNN
 RNN (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``: cuDNN's workspace and reserve sizes are not modelled;
 the cells ``nn.LSTMCell``, ``nn.GRUCell`` and ``nn.RNNCell`` are followed on CUDA's fused path,
-vramlab/_tracer/rules/cells.py), CUDA streams, PyTorch's fused inference fast paths (``nn.MultiheadAttention``
+vramlab/_tracer/rules/cells.py), PyTorch's fused inference fast paths (``nn.MultiheadAttention``
 and ``nn.TransformerEncoderLayer`` without gradients) on nested tensors (``nn.TransformerEncoder``
 given a key padding mask) or between different tensors (both branches of self-attention, the
 scaled-dot-product one and the general one taken for attention weights or a mask, are followed as
@@ -50,6 +50,15 @@ workspaces, which cuDNN chooses on the GPU by no rule PyTorch states, come from 
 each GPU (vramlab/_tracer/rules/convolution.py: torchvision's convolutions at common batch and image sizes,
 H100 and H200). What it follows but cannot size, it notes in the snapshot (``vramlab_notes``,
 said with every replay): convolutions outside those tables, among others.
+
+One rank of a distributed program (DDP, FSDP2, tensor parallelism) is traced with
+``trace(world_size=N, rank=r)``, or every rank of a torchrun script, each in a process of its own,
+with ``python -m vramlab.trace --nproc N --out DIR script.py`` (DIR/rank{r}.pickle): the process
+group is a stand-in that communicates nothing (vramlab/_tracer/distributed.py), CUDA streams and
+events are followed (each allocation carries its stream: vramlab/_tracer/streams.py), and what
+NCCL keeps outside the caching allocator (its communicators' buffers) and the CUDA context are not
+in the snapshot, which says so. Point-to-point sends and receives (pipeline parallelism) stop the
+trace in one line.
 """
 
 from __future__ import annotations
