@@ -190,11 +190,11 @@ class Distributed:
         table.update(backward_paths(session))
         table.update(offload_paths(session))
         try:
-            from torch.distributed.fsdp._fully_shard import _fsdp_param_group
+            from torch.distributed.fsdp._fully_shard import _fsdp_param_group as param_group
         except ImportError:
-            _fsdp_param_group = None
-        if _fsdp_param_group is not None and hasattr(_fsdp_param_group.FSDPParamGroup, "_validate_no_meta_params"):
-            table[(_fsdp_param_group.FSDPParamGroup, "_validate_no_meta_params")] = lambda group: None
+            return table
+        if hasattr(param_group.FSDPParamGroup, "_validate_no_meta_params"):
+            table[(param_group.FSDPParamGroup, "_validate_no_meta_params")] = lambda group: None
         return table
 
 
@@ -202,8 +202,10 @@ def make_group(owner: Distributed) -> Any:
     """The stand-in ProcessGroup class (a subclass of torch's, made when a trace starts)."""
     torch = owner.torch
     dist = torch.distributed
-    from torch._C._distributed_c10d import _create_work_from_future
     from torch.futures import Future
+
+    _create_work_from_future = torch._C._distributed_c10d._create_work_from_future
+    ProcessGroup: Any = dist.ProcessGroup
 
     def done(result: Any, keeps: bool = False) -> Any:
         # The outputs' values are the other ranks' too: whatever the trace knew of them (values.py)
@@ -234,7 +236,7 @@ def make_group(owner: Distributed) -> Any:
             f"{what} at {here()}: point-to-point communication (pipeline parallelism) is not followed by vramlab.trace: what arrives depends on the other ranks' programs (the trace up to there is kept)"
         )
 
-    class StandInGroup(dist.ProcessGroup):
+    class StandInGroup(ProcessGroup):
         def __init__(self, rank: int, size: int) -> None:
             super().__init__(rank, size)
 

@@ -214,11 +214,12 @@ class Streams:
                         table[(module, name)] = getattr(self, name)
         accelerator = getattr(torch, "accelerator", None)
         if accelerator is not None:
-            for name, value in {
+            answers: Dict[str, Any] = {
                 "current_stream": lambda device=None: streams.current,
                 "set_stream": lambda stream: streams.set(stream),
                 "synchronize": synchronize,
-            }.items():
+            }
+            for name, value in answers.items():
                 if hasattr(accelerator, name):
                     table[(accelerator, name)] = value
         return table
