@@ -188,6 +188,7 @@ class Distributed:
 
             table[(Reducer, "_rebuild_buckets")] = rebuild_buckets
         table.update(backward_paths(session))
+        table.update(mesh_paths(session))
         table.update(offload_paths(session))
         try:
             from torch.distributed.fsdp._fully_shard import _fsdp_param_group as param_group
@@ -440,3 +441,28 @@ def offload_paths(session: Any) -> Table:
         if getattr(_fsdp_param_group, "foreach_reduce", None) is _fsdp_collectives.foreach_reduce:
             table[(_fsdp_param_group, "foreach_reduce")] = reduce
     return table
+
+
+TRACES = [0]
+
+
+def mesh_paths(session: Any) -> Table:
+    """Device meshes made in a trace are its own: a mesh is equal to (and hashes as) any mesh of the
+    same shape and ranks, whichever rank made it, and DTensor caches plans by mesh (sharding
+    propagation, redistribution), so a second trace in the same process (another rank) would find
+    the first one's mesh and its process groups, gone with it. As PyTorch does for threads each
+    playing a rank (the "threaded" backend), each mesh carries an identity of its trace."""
+    try:
+        from torch.distributed.device_mesh import DeviceMesh
+    except ImportError:
+        return {}
+    TRACES[0] += 1
+    token = ("vramlab.trace", TRACES[0])
+    made = DeviceMesh.__init__
+
+    def init(mesh: Any, *args: Any, **kwargs: Any) -> None:
+        made(mesh, *args, **kwargs)
+        mesh._thread_id = token
+        mesh._hash = None
+
+    return {(DeviceMesh, "__init__"): init}
