@@ -45,6 +45,15 @@ ACCEPTED_BACKENDS = {None, "nccl", "gloo", "cuda:nccl,cpu:gloo", "cpu:gloo,cuda:
 ENVIRONMENT = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
 
 
+def device_of(torch: Any, t: Any) -> Optional[str]:
+    """A tensor's own device type ("meta" for a stand-in, which says "cuda" to the program while
+    the trace's function mode is on), or None for anything else."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    with torch._C.DisableTorchFunction():
+        return str(t.device.type)
+
+
 def _flat(value: Any) -> List[Any]:
     out: List[Any] = []
     for item in value if isinstance(value, (list, tuple)) else [value]:
@@ -104,7 +113,7 @@ class Distributed:
     def temporary(self, tensors: List[Any], what: str) -> None:
         """A flat tensor the size of `tensors` together, made and let go inside the collective."""
         torch = self.torch
-        stand_ins = [t for t in tensors if isinstance(t, torch.Tensor) and t.device.type == "meta"]
+        stand_ins = [t for t in tensors if device_of(torch, t) == "meta"]
         if not stand_ins:
             return
         size = sum(t.numel() * t.element_size() for t in stand_ins)
@@ -166,8 +175,27 @@ class Distributed:
         import torch.nn.parallel.distributed as ddp
 
         def verify(process_group: Any, tensors: Any, logger: Any = None) -> None:
+            # reducer.cpp: verify_params_across_processes makes, on the parameters' device, the
+            # parameter count (8 B), world_size tensors like it for an all_gather (with its flat
+            # temporary), then every parameter's sizes and strides (8 B each) to broadcast; all
+            # let go when it returns, in reverse order of making. Its reads are not run: every rank
+            # runs the same program.
+            record, frame = session.record, user_frame()
+            params = [t for t in tensors if isinstance(t, torch.Tensor)]
+            if params and device_of(torch, params[0]) == "meta":
+                size = process_group.size() if hasattr(process_group, "size") else session.world_size
+                count = record.alloc(8, frame)
+                gathered = [record.alloc(8, frame) for _ in range(size)]
+                record.scratch([8 * size], frame)
+                shapes = 8 * sum(2 * t.dim() for t in params)
+                metadata = record.alloc(shapes, frame) if shapes else None
+                if metadata is not None:
+                    record.free(metadata, shapes)
+                for addr in gathered:
+                    record.free(addr, 8)
+                record.free(count, 8)
             session.note(
-                "{count} DDP checks of parameter shapes across ranks were passed without being run (they read gathered values back on the host); their few small metadata tensors are not in the record"
+                "{count} DDP checks of parameter shapes across ranks were not run (they read other ranks' values back on the host; every rank runs the same program); their small tensors are recorded as reducer.cpp makes them"
             )
 
         for owner in (dist_utils, ddp):
@@ -213,9 +241,9 @@ def make_group(owner: Distributed) -> Any:
         # is forgotten, and host tensors keep this rank's own values, which the snapshot notes.
         for t in _flat(result):
             if isinstance(t, torch.Tensor):
-                if t.device.type == "meta" and not keeps:
+                if device_of(torch, t) == "meta" and not keeps:
                     owner.session.shadows.forget(t.untyped_storage()._cdata)
-                elif t.device.type == "cpu" and not keeps:
+                elif device_of(torch, t) == "cpu" and not keeps:
                     owner.session.note(
                         "{count} collectives on host tensors (a gloo group's) left this rank's own values in their outputs: the other ranks' are not known to a trace of one rank"
                     )
@@ -226,9 +254,9 @@ def make_group(owner: Distributed) -> Any:
     def copy_for_host(outputs: List[Any], source: Any) -> None:
         # Host tensors (a gloo group's, object collectives' sizes) get this rank's own values, as
         # if every rank held the same.
-        if isinstance(source, torch.Tensor) and source.device.type == "cpu":
+        if device_of(torch, source) == "cpu":
             for out in outputs:
-                if isinstance(out, torch.Tensor) and out.device.type == "cpu" and out.numel() == source.numel():
+                if device_of(torch, out) == "cpu" and out.numel() == source.numel():
                     with torch.no_grad():
                         out.copy_(source.reshape(out.shape))
 
