@@ -196,6 +196,7 @@ def test_a_rank_sees_its_own_gpu():
         (lambda: torch.ones(2, device="cuda:0"), "device cuda:0"),
         (lambda: torch.cuda.set_device(0), "device cuda:0"),
         (lambda: dist.init_process_group("mpi"), "init_process_group('mpi')"),
+        (lambda: torch.multiprocessing.spawn(print, nprocs=2), "torch.multiprocessing.spawn"),
         (lambda: dist.init_process_group("nccl", world_size=8, rank=1), "rank 1 of 2"),
         (lambda: (dist.init_process_group("nccl"), dist.send(torch.ones(2, device="cuda"), 0)), "send"),
         (lambda: (dist.init_process_group("nccl"), dist.recv(torch.empty(2, device="cuda"), 0)), "recv"),

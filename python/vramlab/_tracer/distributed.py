@@ -216,6 +216,16 @@ class Distributed:
 
             table[(Reducer, "_rebuild_buckets")] = rebuild_buckets
         table.update(backward_paths(session))
+        import torch.multiprocessing as multiprocessing
+
+        def spawn_refused(*args: Any, **kwargs: Any) -> Any:
+            raise UnfollowedError(
+                f"torch.multiprocessing.spawn at {here()}: processes the program starts itself run outside the trace; trace a torchrun-style script once per rank instead (python -m vramlab.trace --nproc N, or vramlab.trace(world_size=N, rank=r) around one rank's code); the trace up to there is kept"
+            )
+
+        for name in ("spawn", "start_processes"):
+            if hasattr(multiprocessing, name):
+                table[(multiprocessing, name)] = spawn_refused
         table.update(mesh_paths(session))
         table.update(offload_paths(session))
         try:
