@@ -174,6 +174,20 @@ def test_functional_collectives_wait_returns_its_input():
     assert [e["size"] for e in events if e["action"] == "alloc"] == [1 << 20, 1 << 20]
 
 
+def test_functional_collectives_out_variants_write_into_out():
+    def program():
+        dist.init_process_group("nccl")
+        name = dist.group.WORLD.group_name
+        x = torch.empty(1 << 18, device="cuda")
+        out = torch.empty(1 << 19, device="cuda")
+        got = torch.ops._c10d_functional.all_gather_into_tensor_out(x, 2, name, out=out)
+        torch.ops._c10d_functional.wait_tensor(got)
+        assert got is out
+
+    t, events = events_of(program)
+    assert [e["size"] for e in events if e["action"] == "alloc"] == [1 << 20, 1 << 21]
+
+
 def test_a_rank_sees_its_own_gpu():
     def program():
         assert os.environ["RANK"] == "1" and os.environ["WORLD_SIZE"] == "2" and os.environ["LOCAL_RANK"] == "1"

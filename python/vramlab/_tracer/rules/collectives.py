@@ -31,8 +31,7 @@ class FunctionalCollectives(Rule):
         out = call.kwargs.get("out")
         if out is None:
             return PASS
-        # The output's shape is checked by the meta kernel's result; the GPU writes into `out`.
-        call.func(*call.args, **{k: v for k, v in call.kwargs.items() if k != "out"})
+        # The GPU writes into `out` (the meta kernel would make a new tensor).
         return out
 
 
