@@ -198,10 +198,13 @@ def test_a_rank_sees_its_own_gpu():
         assert dist.get_rank() == 1 and dist.get_world_size() == 2
         x = torch.ones(4, device="cuda:1")
         assert x.device == torch.device("cuda", 1) and x.is_cuda
+        with torch.cuda.device(1):
+            pass
 
-    before = dict(os.environ)
+    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    before = {name: os.environ.get(name) for name in names}
     events_of(program, rank=1)
-    assert dict(os.environ) == before
+    assert {name: os.environ.get(name) for name in names} == before
 
 
 @pytest.mark.parametrize(
@@ -209,6 +212,7 @@ def test_a_rank_sees_its_own_gpu():
     [
         (lambda: torch.ones(2, device="cuda:0"), "device cuda:0"),
         (lambda: torch.cuda.set_device(0), "device cuda:0"),
+        (lambda: torch.cuda.device(0).__enter__(), "device cuda:0"),
         (lambda: dist.init_process_group("mpi"), "init_process_group('mpi')"),
         (lambda: torch.multiprocessing.spawn(print, nprocs=2), "torch.multiprocessing.spawn"),
         (lambda: dist.init_process_group("nccl", world_size=8, rank=1), "rank 1 of 2"),

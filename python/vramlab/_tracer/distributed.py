@@ -391,7 +391,22 @@ def device_table(session: Any) -> Table:
     def set_device(device: Any) -> None:
         session.one_gpu(device)
 
+    class DeviceContext:
+        """``with torch.cuda.device(i)``: this rank's own GPU, or refused (another GPU is another
+        CUDA context, which a trace of one rank does not follow)."""
+
+        def __init__(self, device: Any) -> None:
+            if not (isinstance(device, int) and device < 0):
+                session.one_gpu(device)
+
+        def __enter__(self) -> "DeviceContext":
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            return None
+
     table: Table = {
+        (cuda, "device"): DeviceContext,
         (cuda, "device_count"): lambda: n,
         (cuda, "current_device"): lambda: index,
         (cuda, "set_device"): set_device,
