@@ -178,7 +178,6 @@ def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before
             "head sizes over 128",
         ),
         (lambda: torch.nn.LSTM(4, 4).cuda()(torch.randn(2, 1, 4, device="cuda")), "recurrent layers"),
-        (lambda: torch.cuda.Stream(), "torch.cuda.Stream"),
         (lambda: torch.nonzero(torch.randn(4, device="cuda")), "nonzero"),
         (lambda: torch.cuda.CUDAGraph(), "torch.cuda.CUDAGraph"),
         (lambda: torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)], device="cuda"), "nested tensors"),

@@ -37,7 +37,7 @@ answered as a healthy step's and noted), ``scaled_dot_product_attention`` where 
 flash attention or memory-efficient attention with heads over 128, recurrent layers run as cuDNN
 RNN (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``: cuDNN's workspace and reserve sizes are not modelled;
 the cells ``nn.LSTMCell``, ``nn.GRUCell`` and ``nn.RNNCell`` are followed on CUDA's fused path,
-vramlab/_tracer/rules/cells.py), CUDA streams, PyTorch's fused inference fast paths (``nn.MultiheadAttention``
+vramlab/_tracer/rules/cells.py), PyTorch's fused inference fast paths (``nn.MultiheadAttention``
 and ``nn.TransformerEncoderLayer`` without gradients) on nested tensors (``nn.TransformerEncoder``
 given a key padding mask) or between different tensors (both branches of self-attention, the
 scaled-dot-product one and the general one taken for attention weights or a mask, are followed as
@@ -50,6 +50,15 @@ workspaces, which cuDNN chooses on the GPU by no rule PyTorch states, come from 
 each GPU (vramlab/_tracer/rules/convolution.py: torchvision's convolutions at common batch and image sizes,
 H100 and H200). What it follows but cannot size, it notes in the snapshot (``vramlab_notes``,
 said with every replay): convolutions outside those tables, among others.
+
+One rank of a distributed program (DDP, FSDP2, tensor parallelism) is traced with
+``trace(world_size=N, rank=r)``, or every rank of a torchrun script, each in a process of its own,
+with ``python -m vramlab.trace --nproc N --out DIR script.py`` (DIR/rank{r}.pickle): the process
+group is a stand-in that communicates nothing (vramlab/_tracer/distributed.py), CUDA streams and
+events are followed (each allocation carries its stream: vramlab/_tracer/streams.py), and what
+NCCL keeps outside the caching allocator (its communicators' buffers) and the CUDA context are not
+in the snapshot, which says so. Point-to-point sends and receives (pipeline parallelism) stop the
+trace in one line.
 """
 
 from __future__ import annotations
@@ -128,13 +137,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         metavar="VALUE",
         help="answer values a trace cannot know (loss.item() in a log line) with VALUE instead of stopping; the snapshot says how many",
     )
-    parser.add_argument("--out", required=True, help="snapshot file to write (.pickle, or .pickle.gz); with --sweep, a folder")
+    parser.add_argument("--out", required=True, help="snapshot file to write (.pickle, or .pickle.gz); with --sweep or --nproc, a folder")
     parser.add_argument(
         "--sweep",
         metavar="NAME=V1,V2,...",
         help="trace the script once per value of the environment variable NAME (in increasing order, each in a fresh process) and answer the largest value that fits under --capacity with some PYTORCH_ALLOC_CONF",
     )
     parser.add_argument("--capacity", metavar="BYTES", help='with --sweep: the memory the job may use ("80 GiB", bytes); by default the GPU\'s')
+    parser.add_argument("--nproc", type=int, help="trace a torchrun script once per rank, each in a process of its own (N ranks, one GPU each)")
+    parser.add_argument("--world-size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     options = parser.parse_args(argv)
@@ -148,6 +160,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"error: {options.out}: with --sweep, --out names a folder (one snapshot per value)", file=sys.stderr)
             return 2
         return sweep_script(options, os.path.abspath(options.out))
+    if options.nproc is not None:
+        from ._tracer.ranks import run_ranks
+
+        return run_ranks(options.nproc, os.path.abspath(options.out), options.gpu, options.answer_reads, os.path.abspath(options.script), options.args)
     # Resolved now: the program may change its working directory.
     out = os.path.abspath(options.out)
     problem = _check_out(out)
@@ -155,7 +171,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        tracer = trace(gpu=options.gpu, answer_reads=options.answer_reads)
+        tracer = trace(gpu=options.gpu, answer_reads=options.answer_reads, world_size=options.world_size, rank=options.rank)
     except (ValueError, UnfollowedError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

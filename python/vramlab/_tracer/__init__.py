@@ -7,6 +7,9 @@
 - ``modes.py``: the two modes, which make stand-ins and ask the rules;
 - ``rules/``: one module per operator family, each naming its source;
 - ``values.py``: values known without a GPU;
+- ``streams.py``: CUDA streams and events, the recorder's current stream;
+- ``distributed.py``: one rank of a distributed program (the stand-in process group);
+- ``ranks.py``: ``--nproc``, a torchrun script traced once per rank;
 - ``compat.py``: the torch releases followed, and rules keyed by release;
 - ``where.py``: the program's line, for frames and messages.
 """

@@ -28,8 +28,8 @@ class OnTheGpu(TorchFunctionMode):
         self.session = session
         torch = session.torch
         self.torch = torch
-        self.cuda0 = torch.device("cuda", 0)
-        self.says = {"is_cuda": True, "device": self.cuda0}
+        self.cuda0 = torch.device("cuda", session.device_index)
+        self.says = {"is_cuda": True, "is_meta": False, "device": self.cuda0}
         self.factories = (torch.tensor, torch.as_tensor, torch.asarray)
         self.mha_forward = torch.nn.functional.multi_head_attention_forward
 
@@ -48,7 +48,7 @@ class OnTheGpu(TorchFunctionMode):
             if answer is not PASS:
                 return answer
         if func is torch.Tensor.get_device and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
-            return 0
+            return session.device_index
         if func in self.factories or func is torch.Tensor.new_tensor:
             made = session.from_host(func, args, kwargs)
             if made is not None:
@@ -103,6 +103,13 @@ class Allocations(TorchDispatchMode):
         self.torch = session.torch
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        # Operators asked for by PyTorch's C++ called straight from Python (DDP's Reducer, c10d's
+        # broadcast_coalesced) arrive with the function mode still on: below ATen the stand-ins
+        # are on meta, as for every other operator.
+        with self.torch._C.DisableTorchFunction():
+            return self._dispatch(func, types, args, kwargs)
+
+    def _dispatch(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         torch, session = self.torch, self.session
         op = func._schema.name.split("::")[-1]
         kwargs = kwargs or {}

@@ -61,7 +61,7 @@ def checkpoint_paths(session: Any) -> Table:
     torch = session.torch
     import torch.utils.checkpoint as checkpointing
 
-    cuda0 = torch.device("cuda", 0)
+    cuda0 = torch.device("cuda", session.device_index)
 
     def checked_metadata(x: Any) -> Dict[str, Any]:
         device = cuda0 if x.device.type in ("meta", "cuda") else x.device

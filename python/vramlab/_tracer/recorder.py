@@ -43,6 +43,15 @@ class Recorder:
         self.allocated = 0
         self.peak = 0
         self.stream = 0
+        # The device the record is of (a rank's own, cuda:{local_rank}) and how many the snapshot
+        # lists, as a torchrun rank's own snapshot does (events at its device only).
+        self.device = 0
+        self.devices = 1
+        # Each live block's stream (a free returns the block to its own stream's pool), and the
+        # other streams it was used on (Tensor.record_stream), whose frees complete later.
+        self.block_stream: Dict[int, int] = {}
+        self.stream_uses: Dict[int, set] = {}
+        self.pending: List[Tuple[int, int, int]] = []
         # Addresses are the record's own, never reused: they pair each free with its allocation.
         self._next_addr = 1 << 40
         # Per live storage (by its _cdata): a weak reference, its block's address and size.
@@ -65,15 +74,28 @@ class Recorder:
         addr = self._next_addr
         self._next_addr += max(MIN_BLOCK, block)
         self.events.append({"action": "alloc", "addr": addr, "size": size, "stream": self.stream, "frames": [frame] if frame else []})
+        self.block_stream[addr] = self.stream
         self.phases[addr] = self._phase()
         self.allocated += block
         self.peak = max(self.peak, self.allocated)
         return addr
 
     def free(self, addr: int, size: int) -> None:
-        for action in ("free_requested", "free_completed"):
-            self.events.append({"action": action, "addr": addr, "size": size, "stream": self.stream, "frames": []})
+        stream = self.block_stream.pop(addr, self.stream)
+        self.events.append({"action": "free_requested", "addr": addr, "size": size, "stream": stream, "frames": []})
+        if self.stream_uses.pop(addr, None):
+            # Used on another stream (record_stream): the allocator keeps the block until that
+            # stream's work is done (streams.py places it at the next synchronisation).
+            self.pending.append((addr, size, stream))
+        else:
+            self.events.append({"action": "free_completed", "addr": addr, "size": size, "stream": stream, "frames": []})
         self.allocated -= rounded(size)
+
+    def synchronised(self) -> None:
+        """The frees waiting on other streams' work complete (at a synchronisation)."""
+        for addr, size, stream in self.pending:
+            self.events.append({"action": "free_completed", "addr": addr, "size": size, "stream": stream, "frames": []})
+        self.pending = []
 
     def scratch(self, sizes: List[int], frame: Frame) -> None:
         """Allocations a kernel makes and frees before it returns, freed in reverse order."""
@@ -147,7 +169,7 @@ class Recorder:
             notes.append(what.format(count=count))
         return {
             "segments": [],
-            "device_traces": [list(self.events)],
+            "device_traces": [list(self.events) if d == self.device else [] for d in range(max(self.devices, self.device + 1))],
             "allocator_settings": {"PYTORCH_ALLOC_CONF": settings},
             "vramlab_notes": notes,
         }
@@ -164,7 +186,7 @@ class Recorder:
                 allocated += block
                 if allocated > peak:
                     peak, at_peak, during = allocated, dict(live), self.phases.get(event["addr"], "forward and other")
-            elif event["action"] == "free_completed" and event["addr"] in live:
+            elif event["action"] == "free_requested" and event["addr"] in live:
                 allocated -= live.pop(event["addr"])
         by_phase: Dict[str, int] = {}
         for addr, block in at_peak.items():

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import _vramlab
 from ..errors import UnfollowedError
-from . import compat, paths, standin
+from . import compat, distributed, paths, standin, streams
 from .libraries import Libraries
 from .recorder import Recorder, write_atomically
 from .rules import Rules
@@ -39,7 +39,7 @@ class trace:
     this answer takes, which may not be the GPU's. Data-dependent shapes still stop the trace.
     """
 
-    def __init__(self, gpu: str = "h100", answer_reads: Optional[float] = None) -> None:
+    def __init__(self, gpu: str = "h100", answer_reads: Optional[float] = None, world_size: Optional[int] = None, rank: Optional[int] = None) -> None:
         import torch
 
         if not isinstance(gpu, (str, os.PathLike)):
@@ -54,6 +54,12 @@ class trace:
         self.major, self.minor = (int(part) for part in str(self.gpu["compute_capability"]).split(".")[:2])
         self.threads_per_sm = threads_per_sm(self.major, self.minor)
         self.record = Recorder(torch, self.gpu, self._phase)
+        # One rank of a distributed program (distributed.py): its own GPU is cuda:{rank}, as
+        # torchrun's LOCAL_RANK on one host.
+        self.world_size, self.rank = distributed.check_rank(world_size, rank)
+        self.device_index = self.rank
+        self.record.device, self.record.devices = self.device_index, self.world_size
+        self.host_copies_kept = 0
         self.shadows = Shadows(torch)
         self.record.on_death.append(self.shadows.forget)
         self.settings = standin.environment_settings()
@@ -110,9 +116,9 @@ class trace:
     def one_gpu(self, device: Any) -> None:
         # A device as the program names it: an index, "cuda:1", torch.device("cuda", 1).
         index = device if isinstance(device, int) or device is None else self.torch.device(device).index
-        if index not in (None, 0):
+        if index not in (None, self.device_index):
             raise UnfollowedError(
-                f"device cuda:{index} at {here()}: the trace stands in for one GPU ({self.gpu['name']}, device 0); programs spread over several GPUs are not followed (the trace up to there is kept)"
+                f"device cuda:{index} at {here()}: the trace stands in for one GPU per process ({self.gpu['name']}, device {self.device_index}, rank {self.rank} of {self.world_size}); a process using another GPU is not followed (the trace up to there is kept)"
             )
 
     def redirect(self, value: Any) -> Any:
@@ -286,6 +292,10 @@ class trace:
         table.update(standin.random_state(torch))
         table.update(standin.refusals(self))
         table.update(standin.legacy_types(torch))
+        self._streams = streams.Streams(self)
+        table.update(self._streams.table())
+        self._distributed = distributed.Distributed(self)
+        table.update(self._distributed.table())
         table.update(paths.serialization_paths(self))
         table.update(paths.checkpoint_paths(self))
         table.update(paths.program_paths(self))
@@ -308,6 +318,7 @@ class trace:
         self._patches.install(table)
         self._libraries = Libraries(self, self._patches.install)
         self._libraries.install()
+        self._distributed.enter()
         # On CUDA, `module.to("cuda")` moves each parameter in place, so a parameter two modules
         # share (tied embeddings) moves once and stays shared; from CPU to meta PyTorch would make
         # a new Parameter per module instead. Swapping keeps each parameter's identity, as on CUDA.
@@ -361,6 +372,7 @@ class trace:
         if getattr(self, "_libraries", None) is not None:
             self._libraries.uninstall()
         if self._patches:
+            self._distributed.exit()
             self._patches.uninstall()
             torch.__future__.set_swap_module_params_on_conversion(self._swap_was)
 

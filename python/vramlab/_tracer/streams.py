@@ -1,0 +1,225 @@
+"""CUDA streams and events in a trace. Each stream the program (or PyTorch's own FSDP, DDP,
+DTensor) makes is a stand-in with its own small ``cuda_stream`` number (0 is the default stream),
+and the stream made current (``torch.cuda.stream(s)``, ``set_stream``) is the recorder's
+(`Recorder.stream`): each allocation carries the stream it was made on, as the caching allocator
+keeps a pool per stream (CUDACachingAllocator.cpp: blocks are reused only on their own stream),
+and each free carries its block's stream.
+
+Streams come from PyTorch's pools as on the GPU (c10/cuda/CUDAStream.cpp: 32 streams per priority
+level, handed out round-robin), so a program that makes many streams reuses their numbers as it
+would reuse their pools.
+
+``Tensor.record_stream(s)`` (no meta kernel) marks the block used on `s`: its free is asked for at
+the program's free (``free_requested``) and completed at the next synchronisation with the GPU's
+work (an event waited on or synchronised, ``wait_stream``, ``synchronize``): a trace has no GPU
+timing, so completion is placed there, the earliest the allocator could reuse it; the snapshot says
+so. Streams' order of work is the program's: nothing runs concurrently in a trace."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Dict, Iterator, Optional
+
+from .standin import Table
+
+STREAMS_PER_POOL = 32  # c10/cuda/CUDAStream.cpp: kStreamsPerPool
+PRIORITY_LEVELS = 4  # c10/cuda/CUDAStream.h: max_compile_time_stream_priorities
+
+
+class Streams:
+    """The streams of one trace: the default one, the pools, the current one."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.torch = session.torch
+        self.next_in_pool: Dict[int, int] = {}
+        streams = self
+
+        class Stream:
+            """``torch.cuda.Stream`` in a trace."""
+
+            device_type = 1  # c10::DeviceType::CUDA
+
+            def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+                if kwargs.get("_default"):
+                    self.cuda_stream, self.priority = 0, 0
+                else:
+                    self.cuda_stream, self.priority = streams.from_pool(priority)
+                self.device_index = session.device_index
+                self.stream_id = self.cuda_stream
+
+            @property
+            def device(self) -> Any:
+                return streams.torch.device("cuda", self.device_index)
+
+            @property
+            def native_handle(self) -> int:
+                return self.cuda_stream
+
+            def wait_stream(self, stream: Any) -> None:
+                streams.synchronised()
+
+            def wait_event(self, event: Any) -> None:
+                streams.synchronised()
+
+            def record_event(self, event: Any = None) -> Any:
+                event = event if event is not None else Event()
+                event.record(self)
+                return event
+
+            def query(self) -> bool:
+                return True
+
+            def synchronize(self) -> None:
+                streams.synchronised()
+
+            def is_capturing(self) -> bool:
+                return False
+
+            def __eq__(self, other: Any) -> bool:
+                return isinstance(other, Stream) and other.cuda_stream == self.cuda_stream
+
+            def __hash__(self) -> int:
+                return hash(("cuda", self.cuda_stream))
+
+            def __repr__(self) -> str:
+                return f"<torch.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.cuda_stream:#x} (vramlab stand-in)>"
+
+            def __enter__(self) -> "Stream":
+                self._before = streams.current
+                streams.set(self)
+                return self
+
+            def __exit__(self, *exc: Any) -> None:
+                streams.set(self._before)
+
+        class Event:
+            """``torch.cuda.Event`` in a trace: recorded on a stream; waiting on it or
+            synchronising it is a synchronisation (frees of blocks used on other streams complete);
+            a trace has no time (``elapsed_time`` answers 0.0, noted)."""
+
+            cuda_event = 0
+            event_id = 0
+
+            def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False) -> None:
+                self.enable_timing = enable_timing
+                self.stream: Optional[Any] = None
+
+            def record(self, stream: Any = None) -> None:
+                self.stream = stream if stream is not None else streams.current
+
+            def wait(self, stream: Any = None) -> None:
+                streams.synchronised()
+
+            def synchronize(self) -> None:
+                streams.synchronised()
+
+            def query(self) -> bool:
+                return True
+
+            def elapsed_time(self, end_event: Any) -> float:
+                session.note("{count} CUDA event timings answered 0.0 ms: a trace has no time")
+                return 0.0
+
+        self.Stream = Stream
+        self.Event = Event
+        self.default = Stream(_default=True)
+        self.current: Any = self.default
+
+    def from_pool(self, priority: int) -> Any:
+        # Priority 0 is the low-priority pool; -1, -2, ... the higher ones (clamped as PyTorch does).
+        level = min(max(-int(priority or 0), 0), PRIORITY_LEVELS - 1)
+        index = self.next_in_pool.get(level, 0)
+        self.next_in_pool[level] = index + 1
+        return 1 + level * STREAMS_PER_POOL + index % STREAMS_PER_POOL, -level
+
+    def set(self, stream: Any) -> None:
+        if stream is None:
+            return
+        if not isinstance(stream, self.Stream):
+            from ..errors import UnfollowedError
+            from .where import here
+
+            raise UnfollowedError(f"a stream that is not torch.cuda's ({type(stream).__name__}) made current at {here()}: vramlab.trace follows torch.cuda.Stream only (the trace up to there is kept)")
+        self.current = stream
+        self.session.record.stream = stream.cuda_stream
+
+    def synchronised(self) -> None:
+        if self.session.record.pending:
+            self.session.note(
+                "{count} frees of blocks used on other streams (Tensor.record_stream) were completed at the next synchronisation (an event or stream waited on, synchronize): a trace has no GPU timing, so this is the earliest the allocator could reuse them"
+            )
+        self.session.record.synchronised()
+
+    @contextlib.contextmanager
+    def stream(self, stream: Any) -> Iterator[Any]:
+        before = self.current
+        self.set(stream)
+        try:
+            yield stream
+        finally:
+            self.set(before)
+
+    def table(self) -> Table:
+        torch = self.torch
+        cuda = torch.cuda
+        streams = self
+
+        class StreamContext:
+            def __init__(self, stream: Any) -> None:
+                self.stream = stream
+
+            def __enter__(self) -> Any:
+                self.before = streams.current
+                streams.set(self.stream)
+                return self.stream
+
+            def __exit__(self, *exc: Any) -> None:
+                streams.set(self.before)
+
+        def synchronize(device: Any = None) -> None:
+            streams.synchronised()
+
+        record_stream = torch.Tensor.record_stream
+
+        def record_on(tensor: Any, stream: Any) -> None:
+            # No meta kernel, and PyTorch's argument parser wants its own stream type: the block is
+            # marked used on `stream` (CUDACachingAllocator.cpp: recordStream adds it to the
+            # block's stream_uses; free() then waits on events for it).
+            with torch._C.DisableTorchFunction():
+                stand_in = tensor.device.type == "meta"
+            if not stand_in:
+                return record_stream(tensor, stream)
+            record = streams.session.record
+            addr = record.address(tensor.untyped_storage())
+            number = getattr(stream, "cuda_stream", None)
+            if addr is not None and number is not None and number != record.block_stream.get(addr):
+                record.stream_uses[addr] = set(record.stream_uses.get(addr, ())) | {number}
+
+        table: Table = {
+            (torch.Tensor, "record_stream"): record_on,
+            (cuda, "Stream"): self.Stream,
+            (cuda, "Event"): self.Event,
+            (cuda, "stream"): lambda stream: StreamContext(stream),
+            (cuda, "StreamContext"): StreamContext,
+            (cuda, "current_stream"): lambda device=None: streams.current,
+            (cuda, "default_stream"): lambda device=None: streams.default,
+            (cuda, "set_stream"): lambda stream: streams.set(stream),
+            (cuda, "synchronize"): synchronize,
+        }
+        for module in (getattr(cuda, "streams", None),):
+            if module is not None:
+                for name in ("Stream", "Event"):
+                    if hasattr(module, name):
+                        table[(module, name)] = getattr(self, name)
+        accelerator = getattr(torch, "accelerator", None)
+        if accelerator is not None:
+            answers: Dict[str, Any] = {
+                "current_stream": lambda device=None: streams.current,
+                "set_stream": lambda stream: streams.set(stream),
+                "synchronize": synchronize,
+            }
+            for name, value in answers.items():
+                if hasattr(accelerator, name):
+                    table[(accelerator, name)] = value
+        return table

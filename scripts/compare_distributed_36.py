@@ -1,0 +1,65 @@
+"""Issue 36's traced ranks against their GPU recordings: for each recording
+DIR/<workload>/rank{r}-{setting}.json (scripts/record_distributed.py), the workload is traced for
+that rank and world size (scripts/trace_workloads_36.py), replayed under the recording's allocator
+setting, and PyTorch's peak allocated and reserved compared; the memory outside the caching
+allocator (CUDA context, NCCL) that the driver saw is listed beside them, as a trace cannot see it.
+
+    python scripts/compare_distributed_36.py DIR [--only NAME,...]
+
+Prints a Markdown table (MiB; differences in percent of the GPU's figure)."""
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folder")
+    parser.add_argument("--only", default="")
+    options = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    import vramlab
+    from trace_workloads_36 import ALL
+
+    only = set(filter(None, options.only.split(",")))
+    rows = []
+    traces = {}
+    for path in sorted(pathlib.Path(options.folder).glob("*/rank*-*.json")):
+        meta = json.loads(path.read_text())
+        name, rank, ws = meta["workload"], meta["rank"], meta["world_size"]
+        if only and name not in only:
+            continue
+        key = (name, ws, rank)
+        if key not in traces:
+            try:
+                with vramlab.trace(gpu="h100", world_size=ws, rank=rank) as t:
+                    ALL[name](rank, ws)
+                traces[key] = t.snapshot()
+            except Exception as e:  # noqa: BLE001 - a workload the trace refuses is a row too
+                traces[key] = str(e).splitlines()[0][:120]
+        snapshot = traces[key]
+        stats = meta["memory_stats"]
+        gpu_alloc, gpu_res = stats["allocated_bytes.all.peak"], stats["reserved_bytes.all.peak"]
+        outside = meta["meminfo"]["outside_allocator_at_end"]
+        if isinstance(snapshot, str):
+            rows.append(f"| {name} | {ws} | {rank} | {meta['alloc_conf'] or 'default'} | {gpu_alloc / 2**20:,.1f} | refused: {snapshot} | | {gpu_res / 2**20:,.1f} | | | {outside / 2**20:,.0f} |")
+            continue
+        ours = vramlab.replay(snapshot, alloc_conf=meta["alloc_conf"] or "")["results"][0]["pytorch_stats"]
+        a, r = ours["allocated_bytes.all.peak"], ours["reserved_bytes.all.peak"]
+        rows.append(
+            f"| {name} | {ws} | {rank} | {meta['alloc_conf'] or 'default'} | {gpu_alloc / 2**20:,.1f} | {a / 2**20:,.1f} | {100 * (a - gpu_alloc) / gpu_alloc:+.2f}% "
+            f"| {gpu_res / 2**20:,.1f} | {r / 2**20:,.1f} | {100 * (r - gpu_res) / gpu_res:+.2f}% | {outside / 2**20:,.0f} |"
+        )
+    print("| workload | ranks | rank | setting | GPU peak allocated | traced | diff | GPU peak reserved | traced | diff | outside the allocator (MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    main()
