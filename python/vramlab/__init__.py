@@ -52,8 +52,21 @@ __all__ = [
 __version__: str = _vramlab.__version__
 DEFAULT_TUNE_GRID: List[str] = list(_vramlab.DEFAULT_TUNE_GRID)
 
-# A snapshot's path, its bytes, its dict, or a finished vramlab.trace (its snapshot is taken).
-Trace = Union[str, "os.PathLike[str]", bytes, Dict[str, Any], _Trace]
+# A snapshot's path, its bytes, its dict, a bare list of segments, or a finished vramlab.trace
+# (its snapshot is taken).
+Trace = Union[str, "os.PathLike[str]", bytes, Dict[str, Any], List[Any], _Trace]
+
+
+def _as_input(trace: Any) -> Any:
+    """A finished vramlab.trace as its snapshot; a bare list of segments (what
+    torch.cuda.memory_snapshot() returns) as the pickle the Rust reader reads it from."""
+    if isinstance(trace, _Trace):
+        return trace.snapshot()
+    if isinstance(trace, list):
+        import pickle
+
+        return pickle.dumps(trace, protocol=4)
+    return trace
 
 
 def _settings(alloc_conf: Union[None, str, Sequence[str]]) -> List[str]:
@@ -129,8 +142,7 @@ def replay(
     """
     if policy is not None and not isinstance(policy, str):
         raise TypeError(f"policy must be a string, not {type(policy).__name__}")
-    if isinstance(trace, _Trace):
-        trace = trace.snapshot()
+    trace = _as_input(trace)
     text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity), policy, _device(device), torch)
     return json.loads(text)
 
@@ -154,8 +166,7 @@ def tune(
     if grid is not None and not settings:
         # An empty grid would otherwise mean the default one, silently.
         raise InputError("grid is empty: give the settings to rank, or leave grid out for vramlab.DEFAULT_TUNE_GRID")
-    if isinstance(trace, _Trace):
-        trace = trace.snapshot()
+    trace = _as_input(trace)
     text = _vramlab.tune(trace, settings, _capacity(capacity), _device(device), torch)
     return json.loads(text)
 
