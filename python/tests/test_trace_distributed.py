@@ -246,7 +246,7 @@ def test_command_traces_a_torchrun_script_once_per_rank(tmp_path):
         "dist.destroy_process_group()\n"
     )
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = dict(os.environ)
     done = subprocess.run([sys.executable, "-m", "vramlab.trace", "--gpu", "h100", "--nproc", "2", "--out", str(out), str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     peaks = []
@@ -268,7 +268,7 @@ def test_ranks_that_diverge_do_not_hang(tmp_path):
         "    dist.barrier()\n"
         "dist.all_reduce(torch.ones(4, device='cuda'))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = dict(os.environ)
     done = subprocess.run([sys.executable, "-m", "vramlab.trace", "--nproc", "2", "--out", str(tmp_path / "o"), str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
