@@ -435,14 +435,7 @@ def backward_paths(session: Any) -> Table:
     as the forward did ("cuda" is the stand-in device), as it would on the GPU."""
     torch = session.torch
 
-    def on_the_gpu(fn: Any) -> Any:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            if session.modes and session.modes[0] not in torch.overrides._get_current_function_mode_stack():
-                with session.modes[0]:
-                    return fn(*args, **kwargs)
-            return fn(*args, **kwargs)
-
-        return run
+    on_the_gpu = session.on_the_gpu
 
     table: Table = {}
     register_hook = torch.Tensor.register_hook

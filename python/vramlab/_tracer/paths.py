@@ -70,14 +70,7 @@ def checkpoint_paths(session: Any) -> Table:
     checks = dict(checkpointing._allowed_determinism_checks_to_fns)
     checks[checkpointing._DEFAULT_DETERMINISM_MODE] = checked_metadata
 
-    def on_the_gpu(fn: Any) -> Any:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            if session.modes and session.modes[0] not in torch.overrides._get_current_function_mode_stack():
-                with session.modes[0]:
-                    return fn(*args, **kwargs)
-            return fn(*args, **kwargs)
-
-        return run
+    on_the_gpu = session.on_the_gpu
 
     reentrant_backward = checkpointing.CheckpointFunction.backward
     table: Table = {

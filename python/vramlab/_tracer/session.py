@@ -113,6 +113,18 @@ class trace:
     def autocast_on(self) -> bool:
         return self.autocast is not None and self.torch.is_autocast_enabled("cuda")
 
+    def on_the_gpu(self, fn: Any) -> Any:
+        """`fn`, run inside the trace's function mode where PyTorch runs it without (the autograd
+        engine carries no torch function modes into backward: hooks, checkpoints' recomputation)."""
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if self.modes and self.modes[0] not in self.torch.overrides._get_current_function_mode_stack():
+                with self.modes[0]:
+                    return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+
+        return run
+
     def one_gpu(self, device: Any) -> None:
         # A device as the program names it: an index, "cuda:1", torch.device("cuda", 1).
         index = device if isinstance(device, int) or device is None else self.torch.device(device).index
