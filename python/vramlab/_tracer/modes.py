@@ -6,7 +6,11 @@
   rules. A stand-in says it is on ``cuda:0`` to the program and to PyTorch's own Python code,
   which picks fast paths by it (nn.MultiheadAttention's, the optimizers').
 - `Allocations` (a torch dispatch mode) sees each ATen operator: the rules of the operator are
-  consulted (`rules.Rule`), the meta kernel runs, and each storage made is recorded.
+  consulted (`rules.Rule`), the meta kernel runs, and each storage made is recorded. An operator
+  on a tensor subclass that wraps others (DTensor, functional collectives' AsyncCollectiveTensor)
+  is handed back to the subclass, whose operators on its local tensors come back here: only those
+  own GPU memory, as FakeTensorMode too declines subclasses it does not know (fake_tensor.py,
+  ``FakeTensorMode.__torch_dispatch__``'s NotImplemented for unrecognized types).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass_type
 
 from ..errors import UnfollowedError
 from .rules import PASS, Call
@@ -103,6 +107,11 @@ class Allocations(TorchDispatchMode):
         self.torch = session.torch
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if any(is_traceable_wrapper_subclass_type(t) for t in types):
+            # A DTensor's storage is not its memory: the wrapper says the global shape, and a
+            # rank holds its local shard (and whatever the redistribution makes), which the
+            # subclass's own dispatch computes with operators this mode then sees.
+            return NotImplemented
         # Operators asked for by PyTorch's C++ called straight from Python (DDP's Reducer, c10d's
         # broadcast_coalesced) arrive with the function mode still on: below ATen the stand-ins
         # are on meta, as for every other operator.
