@@ -4,7 +4,7 @@ that rank and world size (scripts/trace_workloads_36.py), replayed under the rec
 setting, and PyTorch's peak allocated and reserved compared; the memory outside the caching
 allocator (CUDA context, NCCL) that the driver saw is listed beside them, as a trace cannot see it.
 
-    python scripts/compare_distributed_36.py DIR [--only NAME,...]
+    python scripts/compare_distributed_36.py DIR [--only NAME,...] [--workloads MODULE]
 
 Prints a Markdown table (MiB; differences in percent of the GPU's figure)."""
 
@@ -21,10 +21,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folder")
     parser.add_argument("--only", default="")
+    parser.add_argument("--workloads", default="trace_workloads_36", help="the module of scripts/ holding ALL")
     options = parser.parse_args()
     sys.path.insert(0, str(HERE))
+    import importlib
+
     import vramlab
-    from trace_workloads_36 import ALL
+
+    ALL = importlib.import_module(options.workloads).ALL
 
     only = set(filter(None, options.only.split(",")))
     rows = []

@@ -4,7 +4,7 @@ starts), its memory_stats(), and the driver's view (torch.cuda.mem_get_info) aft
 context alone and at the end, whose used memory minus PyTorch's reserved is the memory outside
 the caching allocator (CUDA context, NCCL's communicators and buffers, cuBLAS's own).
 
-    python scripts/record_distributed.py OUT [--nproc N] [--only NAME,...] [--budget SECONDS]
+    python scripts/record_distributed.py OUT [--nproc N] [--only NAME,...] [--budget SECONDS] [--workloads MODULE]
 
 launches, for each workload and each allocator setting (default, expandable_segments:True), one
 `python -m torch.distributed.run --nproc_per_node N` of this file, which writes
@@ -15,6 +15,7 @@ memory's multicast stay off (the machines require it)."""
 
 import argparse
 import gzip
+import importlib
 import json
 import os
 import pickle
@@ -39,7 +40,7 @@ def worker(name, out_dir):
     import torch.distributed as dist
 
     sys.path.insert(0, HERE)
-    from trace_workloads_36 import ALL
+    ALL = importlib.import_module(os.environ.get("VRAMLAB_WORKLOADS", "trace_workloads_36")).ALL
 
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
@@ -100,9 +101,11 @@ def launcher(argv):
     parser.add_argument("--only", default="", help="comma-separated workload names")
     parser.add_argument("--budget", type=float, default=450.0, help="seconds after which no launch starts")
     parser.add_argument("--limit", type=float, default=150.0, help="seconds one launch may take")
+    parser.add_argument("--workloads", default="trace_workloads_36", help="the module of scripts/ holding ALL and WORLD_SIZES")
     options = parser.parse_args(argv)
     sys.path.insert(0, HERE)
-    from trace_workloads_36 import ALL, WORLD_SIZES
+    module = importlib.import_module(options.workloads)
+    ALL, WORLD_SIZES = module.ALL, module.WORLD_SIZES
 
     nproc = options.nproc
     if not nproc:
@@ -125,7 +128,7 @@ def launcher(argv):
                 print(line, flush=True)
                 log.append(line)
                 continue
-            env = dict(os.environ, PYTORCH_ALLOC_CONF=setting, **QUIET_ENV)
+            env = dict(os.environ, PYTORCH_ALLOC_CONF=setting, VRAMLAB_WORKLOADS=options.workloads, **QUIET_ENV)
             env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
             command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", os.path.abspath(__file__), "--worker", name, options.out]
             t0 = time.time()

@@ -9,6 +9,8 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
+import time
 
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 
@@ -60,11 +62,28 @@ def main():
     # attention's general and cuDNN fast-path branches, linear on transposed inputs, a resumed run.
     group = os.environ.get("VRAMLAB_HOLDOUT", "")
     names = list(GROUPS.get(group, GROUPS["holdout"]))
-    for name in names:
-        for label, setting in SETTINGS.items():
-            env = dict(os.environ, PYTORCH_ALLOC_CONF=setting)
-            done = subprocess.run([sys.executable, __file__, out_dir, name], env=env, capture_output=True, text=True)
-            print(name, label, "ok" if done.returncode == 0 else "FAILED\n" + done.stderr[-2000:], flush=True)
+    # VRAMLAB_GPUS=N: the workloads spread over N GPUs of the host, one process per GPU at a time
+    # (each recording is its own fresh process on its own device, as with one GPU).
+    gpus = int(os.environ.get("VRAMLAB_GPUS", "1"))
+    runs = [(name, label, setting) for name in names for label, setting in SETTINGS.items()]
+    running = {}
+    while runs or running:
+        for gpu in range(gpus):
+            if gpu not in running and runs:
+                name, label, setting = runs.pop(0)
+                env = dict(os.environ, PYTORCH_ALLOC_CONF=setting)
+                if gpus > 1:
+                    env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+                # A file, not a pipe: a chatty child must not block on a full pipe.
+                err = tempfile.TemporaryFile("w+")
+                child = subprocess.Popen([sys.executable, __file__, out_dir, name], env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+                running[gpu] = (name, label, child, err)
+        for gpu, (name, label, child, err) in list(running.items()):
+            if child.poll() is not None:
+                err.seek(0)
+                print(name, label, "ok" if child.returncode == 0 else "FAILED\n" + err.read()[-2000:], flush=True)
+                del running[gpu]
+        time.sleep(0.2)
 
 
 if __name__ == "__main__":

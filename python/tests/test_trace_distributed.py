@@ -25,11 +25,16 @@ SCRIPT = ROOT / "scripts" / "trace_workloads_36.py"
 RECORDINGS = ROOT / "reports" / "reference" / "h100" / "distributed-x4"
 sys.path.insert(0, str(ROOT / "scripts"))
 from trace_workloads_36 import ALL, WORLD_SIZES  # noqa: E402
+from trace_workloads_36b import ALL as ALL_B  # noqa: E402
+from trace_workloads_36b import WORLD_SIZES as WORLD_SIZES_B  # noqa: E402
+
+ALL = {**ALL, **ALL_B}
+WORLD_SIZES = {**WORLD_SIZES, **WORLD_SIZES_B}
 
 # The recordings are torch 2.11's: under a later torch, its settings that make 2.11's rules.
 pytestmark = pytest.mark.usefixtures("as_2_11")
 
-NEEDS = {"lora_ddp": ("peft", "transformers")}
+NEEDS = {"lora_ddp": ("peft", "transformers"), "fsdp2_hf_llama": ("transformers",)}
 
 
 def blocks(snapshot):
@@ -78,7 +83,7 @@ def test_each_workload_traces_on_every_rank(name, world_size, rank):
             assert e["stream"] == stream_of[e["addr"]]
     replayed = vramlab.replay(snapshot, alloc_conf="")["results"][0]["pytorch_stats"]
     assert replayed["allocated_bytes.all.peak"] >= peak
-    if name.startswith("fsdp"):
+    if name.startswith(("fsdp", "hsdp")):
         # FSDP2's all-gather buffers on its copy-in stream, reduce-scatter outputs on its own.
         assert len({e["stream"] for e in events if e["action"] == "alloc"}) >= 3
     else:
@@ -304,6 +309,27 @@ def test_rank_zero_against_its_four_gpu_recording(path):
         recording = pickle.load(gzip.open(path.with_suffix(".pickle.gz")))
         reserved = vramlab.replay(without_placement(recording), alloc_conf=SETTINGS[setting])["results"][0]["pytorch_stats"]["reserved_bytes.all.peak"]
     assert abs(ours["reserved_bytes.all.peak"] - reserved) <= 0.02 * reserved, f"{name} {setting}: {ours['reserved_bytes.all.peak']} against {reserved}"
+
+
+def test_an_all_reduce_of_known_values_is_known_as_if_every_rank_held_them():
+    """DDP(find_unused_parameters=True) all-reduces its map of used parameters and reads it back:
+    values the trace knew are reduced as if every rank held this rank's (a sum is world_size
+    times them); values it did not know stay unknown."""
+    def program():
+        dist.init_process_group("nccl")
+        counts = torch.tensor([1, 0, 2], device="cuda")
+        dist.all_reduce(counts)
+        assert counts.tolist() == [4, 0, 8]
+        largest = torch.tensor([3, 1], device="cuda")
+        dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+        assert largest.tolist() == [3, 1]
+        product = torch.tensor([2], device="cuda")
+        dist.all_reduce(product, op=dist.ReduceOp.PRODUCT)
+        with pytest.raises(UnfollowedError):
+            product.tolist()
+
+    t, _ = events_of(program, world_size=4, rank=1)
+    assert any("as if every rank held" in note for note in t.snapshot()["vramlab_notes"])
 
 
 def test_a_dtensor_holds_its_local_shard_not_the_global_tensor():

@@ -245,13 +245,15 @@ def make_group(owner: Distributed) -> Any:
 
     _create_work_from_future = torch._C._distributed_c10d._create_work_from_future
     ProcessGroup: Any = dist.ProcessGroup
+    ReduceOp: Any = dist.ReduceOp
 
-    def done(result: Any, keeps: bool = False) -> Any:
+    def done(result: Any, keeps: bool = False, reduced: Any = ()) -> Any:
         # The outputs' values are the other ranks' too: whatever the trace knew of them (values.py)
-        # is forgotten, and host tensors keep this rank's own values, which the snapshot notes.
+        # is forgotten, but for those `reduced` has computed, and host tensors keep this rank's own
+        # values, which the snapshot notes.
         for t in _flat(result):
             if isinstance(t, torch.Tensor):
-                if device_of(torch, t) == "meta" and not keeps:
+                if device_of(torch, t) == "meta" and not keeps and t.untyped_storage()._cdata not in reduced:
                     owner.session.shadows.forget(t.untyped_storage()._cdata)
                 elif device_of(torch, t) == "cpu" and not keeps:
                     owner.session.note(
@@ -260,6 +262,32 @@ def make_group(owner: Distributed) -> Any:
         future: Any = Future()
         future.set_result(result)
         return _create_work_from_future(future)
+
+    same_result = {ReduceOp.MIN, ReduceOp.MAX, ReduceOp.BAND, ReduceOp.BOR, ReduceOp.AVG}
+
+    def reduce_known(tensors: Any, opts: Any, size: int) -> Any:
+        """The storages of `tensors` whose values the trace knew (values.py), all-reduced as if
+        every rank held this rank's: DDP's find_unused_parameters map of used parameters, a count
+        made on the host. A sum is `size` times the values (an `or` for booleans); a min, max, mean
+        or bitwise and/or leaves them. Another reduction forgets them."""
+        op = getattr(opts, "reduceOp", ReduceOp.SUM)
+        reduced = set()
+        for t in _flat(tensors):
+            if not isinstance(t, torch.Tensor) or device_of(torch, t) != "meta":
+                continue
+            shadow = owner.session.shadows.view(t)
+            if shadow is None:
+                continue
+            if op == ReduceOp.SUM:
+                if shadow.dtype != torch.bool:
+                    shadow.mul_(size)
+            elif not any(op == kind for kind in same_result):
+                continue
+            reduced.add(t.untyped_storage()._cdata)
+            owner.session.note(
+                "{count} all-reduces of values the trace knew (a map of used parameters, a count) were computed as if every rank held this rank's values"
+            )
+        return reduced
 
     def copy_for_host(outputs: List[Any], source: Any) -> None:
         # Host tensors (a gloo group's, object collectives' sizes) get this rank's own values, as
@@ -302,7 +330,7 @@ def make_group(owner: Distributed) -> Any:
             return False
 
         def allreduce(self, tensors: Any, opts: Any = None) -> Any:
-            return done(tensors)
+            return done(tensors, reduced=reduce_known(tensors, opts, self.size()))
 
         def allreduce_coalesced(self, tensors: Any, opts: Any = None) -> Any:
             owner.temporary(_flat(tensors), "allreduce_coalesced")

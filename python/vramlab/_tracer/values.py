@@ -28,6 +28,11 @@ OTHER_LIMIT = 16 << 20
 _OVERWRITES = {"fill_", "zero_", "copy_"}
 
 
+# Factories that take only a shape, dtype and device from a tensor, never its values: the value
+# each fills with, or the index of the argument holding it.
+_FILLED = {"ones_like": 1, "zeros_like": 0, "new_ones": 1, "new_zeros": 0}
+_FILLED_WITH = {"full_like": 1, "new_full": 2}
+
 # Operators whose result an operand can decide alone: `or` with all True, `and` with all False.
 _ABSORBING = {"bitwise_or": True, "logical_or": True, "bitwise_and": False, "logical_and": False}
 
@@ -76,6 +81,12 @@ class Shadows:
             # model run on the CPU): floating-point tensors from the CPU are known as scalars only.
             if isinstance(out, torch.Tensor) and out.device.type == "meta" and (not out.is_floating_point() or out.numel() <= 1):
                 self.adopt(out, args[0])
+            return
+        if (op in _FILLED or op in _FILLED_WITH) and isinstance(out, torch.Tensor) and out.device.type == "meta":
+            # torch.ones_like(ids) is known whatever ids holds (a mask made beside random ids).
+            fill = _FILLED[op] if op in _FILLED else args[_FILLED_WITH[op]] if len(args) > _FILLED_WITH[op] else None
+            if isinstance(fill, (bool, int, float)):
+                self.adopt(out, torch.full(out.shape, fill, dtype=out.dtype))
             return
         # Uninitialised memory and random draws have no values the CPU could know.
         random = torch.Tag.nondeterministic_seeded in func.tags or op.startswith(("empty", "new_empty"))
