@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import pickle
+import re
 import subprocess
 import sys
 
@@ -26,15 +27,20 @@ from trace_workloads import ALL, GROUPS  # noqa: E402
 # The held-out workloads (committed before their GPU runs) are checked here too, so that a change
 # to the tracer that breaks them fails CI; their held-out figures are in RESULTS.md.
 # ISSUE35 (scripts/trace_workloads_35.py) is left out until its misses are mended: its held-out
-# figures are in RESULTS.md, and it needs peft and timm.
-WORKLOADS = {name: workload for name, workload in ALL.items() if name not in GROUPS["issue35"] and name not in GROUPS["issue35b"]}
+# figures are in RESULTS.md. ISSUE35B is in, but for torch.compile, which the trace runs eagerly
+# (+26.7%, said in its notes: test_trace_rules.py).
+WORKLOADS = {name: workload for name, workload in ALL.items() if name not in GROUPS["issue35"] and name != "compiled_mlp_adamw"}
 # VRAMLAB_TRACE_SAMPLE=N: every Nth workload (CI's run under a second torch release).
 SAMPLE = int(os.environ.get("VRAMLAB_TRACE_SAMPLE", "1"))
 WORKLOADS = {name: workload for i, (name, workload) in enumerate(WORKLOADS.items()) if i % SAMPLE == 0}
 
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Refused, with the reason, rather than answered wrong.
-REFUSED = {"lstm": "recurrent layers run as cuDNN RNN"}
+REFUSED = {
+    "lstm": "recurrent layers run as cuDNN RNN",
+    # Beam search's stopping test compares scores computed from the logits.
+    "hf_gpt2_beam_generate": "reads values back",
+}
 
 
 def recording_folder(name):
@@ -62,6 +68,9 @@ def traced(name):
         pytest.importorskip("transformers", reason="the Hugging Face workload needs transformers")
     if name.startswith("tv_") or "vit" in name:
         pytest.importorskip("torchvision", reason="the torchvision workload needs torchvision")
+    for library in ("timm", "peft"):
+        if library in name:
+            pytest.importorskip(library, reason=f"the workload needs {library}")
     with vramlab.trace(gpu="h100") as t:
         WORKLOADS[name]("cuda")
     return t.snapshot()
@@ -106,6 +115,13 @@ ASKS_OTHERWISE: set = {
     # measured convolution tables, so its cuDNN workspace (2 x 20,807,696 B) is not traced (the
     # snapshot says so); peaks within 0.01%.
     "vit_half_inference",
+    # Held out (ISSUE35B), within the limits but not to the byte (RESULTS.md): Llama with Hugging
+    # Face's checkpointing (-0.02%), top-k/sort retrieval (CUB's scratch, -0.27% reserved), Swin-T
+    # at batch 16 (+0.19%, +1.08%), T5 generate (-0.92% reserved, expandable).
+    "hf_llama_gradient_checkpointing",
+    "retrieval_topk_sort",
+    "tv_swin_t_bf16_batch16",
+    "hf_t5_generate_fixed_length",
 }
 
 
@@ -134,7 +150,7 @@ def test_what_it_cannot_follow_is_refused_in_one_line(name):
     with pytest.raises(UnfollowedError) as err:
         traced(name)
     message = str(err.value)
-    assert REFUSED[name] in message and "trace_workloads.py:" in message and "\n" not in message
+    assert REFUSED[name] in message and re.search(r"trace_workloads\w*\.py:", message) and "\n" not in message
 
 
 def test_the_snapshot_is_pytorchs_format_and_says_what_it_is():
