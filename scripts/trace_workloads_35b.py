@@ -44,7 +44,7 @@ def hf_gpt2_beam_generate(device):
         model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), num_beams=3, min_new_tokens=24, max_new_tokens=24, do_sample=False, pad_token_id=0)
 
 
-def hf_bert_padded_mask(device):
+def hf_bert_classifier_padded_mask(device):
     """A Hugging Face BERT classifier trained with AdamW, its attention mask padding the last 64 of
     256 positions of every other sequence (built on the host, as a collator does)."""
     from transformers import BertConfig, BertForSequenceClassification
@@ -180,7 +180,7 @@ def mlp_gan_two_optimizers(device):
         opt_g.step()
 
 
-def tv_swin_t_bf16(device):
+def tv_swin_t_bf16_batch16(device):
     """torchvision's Swin-T (100 classes) trained under bf16 autocast with AdamW, two steps at
     batch 16 x 224."""
     import torchvision
@@ -283,8 +283,8 @@ def compiled_mlp_adamw(device):
 ISSUE35B = {
     f.__name__: f
     for f in [
-        hf_qwen2_bf16_weights, hf_gpt2_beam_generate, hf_bert_padded_mask, hf_llama_gradient_checkpointing,
-        timm_efficientnet_b0_scaler, retrieval_topk_sort, mlp_vae, mlp_gan_two_optimizers, tv_swin_t_bf16,
+        hf_qwen2_bf16_weights, hf_gpt2_beam_generate, hf_bert_classifier_padded_mask, hf_llama_gradient_checkpointing,
+        timm_efficientnet_b0_scaler, retrieval_topk_sort, mlp_vae, mlp_gan_two_optimizers, tv_swin_t_bf16_batch16,
         tied_lm_sgd_nesterov, peft_lora_bert_fp16, hf_t5_generate_fixed_length, compiled_mlp_adamw,
     ]
 }

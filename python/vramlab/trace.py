@@ -143,7 +143,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         metavar="NAME=V1,V2,...",
         help="trace the script once per value of the environment variable NAME (in increasing order, each in a fresh process) and answer the largest value that fits under --capacity with some PYTORCH_ALLOC_CONF",
     )
-    parser.add_argument("--capacity", metavar="BYTES", help='with --sweep: the memory the job may use ("80 GiB", bytes); by default the GPU\'s')
+    parser.add_argument("--capacity", metavar="BYTES", help='with --sweep or --nproc: the memory the job may use on each GPU ("80 GiB", bytes); by default the GPU\'s')
     parser.add_argument("--nproc", type=int, help="trace a torchrun script once per rank, each in a process of its own (N ranks, one GPU each)")
     parser.add_argument("--world-size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
@@ -163,7 +163,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     if options.nproc is not None:
         from ._tracer.ranks import run_ranks
 
-        return run_ranks(options.nproc, os.path.abspath(options.out), options.gpu, options.answer_reads, os.path.abspath(options.script), options.args)
+        status = run_ranks(options.nproc, os.path.abspath(options.out), options.gpu, options.answer_reads, os.path.abspath(options.script), options.args)
+        if status == 0 and options.capacity:
+            # Which setting fits every rank under the cap, and the rank that binds.
+            from . import _vramlab
+            from ._tracer.ranks import traced_ranks
+            from ._tracer.sweep import ranked_ranks, ranks_answer
+            from .errors import VramlabError
+
+            try:
+                capacity = _vramlab.parse_bytes(options.capacity)
+            except (ValueError, VramlabError) as e:
+                print(f"error: --capacity {options.capacity!r}: {e}", file=sys.stderr)
+                return 2
+            snapshots = traced_ranks(os.path.abspath(options.out), options.nproc)
+            if snapshots is not None:
+                print(ranks_answer(ranked_ranks(snapshots, capacity), capacity))
+        return status
     # Resolved now: the program may change its working directory.
     out = os.path.abspath(options.out)
     problem = _check_out(out)

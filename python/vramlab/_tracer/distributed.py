@@ -208,11 +208,27 @@ class Distributed:
             rebuild = Reducer._rebuild_buckets
 
             def rebuild_buckets(reducer: Any) -> Any:
+                # The buckets the rebuild replaces are kept allocated to the end of the trace. On
+                # four H100s (reports/reference/h100/distributed-x4*/COMPARE.md) whether a rank
+                # freed its construction-time buckets at the rebuild varied by rank and by run
+                # (14 of the 24 rank-settings of three DDP workloads kept them to the end; the
+                # largest rank did in 5 of their 6 runs). The largest rank decides whether a job
+                # fits, and keeping them is never below the GPU.
                 session.host_copies_kept += 1
+                record = session.record
+                held = len(record.held_to_end)
+                record.hold_older_blocks()
                 try:
                     return rebuild(reducer)
                 finally:
                     session.host_copies_kept -= 1
+                    record.release_hold()
+                    kept = record.held_to_end[held:]
+                    if kept:
+                        session.note(
+                            "{count} DDP bucket rebuilds kept the buckets they replaced allocated to the end of the trace, as the GPU's largest rank does (a rank frees them at the rebuild only when NCCL no longer holds them, which varies by rank and run): "
+                            + f"{sum(kept)} bytes here"
+                        )
 
             table[(Reducer, "_rebuild_buckets")] = rebuild_buckets
         table.update(backward_paths(session))

@@ -36,7 +36,21 @@ def peak_of(path: str) -> Tuple[int, int]:
     return peak, len(events)
 
 
-def run_ranks(nproc: int, out_dir: str, gpu: str, answer_reads: Optional[float], script: str, args: List[str]) -> int:
+def traced_ranks(out_dir: str, nproc: int) -> Optional[List[Any]]:
+    """The snapshots DIR/rank{r}.pickle of every rank, or None where one is missing."""
+    snapshots = []
+    for rank in range(nproc):
+        path = os.path.join(out_dir, f"rank{rank}.pickle")
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as f:
+            snapshots.append(pickle.load(f))
+    return snapshots
+
+
+def run_ranks(
+    nproc: int, out_dir: str, gpu: str, answer_reads: Optional[float], script: str, args: List[str], env: Optional[Dict[str, str]] = None, quiet: bool = False
+) -> int:
     if nproc < 1:
         print(f"error: --nproc {nproc}: at least one rank", file=sys.stderr)
         return 2
@@ -49,7 +63,7 @@ def run_ranks(nproc: int, out_dir: str, gpu: str, answer_reads: Optional[float],
         command = [sys.executable, "-m", "vramlab.trace", "--gpu", gpu, "--world-size", str(nproc), "--rank", str(rank), "--out", os.path.join(out_dir, f"rank{rank}.pickle")]
         if answer_reads is not None:
             command += ["--answer-reads", repr(answer_reads)]
-        done = subprocess.run(command + [script] + list(args), capture_output=True, text=True)
+        done = subprocess.run(command + [script] + list(args), capture_output=True, text=True, env=env)
         return done.returncode, (done.stdout or "") + (done.stderr or "")
 
     workers = max(1, min(nproc, os.cpu_count() or 1))
@@ -58,12 +72,14 @@ def run_ranks(nproc: int, out_dir: str, gpu: str, answer_reads: Optional[float],
     status = 0
     rows: List[Any] = []
     for rank, (code, output) in enumerate(results):
-        for line in output.rstrip().splitlines():
+        for line in output.rstrip().splitlines() if not quiet or code else ():
             print(f"[rank {rank}] {line}", file=sys.stderr)
         path = os.path.join(out_dir, f"rank{rank}.pickle")
         peak, events = peak_of(path) if os.path.isfile(path) else (0, 0)
         rows.append((rank, code, peak, events, path))
         status = status or code
+    if quiet:
+        return status
     print(f"{'rank':>4}  {'peak allocated':>16}  {'events':>8}  status  snapshot", file=sys.stderr)
     for rank, code, peak, events, path in rows:
         state = "ok" if code == 0 else f"rc={code}"

@@ -60,6 +60,10 @@ class Recorder:
         self._phase = phase
         # Called with a storage's key when it dies (the values it was known to hold go with it).
         self.on_death: List[Callable[[int], None]] = []
+        # While set, blocks allocated before this address that die are kept to the end of the
+        # trace instead (held_to_end), with their sizes.
+        self.holding_before: Optional[int] = None
+        self.held_to_end: List[int] = []
 
     # Blocks ---------------------------------------------------------------------------------
 
@@ -129,7 +133,19 @@ class Recorder:
         if live is not None:
             for forget in self.on_death:
                 forget(key)
+            if self.holding_before is not None and live[1] < self.holding_before:
+                self.held_to_end.append(live[2])
+                return
             self.free(live[1], live[2])
+
+    def hold_older_blocks(self) -> int:
+        """From now until `release_hold`, blocks allocated before now that die stay allocated to
+        the end of the trace; returns the address that marks "before now"."""
+        self.holding_before = self._next_addr
+        return self.holding_before
+
+    def release_hold(self) -> None:
+        self.holding_before = None
 
     def address(self, storage: Any) -> Optional[int]:
         live = self._live.get(storage._cdata)

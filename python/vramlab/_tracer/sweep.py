@@ -36,6 +36,58 @@ def ranked(snapshot: Any, capacity: int) -> Dict[str, Any]:
     }
 
 
+def _setting(policy: str) -> str:
+    return policy.split("=", 1)[1] if "=" in policy else policy
+
+
+def _need(row: Dict[str, Any]) -> int:
+    return int(row.get("always_fits_bytes") or row.get("min_capacity_bytes") or row["peak_reserved_bytes"])
+
+
+def ranked_ranks(snapshots: Sequence[Any], capacity: int) -> Dict[str, Any]:
+    """One point of a program on N GPUs: each rank's trace ranked under PyTorch's settings
+    (vramlab.tune), and the setting that fits every rank, with the least memory its largest rank
+    needs; the rank that binds is the one needing most. Keys as `ranked`'s, plus per-rank needs."""
+    from .. import tune
+
+    per_rank = [{_setting(r["policy"]): r for r in tune(s, capacity=capacity)["results"]} for s in snapshots]
+    settings = list(per_rank[0])
+    fits_all = {k: all(k in ranks and ranks[k]["failed_allocs"] == 0 for ranks in per_rank) for k in settings}
+    need = {k: max(_need(ranks[k]) for ranks in per_rank if k in ranks) for k in settings}
+    best = min(settings, key=lambda k: (not fits_all[k], need[k]))
+    defaults = next((k for k in settings if k in ("", "(defaults)")), settings[0])
+    binding = max(range(len(per_rank)), key=lambda r: _need(per_rank[r][best]))
+    return {
+        "fits": fits_all[best],
+        "setting": best,
+        "needs": need[best],
+        "defaults_fit": fits_all[defaults],
+        "defaults_need": need[defaults],
+        "binding_rank": binding,
+        "rank_needs": [_need(ranks[best]) for ranks in per_rank],
+        "stopped": any(any("stopped before the program ended" in n for n in s.get("vramlab_notes", [])) for s in snapshots if isinstance(s, dict)),
+    }
+
+
+def binds(point: Dict[str, Any]) -> str:
+    """Which rank binds, said so that ranks needing the same are not told apart."""
+    needs = point["rank_needs"]
+    if len(set(needs)) == 1:
+        return "all ranks alike" if len(needs) > 1 else "one rank"
+    return f"rank {point['binding_rank']} needs the most"
+
+
+def ranks_answer(point: Dict[str, Any], capacity: int) -> str:
+    """The one line that answers "which setting fits every rank under the cap"."""
+    cap = f"{_mib(capacity)} ({capacity / 1e9:,.1f} GB)"
+    rank = binds(point)
+    if not point["fits"]:
+        return f"nothing fits every rank under {cap}: the least any setting needs is {_mib(point['needs'])} ({rank})"
+    if point["defaults_fit"]:
+        return f"every rank fits under {cap} with PyTorch's default settings, needing {_mib(point['defaults_need'])} ({rank})"
+    return f'every rank fits under {cap} with PYTORCH_ALLOC_CONF="{point["setting"]}", needing {_mib(point["needs"])} ({rank}; the defaults need {_mib(point["defaults_need"])})'
+
+
 def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequence[str]) -> str:
     """The one line that answers the sweep."""
     fitting = [p for p in points if p["fits"] and not p["stopped"]]
@@ -47,7 +99,8 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
         return f"nothing fits under {cap}: at {name}={first['value']} the least any setting needs is {_mib(first['needs'])}; reduce {name} below {first['value']} or use a GPU with more memory"
     best = fitting[-1]
     setting = "PyTorch's default settings" if best["defaults_fit"] else f'PYTORCH_ALLOC_CONF="{best["setting"]}"'
-    line = f"the largest {name} that fits under {cap}: {name}={best['value']}, with {setting} (it needs {_mib(best['defaults_need'] if best['defaults_fit'] else best['needs'])})"
+    ranks = f" on every rank ({binds(best)})" if "binding_rank" in best else ""
+    line = f"the largest {name} that fits under {cap}{ranks}: {name}={best['value']}, with {setting} (it needs {_mib(best['defaults_need'] if best['defaults_fit'] else best['needs'])})"
     beyond = [p for p in points if not p["fits"]]
     if beyond:
         line += f"; {name}={beyond[0]['value']} does not fit with any setting (the least needs {_mib(beyond[0]['needs'])})"
@@ -104,11 +157,31 @@ def sweep_script(options: Any, out_dir: str) -> int:
     points: List[Dict[str, Any]] = []
     print(f"{name:>10}  fits  least needed   best setting", file=sys.stderr)
     for value in values:
+        env = dict(os.environ, **{name: value})
+        if options.nproc is not None:
+            # One folder of rank{r}.pickle per value; every rank must fit.
+            from .ranks import run_ranks, traced_ranks
+
+            folder = os.path.join(out_dir, f"{name}={value}")
+            code = run_ranks(options.nproc, folder, options.gpu, options.answer_reads, options.script, options.args, env=env, quiet=True)
+            snapshots = traced_ranks(folder, options.nproc)
+            if snapshots is None:
+                print(f"error: {name}={value}: a rank's trace wrote no snapshot (exit {code}); see the lines above", file=sys.stderr)
+                return 1
+            point = dict(ranked_ranks(snapshots, capacity), value=value)
+            if point["stopped"]:
+                print(f"error: {name}={value}: a rank's trace stopped before the program ended; its figures would be a lower bound, so the sweep stops", file=sys.stderr)
+                return 1
+            points.append(point)
+            print(f"{value:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {point['setting'] or '(defaults)'}  ({binds(point)})", file=sys.stderr)
+            if not point["fits"]:
+                break
+            continue
         out = os.path.join(out_dir, f"{name}={value}.pickle")
         command = [sys.executable, "-m", "vramlab.trace", "--gpu", options.gpu, "--out", out]
         if options.answer_reads is not None:
             command += ["--answer-reads", str(options.answer_reads)]
-        done = subprocess.run(command + [options.script] + list(options.args), env=dict(os.environ, **{name: value}), stderr=subprocess.PIPE, text=True)
+        done = subprocess.run(command + [options.script] + list(options.args), env=env, stderr=subprocess.PIPE, text=True)
         if not os.path.exists(out):
             print(f"error: {name}={value}: the trace wrote no snapshot (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:] or ''}", file=sys.stderr)
             return 1
