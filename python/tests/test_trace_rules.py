@@ -303,6 +303,31 @@ def test_a_sweep_answers_the_largest_batch_that_fits_in_one_line(tmp_path):
     assert sorted(p.name for p in (tmp_path / "sweep").iterdir()) == ["BATCH=1048576.pickle", "BATCH=4096.pickle", "BATCH=64.pickle", "BATCH=65536.pickle"]
 
 
+def traced_steps(steps, growing=False):
+    with vramlab.trace() as t:
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1024)).cuda()
+        opt = torch.optim.AdamW(model.parameters())
+        for i in range(steps):
+            model(torch.randn(256 * (i + 1 if growing else 1), 1024, device="cuda")).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    return t
+
+
+def test_steady_state_says_whether_to_trace_more_steps():
+    """Issue 38: "will it fit" depends on the steps traced; the last traced step is steady where
+    it needed no more memory than the one before, else the answer says to trace more."""
+    assert traced_steps(1).steady()["advice"].startswith("one training step traced")
+    steady = traced_steps(3).steady()
+    assert steady["steady"] is True and steady["steps"] == 3 and steady["peaks_reserved"][-1] == steady["peaks_reserved"][-2]
+    growing = traced_steps(4, growing=True).steady()
+    assert growing["steady"] is False and "trace more steps (at least 6)" in growing["advice"]
+    assert growing["peaks_reserved"] == sorted(growing["peaks_reserved"]) and growing["peaks_reserved"][-1] > growing["peaks_reserved"][-2]
+    # Under a cap, what the setting needs to fit (tune's "fits at every cap from") is compared.
+    capped = traced_steps(3).steady(capacity=1 << 30)
+    assert capped["steady"] is True and capped["peaks_reserved"][-1] >= steady["peaks_reserved"][-1]
+
+
 def test_a_sweep_from_python_and_a_trace_object_replayed_whole():
     def step(batch):
         torch.nn.Linear(1024, 1024).cuda()(torch.randn(batch, 1024, device="cuda")).sum().backward()

@@ -265,6 +265,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if where["peak_allocated"]:
         parts = ", ".join(f"{name} {size / 2**20:,.1f} MiB" for name, size in where["live_at_peak"].items())
         print(f"at the peak (during {where['peak_during']}): {parts}", file=sys.stderr)
+    if tracer.record.step_ends:
+        try:
+            print(f"steps: {tracer.steady()['advice']}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - the snapshot is written; the check is advice
+            print(f"steps: not checked ({e})", file=sys.stderr)
     return status
 
 

@@ -64,6 +64,9 @@ class Recorder:
         # trace instead (held_to_end), with their sizes.
         self.holding_before: Optional[int] = None
         self.held_to_end: List[int] = []
+        # The number of events recorded when each training step ended (the first optimizer to
+        # step marks them: a GAN's two optimizers make one step).
+        self.step_ends: List[int] = []
 
     # Blocks ---------------------------------------------------------------------------------
 
@@ -188,6 +191,7 @@ class Recorder:
             "device_traces": [list(self.events) if d == self.device else [] for d in range(max(self.devices, self.device + 1))],
             "allocator_settings": {"PYTORCH_ALLOC_CONF": settings},
             "vramlab_notes": notes,
+            "vramlab_step_ends": list(self.step_ends),
         }
 
     def breakdown(self) -> Dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from typing import Any, Dict, List, Optional
 
 from .. import _vramlab
@@ -254,6 +255,14 @@ class trace:
         temporary file renamed into place: an interrupted save leaves no truncated file."""
         write_atomically(os.fspath(path), self.snapshot())
 
+    def steady(self, alloc_conf: Optional[str] = None, capacity: Optional[int] = None) -> Dict[str, Any]:
+        """Whether the traced training steps reached a steady state: the peaks after each of the
+        last steps under `alloc_conf` (the program's own setting by default), or what each needs
+        to fit under `capacity`, and a line of advice ("trace more steps (at least N)")."""
+        from .steps import steady
+
+        return steady(self.snapshot(), self.settings if alloc_conf is None else alloc_conf, capacity)
+
     @property
     def peak_allocated(self) -> int:
         """The most bytes the program's tensors held at once, each rounded up to 512 B: a lower
@@ -345,8 +354,14 @@ class trace:
         def step_started(*args: Any) -> None:
             self.in_optimizer += 1
 
-        def step_ended(*args: Any) -> None:
+        pacing: List[Any] = []
+
+        def step_ended(optimizer: Any, *args: Any) -> None:
             self.in_optimizer -= 1
+            if not pacing:
+                pacing.append(weakref.ref(optimizer))
+            if pacing[0]() is optimizer and not self.in_optimizer:
+                self.record.step_ends.append(len(self.record.events))
 
         self._hooks = [
             optimizer_module.register_optimizer_step_pre_hook(step_started),

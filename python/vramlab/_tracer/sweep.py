@@ -117,17 +117,28 @@ def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: s
 
     points: List[Dict[str, Any]] = []
     cap = capacity
+    last_fitting: Any = None
     for i, value in enumerate(values):
         with trace(gpu=gpu) as t:
             program(value)
         if cap is None:
             cap = int(t.gpu["memory_bytes"])
-        point = dict(ranked(t.snapshot(), cap), value=value)
+        snapshot = t.snapshot()
+        point = dict(ranked(snapshot, cap), value=value)
         points.append(point)
+        if point["fits"]:
+            last_fitting = snapshot
         if not point["fits"]:
             break
     untried = [f"{name}={v}" for v in values[len(points):]]
-    return {"points": points, "answer": answer(name, points, cap or 0, untried), "capacity_bytes": cap}
+    result = {"points": points, "answer": answer(name, points, cap or 0, untried), "capacity_bytes": cap}
+    fitting = [p for p in points if p["fits"]]
+    if fitting:
+        from .steps import steady
+
+        # Whether the answer's trace had settled (steps.py): "trace more steps" where not.
+        result["steps"] = steady(last_fitting, "" if fitting[-1]["defaults_fit"] else fitting[-1]["setting"], cap)["advice"]
+    return result
 
 
 def sweep_script(options: Any, out_dir: str) -> int:
@@ -187,7 +198,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
             return 1
         with open(out, "rb") as f:
             snapshot = pickle.load(f)
-        point = dict(ranked(snapshot, capacity), value=value)
+        point = dict(ranked(snapshot, capacity), value=value, snapshot=out)
         if point["stopped"]:
             why = done.stderr.strip().splitlines()[-3:-2] or done.stderr.strip().splitlines()[-1:]
             print(f"error: {name}={value}: the trace stopped before the program ended ({' '.join(why)}); its figures would be a lower bound, so the sweep stops", file=sys.stderr)
@@ -198,4 +209,13 @@ def sweep_script(options: Any, out_dir: str) -> int:
             break
     untried = [f"{name}={v}" for v in values[len(points):]]
     print(answer(name, points, capacity, untried))
+    fitting = [p for p in points if p["fits"] and "snapshot" in p]
+    if fitting:
+        # The answer holds for the steps traced: say so where they had not settled.
+        from .steps import steady
+
+        with open(fitting[-1]["snapshot"], "rb") as f:
+            check = steady(pickle.load(f), "" if fitting[-1]["defaults_fit"] else fitting[-1]["setting"], capacity)
+        if check["steady"] is not True and check["steps"]:
+            print(f"note: {name}={fitting[-1]['value']}: {check['advice']}", file=sys.stderr)
     return 0
