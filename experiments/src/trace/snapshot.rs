@@ -121,7 +121,9 @@ fn assemble(
         }
     }
     let segments = if bare { Some(root) } else { pickle.get(root, "segments") };
-    let finals = final_segments(pickle, segments, "segments").map_err(|what| schema(&what))?;
+    let listed = builders.len().max(traces.len());
+    let finals = final_segments(pickle, segments, "segments", listed).map_err(|what| schema(&what))?;
+    check_segments(&finals, "segments").map_err(|what| contradiction(name, &what))?;
     let shape_2_0 = has_block_history(pickle, segments);
     // Pinned host memory (2.14 on): its own pool; what cannot be read of it is said, not refused,
     // since the device's figures do not depend on it.
@@ -131,7 +133,9 @@ fn assemble(
             let host_events = pickle
                 .get(root, "host_traces")
                 .map_or(0, |traces| count_events(pickle, traces));
-            match final_segments(pickle, Some(host), "host_segments") {
+            let host = final_segments(pickle, Some(host), "host_segments", listed)
+                .and_then(|host| check_segments(&host, "host_segments").map(|()| host));
+            match host {
                 Ok(host) => {
                     let segments: Vec<&FinalSegment> = host.iter().map(|(_, s)| s).collect();
                     (
@@ -185,16 +189,16 @@ fn assemble(
         .unwrap_or_default();
     let shown = release_shown(settings.as_deref(), pickle.get(root, "host_segments").is_some())
         .map_err(|e| Error::Trace(format!("{name}: allocator_settings: {e}")))?;
+    let mut finals_of: BTreeMap<usize, Vec<FinalSegment>> = BTreeMap::new();
+    for (d, segment) in finals {
+        finals_of.entry(d).or_default().push(segment);
+    }
     let mut out = Vec::new();
     for (d, builder) in builders.into_iter().enumerate() {
         if device.is_some_and(|wanted| wanted != d) {
             continue;
         }
-        let finals: Vec<FinalSegment> = finals
-            .iter()
-            .filter(|(of, _)| *of == d)
-            .map(|(_, s)| s.clone())
-            .collect();
+        let finals = finals_of.remove(&d).unwrap_or_default();
         let state_at_end = pool_states(&finals.iter().collect::<Vec<_>>(), |s| {
             let size = if s.is_large { "large" } else { "small" };
             match s.pool_id {
@@ -389,10 +393,13 @@ fn pool_states(segments: &[&FinalSegment], pool: impl Fn(&FinalSegment) -> Strin
 }
 
 /// The segments of `segments` (the snapshot's `key` list), by device; none where it is absent.
+/// `listed` is how many device traces the snapshot has: a segment's device is below it or
+/// below [`MAX_DEVICES`].
 fn final_segments(
     pickle: &Pickle,
     segments: Option<&Value>,
     key: &str,
+    listed: usize,
 ) -> std::result::Result<Vec<(usize, FinalSegment)>, String> {
     let Some(segments) = segments else {
         return Ok(Vec::new());
@@ -420,7 +427,16 @@ fn final_segments(
         let device = if key == "host_segments" {
             0
         } else {
-            usize::try_from(unsigned("device")?.unwrap_or(0)).map_err(|_| at("device"))?
+            let device = unsigned("device")?.unwrap_or(0);
+            usize::try_from(device)
+                .ok()
+                .filter(|&d| d < listed.max(MAX_DEVICES))
+                .ok_or_else(|| {
+                    format!(
+                        "{} = {device} is no device: PyTorch numbers devices below {MAX_DEVICES} (c10::DeviceIndex is an int8_t), and device_traces lists {listed}",
+                        at("device"),
+                    )
+                })?
         };
         let stream = unsigned("stream")?.unwrap_or(0);
         let pool_id = match pickle.get(segment, "segment_pool_id") {
@@ -447,7 +463,15 @@ fn final_segments(
         let expandable = matches!(pickle.get(segment, "is_expandable"), Some(Value::Bool(true)));
         let mut blocks = Vec::new();
         let mut cursor = addr;
-        if let Some(list) = pickle.get(segment, "blocks").and_then(|b| pickle.items(b)) {
+        let list = match pickle.get(segment, "blocks") {
+            None => None,
+            Some(value) => Some(
+                pickle
+                    .items(value)
+                    .ok_or_else(|| format!("{} is {}, not a list", at("blocks"), kind(pickle, value)))?,
+            ),
+        };
+        if let Some(list) = list {
             for (j, block) in list.iter().enumerate() {
                 let at = |field: &str| format!("{key}[{i}].blocks[{j}].{field}");
                 let field = |key: &str| -> std::result::Result<Option<u64>, String> {
@@ -485,6 +509,68 @@ fn final_segments(
         ));
     }
     Ok(out)
+}
+
+/// A snapshot refused because it contradicts itself, `what` naming where.
+fn contradiction(name: &str, what: &str) -> Error {
+    Error::Trace(format!("{name}: the snapshot contradicts itself: {what}"))
+}
+
+/// How many devices PyTorch can name: `c10::DeviceIndex` is an `int8_t`
+/// (c10/core/Device.h), so a device index is below 128.
+const MAX_DEVICES: usize = 128;
+
+/// What PyTorch's own snapshot always obeys, checked once where the segments are read: each
+/// segment within the 64-bit address space, its blocks inside it, in address order and
+/// disjoint, and the segments of one device disjoint. A contradiction is refused, naming the
+/// entries that contradict each other (a segment listed twice replayed would hand out one
+/// block twice).
+fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result::Result<(), String> {
+    let mut order = Vec::with_capacity(segments.len());
+    for (i, (device, segment)) in segments.iter().enumerate() {
+        let end = segment.addr.checked_add(segment.size).ok_or_else(|| {
+            format!(
+                "{key}[{i}] runs past 2^64: address {} + total_size {} is beyond the 64-bit address space",
+                segment.addr, segment.size
+            )
+        })?;
+        let mut cursor = segment.addr;
+        for (j, &(addr, size, _, _)) in segment.blocks.iter().enumerate() {
+            let block_end = addr.checked_add(size);
+            if addr < segment.addr || block_end.is_none_or(|e| e > end) {
+                return Err(format!(
+                    "{key}[{i}].blocks[{j}] (address {addr}, size {size}) lies outside its segment (address {}, total_size {})",
+                    segment.addr, segment.size
+                ));
+            }
+            if addr < cursor {
+                return Err(format!(
+                    "{key}[{i}].blocks[{j}] (address {addr}, size {size}) overlaps the block before it, which ends at {cursor}"
+                ));
+            }
+            cursor = block_end.unwrap_or(end);
+        }
+        order.push((*device, segment.addr, end, i));
+    }
+    order.sort_unstable();
+    for pair in order.windows(2) {
+        let ((device, addr, end, i), (next_device, next_addr, next_end, k)) = (pair[0], pair[1]);
+        if device == next_device && next_addr < end {
+            return Err(if (addr, end) == (next_addr, next_end) {
+                format!(
+                    "{key}[{}] repeats {key}[{}] (device {device}, address {addr}, {} B): each segment is listed once",
+                    i.max(k),
+                    i.min(k),
+                    end - addr
+                )
+            } else {
+                format!(
+                    "{key}[{i}] (addresses {addr}..{end}) and {key}[{k}] (addresses {next_addr}..{next_end}) overlap on device {device}"
+                )
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One event of `device_traces[device]`, the builder's next, into it; what is wrong with it
@@ -1193,6 +1279,111 @@ mod tests {
             record.final_state, with.host_state,
             "the device has a trace: only the host's state"
         );
+    }
+
+    /// A block of a test snapshot: address, size, allocated.
+    type Block = (u64, u64, bool);
+
+    /// A snapshot of `segments` (device, address, size, blocks; `None`: `"blocks": 5`) whose
+    /// trace frees each allocated block (a lost start).
+    fn snapshot_of(segments: &[(u64, u64, u64, Option<&[Block]>)]) -> Vec<u8> {
+        use super::super::snapshot_writer::PickleWriter;
+        let mut w = PickleWriter::new();
+        w.dict(|w| {
+            w.entry("segments", |w| {
+                w.list(segments, |w, &(device, address, size, blocks)| {
+                    w.dict(|w| {
+                        w.entry("device", |w| w.int(device));
+                        w.entry("address", |w| w.int(address));
+                        w.entry("total_size", |w| w.int(size));
+                        w.entry("stream", |w| w.int(0));
+                        w.entry("blocks", |w| match blocks {
+                            None => w.int(5),
+                            Some(blocks) => w.list(blocks, |w, &(address, size, allocated)| {
+                                w.dict(|w| {
+                                    w.entry("address", |w| w.int(address));
+                                    w.entry("size", |w| w.int(size));
+                                    w.entry("state", |w| {
+                                        w.str(if allocated { "active_allocated" } else { "inactive" })
+                                    });
+                                })
+                            }),
+                        });
+                    })
+                })
+            });
+            let freed: Vec<(u64, u64)> = segments
+                .iter()
+                .flat_map(|s| s.3.unwrap_or_default())
+                .filter(|b| b.2)
+                .map(|b| (b.0, b.1))
+                .collect();
+            w.entry("device_traces", |w| {
+                w.list(&[()], |w, _| {
+                    w.list(&freed, |w, &(addr, size)| {
+                        w.dict(|w| {
+                            w.entry("action", |w| w.str("free_completed"));
+                            w.entry("addr", |w| w.int(addr));
+                            w.entry("size", |w| w.int(size));
+                            w.entry("stream", |w| w.int(0));
+                        })
+                    })
+                })
+            });
+        });
+        w.finish()
+    }
+
+    /// Issue 40: a snapshot whose segments contradict each other (a segment listed twice once
+    /// panicked the replay, a device of 2^40 aborted allocating per-device state) is refused
+    /// in one line naming the entries; consistent ones are read.
+    #[test]
+    fn segments_that_contradict_each_other_are_refused_naming_them() {
+        const S: u64 = 1 << 34;
+        const M: u64 = 1 << 20;
+        let tiled: &[Block] = &[(S, 512, true), (S + 512, 2 * M - 512, false)];
+        let fine = snapshot_of(&[(0, S, 2 * M, Some(tiled)), (1, S, 2 * M, Some(tiled))]);
+        let traces = Trace::all_from_bytes("ok.pickle", &fine, None).unwrap();
+        assert_eq!(traces.len(), 2, "the same address on two devices is no contradiction");
+        let cases: [(&str, Vec<u8>); 8] = [
+            (
+                "segments[1] repeats segments[0] (device 0, address 17179869184, 2097152 B)",
+                snapshot_of(&[(0, S, 2 * M, Some(tiled)), (0, S, 2 * M, Some(tiled))]),
+            ),
+            (
+                "segments[0] (addresses 17179869184..17181966336) and segments[1] (addresses 17179873280..17181970432) overlap on device 0",
+                snapshot_of(&[(0, S, 2 * M, Some(tiled)), (0, S + 4096, 2 * M, Some(&[]))]),
+            ),
+            (
+                "segments[0] runs past 2^64",
+                snapshot_of(&[(0, u64::MAX - 4095, 2 * M, Some(&[]))]),
+            ),
+            (
+                "segments[0].blocks[0] (address 17179869184, size 4194304) lies outside its segment",
+                snapshot_of(&[(0, S, 2 * M, Some(&[(S, 4 * M, true)]))]),
+            ),
+            (
+                "segments[0].blocks[1] (address 17179869184, size 512) overlaps the block before it",
+                snapshot_of(&[(0, S, 2 * M, Some(&[(S, 1024, true), (S, 512, true)]))]),
+            ),
+            (
+                "segments[0].blocks is an integer, not a list",
+                snapshot_of(&[(0, S, 2 * M, None)]),
+            ),
+            (
+                "segments[0].device = 1099511627776 is no device",
+                snapshot_of(&[(1 << 40, S, 2 * M, Some(tiled))]),
+            ),
+            (
+                "segments[0].device = 2147483648 is no device",
+                snapshot_of(&[(1 << 31, S, 2 * M, Some(tiled))]),
+            ),
+        ];
+        for (said, bytes) in cases {
+            let err = Trace::all_from_bytes("bad.pickle", &bytes, None).unwrap_err().to_string();
+            assert!(err.starts_with("bad.pickle: ") && err.contains(said), "{said}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
     }
 
     fn import_bytes(name: &str, bytes: &'static [u8]) -> Result<Vec<Trace>> {
