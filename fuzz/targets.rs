@@ -72,7 +72,7 @@ pub(crate) fn segments(data: &[u8]) {
 /// address in 4 KiB pages above 16 GiB (0xff first: just below 2^64), byte 4 the size in
 /// 512 KiB, byte 5 how many blocks (0xff: the integer 5 in place of the list), byte 6 which
 /// blocks are allocated, byte 7 how far the last block runs past its share (in 512 B).
-fn segments_snapshot(data: &[u8]) -> Vec<u8> {
+pub(crate) fn segments_snapshot(data: &[u8]) -> Vec<u8> {
     fn str(out: &mut Vec<u8>, text: &str) {
         out.push(b'X');
         out.extend_from_slice(&(text.len() as u32).to_le_bytes());
@@ -156,7 +156,7 @@ fn segments_snapshot(data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&segments);
     out.push(b'e');
     str(&mut out, "device_traces");
-    out.extend_from_slice(b"]((");
+    out.extend_from_slice(b"](](");
     out.extend_from_slice(&events);
     out.extend_from_slice(b"ee");
     out.extend_from_slice(b"u.");

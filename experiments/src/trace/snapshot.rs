@@ -189,6 +189,15 @@ fn assemble(
         .unwrap_or_default();
     let shown = release_shown(settings.as_deref(), pickle.get(root, "host_segments").is_some())
         .map_err(|e| Error::Trace(format!("{name}: allocator_settings: {e}")))?;
+    let fields_said = match (pickle.get(root, "allocator_settings"), settings.as_deref()) {
+        (Some(fields @ Value::Dict(_)), Some(text)) => {
+            let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
+            AllocConf::parse_for(text, release)
+                .map(|conf| settings_fields_contradictions(pickle, fields, &conf, text))
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
+    };
     let mut finals_of: BTreeMap<usize, Vec<FinalSegment>> = BTreeMap::new();
     for (d, segment) in finals {
         finals_of.entry(d).or_default().push(segment);
@@ -208,6 +217,7 @@ fn assemble(
         });
         let mut trace = builder.finish(name, settings.clone(), finals, d, shown.clone())?;
         trace.unknowns.extend(said.iter().cloned());
+        trace.unknowns.extend(fields_said.iter().cloned());
         if bare {
             trace.unknowns.push(
                 "a bare list of segments, as torch.cuda.memory_snapshot() returns it: there is no trace, so what it answers is the state at the end (reserved, allocated, the largest free block and fragmentation per pool and stream), not peaks or history"
@@ -516,6 +526,10 @@ fn contradiction(name: &str, what: &str) -> Error {
     Error::Trace(format!("{name}: the snapshot contradicts itself: {what}"))
 }
 
+/// Where a segment may end at the most: GPUs and CPUs map at most 57-bit virtual addresses, so
+/// a segment above 2^60 is no device's, and the replay keeps headroom above every segment.
+const HIGHEST_ADDRESS: u64 = 1 << 60;
+
 /// How many devices PyTorch can name: `c10::DeviceIndex` is an `int8_t`
 /// (c10/core/Device.h), so a device index is below 128.
 const MAX_DEVICES: usize = 128;
@@ -534,8 +548,25 @@ fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result:
                 segment.addr, segment.size
             )
         })?;
+        if end > HIGHEST_ADDRESS {
+            return Err(format!(
+                "{key}[{i}] (address {}, total_size {}) ends above 2^60, beyond any device's address space",
+                segment.addr, segment.size
+            ));
+        }
+        if segment.size == 0 {
+            return Err(format!("{key}[{i}].total_size is 0: PyTorch has no empty segments"));
+        }
         let mut cursor = segment.addr;
-        for (j, &(addr, size, _, _)) in segment.blocks.iter().enumerate() {
+        for (j, &(addr, size, requested, _)) in segment.blocks.iter().enumerate() {
+            if size == 0 {
+                return Err(format!("{key}[{i}].blocks[{j}].size is 0: PyTorch has no empty blocks"));
+            }
+            if requested > size {
+                return Err(format!(
+                    "{key}[{i}].blocks[{j}] requests {requested} B, more than its size {size} B (PyTorch's requested bytes are within the block's)"
+                ));
+            }
             let block_end = addr.checked_add(size);
             if addr < segment.addr || block_end.is_none_or(|e| e > end) {
                 return Err(format!(
@@ -654,6 +685,56 @@ pub(super) fn release_shown(settings: Option<&str>, host_segments: bool) -> Resu
         shown = Some((TorchRelease::V2_14, "it has host_segments".to_string()));
     }
     Ok(shown)
+}
+
+/// Where the fields of a snapshot's `allocator_settings` dict (PyTorch's configuration as it
+/// ran: `max_split_size`, `garbage_collection_threshold`, `expandable_segments`,
+/// `roundup_power2_divisions`) contradict its settings string `text`, read as `conf`: one
+/// sentence each, naming both values. The replay follows the string.
+fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocConf, text: &str) -> Vec<String> {
+    let mut said = Vec::new();
+    let mut differs = |field: &str, recorded: String, string: String| {
+        said.push(format!(
+            "the snapshot's allocator_settings contradict themselves: its field {field} is {recorded}, but its settings string '{text}' gives {string}; the replay follows the string"
+        ))
+    };
+    match pickle.get(fields, "max_split_size") {
+        Some(&Value::Int(v)) => {
+            let string = conf.max_split_size;
+            let same = if v < 0 { string == u64::MAX } else { u64::try_from(v).is_ok_and(|v| v == string) };
+            if !same {
+                let shown = if string == u64::MAX { "-1 (unset)".to_string() } else { string.to_string() };
+                differs("max_split_size", v.to_string(), shown);
+            }
+        }
+        _ => {}
+    }
+    if let Some(&Value::Float(v)) = pickle.get(fields, "garbage_collection_threshold") {
+        if (v - conf.garbage_collection_threshold).abs() > 1e-9 {
+            differs(
+                "garbage_collection_threshold",
+                v.to_string(),
+                conf.garbage_collection_threshold.to_string(),
+            );
+        }
+    }
+    if let Some(&Value::Bool(v)) = pickle.get(fields, "expandable_segments") {
+        if v != conf.expandable_segments {
+            differs("expandable_segments", v.to_string(), conf.expandable_segments.to_string());
+        }
+    }
+    if let Some(divisions) = pickle.get(fields, "roundup_power2_divisions") {
+        for (index, &string) in conf.roundup_power2_divisions.iter().enumerate() {
+            let key = (1u64 << index).to_string();
+            if let Some(&Value::Int(v)) = pickle.get(divisions, &key) {
+                // 0 and 1 both mean plain rounding.
+                if v.max(1) != i128::from(string.max(1)) {
+                    differs(&format!("roundup_power2_divisions['{key}']"), v.to_string(), string.to_string());
+                }
+            }
+        }
+    }
+    said
 }
 
 /// Where a snapshot's `allocator_settings` dict keeps the settings string.
@@ -1384,6 +1465,55 @@ mod tests {
             assert!(err.starts_with("bad.pickle: ") && err.contains(said), "{said}: {err}");
             assert!(!err.contains('\n'), "{err}");
         }
+    }
+
+    /// Issue 40: `allocator_settings` fields that contradict its settings string are named
+    /// with every replay (the string is followed); fields that agree say nothing.
+    #[test]
+    fn settings_fields_that_contradict_the_string_are_named() {
+        use super::super::snapshot_writer::PickleWriter;
+        let snapshot = |text: &str, expandable: bool, max_split: i64| {
+            let mut w = PickleWriter::new();
+            w.dict(|w| {
+                w.entry("allocator_settings", |w| {
+                    w.dict(|w| {
+                        w.entry("PYTORCH_CUDA_ALLOC_CONF", |w| w.str(text));
+                        w.entry("expandable_segments", |w| w.bool(expandable));
+                        w.entry("max_split_size", |w| w.signed(max_split));
+                    })
+                });
+                w.entry("device_traces", |w| {
+                    w.list(&[()], |w, _| {
+                        w.list(&["alloc", "free_requested", "free_completed"], |w, action| {
+                            w.dict(|w| {
+                                w.entry("action", |w| w.str(action));
+                                w.entry("addr", |w| w.int(1 << 34));
+                                w.entry("size", |w| w.int(512));
+                                w.entry("stream", |w| w.int(0));
+                            })
+                        })
+                    })
+                });
+            });
+            let trace = Trace::from_bytes("s.pickle", &w.finish(), None).unwrap();
+            trace
+                .unknowns
+                .into_iter()
+                .filter(|u| u.contains("contradict themselves"))
+                .collect::<Vec<_>>()
+        };
+        assert!(snapshot("", false, -1).is_empty());
+        assert!(snapshot("expandable_segments:True,max_split_size_mb:128", true, 128 << 20).is_empty());
+        let said = snapshot("", true, 128 << 20);
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(
+            said[0].contains("its field max_split_size is 134217728, but its settings string '' gives -1 (unset)"),
+            "{said:?}"
+        );
+        assert!(
+            said[1].contains("its field expandable_segments is true, but its settings string '' gives false"),
+            "{said:?}"
+        );
     }
 
     fn import_bytes(name: &str, bytes: &'static [u8]) -> Result<Vec<Trace>> {
