@@ -751,6 +751,8 @@ pub(super) struct SnapshotBuilder {
     requests_recorded: bool,
     /// Actions the reader does not know, and how often.
     unknown_actions: BTreeMap<String, usize>,
+    /// The trace's live allocations by address: their end, and the event that made them.
+    spans: BTreeMap<u64, (u64, usize)>,
     index: usize,
 }
 
@@ -770,6 +772,7 @@ impl SnapshotBuilder {
             alloc_addrs: Vec::new(),
             requests_recorded: false,
             unknown_actions: BTreeMap::new(),
+            spans: BTreeMap::new(),
             index: 0,
         }
     }
@@ -813,13 +816,17 @@ impl SnapshotBuilder {
         match action {
             "alloc" => {
                 self.alloc_addrs.push(addr);
+                self.overlapping(index, addr, size);
                 self.pairing.alloc(index, addr, size, stream)
             }
             "free_requested" => {
                 self.requests_recorded = true;
                 self.pairing.free_requested(index, addr, Some((size, stream)))
             }
-            "free_completed" => self.pairing.free_on(index, addr, Some(size), Some(stream)),
+            "free_completed" => {
+                self.spans.remove(&addr);
+                self.pairing.free_on(index, addr, Some(size), Some(stream))
+            }
             "segment_alloc" => {
                 self.segment_sizes.push(size);
                 record(DeviceAction::SegmentAlloc);
@@ -845,6 +852,25 @@ impl SnapshotBuilder {
         }
     }
 
+    /// Says (a warning naming both events) where an allocation of `size` bytes at `addr` lies
+    /// inside, or runs into, an allocation the trace made and has not freed: PyTorch hands out
+    /// no byte twice. The same address is [`Pairing::alloc`]'s to say.
+    fn overlapping(&mut self, index: usize, addr: u64, size: u64) {
+        let end = addr.saturating_add(size);
+        let before = self.spans.range(..addr).next_back().filter(|(_, &(e, _))| e > addr);
+        let after = self
+            .spans
+            .range(addr.saturating_add(1)..end.max(addr.saturating_add(1)))
+            .next();
+        if let Some((&start, &(other_end, at))) = before.or(after) {
+            self.pairing.warnings.push(format!(
+                "event {index}: allocation at {addr:#x} ({size} B) overlaps the live allocation at {start:#x} ({} B) of event {at}, which the trace has not freed: the snapshot contradicts itself (both are replayed)",
+                other_end - start
+            ));
+        }
+        self.spans.insert(addr, (end, index));
+    }
+
     /// The trace of device `device`, named `name`, recorded under `allocator_settings` when
     /// known, with the state its window began in rebuilt from the device's final segments.
     pub(super) fn finish(
@@ -862,6 +888,7 @@ impl SnapshotBuilder {
             alloc_addrs,
             requests_recorded,
             unknown_actions,
+            spans: _,
             index: _,
         } = self;
         let mut unknowns = Vec::new();
@@ -1514,6 +1541,42 @@ mod tests {
             said[1].contains("its field expandable_segments is true, but its settings string '' gives false"),
             "{said:?}"
         );
+    }
+
+    /// Issue 40: an allocation inside one the trace made and has not freed is a warning naming
+    /// both events; after its free completes the same bytes are free to hand out.
+    #[test]
+    fn an_allocation_inside_a_live_one_is_warned_of() {
+        use super::super::snapshot_writer::PickleWriter;
+        const A: u64 = 1 << 34;
+        let events: [(&str, u64, u64); 6] = [
+            ("alloc", A, 1 << 20),
+            ("alloc", A + 512, 512),
+            ("free_requested", A, 1 << 20),
+            ("free_completed", A, 1 << 20),
+            ("alloc", A + 4096, 512),
+            ("alloc", A + 4096 - 256, 512),
+        ];
+        let mut w = PickleWriter::new();
+        w.dict(|w| {
+            w.entry("device_traces", |w| {
+                w.list(&[()], |w, _| {
+                    w.list(&events, |w, &(action, addr, size)| {
+                        w.dict(|w| {
+                            w.entry("action", |w| w.str(action));
+                            w.entry("addr", |w| w.int(addr));
+                            w.entry("size", |w| w.int(size));
+                            w.entry("stream", |w| w.int(0));
+                        })
+                    })
+                })
+            });
+        });
+        let trace = Trace::from_bytes("o.pickle", &w.finish(), None).unwrap();
+        let said = &trace.warnings.examples;
+        assert_eq!(trace.warnings.count, 2, "{said:?}");
+        assert!(said[0].starts_with("event 1: allocation at 0x400000200 (512 B) overlaps the live allocation at 0x400000000 (1048576 B) of event 0"), "{said:?}");
+        assert!(said[1].starts_with("event 5: allocation at 0x400000f00 (512 B) overlaps the live allocation at 0x400001000 (512 B) of event 4"), "{said:?}");
     }
 
     fn import_bytes(name: &str, bytes: &'static [u8]) -> Result<Vec<Trace>> {
