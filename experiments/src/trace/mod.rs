@@ -599,10 +599,16 @@ fn read_head(name: &str, reader: Box<dyn std::io::Read + '_>) -> Result<Vec<u8>>
 /// fills memory.
 pub(crate) const DEFAULT_MAX_TRACE_EXPANSION: u64 = 256;
 
-/// The most bytes a gzip stream of `compressed` bytes may expand to: the expansion limit times
-/// its size (at least 16 MiB), and never past the trace limit.
-fn expansion_limit(compressed: u64) -> Result<(u64, u64)> {
-    let ratio = crate::files::env_limit("VRAMLAB_MAX_TRACE_EXPANSION", DEFAULT_MAX_TRACE_EXPANSION)?;
+/// As [`DEFAULT_MAX_TRACE_EXPANSION`], for a gzipped RMM log or trace JSON, which are read
+/// whole and whose every line becomes an event: real logs expand 8-20 times; a 3.5 MiB log
+/// that expanded 256 times took over 3 GiB to replay.
+pub(crate) const DEFAULT_MAX_TEXT_EXPANSION: u64 = 64;
+
+/// The most bytes a gzip stream of `compressed` bytes may expand to: the expansion limit
+/// (`ratio` unless `VRAMLAB_MAX_TRACE_EXPANSION` says otherwise) times its size (at least
+/// 16 MiB), and never past the trace limit.
+fn expansion_limit(compressed: u64, ratio: u64) -> Result<(u64, u64)> {
+    let ratio = crate::files::env_limit("VRAMLAB_MAX_TRACE_EXPANSION", ratio)?;
     let limit = compressed.saturating_mul(ratio).max(16 << 20).min(max_trace_bytes()?);
     Ok((limit, ratio))
 }
@@ -626,9 +632,13 @@ impl<R: std::io::Read> std::io::Read for Bounded<R> {
 }
 
 /// A gzip stream's contents (several members read as one, as gzip does), refused past
-/// [`expansion_limit`] of its `compressed` size.
-fn gunzip<'a>(reader: Box<dyn std::io::Read + 'a>, compressed: u64) -> Result<Box<dyn std::io::Read + 'a>> {
-    let (limit, ratio) = expansion_limit(compressed)?;
+/// [`expansion_limit`] of its `compressed` size at `ratio`.
+fn gunzip<'a>(
+    reader: Box<dyn std::io::Read + 'a>,
+    compressed: u64,
+    ratio: u64,
+) -> Result<Box<dyn std::io::Read + 'a>> {
+    let (limit, ratio) = expansion_limit(compressed, ratio)?;
     Ok(Box::new(Bounded {
         inner: flate2::read::MultiGzDecoder::new(reader),
         left: limit,
@@ -670,9 +680,9 @@ impl Trace {
         let head = read_head(&name, open()?)?;
         match Format::of(&name, &head)? {
             Format::Pickle => snapshot::import(&name, &open, device, max_trace_bytes()?),
-            Format::Gzip if Format::of(&name, &read_head(&name, gunzip(open()?, u64::MAX)?)?)? == Format::Pickle => {
+            Format::Gzip if Format::of(&name, &read_head(&name, gunzip(open()?, u64::MAX, DEFAULT_MAX_TRACE_EXPANSION)?)?)? == Format::Pickle => {
                 let compressed = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
-                snapshot::import(&name, &|| gunzip(open()?, compressed), device, max_trace_bytes()?)
+                snapshot::import(&name, &|| gunzip(open()?, compressed, DEFAULT_MAX_TRACE_EXPANSION), device, max_trace_bytes()?)
             }
             _ => {
                 let bytes = read_bounded(&name, open()?, max_trace_bytes()?)?;
@@ -698,18 +708,19 @@ impl Trace {
         let text = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
         match format {
             Format::Gzip
-                if Format::of(name, &read_head(name, gunzip(Box::new(bytes), u64::MAX)?)?)? == Format::Pickle =>
+                if Format::of(name, &read_head(name, gunzip(Box::new(bytes), u64::MAX, DEFAULT_MAX_TRACE_EXPANSION)?)?)? == Format::Pickle =>
             {
                 let compressed = bytes.len() as u64;
                 snapshot::import(
                     name,
-                    &|| gunzip(Box::new(bytes), compressed),
+                    &|| gunzip(Box::new(bytes), compressed, DEFAULT_MAX_TRACE_EXPANSION),
                     device,
                     max_trace_bytes()?,
                 )
             }
             Format::Gzip => {
-                let plain = read_bounded(name, gunzip(Box::new(bytes), bytes.len() as u64)?, max_trace_bytes()?)?;
+                let text = gunzip(Box::new(bytes), bytes.len() as u64, DEFAULT_MAX_TEXT_EXPANSION)?;
+                let plain = read_bounded(name, text, max_trace_bytes()?)?;
                 Trace::all_from_bytes(name, &plain, device)
             }
             Format::Pickle => snapshot::import(name, &|| Ok(Box::new(bytes)), device, max_trace_bytes()?),
@@ -1179,6 +1190,28 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains('\n'));
+    }
+
+    /// Issue 40: a gzipped RMM log is read whole and each of its lines becomes an event, so it
+    /// may expand 64 times its size, not 256 (a 3.5 MiB log grew past 3 GiB replayed); one that
+    /// expands less is read.
+    #[test]
+    fn a_small_gzipped_rmm_log_cannot_expand_without_bound() {
+        use std::io::Write;
+        let gzip = |rows: usize| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            gz.write_all(b"Thread,Time,Action,Pointer,Size,Stream\n").unwrap();
+            for _ in 0..rows {
+                gz.write_all(b"1,08:00:00.000000,allocate,0x7f0000000000,256,0x0\n1,08:00:00.000001,free,0x7f0000000000,256,0x0\n")
+                    .unwrap();
+            }
+            gz.finish().unwrap()
+        };
+        let bytes = gzip(400_000);
+        let err = Trace::from_bytes("bomb.csv.gz", &bytes, None).unwrap_err().to_string();
+        assert!(err.contains("decompresses to more than") && err.contains("64 times its"), "{err}");
+        assert!(!err.contains('\n'));
+        assert_eq!(Trace::from_bytes("log.csv.gz", &gzip(1000), None).unwrap().events.len(), 2000);
     }
 
     #[test]
