@@ -440,6 +440,11 @@ impl Trace {
         let failed: HashSet<u64> = self.failed_alloc_ids();
         let mut live: HashMap<u64, u64> = HashMap::default();
         let mut in_use = 0u64;
+        // Without recorded device allocations, what the allocator reserved for a request is not
+        // shown: it held at least the segment the request needs (a 512 B request a 2 MiB one),
+        // so a cap below that would fail a request the recording shows succeeded (an error
+        // whose device_free is 0 once implied a cap of a few hundred bytes).
+        let segments_unrecorded = !self.records_device_operations();
         for (at, event) in self.events.iter().enumerate() {
             match *event {
                 TraceEvent::Alloc { id, size, .. } if !failed.contains(&id) => {
@@ -449,6 +454,9 @@ impl Trace {
                     }
                     in_use = in_use.saturating_add(bytes);
                     raise(in_use, at, &mut lower, &mut lower_at);
+                    if segments_unrecorded {
+                        raise(conf.allocation_size(bytes), at, &mut lower, &mut lower_at);
+                    }
                 }
                 TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => {
                     if let Some(bytes) = live.remove(&id) {
@@ -1071,6 +1079,22 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// Issue 40: an error whose device_free is 0, in a trace without its device allocations,
+    /// implied a cap of the bytes in use (512 B), under which the 512 B request the recording
+    /// shows succeeded fails (it needs a 2 MiB segment); the cap is at least the segment each
+    /// request that succeeded needs.
+    #[test]
+    fn a_cap_from_an_error_fits_every_request_that_succeeded() {
+        use DeviceAction::*;
+        let mut trace = with_ops(&[MIB, 512, 30 * MIB], &[(0, Oom, MIB, 0)]);
+        trace.alloc_addrs = vec![u64::MAX, 0x1000, 0x2000];
+        let cap = trace.capacity_from_oom().unwrap();
+        assert_eq!((cap.lower, cap.lower_at), (30 * MIB + 512, Some(2)), "{}", cap.explain());
+        let mut trace = with_ops(&[MIB, 512], &[(0, Oom, MIB, 0)]);
+        trace.alloc_addrs = vec![u64::MAX, 0x1000];
+        assert_eq!(trace.capacity_from_oom().unwrap().bytes, 2 * MIB);
+    }
+
     /// Every device allocation bounds the cap from below and every error from above, not the
     /// first error alone: a success after the first error raises the lower bound, and a later
     /// error lowers the upper one.
@@ -1131,13 +1155,19 @@ mod tests {
     }
 
     /// Without recorded device allocations, the bytes of live allocations still bound the cap
-    /// from below (reserved memory is never less), and a request that failed does not count.
+    /// from below (reserved memory is never less), as does the segment each request needs (the
+    /// 3 MiB request a 20 MiB one, which the 5 MiB request then fits in), and a request that
+    /// failed does not count.
     #[test]
     fn live_allocations_bound_the_cap_where_no_device_allocation_is_recorded() {
         let mut trace = with_ops(&[3 * MIB, 5 * MIB, 100 * MIB], &[(2, DeviceAction::Oom, 100 * MIB, 0)]);
         trace.alloc_addrs = vec![0x1000, 0x2000, u64::MAX];
         let cap = trace.capacity_from_oom().unwrap();
-        assert_eq!((cap.lower, cap.lower_at), (8 * MIB, Some(1)));
+        assert_eq!((cap.lower, cap.lower_at), (20 * MIB, Some(0)));
+        let mut trace = with_ops(&[12 * MIB, 14 * MIB, 100 * MIB], &[(2, DeviceAction::Oom, 100 * MIB, 0)]);
+        trace.alloc_addrs = vec![0x1000, 0x2000, u64::MAX];
+        let cap = trace.capacity_from_oom().unwrap();
+        assert_eq!((cap.lower, cap.lower_at), (26 * MIB, Some(1)));
         assert!(cap.crossed(), "nothing held at the error, device_free 0: {cap:?}");
     }
 

@@ -1579,6 +1579,65 @@ mod tests {
         assert!(said[1].starts_with("event 5: allocation at 0x400000f00 (512 B) overlaps the live allocation at 0x400001000 (512 B) of event 4"), "{said:?}");
     }
 
+    /// Issue 40: frees of blocks from before the window whose sizes overlap the next such block
+    /// were cut short at it, keeping the requested bytes their frees name, so the replay's
+    /// requested bytes passed its allocated ones (an overflow the segments fuzz target found);
+    /// PyTorch's counters never show that.
+    #[test]
+    fn blocks_live_at_the_start_request_no_more_than_they_hold() {
+        const S: u64 = 1 << 34;
+        const K: u64 = 1 << 10;
+        // One free 2 MiB segment at the end; the trace frees 1.5 MiB at S and 512 B at
+        // S + 512 KiB, both allocated before the window.
+        use super::super::snapshot_writer::PickleWriter;
+        let frees: [(u64, u64); 2] = [(S, 1536 * K), (S + 512 * K, 512)];
+        let mut w = PickleWriter::new();
+        w.dict(|w| {
+            w.entry("segments", |w| {
+                w.list(&[()], |w, _| {
+                    w.dict(|w| {
+                        w.entry("address", |w| w.int(S));
+                        w.entry("total_size", |w| w.int(2 << 20));
+                        w.entry("blocks", |w| {
+                            w.list(&[()], |w, _| {
+                                w.dict(|w| {
+                                    w.entry("address", |w| w.int(S));
+                                    w.entry("size", |w| w.int(2 << 20));
+                                    w.entry("state", |w| w.str("inactive"));
+                                })
+                            })
+                        });
+                    })
+                })
+            });
+            w.entry("device_traces", |w| {
+                w.list(&[()], |w, _| {
+                    w.list(&frees, |w, &(addr, size)| {
+                        for action in ["free_requested", "free_completed"] {
+                            w.dict(|w| {
+                                w.entry("action", |w| w.str(action));
+                                w.entry("addr", |w| w.int(addr));
+                                w.entry("size", |w| w.int(size));
+                                w.entry("stream", |w| w.int(0));
+                            })
+                        }
+                    })
+                })
+            });
+        });
+        let trace = Trace::from_bytes("s.pickle", &w.finish(), None).unwrap();
+        let start = trace.start.as_ref().expect("a lost start");
+        let blocks: Vec<&StartBlock> = start.segments.iter().flat_map(|s| &s.blocks).collect();
+        let cut = blocks.iter().find(|b| b.addr == S).unwrap();
+        assert_eq!((cut.size, cut.requested), (512 * K, 512 * K), "{blocks:?}");
+        assert!(blocks.iter().all(|b| b.requested <= b.size), "{blocks:?}");
+        assert!(
+            trace.unknowns.iter().any(|u| u.contains("would overlap the next one")),
+            "{:?}",
+            trace.unknowns
+        );
+    }
+
     fn import_bytes(name: &str, bytes: &'static [u8]) -> Result<Vec<Trace>> {
         import(name, &|| Ok(Box::new(bytes)), None, u64::MAX)
     }
