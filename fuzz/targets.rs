@@ -52,6 +52,117 @@ pub(crate) fn pickle(data: &[u8]) {
     }
 }
 
+/// A snapshot whose final `segments` the input describes, eight bytes a segment, with a trace
+/// that frees the blocks they hold (a lost start) and allocates inside each: segments repeated,
+/// overlapping, past 2^64, on devices far beyond any GPU, blocks outside their segment or
+/// overlapping, `blocks` not a list. The snapshot's consistency check must refuse what
+/// contradicts itself in one line, and what it lets through must replay without a panic.
+pub(crate) fn segments(data: &[u8]) {
+    let bytes = segments_snapshot(data);
+    match Trace::all_from_bytes("fuzz.pickle", &bytes, None) {
+        Ok(traces) => traces.iter().for_each(replay_a_little),
+        Err(e) => {
+            let message = e.to_string();
+            assert!(!message.contains('\n'), "a refusal is one line: {message:?}");
+        }
+    }
+}
+
+/// The pickle [`segments`] reads: byte 0 the device (high bit: 2^33 times it), bytes 1-3 the
+/// address in 4 KiB pages above 16 GiB (0xff first: just below 2^64), byte 4 the size in
+/// 512 KiB, byte 5 how many blocks (0xff: the integer 5 in place of the list), byte 6 which
+/// blocks are allocated, byte 7 how far the last block runs past its share (in 512 B).
+pub(crate) fn segments_snapshot(data: &[u8]) -> Vec<u8> {
+    fn str(out: &mut Vec<u8>, text: &str) {
+        out.push(b'X');
+        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+    }
+    fn int(out: &mut Vec<u8>, value: u64) {
+        out.extend_from_slice(&[0x8a, 9]);
+        out.extend_from_slice(&value.to_le_bytes());
+        out.push(0);
+    }
+    fn event(out: &mut Vec<u8>, action: &str, addr: u64, size: u64) {
+        out.extend_from_slice(b"}(");
+        str(out, "action");
+        str(out, action);
+        for (key, value) in [("addr", addr), ("size", size), ("stream", 0)] {
+            str(out, key);
+            int(out, value);
+        }
+        out.push(b'u');
+    }
+    let mut segments = Vec::new();
+    let mut events = Vec::new();
+    for chunk in data.chunks_exact(8).take(64) {
+        let device = if chunk[0] & 0x80 != 0 {
+            u64::from(chunk[0] & 0x7f) << 33
+        } else {
+            u64::from(chunk[0] % 3)
+        };
+        let pages = u64::from(chunk[1]) << 16 | u64::from(chunk[2]) << 8 | u64::from(chunk[3]);
+        let addr = if chunk[1] == 0xff {
+            u64::MAX - (u64::from(chunk[2]) << 12)
+        } else {
+            (16 << 30) + (pages << 12)
+        };
+        let size = u64::from(chunk[4]) << 19;
+        let (count, as_int) = (u64::from(chunk[5] % 5), chunk[5] == 0xff);
+        segments.extend_from_slice(b"}(");
+        for (key, value) in [("device", device), ("address", addr), ("total_size", size), ("stream", 0)] {
+            str(&mut segments, key);
+            int(&mut segments, value);
+        }
+        str(&mut segments, "segment_type");
+        str(&mut segments, if size == 2 << 20 { "small" } else { "large" });
+        str(&mut segments, "blocks");
+        if as_int {
+            int(&mut segments, 5);
+        } else {
+            segments.extend_from_slice(b"](");
+            let share = size.checked_div(count).unwrap_or(0) & !511;
+            for k in 0..count {
+                let at = addr.wrapping_add(k * share);
+                let mut block = share;
+                if k + 1 == count {
+                    block = size - k * share + (u64::from(chunk[7]) << 9);
+                }
+                let allocated = chunk[6] >> k & 1 == 1;
+                segments.extend_from_slice(b"}(");
+                for (key, value) in [("address", at), ("size", block), ("requested_size", block)] {
+                    str(&mut segments, key);
+                    int(&mut segments, value);
+                }
+                str(&mut segments, "state");
+                str(&mut segments, if allocated { "active_allocated" } else { "inactive" });
+                segments.push(b'u');
+                if allocated {
+                    // Allocated before the window, freed in it; and a request inside it.
+                    event(&mut events, "free_requested", at, block);
+                    event(&mut events, "free_completed", at, block);
+                    event(&mut events, "alloc", at.wrapping_add(512), 512);
+                    event(&mut events, "free_requested", at.wrapping_add(512), 512);
+                    event(&mut events, "free_completed", at.wrapping_add(512), 512);
+                }
+            }
+            segments.push(b'e');
+        }
+        segments.push(b'u');
+    }
+    let mut out = vec![0x80, 2, b'}', b'('];
+    str(&mut out, "segments");
+    out.extend_from_slice(b"](");
+    out.extend_from_slice(&segments);
+    out.push(b'e');
+    str(&mut out, "device_traces");
+    out.extend_from_slice(b"](](");
+    out.extend_from_slice(&events);
+    out.extend_from_slice(b"ee");
+    out.extend_from_slice(b"u.");
+    out
+}
+
 /// An RMM log.
 pub(crate) fn rmm(data: &[u8]) {
     let mut bytes = b"Thread,Time,Action,Pointer,Size,Stream\n".to_vec();
@@ -336,6 +447,7 @@ pub(crate) fn corpus_of(target: &str) -> &str {
 /// Every target by name, for the runners.
 pub(crate) const TARGETS: &[(&str, Target)] = &[
     ("pickle", pickle),
+    ("segments", segments),
     ("rmm", rmm),
     ("trace_json", trace_json),
     ("suite", suite),

@@ -224,7 +224,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             // clap words usage errors over several lines; vramlab's errors are one line.
             let text = err.render().to_string();
             let words: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-            eprintln!("{}", words.join(" "));
+            eprintln!("{}", experiments::error_line(&words.join(" ")));
             return 2;
         }
     };
@@ -306,7 +306,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     match outcome {
         Ok(()) => 0,
         Err(err) => {
-            eprintln!("error: {}", format!("{err:#}").replace('\n', " "));
+            eprintln!("error: {}", experiments::error_line(&format!("{err:#}")));
             1
         }
     }
@@ -374,7 +374,7 @@ fn run(targets: &[String], choice: BackendChoice, profile: &str, out: &Path, see
         Ok(pages) => println!("teaching site: {} pages in {}", pages.len(), site.display()),
         Err(err) => eprintln!(
             "warning: teaching site not written: {}",
-            format!("{err:#}").replace('\n', " ")
+            experiments::error_line(&format!("{err:#}"))
         ),
     }
     if !others.is_empty() {

@@ -95,7 +95,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
             "warning: {} events of {} skipped; first: {}",
             trace.warnings.count,
             trace.name,
-            trace.warnings.examples.first().map_or("", String::as_str)
+            experiments::error_line(trace.warnings.examples.first().map_or("", String::as_str))
         );
         if let Some(lost) = trace.warnings.lost_start() {
             eprintln!("warning: {lost}");

@@ -1027,3 +1027,48 @@ fn run_writes_the_teaching_site_and_never_through_a_link() {
     );
     assert!(tmp.path().join("p/latency/sim.json").is_file());
 }
+
+/// Issue 40: a snapshot of one device with events and 100,000 empty ones answers in seconds
+/// (each empty device once cost a page section and four plots, about 47 ms), and says the
+/// empty devices in one line.
+#[test]
+fn a_snapshot_of_100000_empty_devices_answers_in_seconds() {
+    fn str(out: &mut Vec<u8>, text: &str) {
+        out.push(b'X');
+        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+    }
+    let mut bytes = vec![0x80, 2, b'}', b'('];
+    str(&mut bytes, "segments");
+    bytes.push(b']');
+    str(&mut bytes, "device_traces");
+    bytes.extend_from_slice(b"](](");
+    for action in ["segment_alloc", "alloc", "free_requested", "free_completed"] {
+        bytes.extend_from_slice(b"}(");
+        str(&mut bytes, "action");
+        str(&mut bytes, action);
+        for (key, value) in [("addr", 1u32 << 30), ("size", if action == "segment_alloc" { 2 << 20 } else { 512 }), ("stream", 0)] {
+            str(&mut bytes, key);
+            bytes.push(b'J');
+            bytes.extend_from_slice(&value.to_le_bytes());
+        }
+        bytes.push(b'u');
+    }
+    bytes.push(b'e');
+    bytes.extend(std::iter::repeat_n(b']', 100_000));
+    bytes.extend_from_slice(b"eu.");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("many.pickle"), &bytes).unwrap();
+    let started = std::time::Instant::now();
+    let output = vramlab(&["replay", "many.pickle"], tmp.path());
+    let took = started.elapsed();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(took.as_secs() < 30, "took {took:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("devices 1-100000 (100000) have no events in the snapshot"),
+        "{text}"
+    );
+    let plots = files_under(&tmp.path().join("vramlab-out/replay/plots"));
+    assert_eq!(plots.len(), 4, "the device with events only: {plots:?}");
+}

@@ -53,18 +53,31 @@ pub fn tune(
     replay_each(trace, &choices, device_bytes, options, true)
 }
 
-/// The grid a tune runs: `grid`, or the default one, with the trace's own settings first when
-/// it names some that the grid lacks (the baseline the others are weighed against).
+/// The grid a tune runs: `grid`, or the default one, each setting once (the first of those
+/// equal), with the trace's own settings first when it names some that the grid lacks (the
+/// baseline the others are weighed against).
 pub fn tune_grid(trace: &Trace, grid: &[String]) -> Result<Vec<String>, experiments::Error> {
-    let mut texts: Vec<String> = if grid.is_empty() {
+    let texts: Vec<String> = if grid.is_empty() {
         DEFAULT_TUNE_GRID.iter().map(|s| s.to_string()).collect()
     } else {
         grid.to_vec()
     };
-    let confs = texts
-        .iter()
-        .map(|t| AllocConf::parse_for(t, trace.torch.release))
-        .collect::<Result<Vec<_>, _>>()?;
+    // A setting given again (the same text, or settings equal to an earlier one's) is tried
+    // once, where it first stands: each replay costs the same whatever its spelling.
+    let mut confs: Vec<AllocConf> = Vec::with_capacity(texts.len());
+    let mut kept = Vec::with_capacity(texts.len());
+    let mut seen = std::collections::HashSet::new();
+    for text in texts {
+        if !seen.insert(text.clone()) {
+            continue;
+        }
+        let conf = AllocConf::parse_for(&text, trace.torch.release)?;
+        if !confs.contains(&conf) {
+            confs.push(conf);
+            kept.push(text);
+        }
+    }
+    let mut texts = kept;
     if let Some(own) = &trace.allocator_settings {
         let own_conf = AllocConf::parse_for(own, trace.torch.release)?;
         if !confs.contains(&own_conf) {
@@ -101,6 +114,8 @@ pub fn tune_record(
     device_bytes: u64,
 ) -> Result<experiments::ReplayRecord, Error> {
     let settings = tune_grid(trace, grid)?;
+    let given: std::collections::HashSet<&String> = grid.iter().collect();
+    let repeated = grid.len() - settings.iter().filter(|s| given.contains(s)).count();
     let (capacity, source) = super::choice::replay_capacity(trace, capacity);
     let mut results = tune(trace, &settings, capacity, device_bytes)?;
     // The baseline the others are weighed against: the trace's own settings, or the grid's first.
@@ -113,6 +128,44 @@ pub fn tune_record(
         .map(|text| PolicyChoice::pytorch_of(text, trace.torch.release))
         .collect::<Result<Vec<_>, _>>()?;
     super::choice::note_release(&mut record, trace, &choices, device_bytes);
+    if repeated > 0 {
+        record.notes.push(format!(
+            "{repeated} settings of the grid repeat earlier ones (the same text, or equal settings): each was tried once"
+        ));
+    }
     record.conclude_tune(&baseline);
     Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use experiments::{TraceEvent, TraceSource};
+
+    use super::*;
+
+    /// Issue 40: a grid that repeats one setting a thousand times tried it a thousand times
+    /// (over a minute, where 100 different settings take 2 s); each is tried once, where it
+    /// first stands, and the record says how many repeated.
+    #[test]
+    fn a_grid_tries_each_setting_once_in_its_order() {
+        let events = (0..8)
+            .flat_map(|id| [TraceEvent::Alloc { id, size: 3 << 20, stream: 0 }, TraceEvent::Free { id }])
+            .collect();
+        let trace = Trace::new("t", TraceSource::Synthetic, events);
+        let mut grid = vec!["max_split_size_mb:128".to_string(), String::new()];
+        grid.extend(std::iter::repeat_n("max_split_size_mb:128".to_string(), 1000));
+        grid.push("expandable_segments:False".to_string());
+        grid.push("expandable_segments:True".to_string());
+        assert_eq!(
+            tune_grid(&trace, &grid).unwrap(),
+            ["max_split_size_mb:128", "", "expandable_segments:True"]
+        );
+        let record = tune_record(&trace, &grid, None, 80 << 30).unwrap();
+        assert_eq!(record.results.len(), 3);
+        assert!(
+            record.notes.iter().any(|n| n.starts_with("1001 settings of the grid repeat earlier ones")),
+            "{:?}",
+            record.notes
+        );
+    }
 }

@@ -24,6 +24,36 @@ pub fn unsafe_name(name: &str) -> Option<String> {
         .map(|c| format!("'{name}' holds {c:?}; names are letters, digits, '_', '-' and '.'"))
 }
 
+/// The most characters an error line keeps ([`error_line`]).
+pub const ERROR_LINE_CHARS: usize = 2000;
+
+/// A message as one line a terminal shows as it is: line breaks become spaces; other control
+/// characters, Unicode's line and paragraph separators and its bidirectional controls (which
+/// would end the line, move the cursor or reorder what follows) are escaped as `\u{2028}`;
+/// past [`ERROR_LINE_CHARS`] characters the rest is left out, and says how much (a
+/// million-digit size once made a million-character error line).
+pub fn error_line(message: &str) -> String {
+    let mut line = String::with_capacity(message.len().min(ERROR_LINE_CHARS + 64));
+    let mut shown = 0usize;
+    for (at, c) in message.char_indices() {
+        if shown >= ERROR_LINE_CHARS {
+            let left = message[at..].chars().count();
+            line.push_str(&format!("... ({left} more characters left out)"));
+            break;
+        }
+        shown += 1;
+        match c {
+            '\n' | '\t' => line.push(' '),
+            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                line.push_str(&format!("\\u{{{:x}}}", c as u32))
+            }
+            c if c.is_control() => line.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => line.push(c),
+        }
+    }
+    line
+}
+
 /// The most bytes a profile, suite, samples file or record may hold, unless
 /// `VRAMLAB_MAX_INPUT_BYTES` says otherwise (traces have their own, larger limit).
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
@@ -326,5 +356,21 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
         let err = write_atomically(Path::new(""), b"x").unwrap_err().to_string();
         assert!(err.contains("not a file name"), "{err}");
+    }
+
+    /// Issue 40: U+2028, carriage returns and other control characters once reached an error
+    /// line raw; a million-digit value made a million-character line.
+    #[test]
+    fn an_error_line_is_one_bounded_line_a_terminal_shows_as_it_is() {
+        assert_eq!(error_line("a\nb\tc"), "a b c");
+        assert_eq!(
+            error_line("x\u{2028}y\rz\u{1b}[2J\u{85}\u{202e}w"),
+            "x\\u{2028}y\\u{d}z\\u{1b}[2J\\u{85}\\u{202e}w"
+        );
+        assert_eq!(error_line("größe 5 µs"), "größe 5 µs");
+        let long = format!("size '{}' is not a number", "9".repeat(1_000_000));
+        let line = error_line(&long);
+        assert!(line.chars().count() < ERROR_LINE_CHARS + 64, "{}", line.len());
+        assert!(line.ends_with("... (998023 more characters left out)"), "{}", &line[line.len() - 60..]);
     }
 }

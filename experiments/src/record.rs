@@ -101,7 +101,40 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdout_registered: Option<String>,
     /// One entry per sweep point, in sweep order.
+    #[serde(deserialize_with = "bounded_points")]
     pub points: Vec<PointRecord>,
+}
+
+/// The most points a record read back may hold, unless `VRAMLAB_MAX_RECORD_POINTS` says
+/// otherwise: the largest committed record has 1,320; one of 1.5 million took `vramlab report`
+/// past 3 GiB.
+pub(crate) const DEFAULT_MAX_RECORD_POINTS: u64 = 100_000;
+
+/// A record's points, read one at a time and refused past the limit before any more is held.
+fn bounded_points<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Vec<PointRecord>, D::Error> {
+    struct Points(u64);
+    impl<'de> serde::de::Visitor<'de> for Points {
+        type Value = Vec<PointRecord>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of points")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Self::Value, A::Error> {
+            let mut points = Vec::new();
+            while let Some(point) = seq.next_element()? {
+                if points.len() as u64 >= self.0 {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {} points (VRAMLAB_MAX_RECORD_POINTS raises the limit)",
+                        self.0
+                    )));
+                }
+                points.push(point);
+            }
+            Ok(points)
+        }
+    }
+    let most = crate::files::env_limit("VRAMLAB_MAX_RECORD_POINTS", DEFAULT_MAX_RECORD_POINTS)
+        .map_err(serde::de::Error::custom)?;
+    deserializer.deserialize_seq(Points(most))
 }
 
 /// The commit of the code this process runs, as its binary stamped it.
@@ -199,5 +232,36 @@ impl Record {
             writer.write_record(&row).expect("writing to memory");
         }
         writer.into_inner().expect("writing to memory")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 40: a record of 1.5 million points took `vramlab report` past 3 GiB; a record
+    /// past the limit is refused in one line, read one point at a time until then.
+    #[test]
+    fn a_record_past_the_points_limit_is_refused_in_one_line() {
+        let reference = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../reports/reference/h200/hierarchy/run/occupancy/sim.json"
+        );
+        let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(reference).unwrap()).unwrap();
+        let point = value["points"][0].clone();
+        let mut record = |n: u64| {
+            value["points"] = serde_json::Value::Array(vec![point.clone(); n as usize]);
+            serde_json::to_vec(&value).unwrap()
+        };
+        let dir = std::env::temp_dir().join(format!("vramlab-record-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sim.json");
+        std::fs::write(&path, record(DEFAULT_MAX_RECORD_POINTS)).unwrap();
+        assert_eq!(Record::load(&path).unwrap().points.len() as u64, DEFAULT_MAX_RECORD_POINTS);
+        std::fs::write(&path, record(DEFAULT_MAX_RECORD_POINTS + 1)).unwrap();
+        let err = Record::load(&path).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(err.contains("more than 100000 points (VRAMLAB_MAX_RECORD_POINTS"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
     }
 }

@@ -27,7 +27,7 @@ impl Failure {
     fn new(class: &'static str, message: impl ToString) -> Failure {
         Failure {
             class,
-            message: message.to_string(),
+            message: experiments::error_line(&message.to_string()),
         }
     }
 }
@@ -141,7 +141,8 @@ fn snapshot_of_dict(
     let Some(devices) = snapshot.get_item(intern!(py, "device_traces"))? else {
         return Ok(None);
     };
-    let Ok(devices) = devices.downcast_exact::<PyList>() else {
+    // Subclasses (an OrderedDict of events) are read as their builtins are.
+    let Ok(devices) = devices.downcast::<PyList>() else {
         return Ok(None);
     };
     let keys = [
@@ -157,7 +158,7 @@ fn snapshot_of_dict(
     let mut events = experiments::SnapshotEvents::new(device);
     let mut seen = 0usize;
     for (d, list) in devices.iter().enumerate() {
-        let Ok(list) = list.downcast_exact::<PyList>() else {
+        let Ok(list) = list.downcast::<PyList>() else {
             return Ok(None);
         };
         for item in list.iter() {
@@ -166,7 +167,7 @@ fn snapshot_of_dict(
             if seen.is_multiple_of(1 << 16) {
                 py.check_signals()?;
             }
-            let Ok(event) = item.downcast_exact::<PyDict>() else {
+            let Ok(event) = item.downcast::<PyDict>() else {
                 return Ok(None);
             };
             let Some(action) = event.get_item(keys[0])? else {
@@ -208,12 +209,20 @@ fn snapshot_of_dict(
         emptied.append(PyList::empty(py))?;
     }
     rest.set_item(intern!(py, "device_traces"), emptied)?;
-    let pickled = py.import("pickle")?.call_method1("dumps", (rest, 4))?;
+    let pickled = pickle_plain(py, rest.as_any())?;
     let pickled = pickled.downcast::<PyBytes>()?.as_bytes();
     events
         .finish(SNAPSHOT_DICT, pickled)
         .map(Some)
         .map_err(|e| Failure::from(e).into_py(py))
+}
+
+/// `value` pickled by Python's pickler once made plain (`vramlab._plain`: subclasses of the
+/// builtins made builtins, a structure that contains itself or nests too deep refused in one
+/// line, where the pickler would raise `RecursionError` or write classes the reader refuses).
+fn pickle_plain<'py>(py: Python<'py>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let plain = py.import("vramlab._plain")?.call_method1("plain", (value,))?;
+    py.import("pickle")?.call_method1("dumps", (plain, 4))
 }
 
 /// Action objects whose text is kept (a snapshot has about ten actions).
@@ -244,7 +253,7 @@ fn load_replay(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) 
         if let Some(traces) = snapshot_of_dict(py, snapshot, device)? {
             return detached(py, move || Ok(Replay::new(traces, device)?));
         }
-        let pickled = py.import("pickle")?.call_method1("dumps", (trace, 4))?;
+        let pickled = pickle_plain(py, trace)?;
         return from_bytes(SNAPSHOT_DICT, pickled.downcast::<PyBytes>()?.as_bytes().to_vec());
     }
     if let Ok(bytes) = trace.downcast::<PyBytes>() {

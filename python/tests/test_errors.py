@@ -100,3 +100,75 @@ def test_a_machine_without_a_gpu_gives_a_device_error():
     assert "needs an NVIDIA GPU" in one_line(err) and "--backend" not in str(err.value)
     with pytest.raises(OSError):
         vramlab.run("occupancy", backend="hw")
+
+
+def _snapshot(events):
+    """A one-device snapshot dict of `events`, its segments empty."""
+    return {"segments": [], "device_traces": [events]}
+
+
+def _events(make=dict):
+    return [
+        make(action="alloc", addr=1 << 34, size=512, stream=0),
+        make(action="free_requested", addr=1 << 34, size=512, stream=0),
+        make(action="free_completed", addr=1 << 34, size=512, stream=0),
+    ]
+
+
+def test_ordered_dicts_are_read_as_dicts():
+    """Issue 40: events given as OrderedDicts (or any dict subclass) were refused."""
+    import collections
+
+    plain = vramlab.replay(_snapshot(_events()))
+    ordered = vramlab.replay(_snapshot(_events(collections.OrderedDict)))
+    assert ordered["results"][0]["peak_allocated_bytes"] == plain["results"][0]["peak_allocated_bytes"] == 512
+    # A subclass elsewhere (the root, a segment's blocks, a str subclass as an action) too.
+    class Action(str):
+        pass
+
+    events = _events(collections.OrderedDict)
+    events[0]["action"] = Action("alloc")
+    events[0]["frames"] = collections.defaultdict(list)
+    root = collections.OrderedDict(_snapshot(events))
+    again = vramlab.replay(root)
+    assert again["results"][0]["peak_allocated_bytes"] == 512
+
+
+def test_deep_or_self_containing_dicts_are_refused_in_one_line():
+    """Issue 40: a snapshot nested thousands deep, or containing itself, raised RecursionError."""
+    deep = _snapshot(_events())
+    nest = deep["external_annotations"] = []
+    for _ in range(100_000):
+        inner = []
+        nest.append(inner)
+        nest = inner
+    with pytest.raises(TraceError) as err:
+        vramlab.replay(deep)
+    assert "nests deeper than 64 levels" in one_line(err)
+    assert "snapshot['external_annotations'][0][0][0]..." in str(err.value), str(err.value)
+    # Deep inside an event that the fast path does not read, the same (the event is pickled).
+    deep = _snapshot(_events())
+    deep["device_traces"][0][0]["addr"] = 1.5
+    nest = deep["device_traces"][0][0]["frames"] = []
+    for _ in range(100_000):
+        inner = []
+        nest.append(inner)
+        nest = inner
+    with pytest.raises(TraceError) as err:
+        vramlab.replay(deep)
+    assert "snapshot['device_traces'][0][0]['frames']" in one_line(err), str(err.value)
+    cyclic = _snapshot(_events())
+    cyclic["segments"] = [{"address": 1, "blocks": []}]
+    cyclic["segments"][0]["blocks"].append(cyclic)
+    with pytest.raises(TraceError) as err:
+        vramlab.replay(cyclic)
+    assert "contains itself" in one_line(err)
+
+
+def test_control_characters_and_line_separators_are_escaped_in_messages():
+    """Issue 40: a U+2028 in a value reached the message raw, and ended its line."""
+    with pytest.raises(SettingsError) as err:
+        vramlab.replay(TRACE, alloc_conf=["banana\u2028:1\r"])
+    message = one_line(err)
+    assert "\u2028" not in message and "\r" not in message, message
+    assert "\\u{2028}" in message, message

@@ -103,9 +103,34 @@ fn invalid(message: String) -> ReportError {
     ReportError::Files(experiments::Error::Invalid(message))
 }
 
-/// The file name a path ends in, where it ends in one (not empty, `.`, `..` or a `/`).
+/// The file name a path ends in, where it ends in one (not empty, `.`, `..` or a `/`). A path
+/// ending in `/.` names its folder, whose name `Path::file_name` gives: numbered exports made
+/// beside it (`out/.` -> `out-1.pickle`, outside `out`), so it is no file name either.
 pub fn file_name_of(path: &str) -> Option<&std::ffi::OsStr> {
-    (!path.is_empty() && !path.ends_with('/'))
+    let last = path.rsplit('/').next().unwrap_or(path);
+    (!last.is_empty() && last != "." && last != "..")
         .then(|| Path::new(path).file_name())
         .flatten()
+        .filter(|name| *name == std::ffi::OsStr::new(last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 40: `--export snapshot out/.` numbered its files beside `out`, not in it.
+    #[test]
+    fn numbered_exports_stay_in_the_folder_named() {
+        for file in ["out/.", ".", "out/..", "out/", "", "a/./."] {
+            assert!(Export::parse("snapshot", file).is_err(), "{file}");
+        }
+        let export = Export::parse("snapshot", "out/what.if.pickle").unwrap();
+        let files = export.files(3);
+        assert_eq!(files.len(), 3);
+        for (k, file) in files.iter().enumerate() {
+            assert_eq!(file.parent(), Some(Path::new("out")), "{file:?}");
+            assert_eq!(file.file_name().unwrap(), format!("what.if-{}.pickle", k + 1).as_str());
+        }
+        assert_eq!(file_name_of("./x"), Some(std::ffi::OsStr::new("x")));
+    }
 }

@@ -34,7 +34,7 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
         } else {
             &record.devices[..]
         };
-        for device in devices {
+        for device in devices.iter().filter(|d| !crate::terminal::is_blank(d)) {
             let label = Label {
                 backend,
                 device: (!record.devices.is_empty()).then_some(device.device_index),
@@ -42,6 +42,7 @@ pub fn render_replay(dir: &Path) -> Result<Rendered> {
             };
             device_blocks(device, &label, &plot_dir, &mut plots, &mut blocks)?;
         }
+        blocks.extend(crate::terminal::blank_devices(devices).map(Block::Paragraph));
     }
     let markdown = dir.join("replay.md");
     let html = dir.join("replay.html");

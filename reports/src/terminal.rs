@@ -14,10 +14,48 @@ pub fn replay_text(record: &ReplayRecord) -> String {
         &record.devices[..]
     };
     let mut lines = Vec::new();
-    for device in devices {
+    for device in devices.iter().filter(|d| !is_blank(d)) {
         device_lines(device, !record.devices.is_empty(), &mut lines);
     }
+    lines.extend(blank_devices(devices));
     lines.join("\n")
+}
+
+/// Whether a device of a snapshot shows nothing: no events, no results, no state at the end,
+/// no note but that (a snapshot may list many such; they are said together, in one line, not
+/// one each).
+pub(crate) fn is_blank(record: &ReplayRecord) -> bool {
+    record.events == 0 && record.results.is_empty() && record.final_state.is_empty() && record.notes.len() <= 1
+}
+
+/// The devices that show nothing ([`is_blank`]), in one line of ranges; none where there are
+/// none.
+pub(crate) fn blank_devices(devices: &[ReplayRecord]) -> Option<String> {
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for d in devices.iter().filter(|d| is_blank(d)).map(|d| d.device_index) {
+        match ranges.last_mut() {
+            Some((_, last)) if *last + 1 == d => *last = d,
+            _ => ranges.push((d, d)),
+        }
+    }
+    let count: usize = ranges.iter().map(|(a, b)| b - a + 1).sum();
+    let shown: Vec<String> = ranges
+        .iter()
+        .take(20)
+        .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+        .collect();
+    let more = if ranges.len() > 20 { ", ..." } else { "" };
+    match count {
+        0 => None,
+        1 => Some(format!(
+            "device {} has no events in the snapshot: nothing to replay",
+            shown[0]
+        )),
+        n => Some(format!(
+            "devices {}{more} ({n}) have no events in the snapshot: nothing to replay",
+            shown.join(", ")
+        )),
+    }
 }
 
 /// The state a snapshot's window began in and where the cap came from, as the terminal and

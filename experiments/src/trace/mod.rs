@@ -440,6 +440,11 @@ impl Trace {
         let failed: HashSet<u64> = self.failed_alloc_ids();
         let mut live: HashMap<u64, u64> = HashMap::default();
         let mut in_use = 0u64;
+        // Without recorded device allocations, what the allocator reserved for a request is not
+        // shown: it held at least the segment the request needs (a 512 B request a 2 MiB one),
+        // so a cap below that would fail a request the recording shows succeeded (an error
+        // whose device_free is 0 once implied a cap of a few hundred bytes).
+        let segments_unrecorded = !self.records_device_operations();
         for (at, event) in self.events.iter().enumerate() {
             match *event {
                 TraceEvent::Alloc { id, size, .. } if !failed.contains(&id) => {
@@ -449,6 +454,9 @@ impl Trace {
                     }
                     in_use = in_use.saturating_add(bytes);
                     raise(in_use, at, &mut lower, &mut lower_at);
+                    if segments_unrecorded {
+                        raise(conf.allocation_size(bytes), at, &mut lower, &mut lower_at);
+                    }
                 }
                 TraceEvent::FreeRequested { id } | TraceEvent::Free { id } => {
                     if let Some(bytes) = live.remove(&id) {
@@ -599,10 +607,16 @@ fn read_head(name: &str, reader: Box<dyn std::io::Read + '_>) -> Result<Vec<u8>>
 /// fills memory.
 pub(crate) const DEFAULT_MAX_TRACE_EXPANSION: u64 = 256;
 
-/// The most bytes a gzip stream of `compressed` bytes may expand to: the expansion limit times
-/// its size (at least 16 MiB), and never past the trace limit.
-fn expansion_limit(compressed: u64) -> Result<(u64, u64)> {
-    let ratio = crate::files::env_limit("VRAMLAB_MAX_TRACE_EXPANSION", DEFAULT_MAX_TRACE_EXPANSION)?;
+/// As [`DEFAULT_MAX_TRACE_EXPANSION`], for a gzipped RMM log or trace JSON, which are read
+/// whole and whose every line becomes an event: real logs expand 8-20 times; a 3.5 MiB log
+/// that expanded 256 times took over 3 GiB to replay.
+pub(crate) const DEFAULT_MAX_TEXT_EXPANSION: u64 = 64;
+
+/// The most bytes a gzip stream of `compressed` bytes may expand to: the expansion limit
+/// (`ratio` unless `VRAMLAB_MAX_TRACE_EXPANSION` says otherwise) times its size (at least
+/// 16 MiB), and never past the trace limit.
+fn expansion_limit(compressed: u64, ratio: u64) -> Result<(u64, u64)> {
+    let ratio = crate::files::env_limit("VRAMLAB_MAX_TRACE_EXPANSION", ratio)?;
     let limit = compressed.saturating_mul(ratio).max(16 << 20).min(max_trace_bytes()?);
     Ok((limit, ratio))
 }
@@ -626,9 +640,13 @@ impl<R: std::io::Read> std::io::Read for Bounded<R> {
 }
 
 /// A gzip stream's contents (several members read as one, as gzip does), refused past
-/// [`expansion_limit`] of its `compressed` size.
-fn gunzip<'a>(reader: Box<dyn std::io::Read + 'a>, compressed: u64) -> Result<Box<dyn std::io::Read + 'a>> {
-    let (limit, ratio) = expansion_limit(compressed)?;
+/// [`expansion_limit`] of its `compressed` size at `ratio`.
+fn gunzip<'a>(
+    reader: Box<dyn std::io::Read + 'a>,
+    compressed: u64,
+    ratio: u64,
+) -> Result<Box<dyn std::io::Read + 'a>> {
+    let (limit, ratio) = expansion_limit(compressed, ratio)?;
     Ok(Box::new(Bounded {
         inner: flate2::read::MultiGzDecoder::new(reader),
         left: limit,
@@ -670,9 +688,9 @@ impl Trace {
         let head = read_head(&name, open()?)?;
         match Format::of(&name, &head)? {
             Format::Pickle => snapshot::import(&name, &open, device, max_trace_bytes()?),
-            Format::Gzip if Format::of(&name, &read_head(&name, gunzip(open()?, u64::MAX)?)?)? == Format::Pickle => {
+            Format::Gzip if Format::of(&name, &read_head(&name, gunzip(open()?, u64::MAX, DEFAULT_MAX_TRACE_EXPANSION)?)?)? == Format::Pickle => {
                 let compressed = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
-                snapshot::import(&name, &|| gunzip(open()?, compressed), device, max_trace_bytes()?)
+                snapshot::import(&name, &|| gunzip(open()?, compressed, DEFAULT_MAX_TRACE_EXPANSION), device, max_trace_bytes()?)
             }
             _ => {
                 let bytes = read_bounded(&name, open()?, max_trace_bytes()?)?;
@@ -698,18 +716,19 @@ impl Trace {
         let text = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
         match format {
             Format::Gzip
-                if Format::of(name, &read_head(name, gunzip(Box::new(bytes), u64::MAX)?)?)? == Format::Pickle =>
+                if Format::of(name, &read_head(name, gunzip(Box::new(bytes), u64::MAX, DEFAULT_MAX_TRACE_EXPANSION)?)?)? == Format::Pickle =>
             {
                 let compressed = bytes.len() as u64;
                 snapshot::import(
                     name,
-                    &|| gunzip(Box::new(bytes), compressed),
+                    &|| gunzip(Box::new(bytes), compressed, DEFAULT_MAX_TRACE_EXPANSION),
                     device,
                     max_trace_bytes()?,
                 )
             }
             Format::Gzip => {
-                let plain = read_bounded(name, gunzip(Box::new(bytes), bytes.len() as u64)?, max_trace_bytes()?)?;
+                let text = gunzip(Box::new(bytes), bytes.len() as u64, DEFAULT_MAX_TEXT_EXPANSION)?;
+                let plain = read_bounded(name, text, max_trace_bytes()?)?;
                 Trace::all_from_bytes(name, &plain, device)
             }
             Format::Pickle => snapshot::import(name, &|| Ok(Box::new(bytes)), device, max_trace_bytes()?),
@@ -1060,6 +1079,22 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// Issue 40: an error whose device_free is 0, in a trace without its device allocations,
+    /// implied a cap of the bytes in use (512 B), under which the 512 B request the recording
+    /// shows succeeded fails (it needs a 2 MiB segment); the cap is at least the segment each
+    /// request that succeeded needs.
+    #[test]
+    fn a_cap_from_an_error_fits_every_request_that_succeeded() {
+        use DeviceAction::*;
+        let mut trace = with_ops(&[MIB, 512, 30 * MIB], &[(0, Oom, MIB, 0)]);
+        trace.alloc_addrs = vec![u64::MAX, 0x1000, 0x2000];
+        let cap = trace.capacity_from_oom().unwrap();
+        assert_eq!((cap.lower, cap.lower_at), (30 * MIB + 512, Some(2)), "{}", cap.explain());
+        let mut trace = with_ops(&[MIB, 512], &[(0, Oom, MIB, 0)]);
+        trace.alloc_addrs = vec![u64::MAX, 0x1000];
+        assert_eq!(trace.capacity_from_oom().unwrap().bytes, 2 * MIB);
+    }
+
     /// Every device allocation bounds the cap from below and every error from above, not the
     /// first error alone: a success after the first error raises the lower bound, and a later
     /// error lowers the upper one.
@@ -1120,13 +1155,19 @@ mod tests {
     }
 
     /// Without recorded device allocations, the bytes of live allocations still bound the cap
-    /// from below (reserved memory is never less), and a request that failed does not count.
+    /// from below (reserved memory is never less), as does the segment each request needs (the
+    /// 3 MiB request a 20 MiB one, which the 5 MiB request then fits in), and a request that
+    /// failed does not count.
     #[test]
     fn live_allocations_bound_the_cap_where_no_device_allocation_is_recorded() {
         let mut trace = with_ops(&[3 * MIB, 5 * MIB, 100 * MIB], &[(2, DeviceAction::Oom, 100 * MIB, 0)]);
         trace.alloc_addrs = vec![0x1000, 0x2000, u64::MAX];
         let cap = trace.capacity_from_oom().unwrap();
-        assert_eq!((cap.lower, cap.lower_at), (8 * MIB, Some(1)));
+        assert_eq!((cap.lower, cap.lower_at), (20 * MIB, Some(0)));
+        let mut trace = with_ops(&[12 * MIB, 14 * MIB, 100 * MIB], &[(2, DeviceAction::Oom, 100 * MIB, 0)]);
+        trace.alloc_addrs = vec![0x1000, 0x2000, u64::MAX];
+        let cap = trace.capacity_from_oom().unwrap();
+        assert_eq!((cap.lower, cap.lower_at), (26 * MIB, Some(1)));
         assert!(cap.crossed(), "nothing held at the error, device_free 0: {cap:?}");
     }
 
@@ -1179,6 +1220,28 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains('\n'));
+    }
+
+    /// Issue 40: a gzipped RMM log is read whole and each of its lines becomes an event, so it
+    /// may expand 64 times its size, not 256 (a 3.5 MiB log grew past 3 GiB replayed); one that
+    /// expands less is read.
+    #[test]
+    fn a_small_gzipped_rmm_log_cannot_expand_without_bound() {
+        use std::io::Write;
+        let gzip = |rows: usize| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            gz.write_all(b"Thread,Time,Action,Pointer,Size,Stream\n").unwrap();
+            for _ in 0..rows {
+                gz.write_all(b"1,08:00:00.000000,allocate,0x7f0000000000,256,0x0\n1,08:00:00.000001,free,0x7f0000000000,256,0x0\n")
+                    .unwrap();
+            }
+            gz.finish().unwrap()
+        };
+        let bytes = gzip(400_000);
+        let err = Trace::from_bytes("bomb.csv.gz", &bytes, None).unwrap_err().to_string();
+        assert!(err.contains("decompresses to more than") && err.contains("64 times its"), "{err}");
+        assert!(!err.contains('\n'));
+        assert_eq!(Trace::from_bytes("log.csv.gz", &gzip(1000), None).unwrap().events.len(), 2000);
     }
 
     #[test]

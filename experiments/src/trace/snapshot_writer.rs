@@ -9,22 +9,22 @@ use crate::files::write_atomically;
 use crate::replay_record::ReplayedTrace;
 
 /// A pickle being written: opcodes appended to a buffer.
-struct PickleWriter {
+pub(super) struct PickleWriter {
     out: Vec<u8>,
 }
 
 impl PickleWriter {
-    fn new() -> PickleWriter {
+    pub(super) fn new() -> PickleWriter {
         PickleWriter { out: vec![0x80, 2] }
     }
 
-    fn str(&mut self, text: &str) {
+    pub(super) fn str(&mut self, text: &str) {
         self.out.push(b'X');
         self.out.extend_from_slice(&(text.len() as u32).to_le_bytes());
         self.out.extend_from_slice(text.as_bytes());
     }
 
-    fn int(&mut self, value: u64) {
+    pub(super) fn int(&mut self, value: u64) {
         if value <= i32::MAX as u64 {
             self.out.push(b'J');
             self.out.extend_from_slice(&(value as i32).to_le_bytes());
@@ -44,7 +44,7 @@ impl PickleWriter {
     }
 
     /// A signed integer (pool ids): BININT where it fits, else LONG1.
-    fn signed(&mut self, value: i64) {
+    pub(super) fn signed(&mut self, value: i64) {
         match i32::try_from(value) {
             Ok(small) => {
                 self.out.push(b'J');
@@ -58,25 +58,25 @@ impl PickleWriter {
         }
     }
 
-    fn bool(&mut self, value: bool) {
+    pub(super) fn bool(&mut self, value: bool) {
         self.out.push(if value { 0x88 } else { 0x89 });
     }
 
     /// A dict: `fill` writes key, value pairs with [`PickleWriter::entry`].
-    fn dict(&mut self, fill: impl FnOnce(&mut PickleWriter)) {
+    pub(super) fn dict(&mut self, fill: impl FnOnce(&mut PickleWriter)) {
         self.out.push(b'}');
         self.out.push(b'(');
         fill(self);
         self.out.push(b'u');
     }
 
-    fn entry(&mut self, key: &str, value: impl FnOnce(&mut PickleWriter)) {
+    pub(super) fn entry(&mut self, key: &str, value: impl FnOnce(&mut PickleWriter)) {
         self.str(key);
         value(self);
     }
 
     /// A list of `items`, each written by `item`.
-    fn list<T>(&mut self, items: &[T], mut item: impl FnMut(&mut PickleWriter, &T)) {
+    pub(super) fn list<T>(&mut self, items: &[T], mut item: impl FnMut(&mut PickleWriter, &T)) {
         self.out.push(b']');
         for chunk in items.chunks(1000) {
             self.out.push(b'(');
@@ -87,7 +87,7 @@ impl PickleWriter {
         }
     }
 
-    fn finish(mut self) -> Vec<u8> {
+    pub(super) fn finish(mut self) -> Vec<u8> {
         self.out.push(b'.');
         self.out
     }

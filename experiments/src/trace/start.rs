@@ -584,6 +584,9 @@ pub(super) fn rebuild(finals: &[FinalSegment], window: Window<'_>, conf: &AllocC
             if rounded_end > boundary {
                 overlaps += 1;
                 block.size = boundary - block.addr;
+                // PyTorch's counters keep the requested bytes within the allocated ones: a
+                // block cut short by the next is taken as requesting no more than it holds.
+                block.requested = block.requested.min(block.size);
             } else if segment.is_large && !segment.expandable && boundary > rounded_end {
                 // The large pool splits off only a rest of more than 1 MiB (and never splits a
                 // block of max_split_size or more, which keeps a tail under
@@ -623,7 +626,7 @@ pub(super) fn rebuild(finals: &[FinalSegment], window: Window<'_>, conf: &AllocC
     }
     if overlaps > 0 {
         unknowns.push(format!(
-            "{overlaps} blocks live at the start would overlap the next one at their rounded size: the recorded settings are not those the snapshot names"
+            "{overlaps} blocks live at the start would overlap the next one at their rounded size: the recorded settings are not those the snapshot names (each is cut short at the next, and its requested bytes, which its free names, to what it holds)"
         ));
     }
     if undetermined > 0 {
