@@ -168,9 +168,10 @@ pub(crate) fn tune(
         );
         return Ok(());
     }
-    println!("{}", reports::tune_text(&record));
-    println!("tune: {}", rendered.markdown.display());
+    // The answer is the last line: what was written, and this process's cost, come first.
     eprintln!("tune: this process's peak memory {}", peak_memory());
+    println!("tune: {} (and tune.html, plots/)\n", rendered.markdown.display());
+    println!("{}", reports::tune_text(&record));
     Ok(())
 }
 

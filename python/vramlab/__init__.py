@@ -158,8 +158,10 @@ def tune(
     """Replays a trace under many ``PYTORCH_ALLOC_CONF`` settings at once, ranked.
 
     Settings that fit under ``capacity`` come first, then by peak reserved memory; each result
-    names its setting (``policy`` is ``"PYTORCH_ALLOC_CONF=..."``) and the smallest cap it fits
-    under. ``grid`` replaces the default grid (``vramlab.DEFAULT_TUNE_GRID``). ``torch`` names the
+    names its setting (``policy`` is ``"PYTORCH_ALLOC_CONF=..."``), the line to paste in a shell
+    (``paste``: ``"PYTORCH_ALLOC_CONF='...'"``, quoted) and the smallest cap it fits under;
+    ``answer`` is the one line that answers (the setting to use, or that the current settings
+    already fit, or that nothing does). ``grid`` replaces the default grid (``vramlab.DEFAULT_TUNE_GRID``). ``torch`` names the
     PyTorch release whose allocator rules to follow, as for ``replay``.
     """
     settings = _settings(grid)

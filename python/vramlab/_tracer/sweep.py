@@ -14,6 +14,11 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 
+def _quoted(text: str) -> str:
+    """`text` quoted for a POSIX shell, as tune quotes settings (experiments/src/pytorch.rs)."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
 def _mib(size: int) -> str:
     return f"{size / 2**20:,.0f} MiB"
 
@@ -29,6 +34,8 @@ def ranked(snapshot: Any, capacity: int) -> Dict[str, Any]:
     return {
         "fits": best["failed_allocs"] == 0,
         "setting": best["policy"].split("=", 1)[1] if "=" in best["policy"] else best["policy"],
+        # The line to paste, quoted for a shell (tune's "paste").
+        "paste": best.get("paste", best["policy"]),
         "needs": best.get("always_fits_bytes") or best.get("min_capacity_bytes") or best["peak_reserved_bytes"],
         "defaults_fit": defaults["failed_allocs"] == 0,
         "defaults_need": defaults.get("always_fits_bytes") or defaults.get("min_capacity_bytes") or defaults["peak_reserved_bytes"],
@@ -46,7 +53,7 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
             return f"no value of {name} was traced"
         return f"nothing fits under {cap}: at {name}={first['value']} the least any setting needs is {_mib(first['needs'])}; reduce {name} below {first['value']} or use a GPU with more memory"
     best = fitting[-1]
-    setting = "PyTorch's default settings" if best["defaults_fit"] else f'PYTORCH_ALLOC_CONF="{best["setting"]}"'
+    setting = "PyTorch's default settings" if best["defaults_fit"] else best["paste"]
     line = f"the largest {name} that fits under {cap}: {name}={best['value']}, with {setting} (it needs {_mib(best['defaults_need'] if best['defaults_fit'] else best['needs'])})"
     beyond = [p for p in points if not p["fits"]]
     if beyond:
@@ -120,7 +127,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
             print(f"error: {name}={value}: the trace stopped before the program ended ({' '.join(why)}); its figures would be a lower bound, so the sweep stops", file=sys.stderr)
             return 1
         points.append(point)
-        print(f"{value:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {point['setting'] or '(defaults)'}", file=sys.stderr)
+        print(f"{value:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {_quoted(point['setting']) if point['setting'] else '(defaults)'}", file=sys.stderr)
         if not point["fits"]:
             break
     untried = [f"{name}={v}" for v in values[len(points):]]
