@@ -102,10 +102,14 @@ enum Command {
         /// labelled).
         #[arg(long)]
         device: Option<usize>,
-        /// Refuse device memory beyond this many bytes (e.g. "2 GiB"); for PyTorch's allocator,
-        /// what torch.cuda.set_per_process_memory_fraction sets (fraction x device memory).
+        /// Refuse device memory beyond this (e.g. "2 GiB", "80GB" read as GiB, bytes, or with
+        /// --gpu a share of its memory: "90%", "0.9"); for PyTorch's allocator, what
+        /// torch.cuda.set_per_process_memory_fraction sets (fraction x device memory).
         #[arg(long, allow_hyphen_values = true)]
         capacity: Option<String>,
+        /// The GPU the job runs on (see `vramlab list`): what a share in --capacity is of.
+        #[arg(long, value_name = "NAME")]
+        gpu: Option<String>,
         /// The PyTorch release whose allocator rules to follow (e.g. 2.15), where the snapshot
         /// does not show it (default: what it shows, else 2.11); a key that release does not
         /// know is refused in PyTorch's words.
@@ -137,10 +141,15 @@ enum Command {
     Tune {
         /// A PyTorch memory snapshot (.pickle or .pickle.gz), an RMM log or a vramlab trace.
         trace: String,
-        /// The cap to fit under (e.g. "2 GiB", or bytes), as torch.cuda.set_per_process_memory_fraction
-        /// sets it (fraction x device memory); default: the cap a recorded out-of-memory error implies.
+        /// The cap to fit under: a size ("2 GiB"; "80GB" is read as GiB, as GPU memory is
+        /// counted; or bytes), or with --gpu a share of its memory ("90%", "0.9"), as
+        /// torch.cuda.set_per_process_memory_fraction sets it (fraction x device memory); default:
+        /// the cap a recorded out-of-memory error implies. The CUDA context is outside it.
         #[arg(long, allow_hyphen_values = true)]
         capacity: Option<String>,
+        /// The GPU the job runs on (see `vramlab list`): what a share in --capacity is of.
+        #[arg(long, value_name = "NAME")]
+        gpu: Option<String>,
         /// Settings to try (repeatable); replaces the default grid of 20 (see `vramlab list`).
         #[arg(long, value_name = "SETTINGS", allow_hyphen_values = true)]
         grid: Vec<String>,
@@ -255,6 +264,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             alloc_conf,
             device,
             capacity,
+            gpu,
             torch,
             backend,
             json,
@@ -270,6 +280,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
                 alloc_conf: &alloc_conf,
                 device,
                 capacity: capacity.as_deref(),
+                gpu: gpu.as_deref(),
                 torch: torch.as_deref(),
                 backend,
                 json,
@@ -282,6 +293,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         Command::Tune {
             trace,
             capacity,
+            gpu,
             grid,
             device,
             torch,
@@ -289,7 +301,16 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             json,
         } => {
             experiments::set_output_root(&out);
-            replay::tune(&trace, capacity.as_deref(), &grid, device, torch.as_deref(), &out, json)
+            replay::tune(&replay::TuneArgs {
+                trace: &trace,
+                capacity: capacity.as_deref(),
+                gpu: gpu.as_deref(),
+                grid: &grid,
+                device,
+                torch: torch.as_deref(),
+                out: &out,
+                json,
+            })
         }
         Command::Calibrate {
             out,

@@ -403,7 +403,8 @@ pub struct ReplayRecord {
     /// What the allocator held when the trace began, where its start was lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<StartSummary>,
-    /// Where an inferred cap came from (a recorded out-of-memory error).
+    /// Where the cap came from (a recorded out-of-memory error), or, for a cap given, how it
+    /// reads back: both units, what it is a share of, and what lies outside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_source: Option<String>,
     /// The state the snapshot ends with, per pool and stream, where it has no trace to replay

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Sequence, Union
 
 
 def _quoted(text: str) -> str:
@@ -63,14 +63,16 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
     return line
 
 
-def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: str = "h100", capacity: Optional[int] = None, name: str = "value") -> Dict[str, Any]:
+def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: str = "h100", capacity: Union[None, int, float, str] = None, name: str = "value") -> Dict[str, Any]:
     """``vramlab.sweep``: calls ``program(value)`` under ``vramlab.trace(gpu=gpu)`` for each value in
     increasing order, ranks each trace under PyTorch's settings, and stops at the first value
     nothing fits. Returns ``{"points": [...], "answer": "one line"}``."""
+    from .. import _vramlab
     from .session import trace
 
     points: List[Dict[str, Any]] = []
-    cap = capacity
+    # A size ("72 GiB", "80GB" read as GiB) or a share of the GPU's memory ("90%", 0.9).
+    cap = _vramlab.capacity(str(capacity), gpu)[0] if isinstance(capacity, (str, float)) else capacity
     for i, value in enumerate(values):
         with trace(gpu=gpu) as t:
             program(value)
@@ -103,7 +105,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
         import json
 
         gpu = json.loads(_vramlab.gpu(options.gpu))
-        capacity = _vramlab.parse_bytes(options.capacity) if options.capacity else int(gpu["memory_bytes"])
+        capacity = _vramlab.capacity(options.capacity, options.gpu)[0] if options.capacity else int(gpu["memory_bytes"])
     except (ValueError, VramlabError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
