@@ -119,7 +119,7 @@ def test_each_gpu_from_its_datasheet_traces_with_the_rules_its_capability_implie
     notes = " ".join(t.snapshot()["vramlab_notes"])
     assert f"the {device} is known to vramlab from its datasheets, not measured" in notes
     assert f"cuBLAS's workspace {cublas:,} B" in notes
-    assert "convolution workspaces were measured on the H100 only" in notes
+    assert "convolution workspaces were measured on the H100 and H200 only" in notes
 
 
 def test_a_measured_gpu_says_no_such_thing():

@@ -29,8 +29,11 @@ def test_tune_runs_from_the_shell(command, tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    first = done.stdout.splitlines()[1].split()
+    lines = done.stdout.splitlines()
+    first = lines[[line.split()[:1] for line in lines].index(["rank"]) + 1].split()
     assert first[:2] == ["1", "yes"], done.stdout
+    # The last line answers (issue 38 item 5).
+    assert lines[-1].startswith("answer: your current settings (PyTorch's defaults) already fit"), done.stdout
     assert (tmp_path / "tune" / "tune.json").exists()
 
 

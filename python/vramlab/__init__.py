@@ -88,12 +88,12 @@ def _capacity(capacity: Union[None, int, float, str], gpu: Optional[str] = None)
         return None
     if gpu is not None and not isinstance(gpu, str):
         raise TypeError(f"gpu must be a GPU's name (see vramlab list), not {type(gpu).__name__}")
-    if isinstance(capacity, float) or isinstance(capacity, str):
+    if isinstance(capacity, float) and 0.0 < capacity <= 1.0 or isinstance(capacity, str):
         # As the CLI reads it: "3 GiB", "80GB" (GiB, as GPU memory is counted), "1048576", or
         # with gpu a share of its memory: "90%", 0.9.
         capacity = _vramlab.capacity(str(capacity), gpu)[0]
     if isinstance(capacity, bool) or not isinstance(capacity, int):
-        raise TypeError(f"capacity must be a whole number of bytes or a size such as '3 GiB', not {type(capacity).__name__}")
+        raise TypeError(f"capacity must be a whole number of bytes, a size such as '3 GiB', or with gpu a share of its memory (0.9, '90%'), not {capacity!r}")
     if capacity <= 0:
         raise SettingsError(f"capacity={capacity}: must be positive")
     return capacity

@@ -249,7 +249,7 @@ class trace:
             f"the {gpu['name']} is known to vramlab from its datasheets, not measured ({gpu['source']}): total memory {gpu['memory_said']}; "
             + f"what follows from compute capability {gpu['compute_capability']} is PyTorch's rule, not a measurement: cuBLAS's workspace {cublas:,} B per handle (rules/cublas.py, CublasHandlePool.cpp), "
             + f"attention tried in the order {order} where each qualifies (rules/attention.py, sdp_utils.cpp), bfloat16 supported from major 8; "
-            + f"cuDNN's convolution workspaces were measured on the H100 only, so convolutions here are traced without them: peak reserved may be higher by up to the largest workspace cuDNN picks (the note on convolutions says how many)"
+            + f"cuDNN's convolution workspaces were measured on the H100 and H200 only, so convolutions here are traced without them: peak reserved may be higher by up to the largest workspace cuDNN picks (the note on convolutions says how many)"
         )
 
     def snapshot(self) -> Dict[str, Any]:
