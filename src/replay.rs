@@ -38,7 +38,10 @@ pub(crate) struct TuneArgs<'a> {
 
 /// `--capacity` with `--gpu`: the cap, and how it reads back (both units, what it is a share
 /// of, what lies outside it).
-fn parse_capacity(text: Option<&str>, gpu: Option<&str>) -> Result<(Option<experiments::Capacity>, Option<experiments::Gpu>)> {
+fn parse_capacity(
+    text: Option<&str>,
+    gpu: Option<&str>,
+) -> Result<(Option<experiments::Capacity>, Option<experiments::Gpu>)> {
     let gpu = gpu
         .map(|name| experiments::Gpu::find(name).map_err(|e| anyhow::anyhow!("--gpu: {e}")))
         .transpose()?;
@@ -83,9 +86,16 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("--{e}"))?;
     let (capacity, gpu) = parse_capacity(args.capacity, args.gpu)?;
-    let front = load_replay(args.trace, args.device, args.seed, capacity.as_ref(), gpu.as_ref(), args.torch)?
-        .policies(args.policy, args.alloc_conf)
-        .keep_events(!exports.is_empty());
+    let front = load_replay(
+        args.trace,
+        args.device,
+        args.seed,
+        capacity.as_ref(),
+        gpu.as_ref(),
+        args.torch,
+    )?
+    .policies(args.policy, args.alloc_conf)
+    .keep_events(!exports.is_empty());
     let trace = front.trace();
     let jobs = front.choices()?;
     let backend = match args.backend {
@@ -177,7 +187,8 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
 pub(crate) fn tune(args: &TuneArgs) -> Result<()> {
     let (out, json) = (args.out, args.json);
     let (capacity, gpu) = parse_capacity(args.capacity, args.gpu)?;
-    let mut record = load_replay(args.trace, args.device, 0, capacity.as_ref(), gpu.as_ref(), args.torch)?.tune(args.grid)?;
+    let mut record =
+        load_replay(args.trace, args.device, 0, capacity.as_ref(), gpu.as_ref(), args.torch)?.tune(args.grid)?;
     if let Some(capacity) = &capacity {
         record.capacity_source = Some(capacity.said.clone());
     }

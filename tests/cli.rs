@@ -594,7 +594,10 @@ fn tune_ranks_settings_and_writes_its_report() {
         let line = line.as_str().unwrap();
         assert!(text.contains(line), "{line}");
         assert!(markdown.contains(line), "{line}");
-        assert!(html.contains(&line.replace('"', "&quot;").replace('>', "&gt;")), "{line}");
+        assert!(
+            html.contains(&line.replace('"', "&quot;").replace('>', "&gt;")),
+            "{line}"
+        );
     }
     let defaults = verdicts.iter().find(|v| v["setting"] == "").unwrap();
     assert_eq!(defaults["label"], "(defaults)");
@@ -616,7 +619,12 @@ fn pasted(line: &str, dir: &Path) -> Option<String> {
         .output()
         .ok()?;
     assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
-    Some(String::from_utf8(out.stdout).unwrap().trim_end_matches('\n').to_string())
+    Some(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim_end_matches('\n')
+            .to_string(),
+    )
 }
 
 /// Issue 38, item 4: every setting tune offers (the table's last column, the JSON's `paste`,
@@ -628,11 +636,23 @@ fn tune_offers_each_setting_quoted_so_that_it_survives_a_shell() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("tune");
     let awkward = "roundup_power2_divisions:[64:8,256:4,1024:2,>:1]";
-    let grid = ["", "expandable_segments:True", awkward, "max_split_size_mb:128,garbage_collection_threshold:0.6"];
-    let mut args = vec!["tune", &trace_file("resnet18_default.pickle")[..], "--capacity", "2 GiB", "--out", out.to_str().unwrap()]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>();
+    let grid = [
+        "",
+        "expandable_segments:True",
+        awkward,
+        "max_split_size_mb:128,garbage_collection_threshold:0.6",
+    ];
+    let mut args = vec![
+        "tune",
+        &trace_file("resnet18_default.pickle")[..],
+        "--capacity",
+        "2 GiB",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
     for g in grid {
         args.extend(["--grid".to_string(), g.to_string()]);
     }
@@ -645,7 +665,12 @@ fn tune_offers_each_setting_quoted_so_that_it_survives_a_shell() {
         return;
     }
     // The table's last column: each cell, after PYTORCH_ALLOC_CONF=, reads back as its setting.
-    let rows: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("rank")).skip(1).take(grid.len()).collect();
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("rank"))
+        .skip(1)
+        .take(grid.len())
+        .collect();
     let mut seen = Vec::new();
     for row in &rows {
         let cell = row.rsplit("  ").next().unwrap().trim();
@@ -670,7 +695,11 @@ fn tune_offers_each_setting_quoted_so_that_it_survives_a_shell() {
     }
     let html = std::fs::read_to_string(out.join("tune.html")).unwrap();
     for line in text.lines().chain(html.lines()) {
-        let line = line.replace("&#39;", "'").replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&");
+        let line = line
+            .replace("&#39;", "'")
+            .replace("&gt;", ">")
+            .replace("&lt;", "<")
+            .replace("&amp;", "&");
         for (i, _) in line.match_indices("PYTORCH_ALLOC_CONF='") {
             let rest = &line[i + "PYTORCH_ALLOC_CONF='".len()..];
             let quoted = &rest[..rest.find('\'').unwrap()];
@@ -689,7 +718,11 @@ fn tune_offers_each_setting_quoted_so_that_it_survives_a_shell() {
 fn tune_ends_on_one_line_that_answers() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = trace_file("resnet18_default.pickle");
-    let grid = ["", "expandable_segments:True", "roundup_power2_divisions:[64:8,256:4,1024:2,>:1]"];
+    let grid = [
+        "",
+        "expandable_segments:True",
+        "roundup_power2_divisions:[64:8,256:4,1024:2,>:1]",
+    ];
     for (cap, starts, html_class, html_words) in [
         ("2 GiB", "answer: your current settings (PyTorch's defaults) already fit under the cap of 2,048 MiB, with ", "class=\"answer\"", "Your current settings already fit"),
         ("1600 MiB", "answer: PYTORCH_ALLOC_CONF='expandable_segments:True' fits under the cap of 1,600 MiB", "class=\"answer\"", "Set it in the job&#39;s environment"),

@@ -19,7 +19,10 @@ fn real_jobs() -> PathBuf {
 /// `../shared` beside the checkout, or `VRAMLAB_SHARED` where set (a missing folder checks the skip).
 fn wild(name: &str) -> PathBuf {
     std::env::var_os("VRAMLAB_SHARED")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"), PathBuf::from)
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
+            PathBuf::from,
+        )
         .join("traces/wild")
         .join(name)
 }

@@ -288,7 +288,11 @@ impl Capacity {
 
     /// `bytes` in MiB and in GB (10^9 bytes).
     pub fn both_units(bytes: u64) -> String {
-        format!("{} = {:.2} GB", crate::ReplayRecord::format_cap(bytes), bytes as f64 / 1e9)
+        format!(
+            "{} = {:.2} GB",
+            crate::ReplayRecord::format_cap(bytes),
+            bytes as f64 / 1e9
+        )
     }
 
     fn outside(gpu: &Gpu) -> String {
@@ -352,16 +356,28 @@ mod tests {
         assert_eq!(Capacity::parse("80 GiB", None).unwrap().bytes, gib(80));
         assert_eq!(Capacity::parse("1500 MB", None).unwrap().bytes, 1500 << 20);
         assert_eq!(Capacity::parse("240947481", None).unwrap().bytes, 240_947_481);
-        assert_eq!(Capacity::parse("90%", Some(&a100)).unwrap().bytes, (0.9 * gib(80) as f64) as u64);
+        assert_eq!(
+            Capacity::parse("90%", Some(&a100)).unwrap().bytes,
+            (0.9 * gib(80) as f64) as u64
+        );
         assert_eq!(Capacity::parse("0.5", Some(&a100)).unwrap().bytes, gib(40));
         let said = Capacity::parse("90%", Some(&a100)).unwrap().said;
-        assert!(said.starts_with("73,728 MiB = 77.31 GB: 90% of the NVIDIA A100-SXM4-80GB's 81,920 MiB"), "{said}");
-        assert!(said.contains("CUDA context") && said.contains("outside the cap"), "{said}");
+        assert!(
+            said.starts_with("73,728 MiB = 77.31 GB: 90% of the NVIDIA A100-SXM4-80GB's 81,920 MiB"),
+            "{said}"
+        );
+        assert!(
+            said.contains("CUDA context") && said.contains("outside the cap"),
+            "{said}"
+        );
         let e = Capacity::parse("0.9", None).unwrap_err();
         assert!(e.contains("--gpu"), "{e}");
         assert!(Capacity::parse("150%", Some(&a100)).is_err());
         assert!(Capacity::parse("0", Some(&a100)).is_ok_and(|c| c.bytes == 0));
         let over = Capacity::parse("80GB", Some(&Gpu::find("h100").unwrap())).unwrap().said;
-        assert!(over.contains("more than the NVIDIA H100 80GB HBM3's 81,079 MiB"), "{over}");
+        assert!(
+            over.contains("more than the NVIDIA H100 80GB HBM3's 81,079 MiB"),
+            "{over}"
+        );
     }
 }

@@ -747,7 +747,11 @@ impl ReplayRecord {
         let cap = Self::format_cap;
         // What a setting needs: the cap from which it fits at every larger one, else the
         // smallest that fits, else its peak; "at least" where the search stopped at a bound.
-        let needs = |r: &PolicyResult| r.always_fits_bytes.or(r.min_capacity_bytes).unwrap_or(r.peak_reserved_bytes);
+        let needs = |r: &PolicyResult| {
+            r.always_fits_bytes
+                .or(r.min_capacity_bytes)
+                .unwrap_or(r.peak_reserved_bytes)
+        };
         let base = self.results.iter().find(|r| r.setting() == baseline);
         let best = self.results.first();
         let current = |r: &PolicyResult| match r.setting() {

@@ -380,7 +380,9 @@ fn parse_bytes(py: Python<'_>, text: &str) -> PyResult<u64> {
 #[pyo3(signature = (text, gpu=None))]
 fn capacity(py: Python<'_>, text: &str, gpu: Option<String>) -> PyResult<(u64, String)> {
     let gpu = match gpu {
-        Some(name) => Some(experiments::Gpu::find(&name).map_err(|e| Failure::new("InputError", e.to_string()).into_py(py))?),
+        Some(name) => {
+            Some(experiments::Gpu::find(&name).map_err(|e| Failure::new("InputError", e.to_string()).into_py(py))?)
+        }
         None => None,
     };
     experiments::Capacity::parse(text, gpu.as_ref())

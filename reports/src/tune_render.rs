@@ -95,7 +95,9 @@ fn answer(record: &ReplayRecord) -> Vec<Block> {
             },
         ));
         if let Some(answer) = &record.answer {
-            blocks.push(Block::Paragraph(answer.trim_start_matches("answer: ").to_string() + "."));
+            blocks.push(Block::Paragraph(
+                answer.trim_start_matches("answer: ").to_string() + ".",
+            ));
         }
         if best.always_fits_bytes.is_some() || best.min_capacity_bytes.is_some() {
             blocks.push(Block::Paragraph(format!(
@@ -114,7 +116,9 @@ fn answer(record: &ReplayRecord) -> Vec<Block> {
     if current_fits {
         blocks.push(Block::Heading(2, "Your current settings already fit".into()));
         if let Some(answer) = &record.answer {
-            blocks.push(Block::Paragraph(answer.trim_start_matches("answer: ").to_string() + "."));
+            blocks.push(Block::Paragraph(
+                answer.trim_start_matches("answer: ").to_string() + ".",
+            ));
         }
         if own.is_some_and(|own| own.setting() != best.setting()) || own.is_none() && !best.setting().is_empty() {
             blocks.push(Block::Paragraph(format!(

@@ -493,11 +493,17 @@ Thread,Time,Action,Pointer,Size,Stream
     fn reads_the_logs_from_the_wild() {
         // ../shared beside the checkout, or VRAMLAB_SHARED where set.
         let dir = std::env::var_os("VRAMLAB_SHARED")
-            .map_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"), std::path::PathBuf::from)
+            .map_or_else(
+                || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
+                std::path::PathBuf::from,
+            )
             .join("traces/wild");
         if !dir.is_dir() {
             // A fresh clone has no ../shared (issue 38 item 13); CI has it.
-            eprintln!("skipped: {} is missing (the logs from the wild sit in ../shared beside the checkout)", dir.display());
+            eprintln!(
+                "skipped: {} is missing (the logs from the wild sit in ../shared beside the checkout)",
+                dir.display()
+            );
             return;
         }
         for (file, events) in [
