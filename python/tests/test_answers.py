@@ -127,3 +127,14 @@ def test_a_measured_gpu_says_no_such_thing():
     with vramlab.trace(gpu="h100") as t:
         pass
     assert not any("datasheets" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_a_sweep_takes_a_share_of_a_named_gpu():
+    torch = pytest.importorskip("torch", reason="vramlab.trace needs PyTorch")
+
+    def step(n):
+        torch.empty(n, device="cuda")
+
+    answered = vramlab.sweep(step, [1 << 20], gpu="a100-80gb", capacity="1%", name="n")
+    assert answered["capacity_bytes"] == int(0.01 * (80 << 30))
+    assert answered["answer"].startswith("the largest n that fits under 819 MiB"), answered["answer"]

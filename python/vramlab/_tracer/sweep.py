@@ -14,11 +14,6 @@ import sys
 from typing import Any, Callable, Dict, List, Sequence, Union
 
 
-def _quoted(text: str) -> str:
-    """`text` quoted for a POSIX shell, as tune quotes settings (experiments/src/pytorch.rs)."""
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
 def _mib(size: int) -> str:
     return f"{size / 2**20:,.0f} MiB"
 
@@ -129,7 +124,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
             print(f"error: {name}={value}: the trace stopped before the program ended ({' '.join(why)}); its figures would be a lower bound, so the sweep stops", file=sys.stderr)
             return 1
         points.append(point)
-        print(f"{value:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {_quoted(point['setting']) if point['setting'] else '(defaults)'}", file=sys.stderr)
+        print(f"{value:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {point['paste'].split('=', 1)[1] if point['setting'] else '(defaults)'}", file=sys.stderr)
         if not point["fits"]:
             break
     untried = [f"{name}={v}" for v in values[len(points):]]
