@@ -226,14 +226,26 @@ enum BackendChoice {
 /// Runs the command line `args` (the first is the program's name) and gives its exit status:
 /// 0 done, 1 failed (the error said on stderr in one line), 2 bad arguments.
 pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
+    use clap::error::ErrorKind;
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(err) if !err.use_stderr() => err.exit(), // --help, --version
-        Err(err) => {
-            // clap words usage errors over several lines; vramlab's errors are one line.
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::InvalidValue | ErrorKind::ValueValidation | ErrorKind::InvalidUtf8
+            ) =>
+        {
+            // An error about a value given is one line, as vramlab's errors about input are.
             let text = err.render().to_string();
             let words: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
             eprintln!("{}", words.join(" "));
+            return 2;
+        }
+        Err(err) => {
+            // A usage error (an unknown flag or command, a missing argument, bare `vramlab`):
+            // as clap prints it, over several lines with the usage and a tip.
+            let _ = err.print();
             return 2;
         }
     };

@@ -160,6 +160,34 @@ fn unknown_names_list_the_valid_ones() {
     assert_clean_failure(&output, &["nowhere"]);
 }
 
+/// Issue 38, item 9: a usage error (an unknown flag or command, a missing argument, bare
+/// `vramlab`) prints as clap prints it, over several lines with the usage and a tip; an error
+/// about a value keeps to one line (`bad_arguments_get_one_line_and_exit_2`).
+#[test]
+fn usage_errors_print_as_clap_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (
+            &["tune", "x.pickle", "--bogus"][..],
+            &["unexpected argument '--bogus'", "Usage: vramlab tune", "--help"][..],
+        ),
+        (&["tune"][..], &["<TRACE>", "Usage: vramlab tune <TRACE>"][..]),
+        (
+            &["frob"][..],
+            &["unrecognized subcommand 'frob'", "Usage: vramlab <COMMAND>"][..],
+        ),
+        (&[][..], &["Usage: vramlab <COMMAND>", "Commands:", "  tune "][..]),
+    ] {
+        let output = vramlab(args, tmp.path());
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.trim_end().lines().count() > 2, "{args:?}: several lines: {err}");
+        for said in says {
+            assert!(err.contains(said), "{args:?}: '{said}' missing from: {err}");
+        }
+    }
+}
+
 #[test]
 fn bad_arguments_get_one_line_and_exit_2() {
     let tmp = tempfile::tempdir().unwrap();

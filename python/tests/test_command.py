@@ -44,6 +44,9 @@ def test_failures_exit_as_the_binary_does(command, tmp_path):
     assert "/nonexistent.pickle" in missing.stderr
     usage = subprocess.run(command + ["--bogus"], capture_output=True, text=True, cwd=tmp_path)
     assert usage.returncode == 2 and "--bogus" in usage.stderr
+    # The usage names the command as typed (issue 38 item 9), never `__main__.py`.
+    named = "python -m vramlab" if "-m" in command else "vramlab"
+    assert f"Usage: {named} " in usage.stderr and "__main__" not in usage.stderr, usage.stderr
     version = subprocess.run(command + ["--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("vramlab ")
     assert not os.listdir(tmp_path), "a failed command wrote files"
