@@ -160,6 +160,40 @@ fn unknown_names_list_the_valid_ones() {
     assert_clean_failure(&output, &["nowhere"]);
 }
 
+/// Issue 38, item 10: replay names PyTorch's defaults `(defaults)` as tune does (never a bare
+/// `PYTORCH_ALLOC_CONF=`), another setting by its quoted line, and explains its two columns
+/// PyTorch has no figure for.
+#[test]
+fn replay_speaks_tunes_words() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("replay");
+    let output = vramlab(
+        &[
+            "replay",
+            &trace_file("resnet18_default.pickle"),
+            "--alloc-conf",
+            "",
+            "--alloc-conf",
+            "expandable_segments:True",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("(defaults): against the recording"), "{text}");
+    assert!(
+        text.contains("PYTORCH_ALLOC_CONF='expandable_segments:True': retries"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("PYTORCH_ALLOC_CONF=:") && !text.contains("PYTORCH_ALLOC_CONF= "),
+        "{text}"
+    );
+    assert!(text.contains("(frag: ") && text.contains("a+f p50 ns: "), "{text}");
+}
+
 /// Issue 38, item 9: a usage error (an unknown flag or command, a missing argument, bare
 /// `vramlab`) prints as clap prints it, over several lines with the usage and a tip; an error
 /// about a value keeps to one line (`bad_arguments_get_one_line_and_exit_2`).

@@ -324,6 +324,16 @@ impl PolicyResult {
         }
     }
 
+    /// How the replay's terminal names a result: `(defaults)` for PyTorch's defaults, as tune
+    /// does; the line to paste for another setting of PyTorch's; another policy by its name.
+    pub fn display_name(&self) -> String {
+        match crate::pytorch::alloc_conf_of(&self.policy) {
+            Some("") => "(defaults)".into(),
+            Some(setting) => crate::pytorch::alloc_conf_line(setting),
+            None => self.policy.clone(),
+        }
+    }
+
     /// For a result of PyTorch's allocator, the line to paste in a shell:
     /// `PYTORCH_ALLOC_CONF='...'`, quoted (see [`crate::pytorch::alloc_conf_line`]).
     pub fn paste_line(&self) -> Option<String> {

@@ -66,7 +66,7 @@ pub const TUNE_HEADER: [&str; 10] = [
 const TUNE_COLUMNS: [&str; 10] = [
     "tune's order: settings that fit first, then by the cap from which each fits at every larger cap, then by peak reserved memory",
     "yes: no request failed under the cap; NO: some request failed under it; fails: some request fails even with unlimited memory",
-    "the most device memory the allocator held at once (memory_stats' reserved_bytes.all.peak)",
+    "the most device memory the allocator held at once under the cap (memory_stats' reserved_bytes.all.peak of the capped replay; vramlab replay without --capacity gives the peak with no cap)",
     "peak reserved minus peak allocated: memory held beyond the most the live blocks ever took (cached, split, rounded)",
     "device allocations (cudaMalloc calls, or pages mapped for expandable segments) and frees",
     "times a device allocation failed, the cache was released and the allocation retried (num_alloc_retries)",
