@@ -76,6 +76,15 @@ const TUNE_COLUMNS: [&str; 10] = [
     "the setting, quoted for a shell: PYTORCH_ALLOC_CONF=<this> before the job's command; (defaults) is PyTorch's defaults",
 ];
 
+/// The one-line answer as a sentence of the page: without its `answer: `, capitalised.
+fn sentence(answer: &str) -> String {
+    let text = answer.trim_start_matches("answer: ");
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect::<String>() + "."
+    })
+}
+
 /// The answer, first: the setting to paste and why; that the current settings already fit; or,
 /// in the colour of a failure, that nothing does and what would.
 fn answer(record: &ReplayRecord) -> Vec<Block> {
@@ -95,9 +104,7 @@ fn answer(record: &ReplayRecord) -> Vec<Block> {
             },
         ));
         if let Some(answer) = &record.answer {
-            blocks.push(Block::Paragraph(
-                answer.trim_start_matches("answer: ").to_string() + ".",
-            ));
+            blocks.push(Block::Paragraph(sentence(answer)));
         }
         if best.always_fits_bytes.is_some() || best.min_capacity_bytes.is_some() {
             blocks.push(Block::Paragraph(format!(
@@ -116,9 +123,7 @@ fn answer(record: &ReplayRecord) -> Vec<Block> {
     if current_fits {
         blocks.push(Block::Heading(2, "Your current settings already fit".into()));
         if let Some(answer) = &record.answer {
-            blocks.push(Block::Paragraph(
-                answer.trim_start_matches("answer: ").to_string() + ".",
-            ));
+            blocks.push(Block::Paragraph(sentence(answer)));
         }
         if own.is_some_and(|own| own.setting() != best.setting()) || own.is_none() && !best.setting().is_empty() {
             blocks.push(Block::Paragraph(format!(
