@@ -237,13 +237,11 @@ class trace:
     def _datasheet_note(self) -> str:
         """What a trace for a GPU known from its datasheets alone rests on, and what it leaves
         uncertain (experiments/src/gpus.rs holds the figures and their sources)."""
-        import os as _os
-
         from .rules.attention import priority
         from .rules.cublas import workspace_size
 
         gpu, release = self.gpu, self.release
-        cublas = workspace_size(release, self.major, self.minor, _os.environ)
+        cublas = workspace_size(release, self.major, self.minor, os.environ)
         order = ", ".join(priority(self.major, minor=self.minor, release=release))
         return (
             f"the {gpu['name']} is known to vramlab from its datasheets, not measured ({gpu['source']}): total memory {gpu['memory_said']}; "
