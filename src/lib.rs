@@ -102,10 +102,14 @@ enum Command {
         /// labelled).
         #[arg(long)]
         device: Option<usize>,
-        /// Refuse device memory beyond this many bytes (e.g. "2 GiB"); for PyTorch's allocator,
-        /// what torch.cuda.set_per_process_memory_fraction sets (fraction x device memory).
+        /// Refuse device memory beyond this (e.g. "2 GiB", "80GB" read as GiB, bytes, or with
+        /// --gpu a share of its memory: "90%", "0.9"); for PyTorch's allocator, what
+        /// torch.cuda.set_per_process_memory_fraction sets (fraction x device memory).
         #[arg(long, allow_hyphen_values = true)]
         capacity: Option<String>,
+        /// The GPU the job runs on (see `vramlab list`): what a share in --capacity is of.
+        #[arg(long, value_name = "NAME")]
+        gpu: Option<String>,
         /// The PyTorch release whose allocator rules to follow (e.g. 2.15), where the snapshot
         /// does not show it (default: what it shows, else 2.11); a key that release does not
         /// know is refused in PyTorch's words.
@@ -137,10 +141,15 @@ enum Command {
     Tune {
         /// A PyTorch memory snapshot (.pickle or .pickle.gz), an RMM log or a vramlab trace.
         trace: String,
-        /// The cap to fit under (e.g. "2 GiB", or bytes), as torch.cuda.set_per_process_memory_fraction
-        /// sets it (fraction x device memory); default: the cap a recorded out-of-memory error implies.
+        /// The cap to fit under: a size ("2 GiB"; "80GB" is read as GiB, as GPU memory is
+        /// counted; or bytes), or with --gpu a share of its memory ("90%", "0.9"), as
+        /// torch.cuda.set_per_process_memory_fraction sets it (fraction x device memory); default:
+        /// the cap a recorded out-of-memory error implies. The CUDA context is outside it.
         #[arg(long, allow_hyphen_values = true)]
         capacity: Option<String>,
+        /// The GPU the job runs on (see `vramlab list`): what a share in --capacity is of.
+        #[arg(long, value_name = "NAME")]
+        gpu: Option<String>,
         /// Settings to try (repeatable); replaces the default grid of 20 (see `vramlab list`).
         #[arg(long, value_name = "SETTINGS", allow_hyphen_values = true)]
         grid: Vec<String>,
@@ -217,14 +226,26 @@ enum BackendChoice {
 /// Runs the command line `args` (the first is the program's name) and gives its exit status:
 /// 0 done, 1 failed (the error said on stderr in one line), 2 bad arguments.
 pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
+    use clap::error::ErrorKind;
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(err) if !err.use_stderr() => err.exit(), // --help, --version
-        Err(err) => {
-            // clap words usage errors over several lines; vramlab's errors are one line.
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::InvalidValue | ErrorKind::ValueValidation | ErrorKind::InvalidUtf8
+            ) =>
+        {
+            // An error about a value given is one line, as vramlab's errors about input are.
             let text = err.render().to_string();
             let words: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
             eprintln!("{}", experiments::error_line(&words.join(" ")));
+            return 2;
+        }
+        Err(err) => {
+            // A usage error (an unknown flag or command, a missing argument, bare `vramlab`):
+            // as clap prints it, over several lines with the usage and a tip.
+            let _ = err.print();
             return 2;
         }
     };
@@ -255,6 +276,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             alloc_conf,
             device,
             capacity,
+            gpu,
             torch,
             backend,
             json,
@@ -270,6 +292,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
                 alloc_conf: &alloc_conf,
                 device,
                 capacity: capacity.as_deref(),
+                gpu: gpu.as_deref(),
                 torch: torch.as_deref(),
                 backend,
                 json,
@@ -282,6 +305,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         Command::Tune {
             trace,
             capacity,
+            gpu,
             grid,
             device,
             torch,
@@ -289,7 +313,16 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             json,
         } => {
             experiments::set_output_root(&out);
-            replay::tune(&trace, capacity.as_deref(), &grid, device, torch.as_deref(), &out, json)
+            replay::tune(&replay::TuneArgs {
+                trace: &trace,
+                capacity: capacity.as_deref(),
+                gpu: gpu.as_deref(),
+                grid: &grid,
+                device,
+                torch: torch.as_deref(),
+                out: &out,
+                json,
+            })
         }
         Command::Calibrate {
             out,

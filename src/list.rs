@@ -26,6 +26,21 @@ pub(crate) fn list() -> Result<()> {
         "profiles: {} (default {DEFAULT_PROFILE}; or a path to a profile .toml)",
         Profile::builtin_names().join(", ")
     ));
+    lines.push(
+        "GPUs (vramlab tune/replay --gpu NAME, python -m vramlab.trace --gpu NAME; h100 and h200 measured, the others from datasheets):"
+            .to_string(),
+    );
+    for name in experiments::Gpu::names() {
+        let gpu = experiments::Gpu::find(&name)?;
+        lines.push(format!(
+            "  {:<10} {:<24} compute capability {:<4} {:>7}{}",
+            name,
+            gpu.device_name,
+            gpu.compute_capability,
+            experiments::format_bytes(gpu.memory_bytes),
+            if gpu.measured { "  (measured)" } else { "" }
+        ));
+    }
     lines.push("backends: sim, hw, both".to_string());
     lines.push("allocator policies (vramlab replay --policy NAME[:key=value...]):".to_string());
     for policy in experiments::POLICIES {

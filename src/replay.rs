@@ -15,6 +15,7 @@ pub(crate) struct ReplayArgs<'a> {
     pub(crate) alloc_conf: &'a [String],
     pub(crate) device: Option<usize>,
     pub(crate) capacity: Option<&'a str>,
+    pub(crate) gpu: Option<&'a str>,
     pub(crate) torch: Option<&'a str>,
     pub(crate) backend: ReplayBackend,
     pub(crate) json: bool,
@@ -24,9 +25,30 @@ pub(crate) struct ReplayArgs<'a> {
     pub(crate) export: &'a [String],
 }
 
-fn parse_capacity(text: Option<&str>) -> Result<Option<u64>> {
-    text.map(|text| experiments::parse_bytes(text).map_err(|e| anyhow::anyhow!("--capacity: {e}")))
-        .transpose()
+pub(crate) struct TuneArgs<'a> {
+    pub(crate) trace: &'a str,
+    pub(crate) capacity: Option<&'a str>,
+    pub(crate) gpu: Option<&'a str>,
+    pub(crate) grid: &'a [String],
+    pub(crate) device: Option<usize>,
+    pub(crate) torch: Option<&'a str>,
+    pub(crate) out: &'a Path,
+    pub(crate) json: bool,
+}
+
+/// `--capacity` with `--gpu`: the cap, and how it reads back (both units, what it is a share
+/// of, what lies outside it).
+fn parse_capacity(
+    text: Option<&str>,
+    gpu: Option<&str>,
+) -> Result<(Option<experiments::Capacity>, Option<experiments::Gpu>)> {
+    let gpu = gpu
+        .map(|name| experiments::Gpu::find(name).map_err(|e| anyhow::anyhow!("--gpu: {e}")))
+        .transpose()?;
+    let capacity = text
+        .map(|text| experiments::Capacity::parse(text, gpu.as_ref()).map_err(|e| anyhow::anyhow!("--capacity: {e}")))
+        .transpose()?;
+    Ok((capacity, gpu))
 }
 
 /// The replay front for a TRACE argument, its errors worded with the CLI's flags.
@@ -34,15 +56,16 @@ fn load_replay(
     text: &str,
     device: Option<usize>,
     seed: u64,
-    capacity: Option<&str>,
+    capacity: Option<&experiments::Capacity>,
+    gpu: Option<&experiments::Gpu>,
     torch: Option<&str>,
 ) -> Result<allocators::Replay> {
-    let capacity = parse_capacity(capacity)?;
     let front = Trace::load_input(text, device, seed)
         .map_err(allocators::Error::from)
         .and_then(|traces| {
             allocators::Replay::new(traces, device)?
-                .capacity(capacity)?
+                .device_bytes(gpu.map(|g| g.memory_bytes))
+                .capacity(capacity.map(|c| c.bytes))?
                 .torch(torch)
         });
     front.map_err(|e| {
@@ -62,9 +85,17 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
         .map(|pair| reports::Export::parse(&pair[0], &pair[1]))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("--{e}"))?;
-    let front = load_replay(args.trace, args.device, args.seed, args.capacity, args.torch)?
-        .policies(args.policy, args.alloc_conf)
-        .keep_events(!exports.is_empty());
+    let (capacity, gpu) = parse_capacity(args.capacity, args.gpu)?;
+    let front = load_replay(
+        args.trace,
+        args.device,
+        args.seed,
+        capacity.as_ref(),
+        gpu.as_ref(),
+        args.torch,
+    )?
+    .policies(args.policy, args.alloc_conf)
+    .keep_events(!exports.is_empty());
     let trace = front.trace();
     let jobs = front.choices()?;
     let backend = match args.backend {
@@ -118,6 +149,10 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
         }
     };
     progress.finish();
+    let mut record = record;
+    if let Some(capacity) = &capacity {
+        record.capacity_source = Some(capacity.said.clone());
+    }
     record.save(&args.out.join(format!("replay-{backend}.json")))?;
     for export in &exports {
         for line in export.write(&record)? {
@@ -149,16 +184,14 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn tune(
-    trace_arg: &str,
-    capacity: Option<&str>,
-    grid: &[String],
-    device: Option<usize>,
-    torch: Option<&str>,
-    out: &Path,
-    json: bool,
-) -> Result<()> {
-    let record = load_replay(trace_arg, device, 0, capacity, torch)?.tune(grid)?;
+pub(crate) fn tune(args: &TuneArgs) -> Result<()> {
+    let (out, json) = (args.out, args.json);
+    let (capacity, gpu) = parse_capacity(args.capacity, args.gpu)?;
+    let mut record =
+        load_replay(args.trace, args.device, 0, capacity.as_ref(), gpu.as_ref(), args.torch)?.tune(args.grid)?;
+    if let Some(capacity) = &capacity {
+        record.capacity_source = Some(capacity.said.clone());
+    }
     record.save(&out.join("tune.json"))?;
     let rendered = reports::render_tune(out)?;
     if json {
@@ -168,9 +201,10 @@ pub(crate) fn tune(
         );
         return Ok(());
     }
-    println!("{}", reports::tune_text(&record));
-    println!("tune: {}", rendered.markdown.display());
+    // The answer is the last line: what was written, and this process's cost, come first.
     eprintln!("tune: this process's peak memory {}", peak_memory());
+    println!("tune: {} (and tune.html, plots/)\n", rendered.markdown.display());
+    println!("{}", reports::tune_text(&record));
     Ok(())
 }
 

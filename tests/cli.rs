@@ -160,6 +160,68 @@ fn unknown_names_list_the_valid_ones() {
     assert_clean_failure(&output, &["nowhere"]);
 }
 
+/// Issue 38, item 10: replay names PyTorch's defaults `(defaults)` as tune does (never a bare
+/// `PYTORCH_ALLOC_CONF=`), another setting by its quoted line, and explains its two columns
+/// PyTorch has no figure for.
+#[test]
+fn replay_speaks_tunes_words() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("replay");
+    let output = vramlab(
+        &[
+            "replay",
+            &trace_file("resnet18_default.pickle"),
+            "--alloc-conf",
+            "",
+            "--alloc-conf",
+            "expandable_segments:True",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("(defaults): against the recording"), "{text}");
+    assert!(
+        text.contains("PYTORCH_ALLOC_CONF='expandable_segments:True': retries"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("PYTORCH_ALLOC_CONF=:") && !text.contains("PYTORCH_ALLOC_CONF= "),
+        "{text}"
+    );
+    assert!(text.contains("(frag: ") && text.contains("a+f p50 ns: "), "{text}");
+}
+
+/// Issue 38, item 9: a usage error (an unknown flag or command, a missing argument, bare
+/// `vramlab`) prints as clap prints it, over several lines with the usage and a tip; an error
+/// about a value keeps to one line (`bad_arguments_get_one_line_and_exit_2`).
+#[test]
+fn usage_errors_print_as_clap_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (
+            &["tune", "x.pickle", "--bogus"][..],
+            &["unexpected argument '--bogus'", "Usage: vramlab tune", "--help"][..],
+        ),
+        (&["tune"][..], &["<TRACE>", "Usage: vramlab tune <TRACE>"][..]),
+        (
+            &["frob"][..],
+            &["unrecognized subcommand 'frob'", "Usage: vramlab <COMMAND>"][..],
+        ),
+        (&[][..], &["Usage: vramlab <COMMAND>", "Commands:", "  tune "][..]),
+    ] {
+        let output = vramlab(args, tmp.path());
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.trim_end().lines().count() > 2, "{args:?}: several lines: {err}");
+        for said in says {
+            assert!(err.contains(said), "{args:?}: '{said}' missing from: {err}");
+        }
+    }
+}
+
 #[test]
 fn bad_arguments_get_one_line_and_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
@@ -594,7 +656,10 @@ fn tune_ranks_settings_and_writes_its_report() {
         let line = line.as_str().unwrap();
         assert!(text.contains(line), "{line}");
         assert!(markdown.contains(line), "{line}");
-        assert!(html.contains(&line.replace('"', "&quot;")), "{line}");
+        assert!(
+            html.contains(&line.replace('"', "&quot;").replace('>', "&gt;")),
+            "{line}"
+        );
     }
     let defaults = verdicts.iter().find(|v| v["setting"] == "").unwrap();
     assert_eq!(defaults["label"], "(defaults)");
@@ -604,6 +669,144 @@ fn tune_ranks_settings_and_writes_its_report() {
     assert_eq!(defaults["always_fits_bytes"], 276u64 << 20);
     assert_eq!(defaults["monotone"], false);
     assert!(defaults["text"].as_str().unwrap().contains("Fitting is not monotone"));
+}
+
+/// What a shell makes of `line` followed by `printenv PYTORCH_ALLOC_CONF`: the setting a job
+/// started after the pasted line reads (None where bash is missing).
+fn pasted(line: &str, dir: &Path) -> Option<String> {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("{line} printenv PYTORCH_ALLOC_CONF"))
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
+    Some(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim_end_matches('\n')
+            .to_string(),
+    )
+}
+
+/// Issue 38, item 4: every setting tune offers (the table's last column, the JSON's `paste`,
+/// the verdicts, the answer, tune.html's line) survives being pasted into a shell, the
+/// default grid's `roundup_power2_divisions:[64:8,256:4,1024:2,>:1]` included, and makes no
+/// file named `:1]`.
+#[test]
+fn tune_offers_each_setting_quoted_so_that_it_survives_a_shell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("tune");
+    let awkward = "roundup_power2_divisions:[64:8,256:4,1024:2,>:1]";
+    let grid = [
+        "",
+        "expandable_segments:True",
+        awkward,
+        "max_split_size_mb:128,garbage_collection_threshold:0.6",
+    ];
+    let mut args = vec![
+        "tune",
+        &trace_file("resnet18_default.pickle")[..],
+        "--capacity",
+        "2 GiB",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
+    for g in grid {
+        args.extend(["--grid".to_string(), g.to_string()]);
+    }
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = vramlab(&argv, tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if Command::new("bash").arg("-c").arg("true").status().is_err() {
+        eprintln!("skipped: no bash on this machine to paste the lines into");
+        return;
+    }
+    // The table's last column: each cell, after PYTORCH_ALLOC_CONF=, reads back as its setting.
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("rank"))
+        .skip(1)
+        .take(grid.len())
+        .collect();
+    let mut seen = Vec::new();
+    for row in &rows {
+        let cell = row.rsplit("  ").next().unwrap().trim();
+        if cell == "(defaults)" {
+            seen.push(String::new());
+            continue;
+        }
+        seen.push(pasted(&format!("PYTORCH_ALLOC_CONF={cell}"), tmp.path()).unwrap());
+    }
+    seen.sort();
+    let mut want: Vec<String> = grid.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(seen, want, "{text}");
+    // The JSON's line to paste, and every line of the text that offers a setting.
+    let json = vramlab(&[&argv[..], &["--json"]].concat(), tmp.path());
+    assert!(json.status.success(), "{}", stderr(&json));
+    let record: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    for result in record["results"].as_array().unwrap() {
+        let policy = result["policy"].as_str().unwrap();
+        let setting = policy.strip_prefix("PYTORCH_ALLOC_CONF=").unwrap();
+        assert_eq!(pasted(result["paste"].as_str().unwrap(), tmp.path()).unwrap(), setting);
+    }
+    let html = std::fs::read_to_string(out.join("tune.html")).unwrap();
+    for line in text.lines().chain(html.lines()) {
+        let line = line
+            .replace("&#39;", "'")
+            .replace("&gt;", ">")
+            .replace("&lt;", "<")
+            .replace("&amp;", "&");
+        for (i, _) in line.match_indices("PYTORCH_ALLOC_CONF='") {
+            let rest = &line[i + "PYTORCH_ALLOC_CONF='".len()..];
+            let quoted = &rest[..rest.find('\'').unwrap()];
+            assert!(grid.contains(&quoted), "{line}");
+            let offered = format!("PYTORCH_ALLOC_CONF='{quoted}'");
+            assert_eq!(pasted(&offered, tmp.path()).unwrap(), quoted);
+        }
+    }
+    assert!(text.contains(&format!("'{awkward}'")), "{text}");
+    assert!(!tmp.path().join(":1]").exists());
+}
+
+/// Issue 38, item 5: tune ends on one line that answers, in each of its three cases, and
+/// tune.html's box says a failure in a failure's colour and words.
+#[test]
+fn tune_ends_on_one_line_that_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = trace_file("resnet18_default.pickle");
+    let grid = [
+        "",
+        "expandable_segments:True",
+        "roundup_power2_divisions:[64:8,256:4,1024:2,>:1]",
+    ];
+    for (cap, starts, html_class, html_words) in [
+        ("2 GiB", "answer: your current settings (PyTorch's defaults) already fit under the cap of 2,048 MiB, with ", "class=\"answer\"", "Your current settings already fit"),
+        ("1600 MiB", "answer: PYTORCH_ALLOC_CONF='expandable_segments:True' fits under the cap of 1,600 MiB", "class=\"answer\"", "Set it in the job&#39;s environment"),
+        ("1000 MiB", "answer: nothing fits under the cap of 1,000 MiB: the smallest cap is 1,588 MiB, with PYTORCH_ALLOC_CONF='expandable_segments:True'", "class=\"answer failure\"", "Nothing fits under the cap of 1,000 MiB"),
+    ] {
+        let out = tmp.path().join(cap.replace(' ', ""));
+        let mut args = vec!["tune", &trace[..], "--capacity", cap, "--out", out.to_str().unwrap()];
+        for g in &grid {
+            args.extend(["--grid", g]);
+        }
+        let output = vramlab(&args, tmp.path());
+        assert!(output.status.success(), "{}", stderr(&output));
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        let last = text.trim_end().lines().last().unwrap();
+        assert!(last.starts_with(starts), "{cap}: the last line is\n{last}");
+        let html = std::fs::read_to_string(out.join("tune.html")).unwrap().replace('\'', "&#39;");
+        assert!(html.contains(html_class) && html.contains(html_words), "{cap}: {html}");
+        if cap == "1000 MiB" {
+            assert!(!html.contains("Set it in the job"), "nothing fits, yet tune.html says to set it");
+            assert!(!html.contains("class=\"answer\""));
+        }
+    }
 }
 
 #[test]

@@ -85,6 +85,15 @@ impl Replay {
         self
     }
 
+    /// The device's size (which sizes the address range expandable segments reserve), where a
+    /// GPU is named (`--gpu`); none: the built-in profile's.
+    pub fn device_bytes(mut self, bytes: Option<u64>) -> Replay {
+        if let Some(bytes) = bytes {
+            self.device_bytes = bytes;
+        }
+        self
+    }
+
     /// Keeps every operation, and a finer timeline, for the exports.
     pub fn keep_events(mut self, keep: bool) -> Replay {
         self.keep_events = keep;

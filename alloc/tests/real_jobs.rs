@@ -16,16 +16,29 @@ fn real_jobs() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports/reference/h100/real-jobs")
 }
 
+/// `../shared` beside the checkout, or `VRAMLAB_SHARED` where set (a missing folder checks the skip).
 fn wild(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/traces/wild")
-        .join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: the wild snapshots sit in ../shared beside the checkout",
-        path.display()
-    );
-    path
+    std::env::var_os("VRAMLAB_SHARED")
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
+            PathBuf::from,
+        )
+        .join("traces/wild")
+        .join(name)
+}
+
+/// Whether the wild snapshots are here; where a fresh clone has none, says which folder is
+/// missing and the test skips (issue 38 item 13: `cargo test --workspace` passes on a clone).
+fn wild_present() -> bool {
+    let dir = wild("");
+    if !dir.is_dir() {
+        eprintln!(
+            "skipped: {} is missing (the wild snapshots sit in ../shared beside the checkout; CI has them)",
+            dir.display()
+        );
+        return false;
+    }
+    true
 }
 
 fn replay_own(trace: &Trace, capacity: Option<u64>) -> PolicyResult {
@@ -150,6 +163,9 @@ fn replay_file(path: &std::path::Path) -> ReplayRecord {
 /// `match` verdict, or a plain statement of what cannot be known.
 #[test]
 fn wild_snapshots_match_or_say_what_cannot_be_known() {
+    if !wild_present() {
+        return;
+    }
     for name in [
         "ftcourse_memory_snapshot.pickle.gz",
         "kkaitlyn_ctx128_fullstep.pickle.gz",

@@ -14,6 +14,7 @@ mod catalog;
 mod error;
 mod family;
 mod files;
+mod gpus;
 mod params;
 mod policy;
 mod profile;
@@ -46,6 +47,7 @@ pub use files::{
     error_line, read_input, read_input_text, refuse_shared_outputs, set_output_root, unsafe_name,
     write_atomically, DEFAULT_MAX_INPUT_BYTES, ERROR_LINE_CHARS,
 };
+pub use gpus::{Capacity, Gpu, CONTEXT_BYTES_MEASURED_H100};
 pub use params::{Metrics, ParamValue, Params};
 pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{

@@ -26,6 +26,21 @@ pub fn alloc_conf_policy(settings: &str) -> String {
     format!("{ALLOC_CONF_PREFIX}{settings}")
 }
 
+/// `text` quoted for a POSIX shell (sh, bash, zsh): inside single quotes, where no character is
+/// special, each `'` written as `'\''`. A setting of the default grid such as
+/// `roundup_power2_divisions:[64:8,256:4,1024:2,>:1]` would otherwise be cut at `>` (a
+/// redirection) and its brackets globbed.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// The line that sets `settings` for a job started from a shell, quoted so that it survives
+/// being pasted: `PYTORCH_ALLOC_CONF='expandable_segments:True'` (put it before the command,
+/// or after `export `).
+pub fn alloc_conf_line(settings: &str) -> String {
+    format!("{ALLOC_CONF_PREFIX}{}", shell_quote(settings))
+}
+
 /// The settings of a result named by [`alloc_conf_policy`]; `None` for another policy's name.
 pub fn alloc_conf_of(policy: &str) -> Option<&str> {
     policy.strip_prefix(ALLOC_CONF_PREFIX)
@@ -41,6 +56,34 @@ mod tests {
         assert_eq!(name, "PYTORCH_ALLOC_CONF=expandable_segments:True");
         assert_eq!(alloc_conf_of(&name), Some("expandable_segments:True"));
         assert_eq!(alloc_conf_of("best-fit"), None);
+    }
+
+    /// The line offered for each setting of the default grid, and for settings with every
+    /// character a shell treats specially, run through `bash -c` reads back as the setting.
+    #[test]
+    fn the_line_to_paste_survives_a_shell() {
+        let settings: Vec<String> = vec![
+            "roundup_power2_divisions:[64:8,256:4,1024:2,>:1]".into(),
+            "expandable_segments:True,garbage_collection_threshold:0.8".into(),
+            "a'b \"c\" $HOME `x` \\ * ? ; & | < > ( ) ! ~ #".into(),
+            String::new(),
+        ];
+        let Ok(probe) = std::process::Command::new("bash").arg("-c").arg("true").status() else {
+            eprintln!("skipped: no bash on this machine to paste the line into");
+            return;
+        };
+        assert!(probe.success());
+        for setting in settings {
+            let line = alloc_conf_line(&setting);
+            let out = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(format!("{line} printenv PYTORCH_ALLOC_CONF; echo end"))
+                .current_dir(std::env::temp_dir())
+                .output()
+                .unwrap();
+            let text = String::from_utf8(out.stdout).unwrap();
+            assert_eq!(text, format!("{setting}\nend\n"), "{line}");
+        }
     }
 
     #[test]

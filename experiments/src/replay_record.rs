@@ -313,6 +313,32 @@ impl PolicyResult {
             setting => setting,
         }
     }
+
+    /// The setting as tune offers it: quoted for a shell (`'roundup_power2_divisions:[...]'`),
+    /// `(defaults)` for the empty one; another policy's name as it is.
+    pub fn quoted_label(&self) -> String {
+        match crate::pytorch::alloc_conf_of(&self.policy) {
+            Some("") => "(defaults)".into(),
+            Some(setting) => crate::pytorch::shell_quote(setting),
+            None => self.policy.clone(),
+        }
+    }
+
+    /// How the replay's terminal names a result: `(defaults)` for PyTorch's defaults, as tune
+    /// does; the line to paste for another setting of PyTorch's; another policy by its name.
+    pub fn display_name(&self) -> String {
+        match crate::pytorch::alloc_conf_of(&self.policy) {
+            Some("") => "(defaults)".into(),
+            Some(setting) => crate::pytorch::alloc_conf_line(setting),
+            None => self.policy.clone(),
+        }
+    }
+
+    /// For a result of PyTorch's allocator, the line to paste in a shell:
+    /// `PYTORCH_ALLOC_CONF='...'`, quoted (see [`crate::pytorch::alloc_conf_line`]).
+    pub fn paste_line(&self) -> Option<String> {
+        crate::pytorch::alloc_conf_of(&self.policy).map(crate::pytorch::alloc_conf_line)
+    }
 }
 
 /// What `vramlab tune` says of one setting: whether it fits under the cap, from where it
@@ -353,7 +379,7 @@ pub struct TunePostmortem {
     pub settings: usize,
     /// The setting that fits and reserves least, if any does.
     pub fits_reserving_least: Option<String>,
-    /// The line to set it with (`PYTORCH_ALLOC_CONF="..."`).
+    /// The line to set it with (`PYTORCH_ALLOC_CONF='...'`, quoted for a shell).
     pub alloc_conf_line: Option<String>,
     /// The post-mortem in lines, as the terminal, tune.md and tune.html print it.
     pub text: Vec<String>,
@@ -387,7 +413,8 @@ pub struct ReplayRecord {
     /// What the allocator held when the trace began, where its start was lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<StartSummary>,
-    /// Where an inferred cap came from (a recorded out-of-memory error).
+    /// Where the cap came from (a recorded out-of-memory error), or, for a cap given, how it
+    /// reads back: both units, what it is a share of, and what lies outside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_source: Option<String>,
     /// The state the snapshot ends with, per pool and stream, where it has no trace to replay
@@ -412,6 +439,11 @@ pub struct ReplayRecord {
     /// `vramlab tune`: why the baseline did not fit and what would have (where it did not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postmortem: Option<TunePostmortem>,
+    /// `vramlab tune`: the answer in one line, the last the terminal prints: the setting to
+    /// use (quoted), or that the current settings already fit and with how much to spare, or
+    /// that nothing fits and the smallest cap that would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 /// One pool and stream of the state a snapshot ends with (its `segments`, or `host_segments`
@@ -493,6 +525,7 @@ impl ReplayRecord {
             devices: Vec::new(),
             verdicts: Vec::new(),
             postmortem: None,
+            answer: None,
         }
     }
 
@@ -521,6 +554,15 @@ impl ReplayRecord {
                 for result in results.iter_mut().filter_map(|r| r.as_object_mut()) {
                     result.remove("timeline");
                     result.remove("segment_sizes");
+                    // The line to paste, quoted for a shell, beside the policy's name.
+                    let paste = result
+                        .get("policy")
+                        .and_then(|p| p.as_str())
+                        .and_then(crate::pytorch::alloc_conf_of)
+                        .map(crate::pytorch::alloc_conf_line);
+                    if let Some(paste) = paste {
+                        result.insert("paste".into(), paste.into());
+                    }
                 }
             }
             if let Some(devices) = value.get_mut("devices").and_then(|d| d.as_array_mut()) {
@@ -545,6 +587,10 @@ impl ReplayRecord {
         if let Some(postmortem) = &self.postmortem {
             lines.push(String::new());
             lines.extend(postmortem.text.iter().cloned());
+        }
+        if let Some(answer) = &self.answer {
+            lines.push(String::new());
+            lines.push(answer.clone());
         }
         lines
     }
@@ -580,7 +626,7 @@ impl ReplayRecord {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let label = r.setting_label();
+                let label = r.quoted_label();
                 let fits = r.failed_allocs == 0;
                 let exact = r.always_fits_exact == Some(true);
                 let monotone = match (r.min_capacity_bytes, r.always_fits_bytes) {
@@ -629,7 +675,7 @@ impl ReplayRecord {
                 TuneVerdict {
                     rank: i + 1,
                     setting: r.setting().to_string(),
-                    label: label.to_string(),
+                    label: r.setting_label().to_string(),
                     fits_at_cap: self.capacity_bytes.map(|_| fits),
                     min_capacity_bytes: r.min_capacity_bytes,
                     always_fits_bytes: r.always_fits_bytes,
@@ -647,8 +693,8 @@ impl ReplayRecord {
                 // The one reserving least (ties: the better ranked).
                 let least = fitting.iter().min_by_key(|r| r.peak_reserved_bytes);
                 let first_failure = base.first_failure.clone().unwrap_or_default();
-                let mut text = vec![format!("{} does not fit: {first_failure}", base.setting_label())];
-                let line = least.map(|r| format!("PYTORCH_ALLOC_CONF=\"{}\"", r.setting()));
+                let mut text = vec![format!("{} does not fit: {first_failure}", base.quoted_label())];
+                let line = least.map(|r| crate::pytorch::alloc_conf_line(r.setting()));
                 text.push(match (&line, least) {
                     (Some(line), Some(least)) => {
                         let mut fit = format!(
@@ -664,9 +710,9 @@ impl ReplayRecord {
                             .and_then(|first| first.always_fits_bytes.map(|always| (first, always)))
                         {
                             fit.push_str(&format!(
-                                "; the one that fits at every cap from the smallest up ({}): PYTORCH_ALLOC_CONF=\"{}\"",
+                                "; the one that fits at every cap from the smallest up ({}): {}",
                                 cap(always),
-                                first.setting()
+                                crate::pytorch::alloc_conf_line(first.setting())
                             ));
                         }
                         fit
@@ -683,8 +729,8 @@ impl ReplayRecord {
                             .find_map(|r| r.always_fits_bytes.map(|always| (r, always)))
                         {
                             none.push_str(&format!(
-                                "; the one needing least: PYTORCH_ALLOC_CONF=\"{}\" fits at every cap from {} up",
-                                r.setting(),
+                                "; the one needing least: {} fits at every cap from {} up",
+                                crate::pytorch::alloc_conf_line(r.setting()),
                                 cap(always)
                             ));
                         }
@@ -702,6 +748,73 @@ impl ReplayRecord {
                     text,
                 }
             });
+        self.answer = Some(self.tune_answer(baseline));
+    }
+
+    /// The one line that answers a tune (see [`ReplayRecord::answer`]), from the ranked results;
+    /// `baseline` is the setting the job runs under now.
+    fn tune_answer(&self, baseline: &str) -> String {
+        let cap = Self::format_cap;
+        // What a setting needs: the cap from which it fits at every larger one, else the
+        // smallest that fits, else its peak; "at least" where the search stopped at a bound.
+        let needs = |r: &PolicyResult| {
+            r.always_fits_bytes
+                .or(r.min_capacity_bytes)
+                .unwrap_or(r.peak_reserved_bytes)
+        };
+        let base = self.results.iter().find(|r| r.setting() == baseline);
+        let best = self.results.first();
+        let current = |r: &PolicyResult| match r.setting() {
+            "" => "your current settings (PyTorch's defaults)".to_string(),
+            _ => format!("your current settings ({})", r.quoted_label()),
+        };
+        let use_line = |r: &PolicyResult| r.paste_line().unwrap_or_else(|| r.policy.clone());
+        let Some(best) = best else {
+            return "answer: no setting was replayed".into();
+        };
+        match self.capacity_bytes {
+            Some(limit) => match base {
+                Some(base) if base.failed_allocs == 0 => {
+                    let spare = limit.saturating_sub(needs(base));
+                    format!(
+                        "answer: {} already fit under the cap of {}, with {} to spare; nothing to change",
+                        current(base),
+                        cap(limit),
+                        cap(spare)
+                    )
+                }
+                _ if best.failed_allocs == 0 => format!(
+                    "answer: {} fits under the cap of {} (at every cap from {} up): put it before the job's command{}",
+                    use_line(best),
+                    cap(limit),
+                    cap(needs(best)),
+                    base.map_or(String::new(), |b| format!("; {} do not fit", current(b)))
+                ),
+                _ => match self.results.iter().find(|r| r.always_fits_bytes.is_some() || r.min_capacity_bytes.is_some()) {
+                    Some(least) => format!(
+                        "answer: nothing fits under the cap of {}: the smallest cap is {}, with {}; or reduce what the job holds at its peak (batch size, sequence length, model, optimizer state) by about {}",
+                        cap(limit),
+                        cap(needs(least)),
+                        use_line(least),
+                        cap(needs(least).saturating_sub(limit))
+                    ),
+                    None => format!(
+                        "answer: nothing fits under the cap of {}, nor with unlimited memory: some request fails under every setting (see the first failures)",
+                        cap(limit)
+                    ),
+                },
+            },
+            None => match base.filter(|b| b.failed_allocs == 0) {
+                Some(base) => format!(
+                    "answer: no cap given: {} need {}; the setting needing least, {}, needs {}; give --capacity for a verdict",
+                    current(base),
+                    cap(needs(base)),
+                    use_line(best),
+                    cap(needs(best))
+                ),
+                None => "answer: nothing fits, even with unlimited memory: some request fails under every setting (see the first failures)".into(),
+            },
+        }
     }
 
     /// Reads a record written by [`ReplayRecord::save`].

@@ -362,13 +362,16 @@ fn explain(py: Python<'_>, topic: String, params: Vec<String>, profile: String) 
 #[pyfunction]
 fn gpu(py: Python<'_>, profile: String) -> PyResult<String> {
     detached(py, move || {
-        let device = Profile::find(&profile)?.device;
+        let gpu = experiments::Gpu::find(&profile)?;
         Ok(serde_json::json!({
-            "profile": profile,
-            "name": device.name,
-            "compute_capability": device.compute_capability,
-            "multiprocessors": device.multiprocessors,
-            "memory_bytes": device.memory_bytes,
+            "profile": gpu.name,
+            "name": gpu.device_name,
+            "compute_capability": gpu.compute_capability,
+            "multiprocessors": gpu.multiprocessors,
+            "memory_bytes": gpu.memory_bytes,
+            "measured": gpu.measured,
+            "source": gpu.source,
+            "memory_said": gpu.memory_said(),
         })
         .to_string())
     })
@@ -378,6 +381,22 @@ fn gpu(py: Python<'_>, profile: String) -> PyResult<String> {
 #[pyfunction]
 fn parse_bytes(py: Python<'_>, text: &str) -> PyResult<u64> {
     experiments::parse_bytes(text).map_err(|why| Failure::new("SettingsError", format!("'{text}': {why}")).into_py(py))
+}
+
+/// A cap as `--capacity` reads one, with `gpu` (a name, or None) for a share of its memory
+/// (`"90%"`, `"0.9"`): the bytes, and how the cap reads back.
+#[pyfunction]
+#[pyo3(signature = (text, gpu=None))]
+fn capacity(py: Python<'_>, text: &str, gpu: Option<String>) -> PyResult<(u64, String)> {
+    let gpu = match gpu {
+        Some(name) => {
+            Some(experiments::Gpu::find(&name).map_err(|e| Failure::new("InputError", e.to_string()).into_py(py))?)
+        }
+        None => None,
+    };
+    experiments::Capacity::parse(text, gpu.as_ref())
+        .map(|c| (c.bytes, c.said))
+        .map_err(|why| Failure::new("SettingsError", format!("capacity {why}")).into_py(py))
 }
 
 /// `vramlab` on the command line (`python -m vramlab`, the command pip installs): the same
@@ -398,6 +417,7 @@ fn _vramlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(gpu, m)?)?;
+    m.add_function(wrap_pyfunction!(capacity, m)?)?;
     m.add("DEFAULT_TUNE_GRID", allocators::DEFAULT_TUNE_GRID.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

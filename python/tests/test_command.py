@@ -29,8 +29,11 @@ def test_tune_runs_from_the_shell(command, tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    first = done.stdout.splitlines()[1].split()
+    lines = done.stdout.splitlines()
+    first = lines[[line.split()[:1] for line in lines].index(["rank"]) + 1].split()
     assert first[:2] == ["1", "yes"], done.stdout
+    # The last line answers (issue 38 item 5).
+    assert lines[-1].startswith("answer: your current settings (PyTorch's defaults) already fit"), done.stdout
     assert (tmp_path / "tune" / "tune.json").exists()
 
 
@@ -41,6 +44,9 @@ def test_failures_exit_as_the_binary_does(command, tmp_path):
     assert "/nonexistent.pickle" in missing.stderr
     usage = subprocess.run(command + ["--bogus"], capture_output=True, text=True, cwd=tmp_path)
     assert usage.returncode == 2 and "--bogus" in usage.stderr
+    # The usage names the command as typed (issue 38 item 9), never `__main__.py`.
+    named = "python -m vramlab" if "-m" in command else "vramlab"
+    assert f"Usage: {named} " in usage.stderr and "__main__" not in usage.stderr, usage.stderr
     version = subprocess.run(command + ["--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("vramlab ")
     assert not os.listdir(tmp_path), "a failed command wrote files"

@@ -296,3 +296,39 @@ def test_the_measurement_sees_an_overflowing_page_and_a_console_error(tmp_path):
     assert found["broken"], found
     assert any("boom" in e for e in errors), errors
     assert any("missing.svg" in e or "ERR_FILE_NOT_FOUND" in e for e in errors), errors
+
+
+# tune.html's answer box in each of its three cases (issue 38 item 5): its colour (border) and
+# heading. VRAMLAB_SCREENSHOTS=DIR also saves each page's first screen there (docs/tune/).
+TUNE_CASES = {
+    "already-fit": ("2 GiB", "Your current settings already fit", "rgb(47, 138, 74)"),
+    "fits": ("1600 MiB", "Recommended setting", "rgb(47, 138, 74)"),
+    "nothing-fits": ("1000 MiB", "Nothing fits under the cap of 1,000 MiB", "rgb(179, 38, 30)"),
+}
+
+
+@pytest.mark.skipif(chromium_binary() is None, reason="needs Chromium (Debian package chromium)")
+@pytest.mark.skipif(vramlab_command() is None, reason="no vramlab command (pip install . or set VRAMLAB_BIN)")
+def test_tune_pages_answer_in_the_colour_of_the_answer(tmp_path):
+    grid = ["", "expandable_segments:True", "roundup_power2_divisions:[64:8,256:4,1024:2,>:1]", "garbage_collection_threshold:0.8"]
+    shots = os.environ.get("VRAMLAB_SCREENSHOTS")
+    browser = Browser(chromium_binary())
+    try:
+        for case, (cap, heading, colour) in TUNE_CASES.items():
+            out = tmp_path / case
+            trace = str(TRACE.relative_to(ROOT))
+            subprocess.run([vramlab_command(), "tune", trace, "--capacity", cap, *[a for g in grid for a in ("--grid", g)], "--out", str(out)], check=True, capture_output=True, cwd=ROOT)
+            browser.open((out / "tune.html").as_uri())
+            found = browser.evaluate(
+                "(() => { const box = document.querySelector('section.answer');"
+                " return {border: getComputedStyle(box).borderTopColor, heading: box.querySelector('h2').textContent, text: box.textContent}; })()"
+            )
+            assert found["border"] == colour, (case, found)
+            assert found["heading"] == heading, (case, found)
+            if case == "nothing-fits":
+                assert "Set it in the job" not in found["text"], found
+            if shots:
+                Path(shots).mkdir(parents=True, exist_ok=True)
+                browser.screenshot(Path(shots) / f"tune-{case}.png")
+    finally:
+        browser.close()

@@ -83,14 +83,17 @@ def _settings(alloc_conf: Union[None, str, Sequence[str]]) -> List[str]:
     return settings
 
 
-def _capacity(capacity: Union[None, int, str]) -> Optional[int]:
+def _capacity(capacity: Union[None, int, float, str], gpu: Optional[str] = None) -> Optional[int]:
     if capacity is None:
         return None
-    if isinstance(capacity, str):
-        # As the CLI reads it: "3 GiB", "512 MB", "1048576".
-        capacity = _vramlab.parse_bytes(capacity)
+    if gpu is not None and not isinstance(gpu, str):
+        raise TypeError(f"gpu must be a GPU's name (see vramlab list), not {type(gpu).__name__}")
+    if isinstance(capacity, float) and 0.0 < capacity <= 1.0 or isinstance(capacity, str):
+        # As the CLI reads it: "3 GiB", "80GB" (GiB, as GPU memory is counted), "1048576", or
+        # with gpu a share of its memory: "90%", 0.9.
+        capacity = _vramlab.capacity(str(capacity), gpu)[0]
     if isinstance(capacity, bool) or not isinstance(capacity, int):
-        raise TypeError(f"capacity must be a whole number of bytes or a size such as '3 GiB', not {type(capacity).__name__}")
+        raise TypeError(f"capacity must be a whole number of bytes, a size such as '3 GiB', or with gpu a share of its memory (0.9, '90%'), not {capacity!r}")
     if capacity <= 0:
         raise SettingsError(f"capacity={capacity}: must be positive")
     return capacity
@@ -110,10 +113,11 @@ def replay(
     trace: Trace,
     *,
     alloc_conf: Union[None, str, Sequence[str]] = None,
-    capacity: Union[None, int, str] = None,
+    capacity: Union[None, int, float, str] = None,
     policy: Optional[str] = None,
     device: Optional[int] = None,
     torch: Optional[str] = None,
+    gpu: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Replays an allocation trace through PyTorch's allocator (or vramlab's policies).
 
@@ -123,9 +127,12 @@ def replay(
     alloc_conf: one ``PYTORCH_ALLOC_CONF`` string or a list of them; each is one result
         (``""`` is PyTorch's defaults). With neither this nor ``policy``, a snapshot is replayed
         under the settings it was recorded with, and checked against itself.
-    capacity: the cap in bytes, or a size such as ``"3 GiB"``, as
+    capacity: the cap in bytes, or a size such as ``"3 GiB"`` (``"80GB"`` is read as GiB, as GPU
+        memory is counted), or with ``gpu`` a share of its memory (``"90%"``, ``0.9``), as
         ``torch.cuda.set_per_process_memory_fraction`` sets it (the fraction times the device's
-        memory); none: the cap a recorded out-of-memory error implies, if any.
+        memory); none: the cap a recorded out-of-memory error implies, if any. The CUDA context
+        and other processes' memory are outside it.
+    gpu: the GPU the job runs on (``"a100-80gb"``; ``vramlab list`` names them).
     policy: vramlab policies, comma-separated (``"caching,best-fit"``, ``"all"``).
     device: which device of a multi-GPU snapshot (by default every device with events is
         replayed, each in ``devices``; the top-level figures are the first's).
@@ -143,31 +150,35 @@ def replay(
     if policy is not None and not isinstance(policy, str):
         raise TypeError(f"policy must be a string, not {type(policy).__name__}")
     trace = _as_input(trace)
-    text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity), policy, _device(device), torch)
+    text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity, gpu), policy, _device(device), torch)
     return json.loads(text)
 
 
 def tune(
     trace: Trace,
     *,
-    capacity: Union[None, int, str] = None,
+    capacity: Union[None, int, float, str] = None,
     grid: Optional[Sequence[str]] = None,
     device: Optional[int] = None,
     torch: Optional[str] = None,
+    gpu: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Replays a trace under many ``PYTORCH_ALLOC_CONF`` settings at once, ranked.
 
     Settings that fit under ``capacity`` come first, then by peak reserved memory; each result
-    names its setting (``policy`` is ``"PYTORCH_ALLOC_CONF=..."``) and the smallest cap it fits
-    under. ``grid`` replaces the default grid (``vramlab.DEFAULT_TUNE_GRID``). ``torch`` names the
-    PyTorch release whose allocator rules to follow, as for ``replay``.
+    names its setting (``policy`` is ``"PYTORCH_ALLOC_CONF=..."``), the line to paste in a shell
+    (``paste``: ``"PYTORCH_ALLOC_CONF='...'"``, quoted) and the smallest cap it fits under;
+    ``answer`` is the one line that answers (the setting to use, or that the current settings
+    already fit, or that nothing does). ``grid`` replaces the default grid
+    (``vramlab.DEFAULT_TUNE_GRID``). ``torch`` names the PyTorch release whose allocator rules to follow, and ``capacity`` and ``gpu`` are read, as
+    for ``replay``.
     """
     settings = _settings(grid)
     if grid is not None and not settings:
         # An empty grid would otherwise mean the default one, silently.
         raise InputError("grid is empty: give the settings to rank, or leave grid out for vramlab.DEFAULT_TUNE_GRID")
     trace = _as_input(trace)
-    text = _vramlab.tune(trace, settings, _capacity(capacity), _device(device), torch)
+    text = _vramlab.tune(trace, settings, _capacity(capacity, gpu), _device(device), torch)
     return json.loads(text)
 
 

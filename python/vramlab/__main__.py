@@ -15,7 +15,9 @@ def main() -> int:
     # once the Rust call returned).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     sys.stdout.flush()
-    return _vramlab.main(sys.argv)
+    # Usage lines name the command as it was typed: `python -m vramlab`, not `__main__.py`.
+    name = "python -m vramlab" if sys.argv[0].endswith("__main__.py") else "vramlab"
+    return _vramlab.main([name] + sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The Rust core's functions, as `vramlab/__init__.py` calls them; checked against the built
 module by mypy's stubtest in CI."""
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
-__all__ = ["replay", "tune", "run", "explain", "main", "parse_bytes", "gpu", "DEFAULT_TUNE_GRID", "__version__"]
+__all__ = ["replay", "tune", "run", "explain", "main", "parse_bytes", "gpu", "capacity", "DEFAULT_TUNE_GRID", "__version__"]
 
 __version__: str
 DEFAULT_TUNE_GRID: List[str]
@@ -15,3 +15,4 @@ def explain(topic: str, params: List[str], profile: str) -> str: ...
 def main(argv: List[str]) -> int: ...
 def parse_bytes(text: str) -> int: ...
 def gpu(profile: str) -> str: ...
+def capacity(text: str, gpu: Optional[str] = ...) -> Tuple[int, str]: ...

@@ -130,7 +130,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         prog="python -m vramlab.trace",
         description="Trace a PyTorch script's CUDA memory without a GPU; writes a memory snapshot that vramlab replay and tune read.",
     )
-    parser.add_argument("--gpu", default="h100", help="device profile to trace for (h100, h200, or a profile file)")
+    parser.add_argument("--gpu", default="h100", help="the GPU to trace for: h100, h200 (measured), a100-80gb, a100-40gb, h100-pcie, b200, l40s, l4, a10g, rtx-4090, rtx-3090 (from datasheets; vramlab list), or a profile file")
     parser.add_argument(
         "--answer-reads",
         type=float,
@@ -143,13 +143,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         metavar="NAME=V1,V2,...",
         help="trace the script once per value of the environment variable NAME (in increasing order, each in a fresh process) and answer the largest value that fits under --capacity with some PYTORCH_ALLOC_CONF",
     )
-    parser.add_argument("--capacity", metavar="BYTES", help='with --sweep or --nproc: the memory the job may use on each GPU ("80 GiB", bytes); by default the GPU\'s')
+    parser.add_argument(
+        "--capacity",
+        metavar="CAP",
+        help='with --sweep or --nproc: the memory the job may use on each GPU ("72 GiB", "80GB" read as GiB, bytes, or a share of --gpu\'s memory: "90%%", 0.9); by default all of the GPU\'s',
+    )
     parser.add_argument("--nproc", type=int, help="trace a torchrun script once per rank, each in a process of its own (N ranks, one GPU each)")
     parser.add_argument("--world-size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     options = parser.parse_args(argv)
+    from . import _vramlab
+    from .errors import VramlabError
+
+    try:
+        # An unknown GPU is one line (with the nearest names), before any work.
+        _vramlab.gpu(options.gpu)
+    except (ValueError, VramlabError) as e:
+        print(f"error: --gpu: {e}", file=sys.stderr)
+        return 2
     if not os.path.isfile(options.script):
         print(f"error: {options.script}: no such script", file=sys.stderr)
         return 2
@@ -172,7 +185,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             from .errors import VramlabError
 
             try:
-                capacity = _vramlab.parse_bytes(options.capacity)
+                capacity = _vramlab.capacity(options.capacity, options.gpu)[0]
             except (ValueError, VramlabError) as e:
                 print(f"error: --capacity {options.capacity!r}: {e}", file=sys.stderr)
                 return 2

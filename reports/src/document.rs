@@ -28,6 +28,8 @@ pub(crate) enum Block {
     },
     /// Blocks set apart in a box: the answer a page gives.
     Answer(Vec<Block>),
+    /// The answer when it is a failure (nothing fits): a box in the colour of a failure.
+    Failure(Vec<Block>),
 }
 
 /// A table: its header, rows, and the columns whose cells may wrap between words (every
@@ -139,7 +141,7 @@ fn markdown_into(out: &mut String, blocks: &[Block]) {
                 markdown_into(out, blocks);
                 out.push_str("</details>\n\n");
             }
-            Block::Answer(blocks) => markdown_into(out, blocks),
+            Block::Answer(blocks) | Block::Failure(blocks) => markdown_into(out, blocks),
         }
     }
 }
@@ -249,6 +251,7 @@ pre.copy{background:#f6f8fa;border:1px solid #c9d1d9;border-radius:6px;padding:.
 pre.copy code{background:none;padding:0;user-select:all}\
 .answer{border:2px solid #2f8a4a;background:#f2faf4;border-radius:8px;padding:.3em 1.1em;margin:1em 0}\
 .answer h2{border:none;margin-top:.5em}\
+.answer.failure{border-color:#b3261e;background:#fdf0ef}.answer.failure h2{color:#b3261e}\
 details{margin:.5em 0}summary{cursor:pointer;color:#0b5cad}\
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;margin:.6em 0}dt{font-weight:600}dd{margin:0}\
 ul.toc{columns:2;column-gap:2em}\
@@ -326,6 +329,11 @@ fn html_into(out: &mut String, blocks: &[Block]) {
             }
             Block::Answer(blocks) => {
                 out.push_str("<section class=\"answer\">\n");
+                html_into(out, blocks);
+                out.push_str("</section>\n");
+            }
+            Block::Failure(blocks) => {
+                out.push_str("<section class=\"answer failure\">\n");
                 html_into(out, blocks);
                 out.push_str("</section>\n");
             }

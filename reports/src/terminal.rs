@@ -128,7 +128,13 @@ fn device_lines(record: &ReplayRecord, label: bool, lines: &mut Vec<String>) {
         lines.push(format!("\ndevice {}: {} events", record.device_index, record.events));
     }
     lines.extend(window_and_cap(record));
-    let width = record.results.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(22);
+    let width = record
+        .results
+        .iter()
+        .map(|r| r.display_name().len())
+        .max()
+        .unwrap_or(0)
+        .max(22);
     if !record.results.is_empty() {
         lines.push(format!(
             "{:<width$} {:>14} {:>14} {:>8} {:>8} {:>14} {:>12}",
@@ -138,7 +144,7 @@ fn device_lines(record: &ReplayRecord, label: bool, lines: &mut Vec<String>) {
     for r in &record.results {
         lines.push(format!(
             "{:<width$} {:>14} {:>14} {:>7.1}% {:>8} {:>14} {:>12.0}",
-            r.policy,
+            r.display_name(),
             format_bytes(r.peak_reserved_bytes),
             format_bytes(r.peak_allocated_bytes),
             r.fragmentation_at_peak * 100.0,
@@ -147,17 +153,29 @@ fn device_lines(record: &ReplayRecord, label: bool, lines: &mut Vec<String>) {
             r.alloc_free_ns_p50
         ));
     }
+    if !record.results.is_empty() {
+        // The two columns PyTorch has no figure for, said once.
+        lines.push(
+            "(frag: the share of the cached free memory outside the largest free block, at the peak allocated; it reads high where little is free at all, as with expandable segments, so compare peak reserved first. a+f p50 ns: this replay's median time per allocation and free, vramlab's bookkeeping, not PyTorch's)"
+                .to_string(),
+        );
+    }
     for r in &record.results {
         if let Some(stats) = &r.pytorch_stats {
             lines.push(format!(
                 "{}: retries {}, out of memory {}, device allocations {}, frees {}",
-                r.policy, stats.num_alloc_retries, stats.num_ooms, stats.num_device_alloc, stats.num_device_free
+                r.display_name(),
+                stats.num_alloc_retries,
+                stats.num_ooms,
+                stats.num_device_alloc,
+                stats.num_device_free
             ));
         }
         if !r.recorded_check.is_what_if() {
             lines.push(format!(
                 "{}: against the recording: {}",
-                r.policy, r.recorded_check.summary
+                r.display_name(),
+                r.recorded_check.summary
             ));
         }
     }

@@ -44,7 +44,7 @@ pub fn tune_row(rank: usize, r: &PolicyResult, capacity: Option<u64>) -> Vec<Str
         stats.num_ooms.to_string(),
         r.min_capacity_bytes.map_or("-".into(), ReplayRecord::format_cap),
         always,
-        r.setting_label().to_string(),
+        r.quoted_label(),
     ]
 }
 
@@ -66,49 +66,84 @@ pub const TUNE_HEADER: [&str; 10] = [
 const TUNE_COLUMNS: [&str; 10] = [
     "tune's order: settings that fit first, then by the cap from which each fits at every larger cap, then by peak reserved memory",
     "yes: no request failed under the cap; NO: some request failed under it; fails: some request fails even with unlimited memory",
-    "the most device memory the allocator held at once (memory_stats' reserved_bytes.all.peak)",
+    "the most device memory the allocator held at once under the cap (memory_stats' reserved_bytes.all.peak of the capped replay; vramlab replay without --capacity gives the peak with no cap)",
     "peak reserved minus peak allocated: memory held beyond the most the live blocks ever took (cached, split, rounded)",
     "device allocations (cudaMalloc calls, or pages mapped for expandable segments) and frees",
     "times a device allocation failed, the cache was released and the allocation retried (num_alloc_retries)",
     "requests that failed even after that (num_ooms): the job's out-of-memory errors",
     "the smallest cap, on a 2 MiB grid, under which the trace replays with no failure",
     "the cap from which every larger cap fits too, each replayed (fitting need not be monotone in the cap); <= marks a bound where the search stopped early",
-    "the setting, as PYTORCH_ALLOC_CONF takes it; (defaults) is PyTorch's defaults",
+    "the setting, quoted for a shell: PYTORCH_ALLOC_CONF=<this> before the job's command; (defaults) is PyTorch's defaults",
 ];
 
-/// The line that sets `setting`, as the post-mortem writes it.
-fn alloc_conf_line(setting: &str) -> String {
-    format!("PYTORCH_ALLOC_CONF=\"{setting}\"")
+/// The one-line answer as a sentence of the page: without its `answer: `, capitalised.
+fn sentence(answer: &str) -> String {
+    let text = answer.trim_start_matches("answer: ");
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect::<String>() + "."
+    })
 }
 
-/// The answer, first: the setting to paste, and why.
+/// The answer, first: the setting to paste and why; that the current settings already fit; or,
+/// in the colour of a failure, that nothing does and what would.
 fn answer(record: &ReplayRecord) -> Vec<Block> {
     let Some(best) = record.results.first() else {
         return vec![Block::Paragraph("No setting was replayed.".into())];
     };
     let cap = record.capacity_bytes.map(ReplayRecord::format_cap);
     let verdict = record.verdicts.first().map(|v| v.text.clone()).unwrap_or_default();
+    let line = best.paste_line().unwrap_or_else(|| best.policy.clone());
     let mut blocks = Vec::new();
-    if best.failed_allocs == 0 {
-        blocks.push(Block::Heading(2, "Recommended setting".into()));
-        blocks.push(Block::Paragraph(match &cap {
-            Some(cap) => format!(
-                "Ranked first of {} settings under the cap of {cap}:",
-                record.results.len()
-            ),
-            None => format!("Ranked first of {} settings:", record.results.len()),
-        }));
-    } else {
+    if best.failed_allocs > 0 {
         blocks.push(Block::Heading(
             2,
             match &cap {
-                Some(cap) => format!("No setting fits under the cap of {cap}"),
-                None => "No setting fits, even with unlimited memory".into(),
+                Some(cap) => format!("Nothing fits under the cap of {cap}"),
+                None => "Nothing fits, even with unlimited memory".into(),
             },
         ));
-        blocks.push(Block::Paragraph("The one that needs the smallest cap:".into()));
+        if let Some(answer) = &record.answer {
+            blocks.push(Block::Paragraph(sentence(answer)));
+        }
+        if best.always_fits_bytes.is_some() || best.min_capacity_bytes.is_some() {
+            blocks.push(Block::Paragraph(format!(
+                "None of the {} settings makes the job fit: setting one alone will not do. The one that needs the smallest cap:",
+                record.results.len()
+            )));
+            blocks.push(Block::Code(line));
+            blocks.push(Block::Paragraph(verdict));
+        }
+        return vec![Block::Failure(blocks)];
     }
-    blocks.push(Block::Code(alloc_conf_line(best.setting())));
+    let own = own_setting(record);
+    let current_fits = record.capacity_bytes.is_some()
+        && record.postmortem.is_none()
+        && record.answer.as_deref().is_some_and(|a| a.contains("already fit"));
+    if current_fits {
+        blocks.push(Block::Heading(2, "Your current settings already fit".into()));
+        if let Some(answer) = &record.answer {
+            blocks.push(Block::Paragraph(sentence(answer)));
+        }
+        if own.is_some_and(|own| own.setting() != best.setting()) || own.is_none() && !best.setting().is_empty() {
+            blocks.push(Block::Paragraph(format!(
+                "Ranked first of {}, should the job grow (it needs less memory):",
+                record.results.len()
+            )));
+            blocks.push(Block::Code(line));
+            blocks.push(Block::Paragraph(verdict));
+        }
+        return vec![Block::Answer(blocks)];
+    }
+    blocks.push(Block::Heading(2, "Recommended setting".into()));
+    blocks.push(Block::Paragraph(match &cap {
+        Some(cap) => format!(
+            "Ranked first of {} settings under the cap of {cap}:",
+            record.results.len()
+        ),
+        None => format!("Ranked first of {} settings:", record.results.len()),
+    }));
+    blocks.push(Block::Code(line));
     let mut why = format!(
         "{verdict} Peak reserved {}, {} more than the live blocks' peak.",
         format_bytes(best.peak_reserved_bytes),
@@ -119,9 +154,9 @@ fn answer(record: &ReplayRecord) -> Vec<Block> {
     }
     blocks.push(Block::Paragraph(why));
     blocks.push(Block::Paragraph(
-        "Set it in the job's environment before the job starts.".into(),
+        "Set it in the job's environment before the job starts: the line is quoted for a shell, to go before the job's command or after `export `.".into(),
     ));
-    if let Some(own) = own_setting(record) {
+    if let Some(own) = own {
         let rank = record.results.iter().position(|r| std::ptr::eq(r, own)).unwrap_or(0) + 1;
         if rank != 1 {
             blocks.push(Block::Paragraph(format!(

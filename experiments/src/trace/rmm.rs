@@ -491,7 +491,21 @@ Thread,Time,Action,Pointer,Size,Stream
     /// Logs as the projects' documentation shows them (see shared/traces/wild/SOURCES.md).
     #[test]
     fn reads_the_logs_from_the_wild() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces/wild");
+        // ../shared beside the checkout, or VRAMLAB_SHARED where set.
+        let dir = std::env::var_os("VRAMLAB_SHARED")
+            .map_or_else(
+                || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
+                std::path::PathBuf::from,
+            )
+            .join("traces/wild");
+        if !dir.is_dir() {
+            // A fresh clone has no ../shared (issue 38 item 13); CI has it.
+            eprintln!(
+                "skipped: {} is missing (the logs from the wild sit in ../shared beside the checkout)",
+                dir.display()
+            );
+            return;
+        }
         for (file, events) in [
             // RMM's record-and-replay guide: the default stream written bare, `0`.
             ("rmm_record_replay_doc.csv", vec![alloc(0, 1048576, 0), free(0)]),

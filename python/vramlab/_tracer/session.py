@@ -44,7 +44,7 @@ class trace:
         import torch
 
         if not isinstance(gpu, (str, os.PathLike)):
-            raise TypeError(f"gpu must be a profile's name (h100, h200) or a profile file's path, not {type(gpu).__name__}")
+            raise TypeError(f"gpu must be a GPU's name (h100, a100-80gb, rtx-4090, ...: vramlab list names them) or a profile file's path, not {type(gpu).__name__}")
         if answer_reads is not None and (isinstance(answer_reads, bool) or not isinstance(answer_reads, (int, float))):
             raise TypeError(f"answer_reads must be a number (the value to answer reads with) or None, not {answer_reads!r}")
 
@@ -235,11 +235,29 @@ class trace:
 
     # The record ----------------------------------------------------------------------------
 
+    def _datasheet_note(self) -> str:
+        """What a trace for a GPU known from its datasheets alone rests on, and what it leaves
+        uncertain (experiments/src/gpus.rs holds the figures and their sources)."""
+        from .rules.attention import priority
+        from .rules.cublas import workspace_size
+
+        gpu, release = self.gpu, self.release
+        cublas = workspace_size(release, self.major, self.minor, os.environ)
+        order = ", ".join(priority(self.major, minor=self.minor, release=release))
+        return (
+            f"the {gpu['name']} is known to vramlab from its datasheets, not measured ({gpu['source']}): total memory {gpu['memory_said']}; "
+            + f"what follows from compute capability {gpu['compute_capability']} is PyTorch's rule, not a measurement: cuBLAS's workspace {cublas:,} B per handle (rules/cublas.py, CublasHandlePool.cpp), "
+            + f"attention tried in the order {order} where each qualifies (rules/attention.py, sdp_utils.cpp), bfloat16 supported from major 8; "
+            + f"cuDNN's convolution workspaces were measured on the H100 and H200 only, so convolutions here are traced without them: peak reserved may be higher by up to the largest workspace cuDNN picks (the note on convolutions says how many)"
+        )
+
     def snapshot(self) -> Dict[str, Any]:
         """The record so far, as a PyTorch memory snapshot (a dict)."""
         header = [
             f"traced without a GPU by vramlab.trace for {self.gpu['name']} (compute capability {self.gpu['compute_capability']}, torch {self.torch.__version__}): allocations and frees as the caching allocator would be asked for them, with no data computed"
         ]
+        if not self.gpu.get("measured", True):
+            header.append(self._datasheet_note())
         if self.release != (2, 11):
             header.append(
                 f"torch {self.release[0]}.{self.release[1]}: where its rules differ from 2.11's (cuBLAS workspaces, attention backends, autocast lists, checkpointing), they are read from that release's sources and binaries, not measured on a GPU (the GPU measurements are torch 2.11's)"

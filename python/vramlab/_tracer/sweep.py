@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Sequence, Union
 
 
 def _mib(size: int) -> str:
@@ -29,6 +29,8 @@ def ranked(snapshot: Any, capacity: int) -> Dict[str, Any]:
     return {
         "fits": best["failed_allocs"] == 0,
         "setting": best["policy"].split("=", 1)[1] if "=" in best["policy"] else best["policy"],
+        # The line to paste, quoted for a shell (tune's "paste").
+        "paste": best.get("paste", best["policy"]),
         "needs": best.get("always_fits_bytes") or best.get("min_capacity_bytes") or best["peak_reserved_bytes"],
         "defaults_fit": defaults["failed_allocs"] == 0,
         "defaults_need": defaults.get("always_fits_bytes") or defaults.get("min_capacity_bytes") or defaults["peak_reserved_bytes"],
@@ -57,9 +59,11 @@ def ranked_ranks(snapshots: Sequence[Any], capacity: int) -> Dict[str, Any]:
     best = min(settings, key=lambda k: (not fits_all[k], need[k]))
     defaults = next((k for k in settings if k in ("", "(defaults)")), settings[0])
     binding = max(range(len(per_rank)), key=lambda r: _need(per_rank[r][best]))
+    row = next(ranks[best] for ranks in per_rank if best in ranks)
     return {
         "fits": fits_all[best],
         "setting": best,
+        "paste": row.get("paste", row["policy"]),
         "needs": need[best],
         "defaults_fit": fits_all[defaults],
         "defaults_need": need[defaults],
@@ -85,7 +89,7 @@ def ranks_answer(point: Dict[str, Any], capacity: int) -> str:
         return f"nothing fits every rank under {cap}: the least any setting needs is {_mib(point['needs'])} ({rank})"
     if point["defaults_fit"]:
         return f"every rank fits under {cap} with PyTorch's default settings, needing {_mib(point['defaults_need'])} ({rank})"
-    return f'every rank fits under {cap} with PYTORCH_ALLOC_CONF="{point["setting"]}", needing {_mib(point["needs"])} ({rank}; the defaults need {_mib(point["defaults_need"])})'
+    return f'every rank fits under {cap} with {point["paste"]}, needing {_mib(point["needs"])} ({rank}; the defaults need {_mib(point["defaults_need"])})'
 
 
 def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequence[str]) -> str:
@@ -98,7 +102,7 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
             return f"no value of {name} was traced"
         return f"nothing fits under {cap}: at {name}={first['value']} the least any setting needs is {_mib(first['needs'])}; reduce {name} below {first['value']} or use a GPU with more memory"
     best = fitting[-1]
-    setting = "PyTorch's default settings" if best["defaults_fit"] else f'PYTORCH_ALLOC_CONF="{best["setting"]}"'
+    setting = "PyTorch's default settings" if best["defaults_fit"] else best["paste"]
     ranks = f" on every rank ({binds(best)})" if "binding_rank" in best else ""
     line = f"the largest {name} that fits under {cap}{ranks}: {name}={best['value']}, with {setting} (it needs {_mib(best['defaults_need'] if best['defaults_fit'] else best['needs'])})"
     beyond = [p for p in points if not p["fits"]]
@@ -109,14 +113,16 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
     return line
 
 
-def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: str = "h100", capacity: Optional[int] = None, name: str = "value") -> Dict[str, Any]:
+def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: str = "h100", capacity: Union[None, int, float, str] = None, name: str = "value") -> Dict[str, Any]:
     """``vramlab.sweep``: calls ``program(value)`` under ``vramlab.trace(gpu=gpu)`` for each value in
     increasing order, ranks each trace under PyTorch's settings, and stops at the first value
     nothing fits. Returns ``{"points": [...], "answer": "one line"}``."""
+    from .. import _vramlab
     from .session import trace
 
     points: List[Dict[str, Any]] = []
-    cap = capacity
+    # A size ("72 GiB", "80GB" read as GiB) or a share of the GPU's memory ("90%", 0.9).
+    cap = _vramlab.capacity(str(capacity), gpu)[0] if isinstance(capacity, (str, float)) else capacity
     last_fitting: Any = None
     for i, value in enumerate(values):
         with trace(gpu=gpu) as t:
@@ -160,7 +166,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
         import json
 
         gpu = json.loads(_vramlab.gpu(options.gpu))
-        capacity = _vramlab.parse_bytes(options.capacity) if options.capacity else int(gpu["memory_bytes"])
+        capacity = _vramlab.capacity(options.capacity, options.gpu)[0] if options.capacity else int(gpu["memory_bytes"])
     except (ValueError, VramlabError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -204,7 +210,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
             print(f"error: {name}={value}: the trace stopped before the program ended ({' '.join(why)}); its figures would be a lower bound, so the sweep stops", file=sys.stderr)
             return 1
         points.append(point)
-        print(f"{value:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {point['setting'] or '(defaults)'}", file=sys.stderr)
+        print(f"{value:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {point['paste'].split('=', 1)[1] if point['setting'] else '(defaults)'}", file=sys.stderr)
         if not point["fits"]:
             break
     untried = [f"{name}={v}" for v in values[len(points):]]

@@ -1,0 +1,140 @@
+"""Issue 38: the line tune offers survives a shell and reads back as PyTorch parses it; tune's
+one-line answer; the cap as a share of a named GPU; the GPUs known from their datasheets, traced."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import vramlab
+from vramlab.errors import InputError, SettingsError
+
+ROOT = Path(__file__).resolve().parents[2]
+RESNET = ROOT / "tests" / "traces" / "resnet18_default.pickle"
+AWKWARD = "roundup_power2_divisions:[64:8,256:4,1024:2,>:1]"
+
+
+def pasted(line, cwd):
+    """What a job started after `line` reads as PYTORCH_ALLOC_CONF, through bash."""
+    done = subprocess.run(["bash", "-c", f"{line} printenv PYTORCH_ALLOC_CONF"], cwd=cwd, capture_output=True, text=True)
+    return done.stdout[:-1] if done.returncode == 0 else None
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash to paste the line into")
+def test_every_line_tune_offers_reads_back_as_pytorch_parses_it(tmp_path):
+    ranked = vramlab.tune(str(RESNET), capacity="2 GiB")
+    settings = [r["policy"].removeprefix("PYTORCH_ALLOC_CONF=") for r in ranked["results"]]
+    assert AWKWARD in settings, "the default grid holds the setting a shell would cut"
+    read = {}
+    for result, setting in zip(ranked["results"], settings):
+        read[setting] = pasted(result["paste"], tmp_path)
+        assert read[setting] == setting, result["paste"]
+    # What the test guards against: the same line unquoted is cut at '>' and makes a file.
+    assert pasted(f"PYTORCH_ALLOC_CONF={AWKWARD}", tmp_path) != AWKWARD
+    assert (tmp_path / ":1]").exists()
+    # Read back as PyTorch parses it: its own parser (c10/core/AllocatorConfig.cpp) accepts
+    # each, in a process of its own (the setting is global); it refuses the truncated one.
+    torch_python = os.environ.get("VRAMLAB_TORCH_PYTHON", sys.executable)
+    probe = (
+        "import sys, torch\n"
+        "for s in sys.stdin.read().split('\\0'):\n"
+        "    try:\n"
+        "        torch._C._accelerator_setAllocatorSettings(s); print('ok')\n"
+        "    except RuntimeError as e:\n"
+        "        print('refused')\n"
+    )
+    lines = [s for s in settings if s] + [AWKWARD.split(">")[0].rstrip()]
+    done = subprocess.run([torch_python, "-c", probe], input="\0".join(lines), capture_output=True, text=True)
+    if "No module named 'torch'" in done.stderr:
+        pytest.skip("no torch here to parse the settings as PyTorch does")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"] * (len(lines) - 1) + ["refused"], done.stdout
+
+
+def test_tune_answers_in_one_line():
+    fits = vramlab.tune(str(RESNET), capacity="2 GiB", grid=["", "expandable_segments:True"])
+    assert fits["answer"].startswith("answer: your current settings (PyTorch's defaults) already fit under the cap of 2,048 MiB, with ")
+    use = vramlab.tune(str(RESNET), capacity="1600 MiB", grid=["", "expandable_segments:True"])
+    assert use["answer"].startswith("answer: PYTORCH_ALLOC_CONF='expandable_segments:True' fits under the cap of 1,600 MiB")
+    none = vramlab.tune(str(RESNET), capacity="1000 MiB", grid=["", "expandable_segments:True"])
+    assert none["answer"].startswith("answer: nothing fits under the cap of 1,000 MiB: the smallest cap is 1,588 MiB")
+
+
+def test_a_cap_is_a_share_of_a_named_gpu_or_a_size_in_gpu_units():
+    bytes_, said = vramlab._vramlab.capacity("90%", "a100-80gb")
+    assert bytes_ == int(0.9 * (80 << 30))
+    assert "NVIDIA A100-SXM4-80GB" in said and "GB" in said and "MiB" in said and "CUDA context" in said
+    assert vramlab._vramlab.capacity("0.9", "a100-80gb")[0] == bytes_
+    assert vramlab._vramlab.capacity("80GB")[0] == 80 << 30
+    with pytest.raises(SettingsError, match="--gpu"):
+        vramlab._vramlab.capacity("0.9")
+    with pytest.raises(InputError, match="did you mean 'a100-80gb'"):
+        vramlab._vramlab.capacity("90%", "a100")
+    ranked = vramlab.tune(str(RESNET), capacity="2%", gpu="a100-80gb", grid=[""])
+    assert ranked["capacity_bytes"] == int(0.02 * (80 << 30))
+
+
+def test_an_unknown_gpu_is_one_line_with_the_nearest_names(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("pass\n")
+    done = subprocess.run([sys.executable, "-m", "vramlab.trace", "--gpu", "a100", "--out", str(tmp_path / "x.pickle"), str(script)], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert "unknown GPU 'a100' (did you mean 'a100-80gb'?)" in done.stderr and "rtx-4090" in done.stderr
+
+
+# cuBLAS's default workspace per handle (aten/src/ATen/cuda/CublasHandlePool.cpp): 4096 KiB x 8
+# on compute capability 9.0 in 2.11 (majors 9-12 in 2.15), else 4096 KiB x 2 + 16 KiB x 8.
+LARGE, SMALL = 4096 * 1024 * 8, 4096 * 1024 * 2 + 16 * 1024 * 8
+GPUS = {
+    "a100-80gb": ("NVIDIA A100-SXM4-80GB", (8, 0), 80 << 30, SMALL, SMALL),
+    "a100-40gb": ("NVIDIA A100-SXM4-40GB", (8, 0), 40 << 30, SMALL, SMALL),
+    "l4": ("NVIDIA L4", (8, 9), 24 << 30, SMALL, SMALL),
+    "l40s": ("NVIDIA L40S", (8, 9), 48 << 30, SMALL, SMALL),
+    "rtx-4090": ("NVIDIA GeForce RTX 4090", (8, 9), 24 << 30, SMALL, SMALL),
+    "rtx-3090": ("NVIDIA GeForce RTX 3090", (8, 6), 24 << 30, SMALL, SMALL),
+    "a10g": ("NVIDIA A10G", (8, 6), 24 << 30, SMALL, SMALL),
+    "h100-pcie": ("NVIDIA H100 PCIe", (9, 0), 80 << 30, LARGE, LARGE),
+    "b200": ("NVIDIA B200", (10, 0), 180 << 30, SMALL, LARGE),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GPUS))
+def test_each_gpu_from_its_datasheet_traces_with_the_rules_its_capability_implies(name):
+    torch = pytest.importorskip("torch", reason="vramlab.trace needs PyTorch")
+    device, capability, memory, cublas_211, cublas_215 = GPUS[name]
+    with vramlab.trace(gpu=name) as t:
+        props = torch.cuda.get_device_properties(0)
+        assert (props.name, (props.major, props.minor), props.total_memory) == (device, capability, memory)
+        assert torch.cuda.is_bf16_supported()
+        a = torch.randn(256, 256, device="cuda")
+        (a @ a).sum()
+    release = tuple(int(x) for x in torch.__version__.split(".")[:2])
+    cublas = cublas_215 if release >= (2, 15) else cublas_211
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    assert cublas in sizes, (name, sizes)
+    notes = " ".join(t.snapshot()["vramlab_notes"])
+    assert f"the {device} is known to vramlab from its datasheets, not measured" in notes
+    assert f"cuBLAS's workspace {cublas:,} B" in notes
+    assert "convolution workspaces were measured on the H100 and H200 only" in notes
+
+
+def test_a_measured_gpu_says_no_such_thing():
+    pytest.importorskip("torch", reason="vramlab.trace needs PyTorch")
+    with vramlab.trace(gpu="h100") as t:
+        pass
+    assert not any("datasheets" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_a_sweep_takes_a_share_of_a_named_gpu():
+    torch = pytest.importorskip("torch", reason="vramlab.trace needs PyTorch")
+
+    def step(n):
+        torch.empty(n, device="cuda")
+
+    answered = vramlab.sweep(step, [1 << 20], gpu="a100-80gb", capacity="1%", name="n")
+    assert answered["capacity_bytes"] == int(0.01 * (80 << 30))
+    assert answered["answer"].startswith("the largest n that fits under 819 MiB"), answered["answer"]
