@@ -536,6 +536,9 @@ const TRACE_FILE_VERSION: u32 = 1;
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The first bytes of every SQLite 3 database file (sqlite.org/fileformat.html, 1.3).
+const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+
 /// What a trace file holds, told by its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -555,6 +558,11 @@ impl Format {
             Some(b'{') => Ok(Format::Json),
             Some(_) if text.starts_with(b"Thread") => Ok(Format::Rmm),
             Some(_) if rmm::looks_like_log(text) => Ok(Format::Rmm),
+            // The SQLite dump of issue 37 (`_dump_snapshot_sqlite`) is in no PyTorch release
+            // through 2.15 (its torch/cuda/memory.py has none), so its tables are unknown.
+            _ if head.starts_with(SQLITE_MAGIC) => Err(Error::Trace(format!(
+                "{name}: an SQLite database; no PyTorch release through 2.15 writes memory snapshots as SQLite, so its tables are not read: save the snapshot with torch.cuda.memory._dump_snapshot(\"snap.pickle\")"
+            ))),
             _ => Err(Error::Trace(format!(
                 "{name}: not a PyTorch snapshot pickle (gzipped or not), an RMM log CSV (header 'Thread,Time,Action,Pointer,Size,Stream') or a vramlab trace JSON"
             ))),
@@ -1050,6 +1058,16 @@ mod settings_effect_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_sqlite_database_is_named_as_one_and_refused() {
+        let mut head = SQLITE_MAGIC.to_vec();
+        head.extend_from_slice(&[0x10, 0, 1, 1]);
+        let err = Format::of("snap.db", &head).unwrap_err().to_string();
+        assert!(err.starts_with("snap.db: an SQLite database;") && err.contains("_dump_snapshot"), "{err}");
+        // A pickle is still a pickle.
+        assert_eq!(Format::of("snap.pickle", &[0x80, 4]).unwrap(), Format::Pickle);
+    }
 
     /// A trace of 1 MiB-multiple requests with the device operations `ops` recorded
     /// (`(event, action, bytes, device_free)`).
