@@ -812,6 +812,15 @@ impl ReplayRecord {
                     use_line(best),
                     cap(needs(best))
                 ),
+                None if best.failed_allocs == 0 => format!(
+                    "answer: {} fits with no cap, needing {}: put it before the job's command{}",
+                    use_line(best),
+                    cap(needs(best)),
+                    base.map_or(String::new(), |b| format!(
+                        "; {} fail even with unlimited memory",
+                        current(b)
+                    ))
+                ),
                 None => "answer: nothing fits, even with unlimited memory: some request fails under every setting (see the first failures)".into(),
             },
         }
