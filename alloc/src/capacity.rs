@@ -431,7 +431,9 @@ struct ProbeEnd {
     replayed: usize,
     /// It stopped where its state repeated.
     cut_short: bool,
-    /// It ended as another probe that was in its state did (see [`Memo`]).
+    /// It ended as another probe that was in its state did (see [`Memo`]); its `peak_reserved`,
+    /// `peak_requested` and `needed` are then those up to there (only the unlimited run's are
+    /// read).
     answered: bool,
 }
 
