@@ -32,7 +32,7 @@ use experiments::{
 };
 
 use super::slots::Slots;
-use super::{round_up, Adopted, AllocError, Block, DeviceMemory, FreeSpace, Policy};
+use super::{round_up, Adopted, AlikeLimits, AllocError, Block, DeviceMemory, FreeSpace, Policy};
 
 use experiments::pytorch::{MIN_BLOCK_SIZE as MIN_BLOCK, SMALL_SIZE};
 
@@ -139,6 +139,9 @@ pub(super) struct Caching {
     allowed: Option<u64>,
     /// The smallest `allowed` that would have refused none of the segments asked for so far.
     limit_needed: u64,
+    /// The limits that decide as `allowed` did since [`Policy::take_alike_limits`] last
+    /// asked (see there).
+    alike: AlikeLimits,
     nodes: Slots<Node>,
     /// Per pool family (default, then private pools), its small and large pool.
     pools: Vec<PoolState>,
@@ -169,6 +172,7 @@ impl Caching {
             small_page,
             allowed: None,
             limit_needed: 0,
+            alike: AlikeLimits::ANY,
             nodes: Slots::default(),
             pools: vec![PoolState::default(), PoolState::default()],
             current: 0,
@@ -555,8 +559,12 @@ impl Caching {
         let held_after = self.total.saturating_add(bytes);
         self.limit_needed = self.limit_needed.max(held_after);
         if self.allowed.is_some_and(|allowed| held_after > allowed) {
+            // Refused: so is it under every limit below `held_after`, and under none above.
+            self.alike.below = self.alike.below.min(held_after);
             return None;
         }
+        // Granted: so is it under every limit from `held_after` up.
+        self.alike.from = self.alike.from.max(held_after);
         if self.conf.expandable_segments {
             return self.try_allocate_expandable(device, pool, stream, size);
         }
@@ -966,7 +974,15 @@ impl Policy for Caching {
         let cached = found.is_some();
         if found.is_none() {
             if self.conf.garbage_collection_threshold > 0.0 {
-                self.limit_needed = self.limit_needed.max(self.least_limit_collecting_nothing());
+                let least = self.least_limit_collecting_nothing();
+                self.limit_needed = self.limit_needed.max(least);
+                match self.allowed {
+                    // Collection does nothing under `allowed`: nor under any limit from `least` up.
+                    Some(allowed) if allowed >= least => self.alike.from = self.alike.from.max(least),
+                    // What it frees depends on the limit itself: no other limit is known alike.
+                    Some(_) => self.alike = AlikeLimits::NONE,
+                    None => {}
+                }
             }
             if self.gc_enabled() {
                 self.garbage_collect(device);
@@ -1103,6 +1119,10 @@ impl Policy for Caching {
 
     fn limit_needed(&self) -> u64 {
         self.limit_needed
+    }
+
+    fn take_alike_limits(&mut self) -> Option<AlikeLimits> {
+        Some(std::mem::replace(&mut self.alike, AlikeLimits::ANY))
     }
 
     fn canonical_state(&self, tag: &mut dyn FnMut(u64) -> Option<u64>, out: &mut Vec<u64>) -> bool {

@@ -24,16 +24,17 @@
 //! (each request granted under C is granted under them, each refused under C is refused under
 //! them), so they all fit, or all fail, as it does.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashSet as HashSet;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use experiments::Trace;
 
 use super::device::{MeterCounts, Metered};
 use super::period::{LazyPeriod, Periodicity};
 use super::replayer::{LiveBlocks, Replayer};
-use super::{Error, Policy, PolicySpec, Recipe, SimDevice};
+use super::{AlikeLimits, Error, Policy, PolicySpec, Recipe, SimDevice};
 
 /// Copies of the unlimited run kept at most, spread evenly over the trace.
 const CHECKPOINTS: usize = 32;
@@ -72,6 +73,7 @@ pub fn min_capacity_of(
         copied_blocks: COPIED_BLOCKS,
         scan: None,
         spans: false,
+        memo: true,
     };
     let found = search(trace, build, device_bytes, options, None, Some(&LazyPeriod::new(trace))).caps;
     experiments::cancel::check()?;
@@ -119,6 +121,7 @@ pub(crate) fn fitting_caps_of(
         copied_blocks: COPIED_BLOCKS,
         scan,
         spans,
+        memo: true,
     };
     let found = search(trace, build, device_bytes, options, unlimited, period).caps;
     experiments::cancel::check()?;
@@ -134,6 +137,8 @@ struct SearchOptions {
     scan: Option<usize>,
     /// Whether one probe answers for the caps down to what its granted requests held.
     spans: bool,
+    /// Whether a probe may end as another that was in its state did (see [`Memo`]).
+    memo: bool,
 }
 
 /// What a search found, how many copies of the unlimited run it kept, and every cap it
@@ -146,6 +151,8 @@ struct Searched {
     answers: BTreeMap<u64, bool>,
     /// Probes that stopped where their state repeated (see `period.rs`).
     cut_short: usize,
+    /// Probes that ended as another in their state did (see [`Memo`]).
+    answered: usize,
 }
 
 /// The search (see [`SearchOptions`]), from `shared`, the unlimited run a whole replay made,
@@ -162,6 +169,7 @@ fn search(
         copied_blocks,
         scan,
         spans,
+        memo,
     } = options;
     // The live blocks' table, made for the trace once: each probe's is a copy.
     let empty = LiveBlocks::for_trace(trace);
@@ -173,7 +181,7 @@ fn search(
                 kept: Vec::new(),
                 blocks_budget: copied_blocks,
             };
-            let end = start().run(trace, None, Some(&mut copies), None);
+            let end = start().run(trace, None, Some(&mut copies), None, None);
             (end, copies.kept)
         }
     };
@@ -183,6 +191,7 @@ fn search(
             copies: checkpoints.len(),
             answers: BTreeMap::new(),
             cut_short: 0,
+            answered: 0,
         };
     }
     // Every cap's answer, by capacity in steps: probed, or (with `spans`) answered by a probe
@@ -190,6 +199,8 @@ fn search(
     let mut tried = BTreeMap::new();
     let replayed = std::cell::Cell::new(0);
     let cut_short = std::cell::Cell::new(0);
+    let answered = std::cell::Cell::new(0);
+    let memo = memo.then(|| RefCell::new(Memo::new(trace)));
     // What this policy holds once it has taken over the window's start (a policy that does not
     // know PyTorch's layout holds only the live blocks, not the recording's segments).
     let held_at_start = if trace.start.is_some() {
@@ -217,9 +228,10 @@ fn search(
             },
             None => start(),
         };
-        let end = state.run(trace, Some(capacity), None, period);
+        let end = state.run(trace, Some(capacity), None, period, memo.as_ref());
         replayed.set(replayed.get() + end.replayed);
         cut_short.set(cut_short.get() + usize::from(end.cut_short));
+        answered.set(answered.get() + usize::from(end.answered));
         // Each cap from what the granted requests held up to this one decides as this one did.
         let lowest = if spans {
             end.granted.div_ceil(STEP).min(steps)
@@ -286,6 +298,7 @@ fn search(
         copies: checkpoints.len(),
         answers: tried,
         cut_short: cut_short.get(),
+        answered: answered.get(),
     }
 }
 
@@ -365,6 +378,7 @@ impl Copier {
             granted: counts.needed,
             replayed: self.events,
             cut_short: false,
+            answered: false,
         };
         Some(UnlimitedRun {
             end,
@@ -417,6 +431,10 @@ struct ProbeEnd {
     replayed: usize,
     /// It stopped where its state repeated.
     cut_short: bool,
+    /// It ended as another probe that was in its state did (see [`Memo`]); its `peak_reserved`,
+    /// `peak_requested` and `needed` are then those up to there (only the unlimited run's are
+    /// read).
+    answered: bool,
 }
 
 /// Events a probe replays at most (an eighth of the trace where that is less) before it keeps
@@ -425,6 +443,16 @@ const KEEP_STATES_AFTER: usize = 100_000;
 
 /// Words of states a probe keeps at most to find its state repeating.
 const SEEN_WORDS: usize = 1 << 22;
+
+/// The first of `period`'s repetitions to start at or after event `at`.
+fn repetition_at_or_after(period: &Periodicity, at: usize) -> usize {
+    let Periodicity { start, period } = *period;
+    if at <= start {
+        start
+    } else {
+        start + (at - start).div_ceil(period) * period
+    }
+}
 
 /// The states a probe was in at the starts of the trace's repetitions (see `period.rs`).
 struct SeenStates<'p> {
@@ -449,12 +477,7 @@ impl<'p> SeenStates<'p> {
 
     /// The first repetition's start at or after event `at`.
     fn start_at_or_after(&self, at: usize) -> usize {
-        let Periodicity { start, period } = *self.period;
-        if at <= start {
-            start
-        } else {
-            start + (at - start).div_ceil(period) * period
-        }
+        repetition_at_or_after(self.period, at)
     }
 
     /// Whether `probe`'s state (at a repetition's start) is one it was in before; keeps it
@@ -473,6 +496,88 @@ impl<'p> SeenStates<'p> {
             self.states.insert(state);
         }
         false
+    }
+}
+
+/// What [`ProbeState::advance`] replayed.
+struct Stretch {
+    /// The event refused (or where a cancel stopped it).
+    failed_at: Option<usize>,
+    /// The most its granted device requests held (reserved plus the request).
+    granted: u64,
+}
+
+/// Events between the memo's events at least (a [`MEMO_EVENTS`]th of the trace where that is
+/// more).
+const MEMO_STRIDE: usize = 4096;
+
+/// The memo's events in a trace, at most.
+const MEMO_EVENTS: usize = 64;
+
+/// Words of states the memo keeps at most (each search has its own).
+const MEMO_WORDS: usize = 1 << 22;
+
+/// What followed a probe's state at one of the memo's events, to the probe's end.
+#[derive(Debug, Clone, Copy)]
+struct Followed {
+    /// The capacities that decided as the probe's did, from that state on.
+    alike: AlikeLimits,
+    /// The most its granted device requests held, from that state on.
+    granted: u64,
+    /// The event it failed at; `None`: it fitted.
+    failed_at: Option<usize>,
+}
+
+/// The states the probes of one search were in at every `stride`th event, and what followed
+/// each, so that a later probe in the same state there, under a capacity that decided alike
+/// from there on, ends as that probe did without replaying the rest.
+///
+/// Why that is exact. A probe's state at event `k`, written as [`ProbeState::canonical_state`]
+/// writes it (what the policy's, the device's and the replayer's later decisions can see), and
+/// the events from `k` on decide every later step, but for the checks of the capacity. The
+/// policy says, for each stretch, which capacities its checks there would have answered as
+/// they were answered ([`Policy::take_alike_limits`]: PyTorch's allocator checks the cap when
+/// it asks the device for memory, granted for every cap from what would be held, refused for
+/// every cap below it; and, with a garbage-collection threshold, before each device request,
+/// collecting nothing for every cap from the least that collects nothing, otherwise known
+/// alike for no other cap). Two probes in the same state at `k`, the later one's capacity
+/// within what was alike for the earlier from `k` to its end, take the same first step, so are
+/// in the same state after it, and so on by induction: every check is answered alike, so the
+/// later probe fails at the event the earlier failed at, or fits, and its granted requests
+/// hold what the earlier's did. States are compared whole (not by hash), at the same event.
+pub(crate) struct Memo {
+    stride: usize,
+    /// By state (its event first): what followed it, in each probe that was in it.
+    states: HashMap<Vec<u64>, Vec<Followed>>,
+    words: usize,
+}
+
+impl Memo {
+    pub(crate) fn new(trace: &Trace) -> Memo {
+        Memo {
+            stride: (trace.events.len() / MEMO_EVENTS).max(MEMO_STRIDE),
+            states: HashMap::default(),
+            words: 0,
+        }
+    }
+
+    /// What followed `state` in a probe whose capacity decided as `capacity` does.
+    fn find(&self, state: &[u64], capacity: u64) -> Option<Followed> {
+        self.states
+            .get(state)?
+            .iter()
+            .find(|followed| followed.alike.contains(capacity))
+            .copied()
+    }
+
+    /// Keeps what followed `state` (while its words are within [`MEMO_WORDS`]).
+    fn keep(&mut self, state: Vec<u64>, followed: Followed) {
+        if let Some(known) = self.states.get_mut(&state) {
+            known.push(followed);
+        } else if self.words + state.len() <= MEMO_WORDS {
+            self.words += state.len();
+            self.states.insert(state, vec![followed]);
+        }
     }
 }
 
@@ -535,15 +640,20 @@ impl ProbeState {
     /// (the unlimited run), leaves copies of its state behind, dropping those every probe can
     /// do without. With `period` (the trace repeats itself), stops where its state at a
     /// repetition's start is one it was in at an earlier one: the rest repeats what followed
-    /// that (see `period.rs`), so it fits and its figures are final. Its `replayed` counts the
-    /// events to the end all the same, so that what the scan's budget allows does not depend
-    /// on the shortcut.
+    /// that (see `period.rs`), so it fits and its figures are final. With `memo` (a probe of a
+    /// policy that says which limits decide as its own), stops where its state at one of the
+    /// memo's events is one another probe was in there, under a capacity that decided alike from
+    /// there on: it then ends as that probe did (see [`Memo`]); and leaves what followed its own
+    /// states there for later probes. Its `replayed` counts the events a probe without either
+    /// shortcut would have replayed (to the end, or to the end of the stretch it failed in), so
+    /// that what the scan's budget allows does not depend on them.
     fn run(
         mut self,
         trace: &Trace,
         capacity: Option<u64>,
         mut checkpoints: Option<&mut Copies>,
         period: Option<&LazyPeriod<'_>>,
+        memo: Option<&RefCell<Memo>>,
     ) -> ProbeEnd {
         let events = trace.events.len();
         let began = self.at;
@@ -555,6 +665,23 @@ impl ProbeState {
             // The meter refuses past the cap, and counts what it refuses among what it granted.
             self.granted = u64::MAX;
         }
+        // The memo, where the policy says which limits decide alike (what it says of the
+        // stretch before this probe began is not this probe's: forgotten).
+        let memo = match (memo, capacity) {
+            (Some(memo), Some(_)) if limited_by_policy && checkpoints.is_none() => {
+                self.replayer.policy.take_alike_limits().map(|_| memo)
+            }
+            _ => None,
+        };
+        let memo_stride = memo.map_or(usize::MAX, |memo| memo.borrow().stride);
+        // Each stretch between the memo's events: the limits alike over it, and the most its
+        // granted requests held.
+        let mut stretches: Vec<(AlikeLimits, u64)> = Vec::new();
+        // This probe's states at the memo's events (the event first), each with the number of
+        // stretches before it.
+        let mut states: Vec<(Vec<u64>, usize)> = Vec::new();
+        let mut answer: Option<Followed> = None;
+        let mut failed_at = None;
         // A probe's states are kept only once it has gone some way (most that fail, fail
         // early); the unlimited run keeps none.
         let mut keep_states_from = match (capacity, period) {
@@ -580,7 +707,32 @@ impl ProbeState {
                 Some(seen) => end = end.min(seen.next_at),
                 None => end = end.min(keep_states_from),
             }
-            fits = self.advance(trace, end, meter_capacity);
+            // Where a probe without the memo would stop (the stretch it replays in one go).
+            let whole_end = end;
+            if memo.is_some() {
+                end = end.min((self.at / memo_stride + 1).saturating_mul(memo_stride));
+            }
+            let stretch = self.advance(trace, end, meter_capacity);
+            fits = stretch.failed_at.is_none();
+            if !fits {
+                failed_at = stretch.failed_at;
+                self.at = whole_end;
+            }
+            if let Some(memo) = memo {
+                let alike = self.replayer.policy.take_alike_limits().unwrap_or(AlikeLimits::NONE);
+                stretches.push((alike, stretch.granted));
+                if fits && self.at < events && self.at.is_multiple_of(memo_stride) {
+                    let mut state = vec![self.at as u64];
+                    if self.canonical_state(&mut state) {
+                        let found = memo.borrow().find(&state, capacity.unwrap_or(u64::MAX));
+                        if let Some(followed) = found {
+                            answer = Some(followed);
+                            break;
+                        }
+                        states.push((state, stretches.len()));
+                    }
+                }
+            }
             if let (true, Some(seen)) = (fits, seen.as_mut()) {
                 if self.at == seen.next_at && seen.repeats(&self) {
                     self.at = events;
@@ -595,6 +747,54 @@ impl ProbeState {
                 }
             }
         }
+        if let Some(followed) = answer {
+            // It ends as the probe it met did: fits or fails at the same event, its granted
+            // requests holding as much.
+            self.granted = self.granted.max(followed.granted);
+            failed_at = followed.failed_at;
+            fits = failed_at.is_none();
+            self.at = match failed_at {
+                None => events,
+                // The end of the stretch a probe without the memo would have failed in.
+                Some(failed) => {
+                    let repetition_after = |at: usize| {
+                        period
+                            .and_then(LazyPeriod::get)
+                            .map_or(events, |period| repetition_at_or_after(period, at).min(events))
+                    };
+                    if keep_states_from != usize::MAX {
+                        if failed < keep_states_from {
+                            keep_states_from.min(events)
+                        } else {
+                            repetition_after(failed + 1)
+                        }
+                    } else if seen.is_some() {
+                        repetition_after(failed + 1)
+                    } else {
+                        events
+                    }
+                }
+            };
+        }
+        // What followed each of its states, for later probes: not where the period cut it
+        // short (what followed then includes stretches before the state), nor when cancelled.
+        if let Some(memo) = memo.filter(|_| !cut_short && !experiments::cancel::requested()) {
+            let mut followed = answer.unwrap_or(Followed {
+                alike: AlikeLimits::ANY,
+                granted: 0,
+                failed_at,
+            });
+            let mut memo = memo.borrow_mut();
+            let mut next = stretches.len();
+            for (state, from) in states.into_iter().rev() {
+                for &(alike, granted) in &stretches[from..next] {
+                    followed.alike = followed.alike.and(alike);
+                    followed.granted = followed.granted.max(granted);
+                }
+                next = from;
+                memo.keep(state, followed);
+            }
+        }
         ProbeEnd {
             fits,
             peak_reserved: self.counts.peak_reserved,
@@ -603,39 +803,43 @@ impl ProbeState {
             granted: self.granted,
             replayed: self.at - began,
             cut_short,
+            answered: answer.is_some(),
         }
     }
 
-    /// Replays events `at..end` through the replay's own steps; false at the first request
+    /// Replays events `at..end` through the replay's own steps, up to the first request
     /// refused.
-    fn advance(&mut self, trace: &Trace, end: usize, meter_capacity: Option<u64>) -> bool {
+    fn advance(&mut self, trace: &Trace, end: usize, meter_capacity: Option<u64>) -> Stretch {
+        // The meter counts this stretch's most held after a granted request on its own.
         let counts = MeterCounts {
-            needed: self.granted,
+            needed: 0,
             ..self.counts
         };
         let mut meter = Metered::resume(&mut self.device, meter_capacity, counts, false);
-        let mut fits = true;
+        let mut failed_at = None;
         for index in self.at..end {
             // A cancelled search ends its probes at once; its caller reports the cancel.
             if (index - self.at).is_multiple_of(4096) && experiments::cancel::requested() {
-                fits = false;
+                failed_at = Some(index);
                 break;
             }
             // Without an observer nothing can fail but the request itself.
             if !self.replayer.step(trace, index, &mut meter, &mut ()).unwrap_or(false) {
-                fits = false;
+                failed_at = Some(index);
                 break;
             }
         }
         self.at = end;
         self.counts = meter.counts();
+        let granted = self.counts.needed;
         // The cap is the policy's or the meter's; whichever it is, both bounds together are safe.
-        self.granted = self.counts.needed;
+        self.granted = self.granted.max(granted);
+        self.counts.needed = self.granted;
         self.needed = self
             .needed
             .max(self.counts.needed)
             .max(self.replayer.policy.limit_needed());
-        fits
+        Stretch { failed_at, granted }
     }
 
     /// Its state as far as later decisions can see it, at event `at` (see `period.rs`).
@@ -712,6 +916,7 @@ mod tests {
                     copied_blocks: COPIED_BLOCKS,
                     scan: Some(64),
                     spans: choice.decides_by_requests_alone(),
+                    memo: true,
                 };
                 let searched = search(&trace, &build, device_bytes, options, None, Some(&period));
                 searches += 1;
@@ -867,6 +1072,7 @@ mod tests {
                 copied_blocks: COPIED_BLOCKS,
                 scan: Some(16),
                 spans: choice.decides_by_requests_alone(),
+                memo: true,
             };
             let with = search(&trace, &build, device_bytes, options, None, Some(&period));
             let without = search(&trace, &build, device_bytes, options, None, None);
@@ -883,6 +1089,101 @@ mod tests {
         );
     }
 
+    /// `traces`' events one after another, each closing what it left live and naming its
+    /// blocks anew: a trace whose passes differ and never repeat.
+    fn passes(traces: &[&Trace]) -> Trace {
+        let mut events = Vec::new();
+        let mut base = 0;
+        for trace in traces {
+            let mut once: Vec<experiments::TraceEvent> = trace.events.clone();
+            let mut live = std::collections::BTreeSet::new();
+            for event in &once {
+                match *event {
+                    experiments::TraceEvent::Alloc { id, .. } => {
+                        live.insert(id);
+                    }
+                    experiments::TraceEvent::Free { id } => {
+                        live.remove(&id);
+                    }
+                    _ => {}
+                }
+            }
+            once.extend(live.into_iter().map(|id| experiments::TraceEvent::Free { id }));
+            let span = once.iter().filter_map(crate::replayer::named).max().unwrap_or(0) + 1;
+            events.extend(once.iter().map(|event| match *event {
+                experiments::TraceEvent::Alloc { id, size, stream } => experiments::TraceEvent::Alloc {
+                    id: id + base,
+                    size,
+                    stream,
+                },
+                experiments::TraceEvent::FreeRequested { id } => {
+                    experiments::TraceEvent::FreeRequested { id: id + base }
+                }
+                experiments::TraceEvent::Free { id } => experiments::TraceEvent::Free { id: id + base },
+                other => other,
+            }));
+            base += span;
+        }
+        Trace::new("passes", experiments::TraceSource::Synthetic, events)
+    }
+
+    /// A probe that ends as another probe in its state did (the memo) answers as a probe that
+    /// replays to its end does: every committed trace, and a trace of passes of the committed
+    /// recordings that never repeats, under every setting of tune's grid (a fixed sample in a
+    /// debug build, one pair in five; all in a release build or with VRAMLAB_FULL_CHECKS set),
+    /// the same caps and every cap answered the same, with and without the memo. Whole
+    /// replays check the memo's answers too (`probes_answer_as_whole_replays_do` searches with
+    /// it).
+    #[test]
+    fn probes_answered_by_the_memo_answer_as_whole_probes_do() {
+        let full = !cfg!(debug_assertions) || std::env::var_os("VRAMLAB_FULL_CHECKS").is_some();
+        let device_bytes = 80 << 30;
+        let recordings: Vec<Trace> = ["gpt", "serve", "resnet18", "random"]
+            .iter()
+            .map(|name| {
+                let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
+                    "../reports/reference/h100/alloc-traces/{name}/default.pickle.gz"
+                ));
+                Trace::load(&path).unwrap()
+            })
+            .collect();
+        let [gpt, serve, resnet, random] = [&recordings[0], &recordings[1], &recordings[2], &recordings[3]];
+        let mut traces = vec![passes(&[serve, gpt, random, serve, resnet, random, gpt, serve])];
+        traces.extend(committed_traces().iter().map(|path| Trace::load(path).unwrap()));
+        let (mut compared, mut answered, mut answered_passes) = (0, 0, 0);
+        for (t, trace) in traces.iter().enumerate() {
+            let period = LazyPeriod::new(trace);
+            for (c, settings) in crate::DEFAULT_TUNE_GRID.iter().enumerate() {
+                if !full && t > 0 && (t + c) % 5 != 0 {
+                    continue;
+                }
+                let choice = crate::PolicyChoice::pytorch(settings).unwrap();
+                let build = || choice.build();
+                let options = |memo| SearchOptions {
+                    copied_blocks: COPIED_BLOCKS,
+                    scan: Some(64),
+                    spans: choice.decides_by_requests_alone(),
+                    memo,
+                };
+                let with = search(trace, &build, device_bytes, options(true), None, Some(&period));
+                let without = search(trace, &build, device_bytes, options(false), None, Some(&period));
+                assert_eq!(with.caps, without.caps, "{} under {settings}", trace.name);
+                assert_eq!(with.answers, without.answers, "{} under {settings}", trace.name);
+                assert_eq!(without.answered, 0);
+                compared += with.answers.len();
+                answered += with.answered;
+                if t == 0 {
+                    answered_passes += with.answered;
+                }
+            }
+        }
+        // The comparison means something only where probes were answered by the memo.
+        assert!(
+            compared > 500 && answered > 100 && answered_passes > 20,
+            "{compared} caps compared, {answered} probes answered by the memo ({answered_passes} on the passes)"
+        );
+    }
+
     #[test]
     fn copies_past_their_budget_are_thinned_and_the_answer_stays() {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/traces/resnet18_default.pickle");
@@ -893,6 +1194,7 @@ mod tests {
             copied_blocks,
             scan: Some(64),
             spans: true,
+            memo: true,
         };
         let period = LazyPeriod::new(&trace);
         let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS), None, Some(&period));

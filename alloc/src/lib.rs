@@ -134,6 +134,44 @@ pub struct Adopted {
 #[error("{0}")]
 pub struct AllocError(pub String);
 
+/// The limits on held device memory under which a policy decides as it did under its own over
+/// some stretch of a replay: every limit `L` with `from <= L < below` (see
+/// [`Policy::take_alike_limits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlikeLimits {
+    /// The least such limit: the most memory a granted device request held.
+    pub from: u64,
+    /// Every such limit lies below this: the least memory a refused device request would have held.
+    pub below: u64,
+}
+
+impl AlikeLimits {
+    /// Every limit (nothing decided yet).
+    pub const ANY: AlikeLimits = AlikeLimits {
+        from: 0,
+        below: u64::MAX,
+    };
+    /// No limit known alike.
+    pub const NONE: AlikeLimits = AlikeLimits {
+        from: u64::MAX,
+        below: 0,
+    };
+
+    /// Whether `limit` decides alike.
+    pub fn contains(&self, limit: u64) -> bool {
+        self.from <= limit && limit < self.below
+    }
+
+    /// The limits alike over both stretches.
+    #[must_use]
+    pub fn and(self, other: AlikeLimits) -> AlikeLimits {
+        AlikeLimits {
+            from: self.from.max(other.from),
+            below: self.below.min(other.below),
+        }
+    }
+}
+
 /// An allocator policy.
 pub trait Policy {
     /// Hands out a block of at least `size` bytes for `stream`.
@@ -168,6 +206,14 @@ pub trait Policy {
     /// done all it did so far (refused no device request, collected no garbage).
     fn limit_needed(&self) -> u64 {
         0
+    }
+    /// For a policy that limits memory itself: the limits under which it would have decided
+    /// everything it decided since the last call as it did under its own (each device request
+    /// granted or refused alike, garbage collected alike), and starts counting afresh; `None`
+    /// where the policy cannot say. The capacity search uses it to answer a probe from another
+    /// that was in the same state at the same event (see `capacity.rs`).
+    fn take_alike_limits(&mut self) -> Option<AlikeLimits> {
+        None
     }
     /// Appends its state as far as its later decisions can see it, so that two states that
     /// append the same decide alike from then on, given the same requests (see `period.rs`):
