@@ -371,6 +371,10 @@ mod tests {
         let long = format!("size '{}' is not a number", "9".repeat(1_000_000));
         let line = error_line(&long);
         assert!(line.chars().count() < ERROR_LINE_CHARS + 64, "{}", line.len());
-        assert!(line.ends_with("... (998023 more characters left out)"), "{}", &line[line.len() - 60..]);
+        assert!(
+            line.ends_with("... (998023 more characters left out)"),
+            "{}",
+            &line[line.len() - 60..]
+        );
     }
 }

@@ -701,9 +701,17 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
     match pickle.get(fields, "max_split_size") {
         Some(&Value::Int(v)) => {
             let string = conf.max_split_size;
-            let same = if v < 0 { string == u64::MAX } else { u64::try_from(v).is_ok_and(|v| v == string) };
+            let same = if v < 0 {
+                string == u64::MAX
+            } else {
+                u64::try_from(v).is_ok_and(|v| v == string)
+            };
             if !same {
-                let shown = if string == u64::MAX { "-1 (unset)".to_string() } else { string.to_string() };
+                let shown = if string == u64::MAX {
+                    "-1 (unset)".to_string()
+                } else {
+                    string.to_string()
+                };
                 differs("max_split_size", v.to_string(), shown);
             }
         }
@@ -720,7 +728,11 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
     }
     if let Some(&Value::Bool(v)) = pickle.get(fields, "expandable_segments") {
         if v != conf.expandable_segments {
-            differs("expandable_segments", v.to_string(), conf.expandable_segments.to_string());
+            differs(
+                "expandable_segments",
+                v.to_string(),
+                conf.expandable_segments.to_string(),
+            );
         }
     }
     if let Some(divisions) = pickle.get(fields, "roundup_power2_divisions") {
@@ -729,7 +741,11 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
             if let Some(&Value::Int(v)) = pickle.get(divisions, &key) {
                 // 0 and 1 both mean plain rounding.
                 if v.max(1) != i128::from(string.max(1)) {
-                    differs(&format!("roundup_power2_divisions['{key}']"), v.to_string(), string.to_string());
+                    differs(
+                        &format!("roundup_power2_divisions['{key}']"),
+                        v.to_string(),
+                        string.to_string(),
+                    );
                 }
             }
         }
@@ -1488,7 +1504,9 @@ mod tests {
             ),
         ];
         for (said, bytes) in cases {
-            let err = Trace::all_from_bytes("bad.pickle", &bytes, None).unwrap_err().to_string();
+            let err = Trace::all_from_bytes("bad.pickle", &bytes, None)
+                .unwrap_err()
+                .to_string();
             assert!(err.starts_with("bad.pickle: ") && err.contains(said), "{said}: {err}");
             assert!(!err.contains('\n'), "{err}");
         }
