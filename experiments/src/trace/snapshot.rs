@@ -698,24 +698,21 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
             "the snapshot's allocator_settings contradict themselves: its field {field} is {recorded}, but its settings string '{text}' gives {string}; the replay follows the string"
         ))
     };
-    match pickle.get(fields, "max_split_size") {
-        Some(&Value::Int(v)) => {
-            let string = conf.max_split_size;
-            let same = if v < 0 {
-                string == u64::MAX
+    if let Some(&Value::Int(v)) = pickle.get(fields, "max_split_size") {
+        let string = conf.max_split_size;
+        let same = if v < 0 {
+            string == u64::MAX
+        } else {
+            u64::try_from(v).is_ok_and(|v| v == string)
+        };
+        if !same {
+            let shown = if string == u64::MAX {
+                "-1 (unset)".to_string()
             } else {
-                u64::try_from(v).is_ok_and(|v| v == string)
+                string.to_string()
             };
-            if !same {
-                let shown = if string == u64::MAX {
-                    "-1 (unset)".to_string()
-                } else {
-                    string.to_string()
-                };
-                differs("max_split_size", v.to_string(), shown);
-            }
+            differs("max_split_size", v.to_string(), shown);
         }
-        _ => {}
     }
     if let Some(&Value::Float(v)) = pickle.get(fields, "garbage_collection_threshold") {
         if (v - conf.garbage_collection_threshold).abs() > 1e-9 {
@@ -1408,6 +1405,23 @@ mod tests {
     /// A block of a test snapshot: address, size, allocated.
     type Block = (u64, u64, bool);
 
+    /// The `device_traces` entry of a test snapshot: one device, whose events are `(action,
+    /// addr, size)` on stream 0.
+    fn device_traces(w: &mut super::super::snapshot_writer::PickleWriter, events: &[(&str, u64, u64)]) {
+        w.entry("device_traces", |w| {
+            w.list(&[()], |w, _| {
+                w.list(events, |w, &(action, addr, size)| {
+                    w.dict(|w| {
+                        w.entry("action", |w| w.str(action));
+                        w.entry("addr", |w| w.int(addr));
+                        w.entry("size", |w| w.int(size));
+                        w.entry("stream", |w| w.int(0));
+                    })
+                })
+            })
+        });
+    }
+
     /// A snapshot of `segments` (device, address, size, blocks; `None`: `"blocks": 5`) whose
     /// trace frees each allocated block (a lost start).
     fn snapshot_of(segments: &[(u64, u64, u64, Option<&[Block]>)]) -> Vec<u8> {
@@ -1436,24 +1450,13 @@ mod tests {
                     })
                 })
             });
-            let freed: Vec<(u64, u64)> = segments
+            let freed: Vec<(&str, u64, u64)> = segments
                 .iter()
                 .flat_map(|s| s.3.unwrap_or_default())
                 .filter(|b| b.2)
-                .map(|b| (b.0, b.1))
+                .map(|b| ("free_completed", b.0, b.1))
                 .collect();
-            w.entry("device_traces", |w| {
-                w.list(&[()], |w, _| {
-                    w.list(&freed, |w, &(addr, size)| {
-                        w.dict(|w| {
-                            w.entry("action", |w| w.str("free_completed"));
-                            w.entry("addr", |w| w.int(addr));
-                            w.entry("size", |w| w.int(size));
-                            w.entry("stream", |w| w.int(0));
-                        })
-                    })
-                })
-            });
+            device_traces(w, &freed);
         });
         w.finish()
     }
@@ -1527,18 +1530,14 @@ mod tests {
                         w.entry("max_split_size", |w| w.signed(max_split));
                     })
                 });
-                w.entry("device_traces", |w| {
-                    w.list(&[()], |w, _| {
-                        w.list(&["alloc", "free_requested", "free_completed"], |w, action| {
-                            w.dict(|w| {
-                                w.entry("action", |w| w.str(action));
-                                w.entry("addr", |w| w.int(1 << 34));
-                                w.entry("size", |w| w.int(512));
-                                w.entry("stream", |w| w.int(0));
-                            })
-                        })
-                    })
-                });
+                device_traces(
+                    w,
+                    &[
+                        ("alloc", 1 << 34, 512),
+                        ("free_requested", 1 << 34, 512),
+                        ("free_completed", 1 << 34, 512),
+                    ],
+                );
             });
             let trace = Trace::from_bytes("s.pickle", &w.finish(), None).unwrap();
             trace
@@ -1576,20 +1575,7 @@ mod tests {
             ("alloc", A + 4096 - 256, 512),
         ];
         let mut w = PickleWriter::new();
-        w.dict(|w| {
-            w.entry("device_traces", |w| {
-                w.list(&[()], |w, _| {
-                    w.list(&events, |w, &(action, addr, size)| {
-                        w.dict(|w| {
-                            w.entry("action", |w| w.str(action));
-                            w.entry("addr", |w| w.int(addr));
-                            w.entry("size", |w| w.int(size));
-                            w.entry("stream", |w| w.int(0));
-                        })
-                    })
-                })
-            });
-        });
+        w.dict(|w| device_traces(w, &events));
         let trace = Trace::from_bytes("o.pickle", &w.finish(), None).unwrap();
         let said = &trace.warnings.examples;
         assert_eq!(trace.warnings.count, 2, "{said:?}");
@@ -1628,20 +1614,11 @@ mod tests {
                     })
                 })
             });
-            w.entry("device_traces", |w| {
-                w.list(&[()], |w, _| {
-                    w.list(&frees, |w, &(addr, size)| {
-                        for action in ["free_requested", "free_completed"] {
-                            w.dict(|w| {
-                                w.entry("action", |w| w.str(action));
-                                w.entry("addr", |w| w.int(addr));
-                                w.entry("size", |w| w.int(size));
-                                w.entry("stream", |w| w.int(0));
-                            })
-                        }
-                    })
-                })
-            });
+            let events: Vec<(&str, u64, u64)> = frees
+                .iter()
+                .flat_map(|&(addr, size)| [("free_requested", addr, size), ("free_completed", addr, size)])
+                .collect();
+            device_traces(w, &events);
         });
         let trace = Trace::from_bytes("s.pickle", &w.finish(), None).unwrap();
         let start = trace.start.as_ref().expect("a lost start");
