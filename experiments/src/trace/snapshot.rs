@@ -535,8 +535,9 @@ const HIGHEST_ADDRESS: u64 = 1 << 60;
 const MAX_DEVICES: usize = 128;
 
 /// What PyTorch's own snapshot always obeys, checked once where the segments are read: each
-/// segment within the 64-bit address space, its blocks inside it, in address order and
-/// disjoint, and the segments of one device disjoint. A contradiction is refused, naming the
+/// segment not empty and below [`HIGHEST_ADDRESS`] (never past 2^64), its blocks not empty,
+/// inside it, in address order and disjoint, each requesting no more than it holds, and the
+/// segments of one device disjoint. A contradiction is refused, naming the
 /// entries that contradict each other (a segment listed twice replayed would hand out one
 /// block twice).
 fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result::Result<(), String> {
