@@ -110,7 +110,12 @@ pub(crate) fn segments_snapshot(data: &[u8]) -> Vec<u8> {
         let size = u64::from(chunk[4]) << 19;
         let (count, as_int) = (u64::from(chunk[5] % 5), chunk[5] == 0xff);
         segments.extend_from_slice(b"}(");
-        for (key, value) in [("device", device), ("address", addr), ("total_size", size), ("stream", 0)] {
+        for (key, value) in [
+            ("device", device),
+            ("address", addr),
+            ("total_size", size),
+            ("stream", 0),
+        ] {
             str(&mut segments, key);
             int(&mut segments, value);
         }

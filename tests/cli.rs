@@ -1250,7 +1250,11 @@ fn a_snapshot_of_100000_empty_devices_answers_in_seconds() {
         bytes.extend_from_slice(b"}(");
         str(&mut bytes, "action");
         str(&mut bytes, action);
-        for (key, value) in [("addr", 1u32 << 30), ("size", if action == "segment_alloc" { 2 << 20 } else { 512 }), ("stream", 0)] {
+        for (key, value) in [
+            ("addr", 1u32 << 30),
+            ("size", if action == "segment_alloc" { 2 << 20 } else { 512 }),
+            ("stream", 0),
+        ] {
             str(&mut bytes, key);
             bytes.push(b'J');
             bytes.extend_from_slice(&value.to_le_bytes());

@@ -149,7 +149,16 @@ mod tests {
     #[test]
     fn a_grid_tries_each_setting_once_in_its_order() {
         let events = (0..8)
-            .flat_map(|id| [TraceEvent::Alloc { id, size: 3 << 20, stream: 0 }, TraceEvent::Free { id }])
+            .flat_map(|id| {
+                [
+                    TraceEvent::Alloc {
+                        id,
+                        size: 3 << 20,
+                        stream: 0,
+                    },
+                    TraceEvent::Free { id },
+                ]
+            })
             .collect();
         let trace = Trace::new("t", TraceSource::Synthetic, events);
         let mut grid = vec!["max_split_size_mb:128".to_string(), String::new()];
@@ -163,7 +172,10 @@ mod tests {
         let record = tune_record(&trace, &grid, None, 80 << 30).unwrap();
         assert_eq!(record.results.len(), 3);
         assert!(
-            record.notes.iter().any(|n| n.starts_with("1001 settings of the grid repeat earlier ones")),
+            record
+                .notes
+                .iter()
+                .any(|n| n.starts_with("1001 settings of the grid repeat earlier ones")),
             "{:?}",
             record.notes
         );

@@ -34,14 +34,12 @@ pub const ERROR_LINE_CHARS: usize = 2000;
 /// million-digit size once made a million-character error line).
 pub fn error_line(message: &str) -> String {
     let mut line = String::with_capacity(message.len().min(ERROR_LINE_CHARS + 64));
-    let mut shown = 0usize;
-    for (at, c) in message.char_indices() {
+    for (shown, (at, c)) in message.char_indices().enumerate() {
         if shown >= ERROR_LINE_CHARS {
             let left = message[at..].chars().count();
             line.push_str(&format!("... ({left} more characters left out)"));
             break;
         }
-        shown += 1;
         match c {
             '\n' | '\t' => line.push(' '),
             '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
@@ -371,6 +369,10 @@ mod tests {
         let long = format!("size '{}' is not a number", "9".repeat(1_000_000));
         let line = error_line(&long);
         assert!(line.chars().count() < ERROR_LINE_CHARS + 64, "{}", line.len());
-        assert!(line.ends_with("... (998023 more characters left out)"), "{}", &line[line.len() - 60..]);
+        assert!(
+            line.ends_with("... (998023 more characters left out)"),
+            "{}",
+            &line[line.len() - 60..]
+        );
     }
 }

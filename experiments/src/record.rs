@@ -111,7 +111,9 @@ pub struct Record {
 pub(crate) const DEFAULT_MAX_RECORD_POINTS: u64 = 100_000;
 
 /// A record's points, read one at a time and refused past the limit before any more is held.
-fn bounded_points<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Vec<PointRecord>, D::Error> {
+fn bounded_points<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Vec<PointRecord>, D::Error> {
     struct Points(u64);
     impl<'de> serde::de::Visitor<'de> for Points {
         type Value = Vec<PointRecord>;
@@ -257,11 +259,17 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("sim.json");
         std::fs::write(&path, record(DEFAULT_MAX_RECORD_POINTS)).unwrap();
-        assert_eq!(Record::load(&path).unwrap().points.len() as u64, DEFAULT_MAX_RECORD_POINTS);
+        assert_eq!(
+            Record::load(&path).unwrap().points.len() as u64,
+            DEFAULT_MAX_RECORD_POINTS
+        );
         std::fs::write(&path, record(DEFAULT_MAX_RECORD_POINTS + 1)).unwrap();
         let err = Record::load(&path).unwrap_err().to_string();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(err.contains("more than 100000 points (VRAMLAB_MAX_RECORD_POINTS"), "{err}");
+        assert!(
+            err.contains("more than 100000 points (VRAMLAB_MAX_RECORD_POINTS"),
+            "{err}"
+        );
         assert!(!err.contains('\n'), "{err}");
     }
 }

@@ -134,14 +134,20 @@ def test_ordered_dicts_are_read_as_dicts():
     assert again["results"][0]["peak_allocated_bytes"] == 512
 
 
-def test_deep_or_self_containing_dicts_are_refused_in_one_line():
-    """Issue 40: a snapshot nested thousands deep, or containing itself, raised RecursionError."""
-    deep = _snapshot(_events())
-    nest = deep["external_annotations"] = []
-    for _ in range(100_000):
+def _nested(depth):
+    """A list `depth` lists deep."""
+    outer = nest = []
+    for _ in range(depth):
         inner = []
         nest.append(inner)
         nest = inner
+    return outer
+
+
+def test_deep_or_self_containing_dicts_are_refused_in_one_line():
+    """Issue 40: a snapshot nested thousands deep, or containing itself, raised RecursionError."""
+    deep = _snapshot(_events())
+    deep["external_annotations"] = _nested(100_000)
     with pytest.raises(TraceError) as err:
         vramlab.replay(deep)
     assert "nests deeper than 64 levels" in one_line(err)
@@ -149,11 +155,7 @@ def test_deep_or_self_containing_dicts_are_refused_in_one_line():
     # Deep inside an event that the fast path does not read, the same (the event is pickled).
     deep = _snapshot(_events())
     deep["device_traces"][0][0]["addr"] = 1.5
-    nest = deep["device_traces"][0][0]["frames"] = []
-    for _ in range(100_000):
-        inner = []
-        nest.append(inner)
-        nest = inner
+    deep["device_traces"][0][0]["frames"] = _nested(100_000)
     with pytest.raises(TraceError) as err:
         vramlab.replay(deep)
     assert "snapshot['device_traces'][0][0]['frames']" in one_line(err), str(err.value)

@@ -134,12 +134,15 @@ fn fuzz_targets_survive_their_corpora_and_mutations() {
 /// an allocated block freed in the window), so its mutations reach the replay.
 #[test]
 fn the_segments_target_writes_snapshots_that_read() {
-    let seed = std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/segments/one-small")).unwrap();
-    let traces = experiments::Trace::all_from_bytes("one-small.pickle", &targets::segments_snapshot(&seed), None).unwrap();
+    let seed =
+        std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/segments/one-small")).unwrap();
+    let traces =
+        experiments::Trace::all_from_bytes("one-small.pickle", &targets::segments_snapshot(&seed), None).unwrap();
     assert_eq!(traces.len(), 1);
     assert_eq!(traces[0].final_segments.len(), 1);
     assert!(!traces[0].events.is_empty());
-    let repeated = std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/segments/repeated")).unwrap();
+    let repeated =
+        std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/segments/repeated")).unwrap();
     let err = experiments::Trace::all_from_bytes("r.pickle", &targets::segments_snapshot(&repeated), None).unwrap_err();
     assert!(err.to_string().contains("segments[1] repeats segments[0]"), "{err}");
 }

@@ -649,11 +649,7 @@ impl<R: std::io::Read> std::io::Read for Bounded<R> {
 
 /// A gzip stream's contents (several members read as one, as gzip does), refused past
 /// [`expansion_limit`] of its `compressed` size at `ratio`.
-fn gunzip<'a>(
-    reader: Box<dyn std::io::Read + 'a>,
-    compressed: u64,
-    ratio: u64,
-) -> Result<Box<dyn std::io::Read + 'a>> {
+fn gunzip<'a>(reader: Box<dyn std::io::Read + 'a>, compressed: u64, ratio: u64) -> Result<Box<dyn std::io::Read + 'a>> {
     let (limit, ratio) = expansion_limit(compressed, ratio)?;
     Ok(Box::new(Bounded {
         inner: flate2::read::MultiGzDecoder::new(reader),
@@ -696,9 +692,19 @@ impl Trace {
         let head = read_head(&name, open()?)?;
         match Format::of(&name, &head)? {
             Format::Pickle => snapshot::import(&name, &open, device, max_trace_bytes()?),
-            Format::Gzip if Format::of(&name, &read_head(&name, gunzip(open()?, u64::MAX, DEFAULT_MAX_TRACE_EXPANSION)?)?)? == Format::Pickle => {
+            Format::Gzip
+                if Format::of(
+                    &name,
+                    &read_head(&name, gunzip(open()?, u64::MAX, DEFAULT_MAX_TRACE_EXPANSION)?)?,
+                )? == Format::Pickle =>
+            {
                 let compressed = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
-                snapshot::import(&name, &|| gunzip(open()?, compressed, DEFAULT_MAX_TRACE_EXPANSION), device, max_trace_bytes()?)
+                snapshot::import(
+                    &name,
+                    &|| gunzip(open()?, compressed, DEFAULT_MAX_TRACE_EXPANSION),
+                    device,
+                    max_trace_bytes()?,
+                )
             }
             _ => {
                 let bytes = read_bounded(&name, open()?, max_trace_bytes()?)?;
@@ -724,7 +730,10 @@ impl Trace {
         let text = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
         match format {
             Format::Gzip
-                if Format::of(name, &read_head(name, gunzip(Box::new(bytes), u64::MAX, DEFAULT_MAX_TRACE_EXPANSION)?)?)? == Format::Pickle =>
+                if Format::of(
+                    name,
+                    &read_head(name, gunzip(Box::new(bytes), u64::MAX, DEFAULT_MAX_TRACE_EXPANSION)?)?,
+                )? == Format::Pickle =>
             {
                 let compressed = bytes.len() as u64;
                 snapshot::import(
@@ -1107,7 +1116,12 @@ mod tests {
         let mut trace = with_ops(&[MIB, 512, 30 * MIB], &[(0, Oom, MIB, 0)]);
         trace.alloc_addrs = vec![u64::MAX, 0x1000, 0x2000];
         let cap = trace.capacity_from_oom().unwrap();
-        assert_eq!((cap.lower, cap.lower_at), (30 * MIB + 512, Some(2)), "{}", cap.explain());
+        assert_eq!(
+            (cap.lower, cap.lower_at),
+            (30 * MIB + 512, Some(2)),
+            "{}",
+            cap.explain()
+        );
         let mut trace = with_ops(&[MIB, 512], &[(0, Oom, MIB, 0)]);
         trace.alloc_addrs = vec![u64::MAX, 0x1000];
         assert_eq!(trace.capacity_from_oom().unwrap().bytes, 2 * MIB);
@@ -1182,7 +1196,10 @@ mod tests {
         trace.alloc_addrs = vec![0x1000, 0x2000, u64::MAX];
         let cap = trace.capacity_from_oom().unwrap();
         assert_eq!((cap.lower, cap.lower_at), (20 * MIB, Some(0)));
-        let mut trace = with_ops(&[12 * MIB, 14 * MIB, 100 * MIB], &[(2, DeviceAction::Oom, 100 * MIB, 0)]);
+        let mut trace = with_ops(
+            &[12 * MIB, 14 * MIB, 100 * MIB],
+            &[(2, DeviceAction::Oom, 100 * MIB, 0)],
+        );
         trace.alloc_addrs = vec![0x1000, 0x2000, u64::MAX];
         let cap = trace.capacity_from_oom().unwrap();
         assert_eq!((cap.lower, cap.lower_at), (26 * MIB, Some(1)));
@@ -1257,9 +1274,15 @@ mod tests {
         };
         let bytes = gzip(400_000);
         let err = Trace::from_bytes("bomb.csv.gz", &bytes, None).unwrap_err().to_string();
-        assert!(err.contains("decompresses to more than") && err.contains("64 times its"), "{err}");
+        assert!(
+            err.contains("decompresses to more than") && err.contains("64 times its"),
+            "{err}"
+        );
         assert!(!err.contains('\n'));
-        assert_eq!(Trace::from_bytes("log.csv.gz", &gzip(1000), None).unwrap().events.len(), 2000);
+        assert_eq!(
+            Trace::from_bytes("log.csv.gz", &gzip(1000), None).unwrap().events.len(),
+            2000
+        );
     }
 
     #[test]

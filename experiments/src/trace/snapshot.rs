@@ -535,8 +535,9 @@ const HIGHEST_ADDRESS: u64 = 1 << 60;
 const MAX_DEVICES: usize = 128;
 
 /// What PyTorch's own snapshot always obeys, checked once where the segments are read: each
-/// segment within the 64-bit address space, its blocks inside it, in address order and
-/// disjoint, and the segments of one device disjoint. A contradiction is refused, naming the
+/// segment not empty and below [`HIGHEST_ADDRESS`] (never past 2^64), its blocks not empty,
+/// inside it, in address order and disjoint, each requesting no more than it holds, and the
+/// segments of one device disjoint. A contradiction is refused, naming the
 /// entries that contradict each other (a segment listed twice replayed would hand out one
 /// block twice).
 fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result::Result<(), String> {
@@ -698,16 +699,21 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
             "the snapshot's allocator_settings contradict themselves: its field {field} is {recorded}, but its settings string '{text}' gives {string}; the replay follows the string"
         ))
     };
-    match pickle.get(fields, "max_split_size") {
-        Some(&Value::Int(v)) => {
-            let string = conf.max_split_size;
-            let same = if v < 0 { string == u64::MAX } else { u64::try_from(v).is_ok_and(|v| v == string) };
-            if !same {
-                let shown = if string == u64::MAX { "-1 (unset)".to_string() } else { string.to_string() };
-                differs("max_split_size", v.to_string(), shown);
-            }
+    if let Some(&Value::Int(v)) = pickle.get(fields, "max_split_size") {
+        let string = conf.max_split_size;
+        let same = if v < 0 {
+            string == u64::MAX
+        } else {
+            u64::try_from(v).is_ok_and(|v| v == string)
+        };
+        if !same {
+            let shown = if string == u64::MAX {
+                "-1 (unset)".to_string()
+            } else {
+                string.to_string()
+            };
+            differs("max_split_size", v.to_string(), shown);
         }
-        _ => {}
     }
     if let Some(&Value::Float(v)) = pickle.get(fields, "garbage_collection_threshold") {
         if (v - conf.garbage_collection_threshold).abs() > 1e-9 {
@@ -720,7 +726,11 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
     }
     if let Some(&Value::Bool(v)) = pickle.get(fields, "expandable_segments") {
         if v != conf.expandable_segments {
-            differs("expandable_segments", v.to_string(), conf.expandable_segments.to_string());
+            differs(
+                "expandable_segments",
+                v.to_string(),
+                conf.expandable_segments.to_string(),
+            );
         }
     }
     if let Some(divisions) = pickle.get(fields, "roundup_power2_divisions") {
@@ -729,7 +739,11 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
             if let Some(&Value::Int(v)) = pickle.get(divisions, &key) {
                 // 0 and 1 both mean plain rounding.
                 if v.max(1) != i128::from(string.max(1)) {
-                    differs(&format!("roundup_power2_divisions['{key}']"), v.to_string(), string.to_string());
+                    differs(
+                        &format!("roundup_power2_divisions['{key}']"),
+                        v.to_string(),
+                        string.to_string(),
+                    );
                 }
             }
         }
@@ -1392,6 +1406,23 @@ mod tests {
     /// A block of a test snapshot: address, size, allocated.
     type Block = (u64, u64, bool);
 
+    /// The `device_traces` entry of a test snapshot: one device, whose events are `(action,
+    /// addr, size)` on stream 0.
+    fn device_traces(w: &mut super::super::snapshot_writer::PickleWriter, events: &[(&str, u64, u64)]) {
+        w.entry("device_traces", |w| {
+            w.list(&[()], |w, _| {
+                w.list(events, |w, &(action, addr, size)| {
+                    w.dict(|w| {
+                        w.entry("action", |w| w.str(action));
+                        w.entry("addr", |w| w.int(addr));
+                        w.entry("size", |w| w.int(size));
+                        w.entry("stream", |w| w.int(0));
+                    })
+                })
+            })
+        });
+    }
+
     /// A snapshot of `segments` (device, address, size, blocks; `None`: `"blocks": 5`) whose
     /// trace frees each allocated block (a lost start).
     fn snapshot_of(segments: &[(u64, u64, u64, Option<&[Block]>)]) -> Vec<u8> {
@@ -1420,24 +1451,13 @@ mod tests {
                     })
                 })
             });
-            let freed: Vec<(u64, u64)> = segments
+            let freed: Vec<(&str, u64, u64)> = segments
                 .iter()
                 .flat_map(|s| s.3.unwrap_or_default())
                 .filter(|b| b.2)
-                .map(|b| (b.0, b.1))
+                .map(|b| ("free_completed", b.0, b.1))
                 .collect();
-            w.entry("device_traces", |w| {
-                w.list(&[()], |w, _| {
-                    w.list(&freed, |w, &(addr, size)| {
-                        w.dict(|w| {
-                            w.entry("action", |w| w.str("free_completed"));
-                            w.entry("addr", |w| w.int(addr));
-                            w.entry("size", |w| w.int(size));
-                            w.entry("stream", |w| w.int(0));
-                        })
-                    })
-                })
-            });
+            device_traces(w, &freed);
         });
         w.finish()
     }
@@ -1488,7 +1508,9 @@ mod tests {
             ),
         ];
         for (said, bytes) in cases {
-            let err = Trace::all_from_bytes("bad.pickle", &bytes, None).unwrap_err().to_string();
+            let err = Trace::all_from_bytes("bad.pickle", &bytes, None)
+                .unwrap_err()
+                .to_string();
             assert!(err.starts_with("bad.pickle: ") && err.contains(said), "{said}: {err}");
             assert!(!err.contains('\n'), "{err}");
         }
@@ -1509,18 +1531,14 @@ mod tests {
                         w.entry("max_split_size", |w| w.signed(max_split));
                     })
                 });
-                w.entry("device_traces", |w| {
-                    w.list(&[()], |w, _| {
-                        w.list(&["alloc", "free_requested", "free_completed"], |w, action| {
-                            w.dict(|w| {
-                                w.entry("action", |w| w.str(action));
-                                w.entry("addr", |w| w.int(1 << 34));
-                                w.entry("size", |w| w.int(512));
-                                w.entry("stream", |w| w.int(0));
-                            })
-                        })
-                    })
-                });
+                device_traces(
+                    w,
+                    &[
+                        ("alloc", 1 << 34, 512),
+                        ("free_requested", 1 << 34, 512),
+                        ("free_completed", 1 << 34, 512),
+                    ],
+                );
             });
             let trace = Trace::from_bytes("s.pickle", &w.finish(), None).unwrap();
             trace
@@ -1558,20 +1576,7 @@ mod tests {
             ("alloc", A + 4096 - 256, 512),
         ];
         let mut w = PickleWriter::new();
-        w.dict(|w| {
-            w.entry("device_traces", |w| {
-                w.list(&[()], |w, _| {
-                    w.list(&events, |w, &(action, addr, size)| {
-                        w.dict(|w| {
-                            w.entry("action", |w| w.str(action));
-                            w.entry("addr", |w| w.int(addr));
-                            w.entry("size", |w| w.int(size));
-                            w.entry("stream", |w| w.int(0));
-                        })
-                    })
-                })
-            });
-        });
+        w.dict(|w| device_traces(w, &events));
         let trace = Trace::from_bytes("o.pickle", &w.finish(), None).unwrap();
         let said = &trace.warnings.examples;
         assert_eq!(trace.warnings.count, 2, "{said:?}");
@@ -1610,20 +1615,11 @@ mod tests {
                     })
                 })
             });
-            w.entry("device_traces", |w| {
-                w.list(&[()], |w, _| {
-                    w.list(&frees, |w, &(addr, size)| {
-                        for action in ["free_requested", "free_completed"] {
-                            w.dict(|w| {
-                                w.entry("action", |w| w.str(action));
-                                w.entry("addr", |w| w.int(addr));
-                                w.entry("size", |w| w.int(size));
-                                w.entry("stream", |w| w.int(0));
-                            })
-                        }
-                    })
-                })
-            });
+            let events: Vec<(&str, u64, u64)> = frees
+                .iter()
+                .flat_map(|&(addr, size)| [("free_requested", addr, size), ("free_completed", addr, size)])
+                .collect();
+            device_traces(w, &events);
         });
         let trace = Trace::from_bytes("s.pickle", &w.finish(), None).unwrap();
         let start = trace.start.as_ref().expect("a lost start");
