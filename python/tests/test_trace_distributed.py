@@ -27,14 +27,22 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from trace_workloads_36 import ALL, WORLD_SIZES  # noqa: E402
 from trace_workloads_36b import ALL as ALL_B  # noqa: E402
 from trace_workloads_36b import WORLD_SIZES as WORLD_SIZES_B  # noqa: E402
+from trace_workloads_36c import ALL as ALL_C  # noqa: E402
+from trace_workloads_36c import WORLD_SIZES as WORLD_SIZES_C  # noqa: E402
 
-ALL = {**ALL, **ALL_B}
-WORLD_SIZES = {**WORLD_SIZES, **WORLD_SIZES_B}
+ALL = {**ALL, **ALL_B, **ALL_C}
+WORLD_SIZES = {**WORLD_SIZES, **WORLD_SIZES_B, **WORLD_SIZES_C}
 
 # The recordings are torch 2.11's: under a later torch, its settings that make 2.11's rules.
 pytestmark = pytest.mark.usefixtures("as_2_11")
 
-NEEDS = {"lora_ddp": ("peft", "transformers"), "fsdp2_hf_llama": ("transformers",)}
+NEEDS = {
+    "lora_ddp": ("peft", "transformers"),
+    "fsdp2_hf_llama": ("transformers",),
+    "ddp_hf_gpt2": ("transformers",),
+    "tp_hf_llama_mlp": ("transformers",),
+    "fsdp2_hf_gpt2_checkpointing": ("transformers",),
+}
 
 
 def blocks(snapshot):
@@ -327,7 +335,7 @@ def test_ranks_that_diverge_do_not_hang(tmp_path):
 
 
 # Both groups of four-H100 recordings: (folder, setting) per workload, each rank's figures.
-RECORDED = sorted({(p.parent, p.stem.split("-", 1)[1]) for folder in ("distributed-x4", "distributed-x4b") for p in (RECORDINGS.parent / folder).glob("*/rank*-*.json")})
+RECORDED = sorted({(p.parent, p.stem.split("-", 1)[1]) for folder in ("distributed-x4", "distributed-x4b", "distributed-x4c") for p in (RECORDINGS.parent / folder).glob("*/rank*-*.json")})
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Where the driver placed the ranks' segments around NCCL's own cudaMalloc'd buffers, which a fresh
 # process's placement (alloc/src/placement.rs) does not have: the trace asks for the GPU's blocks in
@@ -336,7 +344,7 @@ SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 PLACED_AROUND_NCCL = {("tp_colwise_rowwise", "default"), ("ddp_find_unused", "default")}
 # Runs in which no rank kept DDP's replaced buckets to the end, which the trace does (the largest
 # rank kept them in the other runs: distributed.py, rebuild_buckets).
-NO_RANK_KEPT_THE_OLD_BUCKETS = {("ddp_bf16_autocast", "expandable")}
+NO_RANK_KEPT_THE_OLD_BUCKETS = {("ddp_bf16_autocast", "expandable"), ("ddp_hf_gpt2", "default"), ("ddp_fp16_scaler", "expandable")}
 TRACES: dict = {}
 
 
@@ -353,7 +361,7 @@ def test_the_largest_rank_against_its_four_gpu_recording(folder, setting):
     metas = [json.loads(p.read_text()) for p in sorted(folder.glob(f"rank*-{setting}.json"))]
     name, world_size = metas[0]["workload"], metas[0]["world_size"]
     if (name, setting) in NO_RANK_KEPT_THE_OLD_BUCKETS:
-        pytest.xfail("no rank of this run kept DDP's replaced buckets, which the trace keeps (+11%)")
+        pytest.xfail("no rank of this run kept DDP's replaced buckets, which the trace keeps (+8.6% to +14%)")
     ours = []
     for rank in range(world_size):
         key = (name, world_size, rank)
