@@ -1073,7 +1073,10 @@ mod tests {
         let mut head = SQLITE_MAGIC.to_vec();
         head.extend_from_slice(&[0x10, 0, 1, 1]);
         let err = Format::of("snap.db", &head).unwrap_err().to_string();
-        assert!(err.starts_with("snap.db: an SQLite database;") && err.contains("_dump_snapshot"), "{err}");
+        assert!(
+            err.starts_with("snap.db: an SQLite database;") && err.contains("_dump_snapshot"),
+            "{err}"
+        );
         // A pickle is still a pickle.
         assert_eq!(Format::of("snap.pickle", &[0x80, 4]).unwrap(), Format::Pickle);
     }
