@@ -363,7 +363,9 @@ def test_the_largest_rank_against_its_four_gpu_recording(folder, setting):
     if (name, setting) in NO_RANK_KEPT_THE_OLD_BUCKETS:
         pytest.xfail("no rank of this run kept DDP's replaced buckets, which the trace keeps (+8.6% to +14%)")
     ours = []
-    for rank in range(world_size):
+    # The first and the last rank: every workload's ranks are alike but for uneven shards, which
+    # put the short one last (FSDP2's padding, TP's chunks, HSDP's shard index).
+    for rank in sorted({0, world_size - 1}):
         key = (name, world_size, rank)
         if key not in TRACES:
             TRACES[key] = traced(name, world_size, rank).snapshot()
