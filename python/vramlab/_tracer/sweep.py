@@ -18,6 +18,14 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:,.0f} MiB"
 
 
+def _setting(policy: str) -> str:
+    return policy.split("=", 1)[1] if "=" in policy else policy
+
+
+def _need(row: Dict[str, Any]) -> int:
+    return int(row.get("always_fits_bytes") or row.get("min_capacity_bytes") or row["peak_reserved_bytes"])
+
+
 def ranked(snapshot: Any, capacity: int) -> Dict[str, Any]:
     """One point: the defaults' and the best setting's fit under `capacity` (vramlab.tune)."""
     from .. import tune
@@ -28,22 +36,14 @@ def ranked(snapshot: Any, capacity: int) -> Dict[str, Any]:
     best = rows[0]
     return {
         "fits": best["failed_allocs"] == 0,
-        "setting": best["policy"].split("=", 1)[1] if "=" in best["policy"] else best["policy"],
+        "setting": _setting(best["policy"]),
         # The line to paste, quoted for a shell (tune's "paste").
         "paste": best.get("paste", best["policy"]),
-        "needs": best.get("always_fits_bytes") or best.get("min_capacity_bytes") or best["peak_reserved_bytes"],
+        "needs": _need(best),
         "defaults_fit": defaults["failed_allocs"] == 0,
-        "defaults_need": defaults.get("always_fits_bytes") or defaults.get("min_capacity_bytes") or defaults["peak_reserved_bytes"],
+        "defaults_need": _need(defaults),
         "stopped": any("stopped before the program ended" in n for n in snapshot.get("vramlab_notes", [])) if isinstance(snapshot, dict) else False,
     }
-
-
-def _setting(policy: str) -> str:
-    return policy.split("=", 1)[1] if "=" in policy else policy
-
-
-def _need(row: Dict[str, Any]) -> int:
-    return int(row.get("always_fits_bytes") or row.get("min_capacity_bytes") or row["peak_reserved_bytes"])
 
 
 def ranked_ranks(snapshots: Sequence[Any], capacity: int) -> Dict[str, Any]:
@@ -147,6 +147,12 @@ def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: s
     return result
 
 
+def _row(point: Dict[str, Any], suffix: str = "") -> str:
+    """A sweep's progress line for one value: fits, the least needed, the setting as pasted."""
+    setting = point["paste"].split("=", 1)[1] if point["setting"] else "(defaults)"
+    return f"{point['value']:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {setting}{suffix}"
+
+
 def sweep_script(options: Any, out_dir: str) -> int:
     """`python -m vramlab.trace --sweep NAME=V1,V2,... --out DIR script.py`: each value in a fresh
     process (the script reads NAME from its environment), traced to DIR/NAME=V.pickle."""
@@ -190,7 +196,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
                 print(f"error: {name}={value}: a rank's trace stopped before the program ended; its figures would be a lower bound, so the sweep stops", file=sys.stderr)
                 return 1
             points.append(point)
-            print(f"{value:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {point['setting'] or '(defaults)'}  ({binds(point)})", file=sys.stderr)
+            print(_row(point, f"  ({binds(point)})"), file=sys.stderr)
             if not point["fits"]:
                 break
             continue
@@ -210,7 +216,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
             print(f"error: {name}={value}: the trace stopped before the program ended ({' '.join(why)}); its figures would be a lower bound, so the sweep stops", file=sys.stderr)
             return 1
         points.append(point)
-        print(f"{value:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {point['paste'].split('=', 1)[1] if point['setting'] else '(defaults)'}", file=sys.stderr)
+        print(_row(point), file=sys.stderr)
         if not point["fits"]:
             break
     untried = [f"{name}={v}" for v in values[len(points):]]
