@@ -38,8 +38,6 @@ SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Refused, with the reason, rather than answered wrong.
 REFUSED = {
     "lstm": "recurrent layers run as cuDNN RNN",
-    # Beam search's stopping test compares scores computed from the logits.
-    "hf_gpt2_beam_generate": "reads values back",
 }
 
 

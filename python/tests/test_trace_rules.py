@@ -265,6 +265,29 @@ def test_generate_of_a_fixed_length_runs_without_answer_reads():
                 model.generate(input_ids=torch.randint(0, 128, (2, 8)).cuda(), max_new_tokens=5, do_sample=False, pad_token_id=0)
 
 
+@pytest.mark.parametrize("early_stopping", [False, True, "never"])
+def test_beam_search_of_a_fixed_length_runs_to_its_maximum_length(early_stopping):
+    """With the EOS token masked, only the length criterion finishes a beam, every beam at the
+    last step: the loop's test is known, and so is the length `_beam_search` crops its output to
+    (every returned beam is full length). Whatever early_stopping says, nothing finishes sooner."""
+    transformers = pytest.importorskip("transformers", reason="generate needs transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=128, n_positions=64, bos_token_id=1, eos_token_id=1)
+    with vramlab.trace() as t:
+        model = transformers.GPT2LMHeadModel(config).cuda().eval()
+        ids = torch.randint(2, 128, (2, 8)).cuda()
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), num_beams=3, num_return_sequences=2, early_stopping=early_stopping, min_new_tokens=5, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert out.shape == (4, 13)
+    notes = t.snapshot()["vramlab_notes"]
+    assert sum("beam searches ran to their maximum length" in n for n in notes) == 1 and notes[[("beam searches" in n) for n in notes].index(True)].startswith("1 ")
+    # A length the data decides is still not known.
+    with pytest.raises(UnfollowedError, match="reads values back"):
+        with vramlab.trace():
+            model = transformers.GPT2LMHeadModel(config).cuda().eval()
+            with torch.no_grad():
+                model.generate(input_ids=torch.randint(2, 128, (2, 8)).cuda(), num_beams=3, max_new_tokens=5, do_sample=False, pad_token_id=0)
+
+
 def test_settings_pytorch_refuses_stop_the_trace_in_its_words(monkeypatch):
     monkeypatch.setenv("PYTORCH_ALLOC_CONF", "banana:1")
     with pytest.raises(UnfollowedError, match="Unrecognized key 'banana'") as err:

@@ -10,10 +10,18 @@ own configuration, not from the data. Each is installed when the library's modul
   MinLengthLogitsProcessor set its score to -inf, so neither argmax nor sampling can pick it), the
   criterion is still run (it allocates what it allocates) and its result is known to be all False,
   so generate runs to its maximum length without answer_reads, as it does on the GPU.
+- Beam search under such a config (``_beam_search``): a beam is finished only by a stopping
+  criterion, and with the end-of-sequence token impossible only the length criterion fires, for
+  every beam at once, at the maximum length. So the loop's test
+  (``_beam_search_has_unfinished_sequences``) is True until the step that reaches ``max_length``
+  and False there, and every returned beam is full length: ``max_generated_length`` is
+  ``max_length - decoder_prompt_len`` (the two values it reads after the loop, answered from
+  ``_beam_search``'s own variables).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.util
 import sys
@@ -67,7 +75,70 @@ def generation_paths(session: Any, utils: Any) -> Table:
                     )
         return criteria
 
-    return {(mixin, "_get_stopping_criteria"): stopping_criteria}
+    table = {(mixin, "_get_stopping_criteria"): stopping_criteria}
+    table.update(beam_search_paths(session, mixin))
+    return table
+
+
+BEAM_NOTE = "{count} beam searches ran to their maximum length: their configs keep the end-of-sequence token from being generated earlier, so no beam finishes before max_length, every step's test of unfinished beams is known True until then, and every returned beam is full length (transformers' _beam_search)"
+
+
+class FixedLengthBeams:
+    """One beam search whose length the config fixes: its steps so far, and the answers to the
+    values `_beam_search` reads after its loop."""
+
+    def __init__(self, code: Any, prompt_length: int, max_length: int) -> None:
+        self.code, self.prompt_length, self.max_length, self.steps = code, prompt_length, max_length, 0
+
+    def answer(self, tensor: Any) -> Any:
+        """The value of `tensor` where it is `_beam_search`'s `max_generated_length` or
+        `output_length`, else None."""
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code is not self.code:
+            frame = frame.f_back
+        if frame is None:
+            return None
+        storage = tensor.untyped_storage()._cdata
+        known = {"max_generated_length": self.max_length - self.prompt_length, "output_length": self.max_length}
+        for name, value in known.items():
+            local = frame.f_locals.get(name)
+            if getattr(local, "device", None) is not None and local.untyped_storage()._cdata == storage:
+                return value
+        return None
+
+
+def beam_search_paths(session: Any, mixin: Any) -> Table:
+    beam_search = vars(mixin).get("_beam_search")
+    unfinished = vars(mixin).get("_beam_search_has_unfinished_sequences")
+    if beam_search is None or not isinstance(unfinished, staticmethod):
+        return {}
+    unfinished_test = unfinished.__func__
+    running: list = []
+
+    @functools.wraps(beam_search)
+    def fixed_length_beam_search(model: Any, input_ids: Any, logits_processor: Any, stopping_criteria: Any, generation_config: Any, *args: Any, **kwargs: Any) -> Any:
+        if not eos_impossible(generation_config) or not getattr(generation_config, "max_length", None):
+            return beam_search(model, input_ids, logits_processor, stopping_criteria, generation_config, *args, **kwargs)
+        beams = FixedLengthBeams(beam_search.__code__, int(input_ids.shape[-1]), int(generation_config.max_length))
+        running.append(beams)
+        session.read_answers.append(beams.answer)
+        try:
+            output = beam_search(model, input_ids, logits_processor, stopping_criteria, generation_config, *args, **kwargs)
+            session.note(BEAM_NOTE)
+            return output
+        finally:
+            running.remove(beams)
+            session.read_answers.remove(beams.answer)
+
+    def has_unfinished(*args: Any, **kwargs: Any) -> Any:
+        result = unfinished_test(*args, **kwargs)
+        if running:
+            beams = running[-1]
+            beams.steps += 1
+            result.fill_(beams.prompt_length + beams.steps < beams.max_length)
+        return result
+
+    return {(mixin, "_beam_search"): fixed_length_beam_search, (mixin, "_beam_search_has_unfinished_sequences"): staticmethod(has_unfinished)}
 
 
 # Module name -> the patches to make once it is imported.

@@ -76,6 +76,9 @@ class trace:
         # Why the program's run ended inside the trace, where it did not run to its end.
         self.stopped: Optional[str] = None
         self._answers_at: Dict[str, int] = {}
+        # Library rules that know a value the program reads (libraries.py): each takes the tensor
+        # read and gives its value, or None.
+        self.read_answers: List[Any] = []
         self._patches = standin.Patches()
         self._registered: List[RegisteredKernels] = []
         self._hooks: List[Any] = []

@@ -59,6 +59,10 @@ class Reads(Rule):
             if known is not None:
                 session.note(KNOWN_NOTE)
                 return bool(known) if op == "is_nonzero" else known
+            for answer in session.read_answers:
+                value = answer(args[0])
+                if value is not None:
+                    return bool(value) if op == "is_nonzero" else value
         if op in ("_to_copy", "copy_"):
             return self._to_host(call) if to_host(torch, op, args, call.kwargs) else PASS
         if op in READS_ONE_VALUE and session.answer_reads is not None:
