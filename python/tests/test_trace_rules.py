@@ -6,6 +6,7 @@ import pathlib
 import pickle
 import subprocess
 import sys
+import time
 import types
 
 import pytest
@@ -286,6 +287,35 @@ def test_beam_search_of_a_fixed_length_runs_to_its_maximum_length(early_stopping
             model = transformers.GPT2LMHeadModel(config).cuda().eval()
             with torch.no_grad():
                 model.generate(input_ids=torch.randint(2, 128, (2, 8)).cuda(), num_beams=3, max_new_tokens=5, do_sample=False, pad_token_id=0)
+
+
+def test_a_host_running_short_of_memory_stops_the_program_in_one_line(monkeypatch):
+    """A model built on the CPU can fill the host before .cuda() moves it; the operating system
+    would kill the trace with no message. Once what is left falls below the reserve, the next
+    PyTorch call stops the program, in one line, and the trace up to there is kept."""
+    from vramlab._tracer import host
+
+    left = {"bytes": 8 << 30}
+    monkeypatch.setattr(host, "memory_left", lambda: (left["bytes"], 16 << 30))
+    with pytest.raises(UnfollowedError) as err:
+        with vramlab.trace() as t:
+            kept = torch.zeros(1024, device="cuda")
+            weights = []
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                weights.append(torch.empty(16))  # the host's memory, spent
+                left["bytes"] = 100 << 20
+    message = str(err.value)
+    assert "host memory ran short (0.1 GiB left of 16.0 GiB" in message and 'with torch.device("cuda")' in message
+    assert "test_trace_rules.py:" in message and "\n" not in message
+    assert t.peak_allocated == kept.numel() * 4 and t.stopped.startswith("empty at ")
+    # Plenty left: nothing stops.
+    left["bytes"] = 8 << 30
+    with vramlab.trace():
+        for _ in range(200):
+            torch.empty(16)
+        time.sleep(4 * host.POLL_SECONDS)
+        torch.zeros(4, device="cuda")
 
 
 def test_settings_pytorch_refuses_stop_the_trace_in_its_words(monkeypatch):

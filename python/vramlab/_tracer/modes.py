@@ -41,6 +41,9 @@ class OnTheGpu(TorchFunctionMode):
         torch, session = self.torch, self.session
         kwargs = dict(kwargs or {})
         name = getattr(func, "__name__", "")
+        if session.host.short is not None and not session.host.said:
+            session.host.said = True
+            raise UnfollowedError(f"{name} at {here()}: {session.host.short}; the trace up to there is kept")
         if name == "__get__" and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
             said = self.says.get(getattr(getattr(func, "__self__", None), "__name__", ""))
             if said is not None:

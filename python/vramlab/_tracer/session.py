@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 from .. import _vramlab
 from ..errors import UnfollowedError
 from . import compat, distributed, paths, standin, streams
+from .host import HostWatch
 from .libraries import Libraries
 from .recorder import Recorder, write_atomically
 from .rules import Rules
@@ -82,6 +83,7 @@ class trace:
         self._patches = standin.Patches()
         self._registered: List[RegisteredKernels] = []
         self._hooks: List[Any] = []
+        self.host = HostWatch()
 
     def _check_settings(self) -> None:
         """Settings PyTorch would refuse at the program's first CUDA allocation stop the trace
@@ -391,12 +393,14 @@ class trace:
             module_module.register_module_buffer_registration_hook(lambda module, name, value: self._parameter(value)),
         ]
         self.thread = threading.current_thread()
+        self.host.start()
         self.modes = [OnTheGpu(self), Allocations(self)]
         for mode in self.modes:
             mode.__enter__()
 
     def _uninstall(self) -> None:
         torch = self.torch
+        self.host.stop()
         if self in standin.ACTIVE:
             standin.ACTIVE.remove(self)
             # A default device the program set to "cuda" inside was "meta"; the one before stays.
