@@ -318,6 +318,23 @@ def test_a_host_running_short_of_memory_stops_the_program_in_one_line(monkeypatc
         torch.zeros(4, device="cuda")
 
 
+def test_inference_mode_allocates_what_no_grad_does():
+    """Under inference_mode composite operators reach the dispatch mode whole (autograd's keys are
+    off); the GPU still runs their inner operators: linear's addmm with its cuBLAS and cuBLASLt
+    workspaces, layer_norm's mean and rstd. The trace runs them too, and allocates alike."""
+
+    def program(off):
+        with vramlab.trace() as t:
+            block = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.LayerNorm(512)).cuda().to(torch.bfloat16)
+            with off():
+                block(torch.randn(16, 128, 512, device="cuda", dtype=torch.bfloat16)).softmax(-1)
+        return allocations(t.snapshot())
+
+    under_inference = program(torch.inference_mode)
+    assert under_inference == program(torch.no_grad)
+    assert ("alloc", 32 << 20) in under_inference and ("alloc", 16 * 128 * 4) in under_inference
+
+
 def test_settings_pytorch_refuses_stop_the_trace_in_its_words(monkeypatch):
     monkeypatch.setenv("PYTORCH_ALLOC_CONF", "banana:1")
     with pytest.raises(UnfollowedError, match="Unrecognized key 'banana'") as err:

@@ -129,6 +129,15 @@ class Allocations(TorchDispatchMode):
         # Only tensors standing in for CUDA ones have no values: the program's own CPU tensors (an
         # optimizer's step count) read back as they would.
         on_gpu = any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in leaves)
+        if on_gpu and not session.rules.own(op) and torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+            # Where autograd is off (inference_mode) a composite operator reaches the mode whole, and
+            # its meta kernel would make below the mode what the GPU makes with operators of its own
+            # (linear's addmm and its cuBLAS workspaces, layer_norm's mean and rstd): run the
+            # composite with the mode on, as FakeTensorMode does (fake_tensor.py, decompose).
+            with self:
+                if op == "linear":
+                    return session.linear(*args, **kwargs)
+                return func.decompose(*args, **kwargs)
         call = Call(session, func, op, args, kwargs, on_gpu)
         rules = session.rules.of(op)
         if on_gpu:

@@ -358,6 +358,9 @@ class trace:
             registered = kernels_for(torch)
             registered.install()
             self._registered.append(registered)
+            if isinstance(registered, LinearPath):
+                # F.linear as the GPU runs it, for where it reaches the mode whole (modes.py).
+                self.linear = registered._linear
         table.update(paths.autocast_paths(self, kernels))
         self._patches.install(table)
         self._libraries = Libraries(self, self._patches.install)

@@ -151,6 +151,10 @@ class Rules:
     def of(self, op: str) -> List[Rule]:
         return self._by_op.get(op, self._every)
 
+    def own(self, op: str) -> bool:
+        """Whether a rule names `op` (not only the rules every operator consults)."""
+        return op in self._by_op
+
     def instance(self, cls: Type[Any]) -> Any:
         for rule in self.all:
             if isinstance(rule, cls):
