@@ -223,6 +223,30 @@ enum BackendChoice {
     Both,
 }
 
+/// What `vramlab list` prints, as one JSON value: suites and their experiments, families,
+/// profiles, GPUs, policies, synthetic traces, PyTorch's allocator keys and tune's grid.
+pub fn catalogue() -> Result<serde_json::Value> {
+    list::catalogue()
+}
+
+/// `vramlab teach --out DIR [--snapshot FILE] [--profile NAME]`: writes the teaching site and
+/// gives the pages written (the index first).
+pub fn teach_site(out: &Path, snapshot: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
+    teach::write_site(out, snapshot, profile)
+}
+
+/// `vramlab report DIR`: redraws report.md, report.html and the plots from the records under
+/// `dir` (the `--out` folder of a run).
+pub fn report_dir(dir: &Path) -> Result<reports::Rendered> {
+    if !dir.is_dir() {
+        bail!(
+            "{}: not a folder (give the --out folder of a `vramlab run`)",
+            dir.display()
+        );
+    }
+    Ok(reports::render_report(dir)?)
+}
+
 /// Runs the command line `args` (the first is the program's name) and gives its exit status:
 /// 0 done, 1 failed (the error said on stderr in one line), 2 bad arguments.
 pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
@@ -439,13 +463,7 @@ fn run_one<B: Backend>(
 }
 
 fn report(dir: &Path) -> Result<()> {
-    if !dir.is_dir() {
-        bail!(
-            "{}: not a folder (give the --out folder of a `vramlab run`)",
-            dir.display()
-        );
-    }
-    let rendered = reports::render_report(dir)?;
+    let rendered = report_dir(dir)?;
     println!(
         "report: {} and {} ({} plots)",
         rendered.markdown.display(),

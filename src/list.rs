@@ -78,3 +78,65 @@ pub(crate) fn list() -> Result<()> {
     lines.push(String::new());
     print_to_stdout(&lines.join("\n"))
 }
+
+/// What `vramlab list` prints, as one JSON value (`vramlab.list()` in Python).
+pub(crate) fn catalogue() -> Result<serde_json::Value> {
+    use serde_json::json;
+    let catalog = Catalog::builtin()?;
+    let suites: Vec<serde_json::Value> = catalog
+        .suites
+        .iter()
+        .map(|suite| {
+            let experiments: Vec<serde_json::Value> = suite
+                .experiments
+                .iter()
+                .map(|e| {
+                    json!({"name": e.name, "family": e.family.name(), "points": e.points.len(), "description": e.description})
+                })
+                .collect();
+            json!({"name": suite.name, "description": suite.description, "experiments": experiments})
+        })
+        .collect();
+    let mut gpus = Vec::new();
+    for name in experiments::Gpu::names() {
+        let gpu = experiments::Gpu::find(&name)?;
+        gpus.push(json!({
+            "name": name,
+            "device_name": gpu.device_name,
+            "compute_capability": gpu.compute_capability,
+            "memory_bytes": gpu.memory_bytes,
+            "measured": gpu.measured,
+        }));
+    }
+    let policies: Vec<serde_json::Value> = experiments::POLICIES
+        .iter()
+        .map(|p| {
+            let params: Vec<serde_json::Value> = p
+                .params
+                .iter()
+                .map(|(key, default, meaning)| json!({"key": key, "default": default, "meaning": meaning}))
+                .collect();
+            json!({"name": p.name, "summary": p.summary, "params": params})
+        })
+        .collect();
+    let synthetic: Vec<serde_json::Value> = experiments::SYNTHETIC_TRACES
+        .iter()
+        .map(|g| {
+            let params: serde_json::Map<String, serde_json::Value> =
+                g.params.iter().map(|(k, v, _)| (k.to_string(), json!(v))).collect();
+            json!({"name": g.name, "summary": g.summary, "params": params})
+        })
+        .collect();
+    Ok(json!({
+        "suites": suites,
+        "families": Family::ALL.map(|f| f.name()),
+        "profiles": Profile::builtin_names(),
+        "default_profile": DEFAULT_PROFILE,
+        "gpus": gpus,
+        "backends": ["sim", "hw", "both"],
+        "policies": policies,
+        "synthetic_traces": synthetic,
+        "alloc_conf_keys": experiments::TorchRelease::NEWEST.keys(),
+        "tune_grid": allocators::DEFAULT_TUNE_GRID,
+    }))
+}

@@ -362,6 +362,11 @@ pub struct TuneVerdict {
     pub monotone: Option<bool>,
     /// The verdict in one line, as the terminal, tune.md and tune.html print it.
     pub text: String,
+    /// Where the answer under the cap and the caps found read as a contradiction (it fits
+    /// below the smallest cap found, fails above the cap from which it always fits, or fitting
+    /// is not monotone around the cap), the one sentence, also in `text`, that says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// Why the baseline setting did not fit, and what would have.
@@ -672,6 +677,11 @@ impl ReplayRecord {
                     (None, _) => {}
                 }
                 text.push('.');
+                let why = self.capacity_bytes.and_then(|limit| Self::why_not_monotone(r, limit, fits));
+                if let Some(why) = &why {
+                    text.push(' ');
+                    text.push_str(why);
+                }
                 TuneVerdict {
                     rank: i + 1,
                     setting: r.setting().to_string(),
@@ -681,6 +691,7 @@ impl ReplayRecord {
                     always_fits_bytes: r.always_fits_bytes,
                     monotone,
                     text,
+                    why,
                 }
             })
             .collect();
@@ -749,6 +760,79 @@ impl ReplayRecord {
                 }
             });
         self.answer = Some(self.tune_answer(baseline));
+    }
+
+    /// The sentence that explains a setting's verdict under the cap `limit` where it reads as
+    /// a contradiction of the caps the search found: it fits under the cap but below the
+    /// smallest cap found, or not at every cap above the cap; or it fails under the cap though
+    /// a smaller cap fits, or though the cap is above the one from which it always fits. `None`
+    /// where the figures agree with the answer.
+    fn why_not_monotone(r: &PolicyResult, limit: u64, fits: bool) -> Option<String> {
+        let cap = Self::format_cap;
+        let (min, always) = (r.min_capacity_bytes?, r.always_fits_bytes?);
+        let exact = r.always_fits_exact == Some(true);
+        let setting = r.setting();
+        // The mechanism: the cap enters the allocator's decisions beyond "does this segment fit".
+        let gc = setting
+            .split(',')
+            .find_map(|kv| kv.trim().strip_prefix("garbage_collection_threshold:"))
+            .map(str::trim);
+        let reason = match gc {
+            Some(threshold) => format!(
+                "garbage_collection_threshold:{threshold} releases cached blocks once reserved memory passes {threshold} of the cap, so what it holds moves with the cap and a larger cap can fail where a smaller one fits{}",
+                if exact {
+                    String::new()
+                } else {
+                    format!(" (without a cap it never collects, and from {} up every cap replays as no cap does)", cap(always))
+                }
+            ),
+            None => "a request refused under a smaller cap releases the cache and retries, which can leave memory less fragmented than a larger cap that refused nothing then".to_string(),
+        };
+        // The replay under the cap and the search's probes place segments differently where the
+        // replay followed a recording's addresses (its own settings) and the search a fresh
+        // process's driver; where segments lie decides which cached block best fit reuses.
+        let placement = !r.recorded_check.is_what_if()
+            && r.recorded_check.verdict != Verdict::Unchecked
+            && ((fits && limit < min) || (!fits && limit >= always));
+        let said = if placement {
+            format!(
+                "The replay under the cap of {} put segments at the recording's addresses, the search for the caps as a fresh process's driver would, and where segments lie decides which cached block is reused: near {} the two can answer differently",
+                cap(limit),
+                cap(min.min(always))
+            )
+        } else if fits && limit < min {
+            format!(
+                "It fits at {} all the same, below the smallest cap the search found: {reason}",
+                cap(limit)
+            )
+        } else if !fits && limit >= always {
+            format!(
+                "It fails at {} all the same, above the cap from which it fit in the search: {reason}",
+                cap(limit)
+            )
+        } else if exact && min < always && limit < always && (fits || min <= limit) {
+            // The verdict already says where it fits and fails: the sentence says why.
+            format!("Why: {reason}")
+        } else if fits && limit < always {
+            if exact {
+                format!(
+                    "It fits at {} but fails at some caps above it, below {}: {reason}",
+                    cap(limit),
+                    cap(always)
+                )
+            } else {
+                format!(
+                    "It fits at {}; not every cap between it and {} was replayed: {reason}",
+                    cap(limit),
+                    cap(always)
+                )
+            }
+        } else if !fits && min <= limit && limit < always {
+            format!("It fits at {} but not at {}, above it: {reason}", cap(min), cap(limit))
+        } else {
+            return None;
+        };
+        Some(format!("{said}."))
     }
 
     /// The one line that answers a tune (see [`ReplayRecord::answer`]), from the ranked results;

@@ -36,16 +36,20 @@ impl Failure {
 /// `KeyboardInterrupt`).
 impl From<experiments::Error> for Failure {
     fn from(e: experiments::Error) -> Failure {
-        use experiments::Error as E;
-        let class = match &e {
-            E::Io { .. } => "FileError",
-            E::Cancelled => "cancelled",
-            E::Trace(_) | E::Json { .. } => "TraceError",
-            E::Settings(_) => "SettingsError",
-            E::Unknown { kind: "policy", .. } => "SettingsError",
-            E::Syntax { .. } | E::InvalidParam { .. } | E::Unknown { .. } | E::Invalid(_) => "InputError",
-        };
-        Failure::new(class, e)
+        Failure::new(class_of(&e), e)
+    }
+}
+
+/// The class of `vramlab.errors` an error of the library becomes.
+fn class_of(e: &experiments::Error) -> &'static str {
+    use experiments::Error as E;
+    match e {
+        E::Io { .. } => "FileError",
+        E::Cancelled => "cancelled",
+        E::Trace(_) | E::Json { .. } => "TraceError",
+        E::Settings(_) => "SettingsError",
+        E::Unknown { kind: "policy", .. } => "SettingsError",
+        E::Syntax { .. } | E::InvalidParam { .. } | E::Unknown { .. } | E::Invalid(_) => "InputError",
     }
 }
 
@@ -64,6 +68,28 @@ impl From<hw::HwError> for Failure {
             hw::HwError::Replay(e) => e.into(),
             other => Failure::new("DeviceError", other),
         }
+    }
+}
+
+/// An error of the command line's own functions (list, teach, report): the class its cause
+/// names where it has one of the library's errors, else an input error.
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Failure {
+        let message = format!("{e:#}");
+        let cause = e.chain().find_map(|cause| {
+            cause
+                .downcast_ref::<experiments::Error>()
+                .or(match cause.downcast_ref::<reports::ReportError>() {
+                    Some(reports::ReportError::Files(inner)) => Some(inner),
+                    _ => None,
+                })
+        });
+        let class = match cause {
+            Some(inner) => class_of(inner),
+            None if e.chain().any(|cause| cause.is::<std::io::Error>()) => "FileError",
+            None => "InputError",
+        };
+        Failure::new(class, message)
     }
 }
 
@@ -399,6 +425,44 @@ fn capacity(py: Python<'_>, text: &str, gpu: Option<String>) -> PyResult<(u64, S
         .map_err(|why| Failure::new("SettingsError", format!("capacity {why}")).into_py(py))
 }
 
+/// `vramlab.list`: what `vramlab list` prints, as one JSON object.
+#[pyfunction]
+fn catalogue(py: Python<'_>) -> PyResult<String> {
+    detached(py, || {
+        let value = vramlab::catalogue()?;
+        Ok(value.to_string())
+    })
+}
+
+/// `vramlab.teach`: writes the teaching site into `out`; the pages written, the index first.
+#[pyfunction]
+#[pyo3(signature = (out, snapshot=None, profile="h100".to_string()))]
+fn teach(
+    py: Python<'_>,
+    out: std::path::PathBuf,
+    snapshot: Option<std::path::PathBuf>,
+    profile: String,
+) -> PyResult<Vec<String>> {
+    detached(py, move || {
+        let written = vramlab::teach_site(&out, snapshot.as_deref(), &profile)?;
+        Ok(written.iter().map(|p| p.display().to_string()).collect())
+    })
+}
+
+/// `vramlab.report`: redraws the report of a run's `--out` folder; (report.md, report.html,
+/// the plots).
+#[pyfunction]
+fn report(py: Python<'_>, dir: std::path::PathBuf) -> PyResult<(String, String, Vec<String>)> {
+    detached(py, move || {
+        let rendered = vramlab::report_dir(&dir)?;
+        Ok((
+            rendered.markdown.display().to_string(),
+            rendered.html.display().to_string(),
+            rendered.plots.iter().map(|p| p.display().to_string()).collect(),
+        ))
+    })
+}
+
 /// `vramlab` on the command line (`python -m vramlab`, the command pip installs): the same
 /// code as the Rust binary, run without the GIL; its exit status.
 #[pyfunction]
@@ -415,6 +479,9 @@ fn _vramlab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;
+    m.add_function(wrap_pyfunction!(catalogue, m)?)?;
+    m.add_function(wrap_pyfunction!(teach, m)?)?;
+    m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(gpu, m)?)?;
     m.add_function(wrap_pyfunction!(capacity, m)?)?;

@@ -253,3 +253,58 @@ def test_a_capacity_is_read_as_the_cli_reads_it():
     as_text = vramlab.replay(TRACE, alloc_conf="", capacity="300 MiB")
     as_bytes = vramlab.replay(TRACE, alloc_conf="", capacity=300 << 20)
     assert as_text["capacity_bytes"] == as_bytes["capacity_bytes"] == 300 << 20
+
+
+def _keys_fit(value, shape, where):
+    """Every key a TypedDict requires is there, and every key there is one it names."""
+    required, optional = shape.__required_keys__, shape.__optional_keys__
+    assert required <= set(value), f"{where}: missing {sorted(required - set(value))}"
+    assert set(value) <= required | optional, f"{where}: not in {shape.__name__}: {sorted(set(value) - required - optional)}"
+
+
+def test_results_are_typed_as_returned():
+    """Issue 38, item 11: the TypedDicts vramlab exports are the shapes replay and tune return,
+    key for key (a key added to the Rust record and not to vramlab._results fails here)."""
+    path = str(ROOT / "tests" / "traces" / "resnet18_default.pickle")
+    replayed = vramlab.replay(path)
+    _keys_fit(replayed, vramlab.ReplayRecord, "replay")
+    for result in replayed["results"]:
+        _keys_fit(result, vramlab.SettingResult, "replay result")
+        _keys_fit(result["pytorch_stats"], vramlab.PytorchStats, "pytorch_stats")
+        _keys_fit(result["recorded_check"], vramlab.RecordedCheck, "recorded_check")
+    tuned = vramlab.tune(path, capacity="1600 MiB", grid=["", "expandable_segments:True"])
+    _keys_fit(tuned, vramlab.TuneRecord, "tune")
+    assert tuned["answer"].startswith("answer: ")
+    for result, verdict in zip(tuned["results"], tuned["verdicts"]):
+        _keys_fit(result, vramlab.SettingResult, "tune result")
+        _keys_fit(verdict, vramlab.TuneVerdict, "verdict")
+    _keys_fit(tuned["postmortem"], vramlab.TunePostmortem, "postmortem")
+    # The annotations say so too.
+    import typing
+
+    assert typing.get_type_hints(vramlab.tune)["return"] is vramlab.TuneRecord
+    assert typing.get_type_hints(vramlab.replay)["return"] is vramlab.ReplayRecord
+
+
+def test_list_teach_and_report_from_python(tmp_path):
+    """Issue 38, item 11: the commands `vramlab list`, `teach` and `report` from Python."""
+    catalogue = vramlab.list()
+    _keys_fit(catalogue, vramlab.Catalogue, "list")
+    assert {"h100", "a100-80gb", "rtx-4090"} <= {gpu["name"] for gpu in catalogue["gpus"]}
+    assert catalogue["tune_grid"] == vramlab.DEFAULT_TUNE_GRID
+    assert "hierarchy" in {suite["name"] for suite in catalogue["suites"]}
+    assert list(range(2)) == [0, 1], "the builtin list is not hidden inside vramlab's own calls"
+    assert vramlab.replay(str(TRACE), alloc_conf=["", "expandable_segments:True"])["results"]
+
+    pages = vramlab.teach(tmp_path / "site")
+    assert pages[0].endswith("index.html") and all(Path(page).is_file() for page in pages)
+
+    run = tmp_path / "run"
+    for record in vramlab.run("transpose"):
+        folder = run / record["experiment"]
+        folder.mkdir(parents=True)
+        (folder / "sim.json").write_text(json.dumps(record))
+    rendered = vramlab.report(run)
+    assert Path(rendered["markdown"]).is_file() and Path(rendered["html"]).is_file() and rendered["plots"]
+    with pytest.raises(vramlab.InputError, match="not a folder"):
+        vramlab.report(tmp_path / "nowhere")

@@ -12,6 +12,9 @@ each one, so no block is silently skipped:
   must fail cleanly: exit status 1 and one line saying it "needs an NVIDIA GPU";
 - ``toml file=NAME``: written to NAME in the scratch folder before the blocks after it run (the
   docs say "save this as NAME");
+- ``python-cpu-torch``: needs PyTorch, no GPU (the tracer): run where torch imports, and each
+  ``print(...)  # shown`` line's comment must match a line of its output (``...`` standing for
+  anything); every ``print`` must print something;
 - ``sh-build`` (builds or installs from source), ``sh-ray`` (needs Ray;
   ``test_ray_example.py`` runs that example), ``python-torch`` (needs PyTorch on a GPU) and
   ``text`` (output, not commands): shown, not run.
@@ -39,10 +42,11 @@ RUN_DOCS = ["README.md", "docs/GUIDE.md"]
 LINKED_DOCS = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
 
 RUN = {"sh", "python"}
+TORCH = {"python-cpu-torch"}
 GPU = {"sh-gpu"}
 FILE = {"toml"}
 SHOWN = {"sh-build", "sh-ray", "python-torch", "text"}
-KNOWN = RUN | GPU | FILE | SHOWN
+KNOWN = RUN | TORCH | GPU | FILE | SHOWN
 
 # What the scratch folder does not link: outputs and the repository's own machinery.
 NOT_LINKED = {".git", "target", "vramlab-out"}
@@ -139,6 +143,34 @@ def run_block(block: Block, cwd: Path, scripts: Path, env: Dict[str, str]) -> su
     )
 
 
+def has_torch() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def shown(block: Block) -> List[re.Pattern]:
+    """What a block's ``print(...)  # comment`` lines show, as patterns of one output line each
+    (``...`` in a comment stands for anything)."""
+    patterns = []
+    for line in block.text.splitlines():
+        code, _, comment = line.partition("#")
+        if "print(" in code and comment.strip():
+            pieces = [re.escape(piece.strip()) for piece in comment.strip().split("...")]
+            patterns.append(re.compile(".*".join(pieces)))
+    return patterns
+
+
+def check_shown(block: Block, done: subprocess.CompletedProcess) -> None:
+    """A block's output is what it shows: each commented print's pattern matches a line, and
+    every print printed."""
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    prints = sum(line.split("#", 1)[0].count("print(") for line in block.text.splitlines())
+    assert len(lines) >= prints, f"{prints} prints, {len(lines)} lines printed\n" + describe(block, done)
+    for pattern in shown(block):
+        assert any(pattern.search(line) for line in lines), f"no line shows {pattern.pattern!r}\n" + describe(block, done)
+
+
 def describe(block: Block, done: subprocess.CompletedProcess) -> str:
     return (
         f"{block.where()} exited {done.returncode}\n--- block\n{block.text}"
@@ -173,9 +205,11 @@ def test_blocks_run_as_written(doc, tmp_path):
             target = work / block.attrs["file"]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.text, encoding="utf-8")
-        elif block.lang in RUN:
+        elif block.lang in RUN or block.lang in TORCH and has_torch():
             done = run_block(block, work, scripts, env)
             assert done.returncode == 0, describe(block, done)
+            if block.lang in TORCH:
+                check_shown(block, done)
             ran += 1
         elif block.lang in GPU and not has_gpu():
             done = run_block(block, work, scripts, env)

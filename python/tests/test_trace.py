@@ -1090,3 +1090,24 @@ def test_the_programs_own_meta_tensors_are_said_to_be_counted():
     with vramlab.trace() as t:
         torch.nn.Linear(1024, 1024).cuda()
     assert not any("meta device" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_a_trace_says_what_it_holds_and_tune_takes_it_as_it_is():
+    """Issue 38, item 11: a trace's repr is one line with its GPU, events and peak; summary() says
+    the rest (steps traced, what next); vramlab.tune(t) and replay(t) take the trace object."""
+    with vramlab.trace(gpu="h100") as t:
+        model = torch.nn.Linear(1024, 1024).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            model(torch.randn(64, 1024, device="cuda")).sum().backward()
+            optimizer.step()
+    said = repr(t)
+    assert re.fullmatch(r"<vramlab\.trace for NVIDIA H100[^>]*: [\d,]+ events, peak allocated [\d,]+ B \([\d.,]+ MiB\)>", said), said
+    summary = t.summary()
+    assert summary.splitlines()[0].startswith("vramlab.trace for NVIDIA H100"), summary
+    assert "2 training steps traced" in summary and "vramlab.tune(t" in summary, summary
+    tuned = vramlab.tune(t, capacity="1 GiB", grid=["", "expandable_segments:True"])
+    assert tuned["answer"].startswith("answer: ") and tuned["results"][0]["failed_allocs"] == 0
+    assert vramlab.replay(t)["results"][0]["peak_allocated_bytes"] >= t.peak_allocated
+    steady = t.steady()
+    assert steady["steps"] == 2 and isinstance(steady["advice"], str)

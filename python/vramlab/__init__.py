@@ -1,6 +1,8 @@
 """vramlab: a GPU memory testbed, from Python.
 
-Plain data in and out: every function returns dicts and lists shaped like the CLI's JSON.
+Plain data in and out: every function returns dicts and lists shaped like the CLI's JSON, typed
+(``TypedDict``) as ``vramlab.ReplayRecord``, ``vramlab.TuneRecord``, ``vramlab.SettingResult``,
+``vramlab.Catalogue`` and the others of ``vramlab._results``.
 
     >>> import vramlab
     >>> result = vramlab.replay("snapshot.pickle", alloc_conf=["", "expandable_segments:True"])
@@ -15,6 +17,7 @@ while it works, so calls from several threads run at once.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import warnings
@@ -22,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _vramlab
 from .errors import DeviceError, FileError, InputError, SettingsError, TraceError, UnfollowedError, VramlabError
+from ._results import Catalogue, PytorchStats, RecordedCheck, ReplayRecord, SettingResult, Steady, TunePostmortem, TuneRecord, TuneVerdict
 from ._tracer.session import trace as _Trace
 from ._tracer.sweep import sweep_function as sweep
 from .trace import trace
@@ -35,8 +39,21 @@ __all__ = [
     "tune",
     "run",
     "explain",
+    "list",
+    "teach",
+    "report",
     "trace",
     "sweep",
+    # The shapes of what they return (vramlab._results).
+    "ReplayRecord",
+    "TuneRecord",
+    "SettingResult",
+    "TuneVerdict",
+    "TunePostmortem",
+    "PytorchStats",
+    "RecordedCheck",
+    "Steady",
+    "Catalogue",
     "DEFAULT_TUNE_GRID",
     "__version__",
     # The classes of vramlab.errors, listed again here: type checkers (and stubtest) read a
@@ -50,7 +67,7 @@ __all__ = [
     "UnfollowedError",
 ]
 __version__: str = _vramlab.__version__
-DEFAULT_TUNE_GRID: List[str] = list(_vramlab.DEFAULT_TUNE_GRID)
+DEFAULT_TUNE_GRID: List[str] = builtins.list(_vramlab.DEFAULT_TUNE_GRID)
 
 # A snapshot's path, its bytes, its dict, a bare list of segments, or a finished vramlab.trace
 # (its snapshot is taken).
@@ -62,7 +79,7 @@ def _as_input(trace: Any) -> Any:
     torch.cuda.memory_snapshot() returns) as the pickle the Rust reader reads it from."""
     if isinstance(trace, _Trace):
         return trace.snapshot()
-    if isinstance(trace, list):
+    if isinstance(trace, builtins.list):
         import pickle
 
         return pickle.dumps(trace, protocol=4)
@@ -74,9 +91,9 @@ def _settings(alloc_conf: Union[None, str, Sequence[str]]) -> List[str]:
         return []
     if isinstance(alloc_conf, str):
         return [alloc_conf]
-    if not isinstance(alloc_conf, (list, tuple)):
+    if not isinstance(alloc_conf, (builtins.list, tuple)):
         raise TypeError(f"alloc_conf must be a string or a list of strings, not {type(alloc_conf).__name__}")
-    settings = list(alloc_conf)
+    settings = builtins.list(alloc_conf)
     for value in settings:
         if not isinstance(value, str):
             raise TypeError(f"alloc_conf must be a string or a list of strings, not a list holding {type(value).__name__}")
@@ -118,12 +135,12 @@ def replay(
     device: Optional[int] = None,
     torch: Optional[str] = None,
     gpu: Optional[str] = None,
-) -> Dict[str, Any]:
+) -> ReplayRecord:
     """Replays an allocation trace through PyTorch's allocator (or vramlab's policies).
 
     trace: a path to a snapshot pickle (optionally gzipped), an RMM log or a vramlab trace;
-        the bytes of a snapshot pickle; or the dict ``torch.cuda.memory._snapshot()`` returns,
-        taken as it is.
+        the bytes of a snapshot pickle; the dict ``torch.cuda.memory._snapshot()`` returns,
+        taken as it is; or a finished ``vramlab.trace`` (its snapshot).
     alloc_conf: one ``PYTORCH_ALLOC_CONF`` string or a list of them; each is one result
         (``""`` is PyTorch's defaults). With neither this nor ``policy``, a snapshot is replayed
         under the settings it was recorded with, and checked against itself.
@@ -140,7 +157,7 @@ def replay(
         the snapshot does not show it (``vramlab replay --torch``); each result's ``torch`` says
         which release was followed and why.
 
-    Returns the object ``vramlab replay --json`` prints: ``{"trace", "events", "results": [...]}``,
+    Returns the object ``vramlab replay --json`` prints (typed as ``vramlab.ReplayRecord``): ``{"trace", "events", "results": [...]}``,
     each result with ``peak_reserved_bytes``, ``peak_allocated_bytes``, ``failed_allocs``,
     ``min_capacity_bytes``, ``recorded_check`` (``{"verdict": "match"|"differs"|"unchecked",
     "why", ...}``), and for PyTorch's allocator ``pytorch_stats`` keyed as in
@@ -162,16 +179,24 @@ def tune(
     device: Optional[int] = None,
     torch: Optional[str] = None,
     gpu: Optional[str] = None,
-) -> Dict[str, Any]:
+) -> TuneRecord:
     """Replays a trace under many ``PYTORCH_ALLOC_CONF`` settings at once, ranked.
 
-    Settings that fit under ``capacity`` come first, then by peak reserved memory; each result
+    trace: as for ``replay``, a finished ``vramlab.trace`` included (``vramlab.tune(t)``).
+
+    Returns the object ``vramlab tune --json`` prints (typed as ``vramlab.TuneRecord``), its
+    ``results`` ranked as the terminal's table: settings that fit under ``capacity`` first (all of
+    them where no cap is given), then by the cap from which each fits at every larger cap
+    (``always_fits_bytes``, the least memory it needs), then by peak reserved memory. Each result
     names its setting (``policy`` is ``"PYTORCH_ALLOC_CONF=..."``), the line to paste in a shell
-    (``paste``: ``"PYTORCH_ALLOC_CONF='...'"``, quoted) and the smallest cap it fits under;
-    ``answer`` is the one line that answers (the setting to use, or that the current settings
-    already fit, or that nothing does). ``grid`` replaces the default grid
-    (``vramlab.DEFAULT_TUNE_GRID``). ``torch`` names the PyTorch release whose allocator rules to follow, and ``capacity`` and ``gpu`` are read, as
-    for ``replay``.
+    (``paste``: ``"PYTORCH_ALLOC_CONF='...'"``, quoted), ``min_capacity_bytes`` (the smallest cap
+    that fits) and ``peak_reserved_bytes`` (under the cap, where one is given: ``vramlab.replay``
+    without ``capacity`` gives the peak with none). ``verdicts`` say the same in words, in rank
+    order, with ``why`` where fitting is not monotone in the cap; ``answer`` is the one line that
+    answers (the setting to use, or that the current settings already fit, or that nothing
+    does). ``grid`` replaces the default grid (``vramlab.DEFAULT_TUNE_GRID``). ``torch`` names
+    the PyTorch release whose allocator rules to follow, and ``capacity`` and ``gpu`` are read,
+    as for ``replay``.
     """
     settings = _settings(grid)
     if grid is not None and not settings:
@@ -187,13 +212,13 @@ def run(
     backend: str = "sim",
     profile: str = "h100",
     seed: int = 0,
-) -> List[Dict[str, Any]]:
+) -> List[Dict[str, Any]]:  # records of experiment families, each its own metrics
     """Runs experiments (suites, experiment names or suite .toml paths; none: every suite).
 
     Returns one record per experiment: ``{"experiment", "backend", "device", "profile",
     "seed", "points": [{"params", "metrics"}], ...}``. ``backend="hw"`` needs a CUDA GPU.
     """
-    names = [targets] if isinstance(targets, str) else list(targets)
+    names = [targets] if isinstance(targets, str) else builtins.list(targets)
     return json.loads(_vramlab.run(names, backend, profile, seed))
 
 
@@ -203,3 +228,26 @@ def explain(topic: str, profile: str = "h100", **params: Any) -> str:
     >>> print(vramlab.explain("occupancy", threads=256, registers=64))
     """
     return _vramlab.explain(topic, [f"{k}={v}" for k, v in params.items()], profile)
+
+
+def report(out: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
+    """Redraws a run's report from the records under ``out`` (the ``out`` folder of ``vramlab run
+    --out``), as ``vramlab report DIR`` does: ``{"markdown", "html", "plots"}``, the paths
+    written (report.md, report.html, every PNG and SVG)."""
+    markdown, html, plots = _vramlab.report(os.fspath(out))
+    return {"markdown": markdown, "html": html, "plots": plots}
+
+
+def teach(out: Union[str, "os.PathLike[str]"] = "vramlab-out/teach", snapshot: Union[None, str, "os.PathLike[str]"] = None, profile: str = "h100") -> List[str]:
+    """Writes the teaching pages into ``out``, as ``vramlab teach --out DIR`` does: self-contained
+    HTML with sliders, offline. ``snapshot``: a PyTorch memory snapshot for the allocator page
+    instead of the committed one. Returns the pages written, the index first (open it)."""
+    return _vramlab.teach(os.fspath(out), None if snapshot is None else os.fspath(snapshot), profile)
+
+
+def list() -> Catalogue:  # noqa: A001 - vramlab.list mirrors `vramlab list`; this module calls builtins.list
+    """What ``vramlab list`` prints, as data: ``suites`` (each with its ``experiments``),
+    ``families``, ``profiles``, ``gpus`` (the names ``gpu=`` takes, with their memory and whether
+    measured), ``policies``, ``synthetic_traces``, ``alloc_conf_keys`` and ``tune_grid``."""
+    catalogue: Catalogue = json.loads(_vramlab.catalogue())
+    return catalogue

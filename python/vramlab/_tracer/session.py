@@ -10,6 +10,7 @@ import weakref
 from typing import Any, Dict, List, Optional
 
 from .. import _vramlab
+from .._results import Steady
 from ..errors import UnfollowedError
 from . import compat, distributed, paths, standin, streams
 from .host import HostWatch
@@ -107,6 +108,31 @@ class trace:
         record = self.record
         stopped = f", stopped early: {self.stopped}" if self.stopped else ""
         return f"<vramlab.trace for {self.gpu['name']}, torch {self.torch.__version__}: {len(record.events):,} events, peak allocated {record.peak:,} B ({record.peak / 2**20:,.1f} MiB){stopped}>"
+
+    def summary(self) -> str:
+        """The trace in a few lines: the GPU and torch it was traced for, its events, the peak of
+        the program's tensors, the training steps traced, what it noted and what to call next."""
+        record = self.record
+        allocations = sum(1 for event in record.events if event.get("action") == "alloc")
+        mib = lambda n: f"{n / 2**20:,.1f} MiB"  # noqa: E731
+        lines = [
+            f"vramlab.trace for {self.gpu['name']} (compute capability {self.gpu['compute_capability']}{'' if self.gpu.get('measured', True) else ', from its datasheet'}), torch {self.torch.__version__}",
+            f"  {len(record.events):,} events, {allocations:,} of them allocations; {mib(record.allocated)} allocated at the end",
+            f"  peak allocated {mib(record.peak)} (the tensors' bytes, a lower bound of PyTorch's figure: vramlab.replay(t) gives PyTorch's peaks)",
+        ]
+        steps = len(record.step_ends)
+        if steps:
+            lines.append(f"  {steps} training step{'s' if steps != 1 else ''} traced (optimizer.step()): t.steady() says whether memory stopped growing")
+        else:
+            lines.append("  no training step (optimizer.step()) traced")
+        if record.notes:
+            lines.append(f"  {len(record.notes)} note{'s' if len(record.notes) != 1 else ''} on what was not followed exactly: t.snapshot()['vramlab_notes']")
+        if self.world_size > 1:
+            lines.append(f"  rank {self.rank} of {self.world_size}")
+        if self.stopped:
+            lines.append(f"  stopped early: {self.stopped}")
+        lines.append('  next: vramlab.tune(t, capacity="80 GiB") ranks PYTORCH_ALLOC_CONF settings under a cap; t.breakdown() says what holds the peak; t.save("snap.pickle")')
+        return "\n".join(lines)
 
     # What the rules and stand-ins ask ------------------------------------------------------
 
@@ -278,7 +304,7 @@ class trace:
         temporary file renamed into place: an interrupted save leaves no truncated file."""
         write_atomically(os.fspath(path), self.snapshot())
 
-    def steady(self, alloc_conf: Optional[str] = None, capacity: Optional[int] = None) -> Dict[str, Any]:
+    def steady(self, alloc_conf: Optional[str] = None, capacity: Optional[int] = None) -> Steady:
         """Whether the traced training steps reached a steady state: the peaks after each of the
         last steps under `alloc_conf` (the program's own setting by default), or what each needs
         to fit under `capacity`, and a line of advice ("trace more steps (at least N)")."""

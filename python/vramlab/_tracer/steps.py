@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from .._results import Steady
+
 # Steps replayed at most (the last ones): each is a replay of the trace up to its end.
 LAST_STEPS = 6
 
@@ -22,7 +24,7 @@ def _cut(snapshot: Dict[str, Any], end: int) -> Dict[str, Any]:
     return {**snapshot, "device_traces": traces}
 
 
-def steady(snapshot: Dict[str, Any], alloc_conf: str = "", capacity: Optional[int] = None) -> Dict[str, Any]:
+def steady(snapshot: Dict[str, Any], alloc_conf: str = "", capacity: Optional[int] = None) -> Steady:
     """``{"steps", "peaks_reserved", "peaks_allocated", "steady", "advice"}``: the steps traced, the
     peaks of the trace cut after each of the last ones (bytes, under `alloc_conf`), whether the
     last step was steady (None where fewer than two steps were traced), and one line to act on.
@@ -33,7 +35,7 @@ def steady(snapshot: Dict[str, Any], alloc_conf: str = "", capacity: Optional[in
 
     ends: List[int] = list(snapshot.get("vramlab_step_ends") or [])
     steps = len(ends)
-    result: Dict[str, Any] = {"steps": steps, "peaks_reserved": [], "peaks_allocated": [], "steady": None}
+    result: Steady = {"steps": steps, "peaks_reserved": [], "peaks_allocated": [], "steady": None}
     if steps == 0:
         result["advice"] = "no training step (optimizer.step()) was traced: whether memory grows from step to step is not known"
         return result

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from typing import Any, Callable, Dict, List, Sequence, Union
 
+from .._results import SettingResult
+
 
 def _mib(size: int) -> str:
     return f"{size / 2**20:,.0f} MiB"
@@ -22,7 +24,7 @@ def _setting(policy: str) -> str:
     return policy.split("=", 1)[1] if "=" in policy else policy
 
 
-def _need(row: Dict[str, Any]) -> int:
+def _need(row: SettingResult) -> int:
     return int(row.get("always_fits_bytes") or row.get("min_capacity_bytes") or row["peak_reserved_bytes"])
 
 
