@@ -335,6 +335,18 @@ def test_inference_mode_allocates_what_no_grad_does():
     assert ("alloc", 32 << 20) in under_inference and ("alloc", 16 * 128 * 4) in under_inference
 
 
+def test_what_cusolver_and_cufft_allocate_is_said_not_to_be_traced():
+    """Their buffers are the libraries' choice per shape: the snapshot says the figure lacks them."""
+    with vramlab.trace() as t:
+        a = torch.randn(64, 64, device="cuda")
+        torch.linalg.qr(a)
+        torch.linalg.svd(a)
+        torch.fft.rfft(torch.randn(8, 4096, device="cuda"))
+    notes = t.snapshot()["vramlab_notes"]
+    assert any(n.startswith("2 linear-algebra calls") and "cuSOLVER" in n for n in notes), notes
+    assert any(n.startswith("1 FFTs are traced without cuFFT") for n in notes), notes
+
+
 def test_settings_pytorch_refuses_stop_the_trace_in_its_words(monkeypatch):
     monkeypatch.setenv("PYTORCH_ALLOC_CONF", "banana:1")
     with pytest.raises(UnfollowedError, match="Unrecognized key 'banana'") as err:
