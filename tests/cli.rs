@@ -1351,3 +1351,24 @@ fn tune_explains_each_verdict_that_reads_as_a_contradiction() {
     }
     assert!(explained >= 3, "{explained} verdicts explained");
 }
+
+/// A reader that stops early closes the pipe: vramlab stops quietly, as Unix tools do, without
+/// a panic.
+#[test]
+fn a_closed_pipe_ends_the_output_without_a_panic() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/resnet18_default.pickle");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vramlab"))
+        .args(["tune", trace.to_str().unwrap(), "--json", "--out"])
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(output.status.code(), Some(101), "{stderr}");
+}
