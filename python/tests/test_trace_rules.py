@@ -318,6 +318,7 @@ def test_a_host_running_short_of_memory_stops_the_program_in_one_line(monkeypatc
         torch.zeros(4, device="cuda")
 
 
+@pytest.mark.usefixtures("as_2_11")
 def test_inference_mode_allocates_what_no_grad_does():
     """Under inference_mode composite operators reach the dispatch mode whole (autograd's keys are
     off); the GPU still runs their inner operators: linear's addmm with its cuBLAS and cuBLASLt
