@@ -331,6 +331,12 @@ def test_inference_mode_allocates_what_no_grad_does():
                 block(torch.randn(16, 128, 512, device="cuda", dtype=torch.bfloat16)).softmax(-1)
         return allocations(t.snapshot())
 
+    from vramlab._tracer.modes import runs_as_composite_on_cuda
+
+    aten = torch.ops.aten
+    assert runs_as_composite_on_cuda(torch, aten.linear.default) and runs_as_composite_on_cuda(torch, aten.layer_norm.default)
+    # A CUDA kernel of its own wins over the composite (kept for double backward).
+    assert not runs_as_composite_on_cuda(torch, aten.silu_backward.default)
     under_inference = program(torch.inference_mode)
     assert under_inference == program(torch.no_grad)
     assert ("alloc", 32 << 20) in under_inference and ("alloc", 16 * 128 * 4) in under_inference

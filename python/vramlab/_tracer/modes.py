@@ -129,7 +129,7 @@ class Allocations(TorchDispatchMode):
         # Only tensors standing in for CUDA ones have no values: the program's own CPU tensors (an
         # optimizer's step count) read back as they would.
         on_gpu = any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in leaves)
-        if on_gpu and not session.rules.own(op) and torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+        if on_gpu and not session.rules.own(op) and runs_as_composite_on_cuda(torch, func):
             # Where autograd is off (inference_mode) a composite operator reaches the mode whole, and
             # its meta kernel would make below the mode what the GPU makes with operators of its own
             # (linear's addmm and its cuBLAS workspaces, layer_norm's mean and rstd): run the
@@ -174,3 +174,14 @@ class Allocations(TorchDispatchMode):
         for rule in rules:
             rule.after(call, out, made)
         return out
+
+
+def runs_as_composite_on_cuda(torch: Any, func: Any) -> bool:
+    """Whether CUDA runs `func` as its CompositeImplicitAutograd decomposition: it has one, and no
+    kernel of CUDA's own or an explicit composite, which would win (silu_backward has both a CUDA
+    kernel and a composite, for double backward)."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    name = func.name()
+    return has(name, "CompositeImplicitAutograd") and not any(
+        has(name, key) for key in ("CUDA", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+    )
