@@ -240,9 +240,10 @@ def accumulation_size(dtype: Any, torch: Any) -> Optional[int]:
 # Losses whose CUDA kernels keep a full-size output storage and a full-size temporary.
 LOSSES = {"mse_loss", "smooth_l1_loss", "huber_loss"}
 # Operators whose CUDA kernels allocate scratch of their own that the trace does not size (CUB's
-# temporary storage in sorts, scans and embedding backward): noted in the snapshot.
+# temporary storage in scans and embedding backward): noted in the snapshot. Sorts' (and argsort's,
+# which ATen runs as a sort) are traced by rules/cub.py.
 UNSIZED_SCRATCH = {
-    "sort", "argsort", "topk", "kthvalue", "median", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp",
+    "topk", "kthvalue", "median", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp",
     "embedding_dense_backward", "_embedding_bag", "_embedding_bag_backward", "_embedding_bag_dense_backward",
     "searchsorted", "bincount", "histc", "randperm",
 }

@@ -1,0 +1,284 @@
+"""CUB's temporary storage, and PyTorch's own temporaries around its CUB calls, for the sorts of
+PyTorch 2.11 (torch 2.11+cu130, built against CUDA 13.0's CCCL 3.0.1: the ``THRUST_300001``
+namespace in the H100 recordings' frames).
+
+Every CUB call PyTorch makes goes through ``CUB_WRAPPER`` (aten/src/ATen/cuda/cub.cuh, lines 43-49
+in 2.11's installed header): CUB is asked for ``temp_storage_bytes``, that many bytes are allocated
+from the caching allocator, the call runs, and the block is freed when the wrapper's scope ends.
+The size is CUB's own arithmetic, reproduced here from CCCL v3.0.1's sources for the sm90 policies:
+
+- ``AliasTemporaries`` (cub/util_temporary_storage.cuh:74-116): each sub-allocation rounded up to
+  256 bytes, plus 255.
+- ``DispatchRadixSort::Invoke`` (cub/device/dispatch/dispatch_radix_sort.cuh:965-1004): 1 byte for
+  an empty sort, a copy (begin_bit == end_bit) or one tile (``InvokeSingleTile``, line 207), else
+  onesweep on sm90 (``Policy900`` sets ``ONESWEEP``), whose ``InvokeOnesweep`` (lines 459-494)
+  asks for bins ``portions x passes x 256 x sizeof(OffsetT)``, lookback ``max_blocks x 256 x 4``,
+  the extra key and value buffers where not double-buffered and passes > 1, and counters
+  ``portions x passes x 4``.
+- The policies (cub/device/dispatch/tuning/tuning_radix_sort.cuh: ``sm90_small_key_tuning``
+  lines 54-92, ``OnesweepSmallKeyTunedPolicy`` lines 866-909, ``Policy900`` line 988), scaled by
+  ``RegBoundScaling`` (cub/util_arch.cuh:142-149) over the larger of key and value, with
+  ``max_smem_per_block`` = 48 KiB.
+- ``OffsetT``: ``choose_offset_t<int64_t>`` = unsigned long long (cub/detail/choose_offset.cuh),
+  since PyTorch passes ``n`` as int64_t (cub-RadixSortPairs.cuh, cub.cu).
+- ``DispatchSegmentedRadixSort::InvokePasses`` (dispatch_radix_sort.cuh:1336-1364): the extra key
+  and value buffers.
+
+Which temporaries PyTorch allocates around them (aten/src/ATen/native/cuda/Sort.cpp
+``sort_cuda_kernel``, SortStable.cu ``do_launch_stable_sort_kernel``; 2.11's Sort.h in the
+installed headers: the in-place sort for a sorted dimension of at most 4096):
+
+- nsort <= 4096: ``sortKeyValueInplace``, no temporary.
+- one segment, or nsort >= 1,000,000 (``segmented_sort_large_segments``): the initial indices
+  (nsort x 8, kept), then per segment a CUB pair sort into the outputs (temp only).
+- 2 to 127 segments (``segmented_sort_pairs_by_full_sort``): two int2 buffers of numel x 8; a pair
+  sort of (key, int2) with no key output (cub-RadixSortPairs.cuh allocates ``n x sizeof(key)``),
+  then a keys-only sort of the int64 buffer on ``ceil(log2(nsegments))`` bits; the buffers freed
+  in reverse.
+- 128 segments or more (``segmented_sort_pairs``): the reverse indices (numel x 8) and
+  ``DeviceSegmentedRadixSort`` into the outputs.
+
+Checked against every radix-sort allocation of the H100 recordings
+(reports/reference/h100/trace-workloads; the table is in the commit and the report).
+
+torch 2.15: not read (its sources were not available here); traces under later releases take
+these rules and the snapshot says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..compat import by_release
+from . import Call, Rule, register
+
+# CCCL's constants (see the module's notes).
+ALIGN = 256
+MAX_SMEM_PER_BLOCK = 48 * 1024
+ONESWEEP_RADIX_BITS = 8
+RADIX_DIGITS = 1 << ONESWEEP_RADIX_BITS
+# PyTorch passes n as int64_t: CUB's offset is unsigned long long.
+OFFSET_SIZE = 8
+
+# sm90_small_key_tuning<KeySize, ValueSize, OffsetSize>: (threads, items); anything else 384 x 23.
+SM90_SMALL_KEY: Dict[Tuple[int, int, int], Tuple[int, int]] = {
+    (1, 0, 4): (512, 19), (1, 0, 8): (512, 19), (2, 0, 4): (512, 19), (2, 0, 8): (512, 19),
+    (1, 1, 4): (512, 15), (1, 1, 8): (448, 16), (1, 2, 4): (512, 17), (1, 2, 8): (512, 14),
+    (1, 4, 4): (512, 17), (1, 4, 8): (512, 14), (1, 8, 4): (384, 23), (1, 8, 8): (384, 18),
+    (1, 16, 4): (512, 22), (1, 16, 8): (512, 22),
+    (2, 1, 4): (384, 14), (2, 1, 8): (384, 16), (2, 2, 4): (384, 15), (2, 2, 8): (448, 16),
+    (2, 4, 4): (512, 17), (2, 4, 8): (512, 12), (2, 8, 4): (384, 23), (2, 8, 8): (512, 23),
+    (2, 16, 4): (512, 21), (2, 16, 8): (576, 22),
+}
+SM90_SMALL_KEY_DEFAULT = (384, 23)
+
+# Sort.h: the in-place sort handles a sorted dimension of at most this many elements.
+SMALL_SORT = 4096
+# SortStable.cu: a single sort per segment from this length on, or for one segment.
+LARGE_SEGMENT = 1_000_000
+# ... the full-sort trick below this many segments, DeviceSegmentedRadixSort from it on.
+FULL_SORT_SEGMENTS = 128
+INT_MAX = 2**31 - 1
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def alias_temporaries(sizes: List[int]) -> int:
+    """cub::detail::AliasTemporaries: the blob holding `sizes`, each aligned to 256 bytes."""
+    return sum(ceil_div(size, ALIGN) * ALIGN for size in sizes) + ALIGN - 1
+
+
+def reg_bound_scaling(threads: int, items: int, size: int) -> Tuple[int, int]:
+    """cub::detail::RegBoundScaling: (block threads, items per thread) for a type of `size` bytes."""
+    per_thread = max(1, items * 4 // max(4, size))
+    block = min(threads, ceil_div(MAX_SMEM_PER_BLOCK // (size * per_thread), 32) * 32)
+    return block, per_thread
+
+
+def onesweep_tile(key_size: int, value_size: int, float_keys: bool, offset_size: int = OFFSET_SIZE) -> int:
+    """Items per onesweep tile under Policy900 (value_size 0: keys only)."""
+    keys_only = value_size == 0
+    dominant = max(key_size, value_size if not keys_only else 1)
+    offset_64 = 1 if offset_size == 8 else 0
+    if key_size < 4:
+        threads, items = SM90_SMALL_KEY.get((key_size, value_size, offset_size), SM90_SMALL_KEY_DEFAULT)
+    elif key_size == 4:
+        threads = 384
+        if keys_only:
+            items = 20 - offset_64 - (1 if float_keys else 0)
+        elif value_size < 8:
+            items = 17 if offset_64 else 23
+        else:
+            items = 29 if offset_64 else 30
+    else:
+        threads = 384
+        # sizeof(ValueT) < 8 ? 30 : 24, where keys only have ValueT = NullType (1 byte).
+        items = 30 if (keys_only or value_size < 8) else 24
+    block, per_thread = reg_bound_scaling(threads, items, dominant)
+    return block * per_thread
+
+
+def single_tile_items(key_size: int, value_size: int) -> int:
+    """The largest sort one tile takes: SingleTilePolicy, 256 threads x 19 items, RegBoundScaling."""
+    dominant = max(key_size, value_size)
+    block, per_thread = reg_bound_scaling(256, 19, dominant)
+    return block * per_thread
+
+
+def radix_sort_temp(n: int, key_size: int, value_size: int, begin_bit: int = 0, end_bit: Optional[int] = None,
+                    float_keys: bool = False, overwrite: bool = False) -> int:
+    """temp_storage_bytes of cub::DeviceRadixSort::SortPairs (SortKeys where value_size is 0) on
+    sm90 for `n` items, as CCCL 3.0.1 computes it."""
+    if end_bit is None:
+        end_bit = key_size * 8
+    if n == 0 or begin_bit == end_bit:
+        return 1
+    if n <= single_tile_items(key_size, value_size):
+        return 1
+    tile = onesweep_tile(key_size, value_size, float_keys)
+    portion = ((1 << 28) - 1) // tile * tile
+    passes = ceil_div(end_bit - begin_bit, ONESWEEP_RADIX_BITS)
+    portions = ceil_div(n, portion)
+    max_blocks = ceil_div(min(n, portion), tile)
+    extra = not overwrite and passes > 1
+    return alias_temporaries([
+        portions * passes * RADIX_DIGITS * OFFSET_SIZE,
+        max_blocks * RADIX_DIGITS * 4,
+        n * key_size if extra else 0,
+        n * value_size if extra else 0,
+        portions * passes * 4,
+    ])
+
+
+def segmented_radix_sort_temp(n: int, key_size: int, value_size: int) -> int:
+    """temp_storage_bytes of cub::DeviceSegmentedRadixSort::SortPairs (not double-buffered)."""
+    size = alias_temporaries([n * key_size, n * value_size])
+    return size if size else 1
+
+
+def key_bits(dtype: Any, torch: Any) -> Tuple[int, bool]:
+    """(bytes, is float32) of a sort key as CUB sees it (c10::Half as __half, and so on)."""
+    size = torch.empty((), dtype=dtype, device="meta").element_size()
+    return size, dtype == torch.float32
+
+
+def stable_sort_allocations(numel: int, nsort: int, key_size: int, float_keys: bool) -> List[Tuple[str, int]]:
+    """What launch_stable_sort_kernel asks the caching allocator for, in order: ("alloc", size),
+    ("free", index of the alloc), for a contiguous input sorted on its last dimension into
+    int64 indices."""
+    events: List[Tuple[str, int]] = []
+    sizes: List[int] = []
+
+    def alloc(size: int) -> int:
+        sizes.append(size)
+        events.append(("alloc", size))
+        return len(sizes) - 1
+
+    def free(index: int) -> None:
+        events.append(("free", index))
+
+    if numel == 0:
+        return events
+    numel_or_intmax = min(numel, INT_MAX)
+    nbatch = (numel_or_intmax // nsort) * nsort
+    remaining = numel
+    while remaining > 0:
+        n = min(remaining, nbatch)
+        nsegments = n // nsort
+        if nsegments == 1 or nsort >= LARGE_SEGMENT:
+            indices = alloc(nsort * 8)
+            for _ in range(nsegments):
+                free(alloc(radix_sort_temp(nsort, key_size, 8, float_keys=float_keys)))
+            free(indices)
+        elif nsegments < FULL_SORT_SEGMENTS:
+            first = alloc(n * 8)
+            second = alloc(n * 8)
+            keys_out = alloc(n * key_size)
+            free(alloc(radix_sort_temp(n, key_size, 8, float_keys=float_keys)))
+            free(keys_out)
+            segment_bits = max(1, math.ceil(math.log2(nsegments)))
+            free(alloc(radix_sort_temp(n, 8, 0, 0, segment_bits)))
+            free(second)
+            free(first)
+        else:
+            reverse = alloc(n * 8)
+            free(alloc(segmented_radix_sort_temp(n, key_size, 8)))
+            free(reverse)
+        remaining -= n
+    return events
+
+
+def non_overlapping_and_dense(sizes: List[int], strides: List[int]) -> bool:
+    """c10's compute_non_overlapping_and_dense: the dimensions ordered by stride tile the storage
+    with no gap or overlap."""
+    expected = 1
+    for size, stride in sorted(zip(sizes, strides), key=lambda d: (d[1], d[0])):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+# By release (the first that has them): the rules above, read for 2.11.
+STABLE_SORT = {(2, 11): stable_sort_allocations}
+
+
+@register
+class CubSortScratch(Rule):
+    """The temporaries of a CUDA sort beyond its outputs (Sort.cpp, SortStable.cu, CUB)."""
+
+    ops = {"sort"}
+    source = "aten/src/ATen/native/cuda/Sort.cpp, SortStable.cu, ATen/cuda/cub.cuh; CCCL 3.0.1 cub/device/dispatch/dispatch_radix_sort.cuh, tuning_radix_sort.cuh"
+    order = 60
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self.plan = by_release(STABLE_SORT, session.release)
+        if session.release > (2, 11):
+            session.note(
+                "{count} sorts under a torch release after 2.11 take 2.11's CUB scratch rules (rules/cub.py; later releases' sources were not read)"
+            )
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        if len(made) < 2:
+            return
+        torch, session, record, frame = self.torch, self.session, call.record, call.frame
+        bound = call.bound()
+        x = bound["self"]
+        if not (isinstance(x, torch.Tensor) and x.device.type == "meta") or x.numel() == 0:
+            return
+        if (session.major, session.minor) != (9, 0):
+            session.note(
+                "{count} sorts are traced without CUB's temporary storage: its sizes are derived for sm90 (H100, H200) only (rules/cub.py)"
+            )
+            return
+        dim = bound.get("dim", -1)
+        dim = dim + x.dim() if dim < 0 else dim
+        if x.dim() == 0:
+            return
+        nsort = x.size(dim)
+        if nsort <= SMALL_SORT:
+            return
+        values, indices = made[0], made[1]
+        simple = (
+            non_overlapping_and_dense(list(x.shape), list(x.stride())) and x.stride(dim) == 1
+            and values.stride() == x.stride() and indices.stride() == x.stride()
+            and indices.dtype == torch.int64
+        )
+        if not simple:
+            session.note(
+                "{count} sorts of inputs not dense along the sorted dimension are traced without their temporaries (Sort.cpp's copies and CUB's storage; rules/cub.py)"
+            )
+            return
+        key_size, float_keys = key_bits(x.dtype, torch)
+        addrs: List[Tuple[int, int]] = []
+        for action, value in self.plan(x.numel(), nsort, key_size, float_keys):
+            if action == "alloc":
+                addrs.append((record.alloc(value, frame), value))
+            else:
+                record.free(*addrs[value])
