@@ -30,8 +30,10 @@ from trace_workloads import ALL, GROUPS  # noqa: E402
 # ISSUE35 (scripts/trace_workloads_35.py) is left out until its misses are mended: its held-out
 # figures are in RESULTS.md. ISSUE35B is in, but for torch.compile, which the trace runs eagerly
 # (+26.7%, said in its notes: test_trace_rules.py).
-# ISSUE35C is left out until it is recorded on a GPU.
-WORKLOADS = {name: workload for name, workload in ALL.items() if name not in GROUPS["issue35"] and name not in GROUPS["issue35c"] and name != "compiled_mlp_adamw"}
+# ISSUE35C is in, but for the misses its held-out table showed that are not mended yet
+# (RESULTS.md): a U-Net's convolutions outside the workspace tables.
+NOT_YET = {"compiled_mlp_adamw", "unet_groupnorm_adam"}
+WORKLOADS = {name: workload for name, workload in ALL.items() if name not in GROUPS["issue35"] and name not in NOT_YET}
 # VRAMLAB_TRACE_SAMPLE=N: every Nth workload (CI's run under a second torch release).
 SAMPLE = int(os.environ.get("VRAMLAB_TRACE_SAMPLE", "1"))
 WORKLOADS = {name: workload for i, (name, workload) in enumerate(WORKLOADS.items()) if i % SAMPLE == 0}
@@ -133,6 +135,15 @@ ASKS_OTHERWISE: set = {
     "retrieval_topk_sort",
     "tv_swin_t_bf16_batch16",
     "hf_t5_generate_fixed_length",
+    # Held out (ISSUE35C), within the limits but not to the byte (RESULTS.md): OPT's reserved
+    # (+0.36%), ViT (-0.01%), DeiT's reserved (+0.17%), the EMA copy (-0.00%), the DLRM's reserved
+    # (+1.91%, its EmbeddingBag backward's scratch), WGAN-GP's double backward (+0.47%).
+    "hf_opt_fp16_scaler",
+    "hf_vit_classifier_bf16",
+    "timm_deit_tiny_adamw",
+    "ema_transformer_lm",
+    "dlrm_embeddingbag_adagrad",
+    "wgan_gp_mlp",
 }
 
 
