@@ -354,6 +354,26 @@ def test_what_cusolver_and_cufft_allocate_is_said_not_to_be_traced():
     assert any(n.startswith("1 FFTs are traced without cuFFT") for n in notes), notes
 
 
+def test_nan_and_infinity_checks_are_answered_as_a_healthy_step():
+    """A loop that skips a step on a NaN loss (Hugging Face's Trainer asks it of every loss) runs
+    without answer_reads: the checks are answered as a healthy step's, and the snapshot says so.
+    Other reads of unknown values still stop."""
+    with vramlab.trace() as t:
+        model = torch.nn.Linear(64, 1).cuda()
+        skipped = 0
+        for _ in range(2):
+            loss = model(torch.randn(8, 64, device="cuda")).pow(2).mean()
+            if torch.isnan(loss) or torch.isinf(loss) or not torch.isfinite(loss).all():
+                skipped += 1
+                continue
+            loss.backward()
+    assert skipped == 0 and model.weight.grad is not None
+    assert any(n.startswith("6 checks for NaN or infinity") for n in t.snapshot()["vramlab_notes"])
+    with pytest.raises(UnfollowedError, match="reads values back"):
+        with vramlab.trace():
+            torch.randn(4, device="cuda").sum().item()
+
+
 def test_settings_pytorch_refuses_stop_the_trace_in_its_words(monkeypatch):
     monkeypatch.setenv("PYTORCH_ALLOC_CONF", "banana:1")
     with pytest.raises(UnfollowedError, match="Unrecognized key 'banana'") as err:

@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 from ...errors import UnfollowedError
 from ..where import here
-from . import PASS, Call, Rule, register
+from . import PASS, Call, FunctionRule, Rule, register, register_function
 
 READS_ONE_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 READS_VALUES = READS_ONE_VALUE | {
@@ -137,3 +137,47 @@ def to_host(torch: Any, op: str, args: Any, kwargs: Dict[str, Any]) -> bool:
         and isinstance(args[1], torch.Tensor)
         and args[1].device.type == "meta"
     )
+
+
+# Checks for NaN and infinity, as a healthy step answers them.
+HEALTHY = {"isnan": False, "isinf": False, "isposinf": False, "isneginf": False, "isfinite": True}
+
+
+@register
+class HealthyChecks(Rule):
+    """``torch.isnan(loss)``, ``torch.isinf(loss)``, ``torch.isfinite(grad)`` of values the trace
+    does not have: answered as a healthy step's (no NaN, no infinity), as GradScaler's found_inf is.
+    Hugging Face's Trainer asks it of every step's loss (logging_nan_inf_filter); loops skip a step
+    on it. A step the GPU would skip for a NaN is traced as taken, which the snapshot says."""
+
+    ops = set(HEALTHY)
+    source = "a healthy step's values (as GradScaler's found_inf is answered)"
+    order = 10
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        if len(made) == 1 and made[0] is out:
+            answer_healthy(self.session, out, HEALTHY[call.op])
+
+
+@register_function
+class HealthyFiniteCheck(FunctionRule):
+    """``torch.isfinite`` is a composite PyTorch runs as other operators (``self == self`` and
+    ``abs() != inf``) where autograd is on: its result is answered here, above them."""
+
+    names = ("isfinite",)
+    source = HealthyChecks.source
+
+    def call(self, mode: Any, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        if isinstance(out, self.torch.Tensor) and out.device.type == "meta":
+            answer_healthy(self.session, out, True)
+        return out
+
+
+def answer_healthy(session: Any, out: Any, value: bool) -> None:
+    """`out`, a check for NaN or infinity of values the trace does not have, holds `value`."""
+    if session.shadows.view(out) is None:
+        session.shadows.adopt(out, session.torch.full(out.shape, value, dtype=out.dtype))
+        session.note(
+            "{count} checks for NaN or infinity (isnan, isinf, isfinite) of values the trace does not have were answered as a healthy step's: none (a step the GPU would skip for a NaN is traced as taken)"
+        )
