@@ -257,18 +257,11 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             profile,
             out,
             seed,
-        } => {
-            experiments::set_output_root(&out);
-            run(&targets, backend, &profile, &out, seed)
-        }
-        Command::Report { dir } => {
-            experiments::set_output_root(&dir);
-            report(&dir)
-        }
+        } => held(&out).and_then(|_held| run(&targets, backend, &profile, &out, seed)),
+        Command::Report { dir } => report(&dir),
         Command::Explain { topic, params, profile } => explain(&topic, &params, &profile),
         Command::Teach { out, snapshot, profile } => {
-            experiments::set_output_root(&out);
-            teach::teach(&out, snapshot.as_deref(), &profile)
+            held(&out).and_then(|_held| teach::teach(&out, snapshot.as_deref(), &profile))
         }
         Command::Replay {
             trace,
@@ -284,8 +277,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             seed,
             save_trace,
             export,
-        } => {
-            experiments::set_output_root(&out);
+        } => held(&out).and_then(|_held| {
             replay::replay(&replay::ReplayArgs {
                 trace: &trace,
                 policy: policy.as_deref(),
@@ -301,7 +293,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
                 save_trace: save_trace.as_deref(),
                 export: &export,
             })
-        }
+        }),
         Command::Tune {
             trace,
             capacity,
@@ -311,8 +303,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             torch,
             out,
             json,
-        } => {
-            experiments::set_output_root(&out);
+        } => held(&out).and_then(|_held| {
             replay::tune(&replay::TuneArgs {
                 trace: &trace,
                 capacity: capacity.as_deref(),
@@ -323,7 +314,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
                 out: &out,
                 json,
             })
-        }
+        }),
         Command::Calibrate {
             out,
             part,
@@ -445,6 +436,7 @@ fn report(dir: &Path) -> Result<()> {
             dir.display()
         );
     }
+    let _held = held(dir)?;
     let rendered = reports::render_report(dir)?;
     println!(
         "report: {} and {} ({} plots)",
@@ -453,6 +445,12 @@ fn report(dir: &Path) -> Result<()> {
         rendered.plots.len()
     );
     Ok(())
+}
+
+/// The output folder `out` named and held for this command (see
+/// [`experiments::hold_output_root`]): a second vramlab writing there at once is refused.
+fn held(out: &Path) -> Result<experiments::OutputLock> {
+    Ok(experiments::hold_output_root(out)?)
 }
 
 fn explain(topic: &str, params: &[String], profile: &str) -> Result<()> {

@@ -1279,3 +1279,35 @@ fn a_snapshot_of_100000_empty_devices_answers_in_seconds() {
     let plots = files_under(&tmp.path().join("vramlab-out/replay/plots"));
     assert_eq!(plots.len(), 4, "the device with events only: {plots:?}");
 }
+
+/// Issue 40: two vramlab processes writing one `--out` folder at once mixed their records and
+/// reports (each rendered the folder as the other left it). While one holds the folder, the
+/// other is refused in one line, and nothing it would write appears; once let go, it runs.
+#[test]
+fn a_second_vramlab_writing_the_same_out_folder_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/reference/h100/real-jobs/two-streams.pickle.gz");
+    let trace = trace.to_str().unwrap();
+    let out = tmp.path().join("shared");
+    std::fs::create_dir_all(&out).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(out.join(".vramlab.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    for args in [
+        vec!["replay", trace, "--out", "shared", "--alloc-conf="],
+        vec!["tune", trace, "--out", "shared", "--grid", "expandable_segments:True"],
+        vec!["run", "transfers", "--out", "shared"],
+        vec!["report", "shared"],
+    ] {
+        let output = vramlab(&args, tmp.path());
+        assert_clean_failure(&output, &["shared", "another vramlab is writing into this folder"]);
+    }
+    assert_eq!(files_under(&out), vec![out.join(".vramlab.lock")], "nothing written");
+    drop(lock);
+    let output = vramlab(&["replay", trace, "--out", "shared", "--alloc-conf="], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+}

@@ -155,6 +155,49 @@ pub fn set_output_root(root: &Path) {
     *OUTPUT_ROOT.write().unwrap_or_else(|e| e.into_inner()) = Some(root.to_path_buf());
 }
 
+/// The file in an output folder that a command writing there holds locked.
+pub const OUTPUT_LOCK: &str = ".vramlab.lock";
+
+/// An output folder held by this command (see [`hold_output_root`]); let go when dropped.
+#[derive(Debug)]
+pub struct OutputLock {
+    _file: Option<std::fs::File>,
+}
+
+/// Names `root` the output folder of this command (as [`set_output_root`]) and holds it: the
+/// folder is made, and its [`OUTPUT_LOCK`] file locked for as long as the returned value
+/// lives. A second vramlab writing into the same folder at once (another process, or another
+/// thread's `vramlab.main`) is refused in one line, where it would mix its record and report
+/// with the first's. A file system without locks holds nothing.
+pub fn hold_output_root(root: &Path) -> Result<OutputLock> {
+    set_output_root(root);
+    std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+    let path = root.join(OUTPUT_LOCK);
+    if let Ok(meta) = std::fs::symlink_metadata(&path) {
+        if !meta.file_type().is_file() {
+            return Err(Error::Invalid(format!(
+                "{}: not a regular file (vramlab's lock of the output folder); remove it",
+                path.display()
+            )));
+        }
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(OutputLock { _file: Some(file) }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Invalid(format!(
+            "{}: another vramlab is writing into this folder now; wait for it to finish, or give another --out",
+            root.display()
+        ))),
+        Err(std::fs::TryLockError::Error(_)) => Ok(OutputLock { _file: None }),
+    }
+}
+
 /// Makes the folder `dir` ready to write into. Below the output folder each level is made one
 /// at a time and must be a real folder: a symbolic link there (`out/plots -> /elsewhere`) is
 /// refused with one line, since writing through it would write outside the output folder.
@@ -258,9 +301,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(dir) = dir {
         prepare_folder(dir)?;
     }
-    let tmp = path.with_file_name(format!(".{}.tmp{}", file_name.to_string_lossy(), std::process::id()));
+    // A name of this call's own: two threads of one process (two Python calls) writing one
+    // path must not write into one temporary file; made new, so nothing planted there (a
+    // symbolic link) is followed.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp{}-{call}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -285,6 +337,47 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         let leftovers = std::fs::read_dir(path.parent().unwrap()).unwrap().count();
         assert_eq!(leftovers, 1, "temporary file left behind");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Issue 40: two threads of one process (two Python calls) writing one path shared one
+    /// temporary file, named by the process alone: the file kept could mix both writes.
+    #[test]
+    fn two_threads_writing_one_path_leave_one_whole_file() {
+        let dir = std::env::temp_dir().join(format!("vramlab-two-writers-{}", std::process::id()));
+        let path = dir.join("x.json");
+        let payloads: Vec<Vec<u8>> = (b'a'..=b'b').map(|c| vec![c; 1 << 20]).collect();
+        for _ in 0..20 {
+            std::thread::scope(|scope| {
+                for payload in &payloads {
+                    let path = &path;
+                    scope.spawn(move || write_atomically(path, payload).unwrap());
+                }
+            });
+            let kept = std::fs::read(&path).unwrap();
+            assert!(payloads.contains(&kept), "the file mixes both writes");
+        }
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "temporary files left behind"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Issue 40: two vramlab commands writing one output folder at once: the second is refused
+    /// in one line while the first holds it, and goes ahead once it is let go.
+    #[test]
+    fn a_held_output_folder_is_refused_to_a_second_writer() {
+        let dir = std::env::temp_dir().join(format!("vramlab-held-{}", std::process::id()));
+        let _one_root = ONE_ROOT.lock().unwrap_or_else(|e| e.into_inner());
+        let first = hold_output_root(&dir).unwrap();
+        let err = hold_output_root(&dir).unwrap_err().to_string();
+        assert!(err.contains("another vramlab is writing into this folder"), "{err}");
+        assert_eq!(error_line(&err), err, "one plain line");
+        drop(first);
+        drop(hold_output_root(&dir).unwrap());
+        *OUTPUT_ROOT.write().unwrap() = None;
         std::fs::remove_dir_all(dir).unwrap();
     }
 
