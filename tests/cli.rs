@@ -1311,3 +1311,42 @@ fn a_second_vramlab_writing_the_same_out_folder_is_refused() {
     let output = vramlab(&["replay", trace, "--out", "shared", "--alloc-conf="], tmp.path());
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+/// Issue 40: `report` holds every record of its folder; each is bounded, and so are all of them
+/// together (a folder of thousands of records each within the limit is refused in one line).
+#[test]
+fn a_report_folder_past_the_values_limit_is_refused_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = vramlab(&["run", "transfers", "--out", "o"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let per_record: Vec<u64> = files_under(&tmp.path().join("o"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "sim.json"))
+        .map(|p| {
+            let record: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+            record["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|point| {
+                    (point["params"].as_object().unwrap().len() + point["metrics"].as_object().unwrap().len()) as u64
+                })
+                .sum()
+        })
+        .collect();
+    assert!(per_record.len() >= 2, "{per_record:?}");
+    let most = per_record.iter().max().unwrap().to_string();
+    let report = |limit: &str| {
+        Command::new(env!("CARGO_BIN_EXE_vramlab"))
+            .args(["report", "o"])
+            .env("VRAMLAB_MAX_RECORD_VALUES", limit)
+            .current_dir(tmp.path())
+            .output()
+            .unwrap()
+    };
+    let output = report(&most);
+    assert_clean_failure(&output, &["o: the records hold more than", "VRAMLAB_MAX_RECORD_VALUES"]);
+    let all: u64 = per_record.iter().sum();
+    let output = report(&all.to_string());
+    assert!(output.status.success(), "{}", stderr(&output));
+}

@@ -113,11 +113,7 @@ pub(crate) fn env_limit(name: &str, default: u64) -> Result<u64> {
 /// naming the file and the limit.
 pub fn read_input(path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
-    let limit = match std::env::var("VRAMLAB_MAX_INPUT_BYTES") {
-        Ok(text) => crate::units::parse_bytes(&text)
-            .map_err(|reason| Error::Invalid(format!("VRAMLAB_MAX_INPUT_BYTES = {text}: {reason}")))?,
-        Err(_) => DEFAULT_MAX_INPUT_BYTES,
-    };
+    let limit = input_limit()?;
     check_regular(path)?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut bytes = Vec::new();
@@ -132,6 +128,34 @@ pub fn read_input(path: &Path) -> Result<Vec<u8>> {
         )));
     }
     Ok(bytes)
+}
+
+/// The input limit: `VRAMLAB_MAX_INPUT_BYTES`, or [`DEFAULT_MAX_INPUT_BYTES`].
+fn input_limit() -> Result<u64> {
+    match std::env::var("VRAMLAB_MAX_INPUT_BYTES") {
+        Ok(text) => crate::units::parse_bytes(&text)
+            .map_err(|reason| Error::Invalid(format!("VRAMLAB_MAX_INPUT_BYTES = {text}: {reason}"))),
+        Err(_) => Ok(DEFAULT_MAX_INPUT_BYTES),
+    }
+}
+
+/// An input file opened to be read as a stream (a record, parsed as it is read rather than
+/// held whole), refused as [`read_input`] refuses: not a regular file, or past the input
+/// limit; the reader stops at the limit.
+pub(crate) fn open_input(path: &Path) -> Result<std::io::BufReader<std::io::Take<std::fs::File>>> {
+    use std::io::Read;
+    let limit = input_limit()?;
+    check_regular(path)?;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if size > limit {
+        return Err(Error::Invalid(format!(
+            "{}: larger than {} (set VRAMLAB_MAX_INPUT_BYTES to read more)",
+            path.display(),
+            crate::units::format_bytes(limit)
+        )));
+    }
+    Ok(std::io::BufReader::with_capacity(1 << 16, file.take(limit)))
 }
 
 /// [`read_input`] as text.

@@ -53,7 +53,10 @@ pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
     machine_parts, this_machine, LinkParams, Profile, ProfileDevice, SmParams, Uncertainty, DEFAULT_PROFILE,
 };
-pub use record::{code_commit, set_code_commit, BackendKind, DeviceInfo, PointRecord, Record};
+pub use record::{
+    code_commit, max_record_values, set_code_commit, BackendKind, DeviceInfo, PointRecord, Record,
+    DEFAULT_MAX_RECORD_VALUES,
+};
 pub use registry::former_names;
 pub use replay_record::{
     BlockView, FirstDifference, OperationView, PolicyResult, PoolState, PytorchStats, RecordedCheck, ReplayRecord,
