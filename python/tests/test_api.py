@@ -249,6 +249,71 @@ def test_ctrl_c_stops_a_long_replay_promptly():
     assert vramlab.replay("synthetic:training-loop:steps=2", policy="caching")["results"]
 
 
+def test_ctrl_c_in_one_thread_leaves_another_threads_tune_and_replay_whole():
+    """Issue 40 (concurrency): a tune and a replay run in a second thread while the main thread's
+    long replay is interrupted; the second thread's answers are those of calls made alone."""
+    import _thread
+    import signal
+
+    alone_tune = vramlab.tune(TRACE, grid=["expandable_segments:True", "max_split_size_mb:64"])
+    alone_replay = vramlab.replay(TRACE, alloc_conf="")
+    seen, errors = [], []
+    started = threading.Event()
+
+    def work():
+        try:
+            started.set()
+            for _ in range(3):
+                seen.append(vramlab.tune(TRACE, grid=["expandable_segments:True", "max_split_size_mb:64"]))
+                seen.append(vramlab.replay(TRACE, alloc_conf=""))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    worker = threading.Thread(target=work)
+    worker.start()
+    started.wait()
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            vramlab.replay("synthetic:training-loop:steps=20000:layers=64", policy="all")
+    finally:
+        signal.signal(signal.SIGINT, before)
+        timer.cancel()
+        worker.join()
+    assert not errors, errors
+    strip = lambda answer: {k: v for k, v in answer.items() if k != "results"} | {
+        "results": [{k: v for k, v in r.items() if not k.endswith(("_ns_p50", "_ns_p99"))} for r in answer["results"]]
+    }
+    assert [strip(a) for a in seen] == [strip(alone_tune), strip(alone_replay)] * 3
+
+
+def test_two_threads_writing_one_out_folder_through_the_command_line():
+    """Issue 40 (concurrency): `vramlab.main` from two threads into one --out: each either writes
+    its whole result or is refused in one line (the folder is held), never a crash or a mix."""
+    import contextlib
+    import io
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        codes = []
+
+        def work():
+            codes.append(vramlab._vramlab.main(["vramlab", "replay", str(TRACE), "--alloc-conf=", "--out", tmp]))
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        with contextlib.redirect_stderr(io.StringIO()):
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert sorted(set(codes)) in ([0], [0, 1]), codes
+        record = json.loads((Path(tmp) / "replay-sim.json").read_text())
+        assert record["results"][0]["policy"] == "PYTORCH_ALLOC_CONF="
+        assert not [p for p in Path(tmp).iterdir() if ".tmp" in p.name]
+
+
 def test_a_capacity_is_read_as_the_cli_reads_it():
     as_text = vramlab.replay(TRACE, alloc_conf="", capacity="300 MiB")
     as_bytes = vramlab.replay(TRACE, alloc_conf="", capacity=300 << 20)
