@@ -318,3 +318,33 @@ def test_a_capacity_is_read_as_the_cli_reads_it():
     as_text = vramlab.replay(TRACE, alloc_conf="", capacity="300 MiB")
     as_bytes = vramlab.replay(TRACE, alloc_conf="", capacity=300 << 20)
     assert as_text["capacity_bytes"] == as_bytes["capacity_bytes"] == 300 << 20
+
+
+def test_annotations_of_newer_snapshots_are_read_alike_by_every_route():
+    """Issue 37 (allocation metadata and annotations, PRs #165490 and #190575): per-event
+    `user_metadata` and `compile_context`, `external_annotations` at the root, and metadata on
+    segments and blocks are not refused, and change nothing, whether the snapshot comes as a dict
+    (read field by field) or as pickle bytes (read by the Rust reader)."""
+    with gzip.open(TRACE) as f:
+        plain = pickle.load(f)
+    for events in plain["device_traces"]:
+        for event in events:
+            event.pop("user_metadata", None)
+            event.pop("compile_context", None)
+    plain.pop("external_annotations", None)
+    annotated = pickle.loads(pickle.dumps(plain))
+    for k, event in enumerate(annotated["device_traces"][0]):
+        event["user_metadata"] = f"step={k // 100}" if k % 3 else ""
+        event["compile_context"] = "N/A"
+    annotated["external_annotations"] = [
+        {"stage": "START", "name": "Optimizer.step#SGD.step", "device": 0, "time_us": 1},
+        {"stage": "END", "name": "Optimizer.step#SGD.step", "device": 0, "time_us": 2},
+    ]
+    for segment in annotated["segments"]:
+        segment["user_metadata"] = "pool of the model"
+        for block in segment["blocks"]:
+            block["user_metadata"] = "weights"
+            block["annotations"] = [{"name": "layer1", "stage": "START"}]
+    expected = vramlab.replay(plain, alloc_conf="")["results"][0]["pytorch_stats"]
+    for route in (annotated, pickle.dumps(annotated, protocol=4), pickle.dumps(annotated, protocol=2)):
+        assert vramlab.replay(route, alloc_conf="")["results"][0]["pytorch_stats"] == expected

@@ -273,8 +273,12 @@ impl SnapshotEvents {
         }
     }
 
+    /// The keys of a snapshot event this reads, `action` first, then the integers [`Self::push`]
+    /// takes in this order: the one list of them, which the Python layer's dict path reads by.
+    pub const FIELDS: [&'static str; 5] = super::pickle::FIELDS;
+
     /// The next event of `device_traces[device]`: its `action` and, in order, its integer
-    /// `addr`, `size`, `stream` and `device_free` where the event has them (a caller whose event
+    /// `addr`, `size`, `stream` and `device_free` ([`Self::FIELDS`]) where the event has them (a caller whose event
     /// is not a dict of a string action and integer fields reads the snapshot as a pickle
     /// instead). False once an event was refused (the reason comes with [`Self::finish`]).
     pub fn push(&mut self, device: usize, action: &str, numbers: [Option<i128>; 4]) -> bool {
