@@ -182,10 +182,27 @@ pub fn set_output_root(root: &Path) {
 /// The file in an output folder that a command writing there holds locked.
 pub const OUTPUT_LOCK: &str = ".vramlab.lock";
 
-/// An output folder held by this command (see [`hold_output_root`]); let go when dropped.
+/// An output folder held by this command (see [`hold_output_root`]); let go when dropped. A
+/// folder it made that holds nothing but the lock when let go (the command was refused before
+/// it wrote) is removed again, so a refusal leaves nothing behind.
 #[derive(Debug)]
 pub struct OutputLock {
-    _file: Option<std::fs::File>,
+    file: Option<std::fs::File>,
+    made: Option<PathBuf>,
+}
+
+impl Drop for OutputLock {
+    fn drop(&mut self) {
+        let Some(root) = self.made.take() else { return };
+        let only_the_lock = std::fs::read_dir(&root)
+            .map(|entries| entries.flatten().all(|e| e.file_name() == OUTPUT_LOCK))
+            .unwrap_or(false);
+        if only_the_lock {
+            let _ = std::fs::remove_file(root.join(OUTPUT_LOCK));
+            drop(self.file.take());
+            let _ = std::fs::remove_dir(&root);
+        }
+    }
 }
 
 /// Names `root` the output folder of this command (as [`set_output_root`]) and holds it: the
@@ -195,7 +212,9 @@ pub struct OutputLock {
 /// with the first's. A file system without locks holds nothing.
 pub fn hold_output_root(root: &Path) -> Result<OutputLock> {
     set_output_root(root);
+    let made = !root.exists();
     std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+    let made = made.then(|| root.to_path_buf());
     let path = root.join(OUTPUT_LOCK);
     if let Ok(meta) = std::fs::symlink_metadata(&path) {
         if !meta.file_type().is_file() {
@@ -213,12 +232,12 @@ pub fn hold_output_root(root: &Path) -> Result<OutputLock> {
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
     match file.try_lock() {
-        Ok(()) => Ok(OutputLock { _file: Some(file) }),
+        Ok(()) => Ok(OutputLock { file: Some(file), made }),
         Err(std::fs::TryLockError::WouldBlock) => Err(Error::Invalid(format!(
             "{}: another vramlab is writing into this folder now; wait for it to finish, or give another --out",
             root.display()
         ))),
-        Err(std::fs::TryLockError::Error(_)) => Ok(OutputLock { _file: None }),
+        Err(std::fs::TryLockError::Error(_)) => Ok(OutputLock { file: None, made }),
     }
 }
 
@@ -400,7 +419,12 @@ mod tests {
         assert!(err.contains("another vramlab is writing into this folder"), "{err}");
         assert_eq!(error_line(&err), err, "one plain line");
         drop(first);
-        drop(hold_output_root(&dir).unwrap());
+        // Made by it and left with nothing written: removed again when let go.
+        assert!(!dir.exists(), "an empty output folder left behind");
+        let again = hold_output_root(&dir).unwrap();
+        std::fs::write(dir.join("kept"), b"x").unwrap();
+        drop(again);
+        assert!(dir.join("kept").is_file());
         *OUTPUT_ROOT.write().unwrap() = None;
         std::fs::remove_dir_all(dir).unwrap();
     }
