@@ -281,18 +281,11 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             profile,
             out,
             seed,
-        } => {
-            experiments::set_output_root(&out);
-            run(&targets, backend, &profile, &out, seed)
-        }
-        Command::Report { dir } => {
-            experiments::set_output_root(&dir);
-            report(&dir)
-        }
+        } => held(&out).and_then(|_held| run(&targets, backend, &profile, &out, seed)),
+        Command::Report { dir } => report(&dir),
         Command::Explain { topic, params, profile } => explain(&topic, &params, &profile),
         Command::Teach { out, snapshot, profile } => {
-            experiments::set_output_root(&out);
-            teach::teach(&out, snapshot.as_deref(), &profile)
+            held(&out).and_then(|_held| teach::teach(&out, snapshot.as_deref(), &profile))
         }
         Command::Replay {
             trace,
@@ -308,8 +301,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             seed,
             save_trace,
             export,
-        } => {
-            experiments::set_output_root(&out);
+        } => held(&out).and_then(|_held| {
             replay::replay(&replay::ReplayArgs {
                 trace: &trace,
                 policy: policy.as_deref(),
@@ -325,7 +317,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
                 save_trace: save_trace.as_deref(),
                 export: &export,
             })
-        }
+        }),
         Command::Tune {
             trace,
             capacity,
@@ -335,8 +327,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
             torch,
             out,
             json,
-        } => {
-            experiments::set_output_root(&out);
+        } => held(&out).and_then(|_held| {
             replay::tune(&replay::TuneArgs {
                 trace: &trace,
                 capacity: capacity.as_deref(),
@@ -347,7 +338,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
                 out: &out,
                 json,
             })
-        }
+        }),
         Command::Calibrate {
             out,
             part,
@@ -463,6 +454,8 @@ fn run_one<B: Backend>(
 }
 
 fn report(dir: &Path) -> Result<()> {
+    // Held only where it is a folder: report_dir refuses anything else, and holding would make one.
+    let _held = if dir.is_dir() { Some(held(dir)?) } else { None };
     let rendered = report_dir(dir)?;
     println!(
         "report: {} and {} ({} plots)",
@@ -471,6 +464,12 @@ fn report(dir: &Path) -> Result<()> {
         rendered.plots.len()
     );
     Ok(())
+}
+
+/// The output folder `out` named and held for this command (see
+/// [`experiments::hold_output_root`]): a second vramlab writing there at once is refused.
+fn held(out: &Path) -> Result<experiments::OutputLock> {
+    Ok(experiments::hold_output_root(out)?)
 }
 
 fn explain(topic: &str, params: &[String], profile: &str) -> Result<()> {

@@ -1372,3 +1372,74 @@ fn a_closed_pipe_ends_the_output_without_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_ne!(output.status.code(), Some(101), "{stderr}");
 }
+
+/// Issue 40: two vramlab processes writing one `--out` folder at once mixed their records and
+/// reports (each rendered the folder as the other left it). While one holds the folder, the
+/// other is refused in one line, and nothing it would write appears; once let go, it runs.
+#[test]
+fn a_second_vramlab_writing_the_same_out_folder_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/reference/h100/real-jobs/two-streams.pickle.gz");
+    let trace = trace.to_str().unwrap();
+    let out = tmp.path().join("shared");
+    std::fs::create_dir_all(&out).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(out.join(".vramlab.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    for args in [
+        vec!["replay", trace, "--out", "shared", "--alloc-conf="],
+        vec!["tune", trace, "--out", "shared", "--grid", "expandable_segments:True"],
+        vec!["run", "transfers", "--out", "shared"],
+        vec!["report", "shared"],
+    ] {
+        let output = vramlab(&args, tmp.path());
+        assert_clean_failure(&output, &["shared", "another vramlab is writing into this folder"]);
+    }
+    assert_eq!(files_under(&out), vec![out.join(".vramlab.lock")], "nothing written");
+    drop(lock);
+    let output = vramlab(&["replay", trace, "--out", "shared", "--alloc-conf="], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// Issue 40: `report` holds every record of its folder; each is bounded, and so are all of them
+/// together (a folder of thousands of records each within the limit is refused in one line).
+#[test]
+fn a_report_folder_past_the_values_limit_is_refused_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = vramlab(&["run", "transfers", "--out", "o"], tmp.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let per_record: Vec<u64> = files_under(&tmp.path().join("o"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "sim.json"))
+        .map(|p| {
+            let record: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+            record["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|point| {
+                    (point["params"].as_object().unwrap().len() + point["metrics"].as_object().unwrap().len()) as u64
+                })
+                .sum()
+        })
+        .collect();
+    assert!(per_record.len() >= 2, "{per_record:?}");
+    let most = per_record.iter().max().unwrap().to_string();
+    let report = |limit: &str| {
+        Command::new(env!("CARGO_BIN_EXE_vramlab"))
+            .args(["report", "o"])
+            .env("VRAMLAB_MAX_RECORD_VALUES", limit)
+            .current_dir(tmp.path())
+            .output()
+            .unwrap()
+    };
+    let output = report(&most);
+    assert_clean_failure(&output, &["o: the records hold more than", "VRAMLAB_MAX_RECORD_VALUES"]);
+    let all: u64 = per_record.iter().sum();
+    let output = report(&all.to_string());
+    assert!(output.status.success(), "{}", stderr(&output));
+}

@@ -113,11 +113,7 @@ pub(crate) fn env_limit(name: &str, default: u64) -> Result<u64> {
 /// naming the file and the limit.
 pub fn read_input(path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
-    let limit = match std::env::var("VRAMLAB_MAX_INPUT_BYTES") {
-        Ok(text) => crate::units::parse_bytes(&text)
-            .map_err(|reason| Error::Invalid(format!("VRAMLAB_MAX_INPUT_BYTES = {text}: {reason}")))?,
-        Err(_) => DEFAULT_MAX_INPUT_BYTES,
-    };
+    let limit = input_limit()?;
     check_regular(path)?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut bytes = Vec::new();
@@ -132,6 +128,34 @@ pub fn read_input(path: &Path) -> Result<Vec<u8>> {
         )));
     }
     Ok(bytes)
+}
+
+/// The input limit: `VRAMLAB_MAX_INPUT_BYTES`, or [`DEFAULT_MAX_INPUT_BYTES`].
+fn input_limit() -> Result<u64> {
+    match std::env::var("VRAMLAB_MAX_INPUT_BYTES") {
+        Ok(text) => crate::units::parse_bytes(&text)
+            .map_err(|reason| Error::Invalid(format!("VRAMLAB_MAX_INPUT_BYTES = {text}: {reason}"))),
+        Err(_) => Ok(DEFAULT_MAX_INPUT_BYTES),
+    }
+}
+
+/// An input file opened to be read as a stream (a record, parsed as it is read rather than
+/// held whole), refused as [`read_input`] refuses: not a regular file, or past the input
+/// limit; the reader stops at the limit.
+pub(crate) fn open_input(path: &Path) -> Result<std::io::BufReader<std::io::Take<std::fs::File>>> {
+    use std::io::Read;
+    let limit = input_limit()?;
+    check_regular(path)?;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if size > limit {
+        return Err(Error::Invalid(format!(
+            "{}: larger than {} (set VRAMLAB_MAX_INPUT_BYTES to read more)",
+            path.display(),
+            crate::units::format_bytes(limit)
+        )));
+    }
+    Ok(std::io::BufReader::with_capacity(1 << 16, file.take(limit)))
 }
 
 /// [`read_input`] as text.
@@ -153,6 +177,68 @@ static OUTPUT_ROOT: std::sync::RwLock<Option<std::path::PathBuf>> = std::sync::R
 /// Names the output folder of this run (see [`write_atomically`]).
 pub fn set_output_root(root: &Path) {
     *OUTPUT_ROOT.write().unwrap_or_else(|e| e.into_inner()) = Some(root.to_path_buf());
+}
+
+/// The file in an output folder that a command writing there holds locked.
+pub const OUTPUT_LOCK: &str = ".vramlab.lock";
+
+/// An output folder held by this command (see [`hold_output_root`]); let go when dropped. A
+/// folder it made that holds nothing but the lock when let go (the command was refused before
+/// it wrote) is removed again, so a refusal leaves nothing behind.
+#[derive(Debug)]
+pub struct OutputLock {
+    file: Option<std::fs::File>,
+    made: Option<PathBuf>,
+}
+
+impl Drop for OutputLock {
+    fn drop(&mut self) {
+        let Some(root) = self.made.take() else { return };
+        let only_the_lock = std::fs::read_dir(&root)
+            .map(|entries| entries.flatten().all(|e| e.file_name() == OUTPUT_LOCK))
+            .unwrap_or(false);
+        if only_the_lock {
+            let _ = std::fs::remove_file(root.join(OUTPUT_LOCK));
+            drop(self.file.take());
+            let _ = std::fs::remove_dir(&root);
+        }
+    }
+}
+
+/// Names `root` the output folder of this command (as [`set_output_root`]) and holds it: the
+/// folder is made, and its [`OUTPUT_LOCK`] file locked for as long as the returned value
+/// lives. A second vramlab writing into the same folder at once (another process, or another
+/// thread's `vramlab.main`) is refused in one line, where it would mix its record and report
+/// with the first's. A file system without locks holds nothing.
+pub fn hold_output_root(root: &Path) -> Result<OutputLock> {
+    set_output_root(root);
+    let made = !root.exists();
+    std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+    let made = made.then(|| root.to_path_buf());
+    let path = root.join(OUTPUT_LOCK);
+    if let Ok(meta) = std::fs::symlink_metadata(&path) {
+        if !meta.file_type().is_file() {
+            return Err(Error::Invalid(format!(
+                "{}: not a regular file (vramlab's lock of the output folder); remove it",
+                path.display()
+            )));
+        }
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(OutputLock { file: Some(file), made }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Invalid(format!(
+            "{}: another vramlab is writing into this folder now; wait for it to finish, or give another --out",
+            root.display()
+        ))),
+        Err(std::fs::TryLockError::Error(_)) => Ok(OutputLock { file: None, made }),
+    }
 }
 
 /// Makes the folder `dir` ready to write into. Below the output folder each level is made one
@@ -258,9 +344,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(dir) = dir {
         prepare_folder(dir)?;
     }
-    let tmp = path.with_file_name(format!(".{}.tmp{}", file_name.to_string_lossy(), std::process::id()));
+    // A name of this call's own: two threads of one process (two Python calls) writing one
+    // path must not write into one temporary file; made new, so nothing planted there (a
+    // symbolic link) is followed.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp{}-{call}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -285,6 +380,52 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         let leftovers = std::fs::read_dir(path.parent().unwrap()).unwrap().count();
         assert_eq!(leftovers, 1, "temporary file left behind");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Issue 40: two threads of one process (two Python calls) writing one path shared one
+    /// temporary file, named by the process alone: the file kept could mix both writes.
+    #[test]
+    fn two_threads_writing_one_path_leave_one_whole_file() {
+        let dir = std::env::temp_dir().join(format!("vramlab-two-writers-{}", std::process::id()));
+        let path = dir.join("x.json");
+        let payloads: Vec<Vec<u8>> = (b'a'..=b'b').map(|c| vec![c; 1 << 20]).collect();
+        for _ in 0..20 {
+            std::thread::scope(|scope| {
+                for payload in &payloads {
+                    let path = &path;
+                    scope.spawn(move || write_atomically(path, payload).unwrap());
+                }
+            });
+            let kept = std::fs::read(&path).unwrap();
+            assert!(payloads.contains(&kept), "the file mixes both writes");
+        }
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "temporary files left behind"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Issue 40: two vramlab commands writing one output folder at once: the second is refused
+    /// in one line while the first holds it, and goes ahead once it is let go.
+    #[test]
+    fn a_held_output_folder_is_refused_to_a_second_writer() {
+        let dir = std::env::temp_dir().join(format!("vramlab-held-{}", std::process::id()));
+        let _one_root = ONE_ROOT.lock().unwrap_or_else(|e| e.into_inner());
+        let first = hold_output_root(&dir).unwrap();
+        let err = hold_output_root(&dir).unwrap_err().to_string();
+        assert!(err.contains("another vramlab is writing into this folder"), "{err}");
+        assert_eq!(error_line(&err), err, "one plain line");
+        drop(first);
+        // Made by it and left with nothing written: removed again when let go.
+        assert!(!dir.exists(), "an empty output folder left behind");
+        let again = hold_output_root(&dir).unwrap();
+        std::fs::write(dir.join("kept"), b"x").unwrap();
+        drop(again);
+        assert!(dir.join("kept").is_file());
+        *OUTPUT_ROOT.write().unwrap() = None;
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -44,8 +44,8 @@ pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use family::{cycles_metrics, throughput_metrics, AxisScale, Family, Workload};
 pub use files::{
-    error_line, read_input, read_input_text, refuse_shared_outputs, set_output_root, unsafe_name, write_atomically,
-    DEFAULT_MAX_INPUT_BYTES, ERROR_LINE_CHARS,
+    error_line, hold_output_root, read_input, read_input_text, refuse_shared_outputs, set_output_root, unsafe_name,
+    write_atomically, OutputLock, DEFAULT_MAX_INPUT_BYTES, ERROR_LINE_CHARS, OUTPUT_LOCK,
 };
 pub use gpus::{Capacity, Gpu, CONTEXT_BYTES_MEASURED_H100};
 pub use params::{Metrics, ParamValue, Params};
@@ -53,7 +53,10 @@ pub use policy::{PolicyInfo, PolicySpec, POLICIES};
 pub use profile::{
     machine_parts, this_machine, LinkParams, Profile, ProfileDevice, SmParams, Uncertainty, DEFAULT_PROFILE,
 };
-pub use record::{code_commit, set_code_commit, BackendKind, DeviceInfo, PointRecord, Record};
+pub use record::{
+    code_commit, max_record_values, set_code_commit, BackendKind, DeviceInfo, PointRecord, Record,
+    DEFAULT_MAX_RECORD_VALUES,
+};
 pub use registry::former_names;
 pub use replay_record::{
     BlockView, FirstDifference, OperationView, PolicyResult, PoolState, PytorchStats, RecordedCheck, ReplayRecord,

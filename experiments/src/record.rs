@@ -59,9 +59,59 @@ pub struct DeviceInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointRecord {
     /// The sweep point.
+    #[serde(deserialize_with = "bounded_map")]
     pub params: Params,
     /// What was predicted or measured there.
+    #[serde(deserialize_with = "bounded_map")]
     pub metrics: Metrics,
+}
+
+/// The most parameters and metrics (all points together) a record read back may hold, unless
+/// `VRAMLAB_MAX_RECORD_VALUES` says otherwise; a report's folder holds no more in all. The
+/// committed records hold at most about 10,000; 100,000 points of 64 figures each (a 110 MB
+/// file) took `vramlab report` to 730 MB, each value costing several times its text.
+pub const DEFAULT_MAX_RECORD_VALUES: u64 = 5_000_000;
+
+/// The limit on values, as the environment sets it.
+pub fn max_record_values() -> Result<u64> {
+    crate::files::env_limit("VRAMLAB_MAX_RECORD_VALUES", DEFAULT_MAX_RECORD_VALUES)
+}
+
+thread_local! {
+    /// While [`Record::load`] reads on this thread: (values it may still take, the limit).
+    static VALUES_LEFT: std::cell::Cell<Option<(u64, u64)>> = const { std::cell::Cell::new(None) };
+}
+
+/// A point's parameters or metrics, each entry counted against the record's limit as it is
+/// read (a single point of millions of metrics is refused before it is held).
+fn bounded_map<'de, D, V>(deserializer: D) -> std::result::Result<std::collections::BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Entries<V>(std::marker::PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Entries<V> {
+        type Value = std::collections::BTreeMap<String, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of names to values")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = std::collections::BTreeMap::new();
+            while let Some((name, value)) = map.next_entry::<String, V>()? {
+                if let Some((left, most)) = VALUES_LEFT.get() {
+                    if left == 0 {
+                        return Err(serde::de::Error::custom(format!(
+                            "more than {most} parameters and metrics (VRAMLAB_MAX_RECORD_VALUES raises the limit)"
+                        )));
+                    }
+                    VALUES_LEFT.set(Some((left - 1, most)));
+                }
+                out.insert(name, value);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_map(Entries(std::marker::PhantomData))
 }
 
 /// Everything one backend produced for one experiment.
@@ -177,16 +227,39 @@ impl Record {
 
     /// Reads a record written by [`Record::save`].
     pub fn load(path: &Path) -> Result<Record> {
-        let bytes = crate::files::read_input(path)?;
-        let record: Record = serde_json::from_slice(&bytes).map_err(|reason| Error::Json {
+        Record::load_within(path, max_record_values()?)
+    }
+
+    /// [`Record::load`], holding at most `most` parameters and metrics.
+    fn load_within(path: &Path, most: u64) -> Result<Record> {
+        // Parsed as it is read: the file's text is never held whole.
+        let reader = crate::files::open_input(path)?;
+        struct Counting;
+        impl Drop for Counting {
+            fn drop(&mut self) {
+                VALUES_LEFT.set(None);
+            }
+        }
+        VALUES_LEFT.set(Some((most, most)));
+        let counting = Counting;
+        let record: Record = serde_json::from_reader(reader).map_err(|reason| Error::Json {
             path: path.to_path_buf(),
             reason,
         })?;
+        drop(counting);
         // Reports name plots after the experiment: a record must not steer them out of the folder.
         if let Some(why) = crate::files::unsafe_name(&record.experiment) {
             return Err(Error::Invalid(format!("{}: experiment {why}", path.display())));
         }
         Ok(record)
+    }
+
+    /// Its parameters and metrics, all points together (what [`max_record_values`] bounds).
+    pub fn values(&self) -> u64 {
+        self.points
+            .iter()
+            .map(|p| (p.params.len() + p.metrics.len()) as u64)
+            .sum()
     }
 
     /// Whether `params` is one of the points the prediction's profile was fitted on.
@@ -271,5 +344,47 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains('\n'), "{err}");
+    }
+
+    /// Issue 40: within the points limit, a record's points may each hold thousands of
+    /// figures: 100,000 points of 64 took `vramlab report` to 730 MB. The parameters and
+    /// metrics of all points together are bounded, counted as they are read, so one point of
+    /// millions of metrics is refused before it is held.
+    #[test]
+    fn a_record_past_the_values_limit_is_refused_as_it_is_read() {
+        let reference = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../reports/reference/h200/hierarchy/run/occupancy/sim.json"
+        );
+        let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(reference).unwrap()).unwrap();
+        let mut point = value["points"][0].clone();
+        let per_point =
+            (point["params"].as_object().unwrap().len() + point["metrics"].as_object().unwrap().len()) as u64;
+        let dir = std::env::temp_dir().join(format!("vramlab-values-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sim.json");
+        value["points"] = serde_json::Value::Array(vec![point.clone(); 10]);
+        std::fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
+        assert_eq!(Record::load(&path).unwrap().values(), 10 * per_point);
+        assert!(Record::load_within(&path, 10 * per_point).is_ok());
+        let err = Record::load_within(&path, 10 * per_point - 1).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("more than {} parameters", 10 * per_point - 1)),
+            "{err}"
+        );
+        // One point of more metrics than the limit.
+        let metrics = point["metrics"].as_object_mut().unwrap();
+        for k in 0..=1000 {
+            metrics.insert(format!("m{k}"), serde_json::json!(1.0));
+        }
+        value["points"] = serde_json::Value::Array(vec![point]);
+        std::fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
+        let err = Record::load_within(&path, 1000).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            err.contains("more than 1000 parameters and metrics (VRAMLAB_MAX_RECORD_VALUES"),
+            "{err}"
+        );
+        assert!(err.contains("sim.json") && !err.contains('\n'), "{err}");
     }
 }

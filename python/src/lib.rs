@@ -171,13 +171,8 @@ fn snapshot_of_dict(
     let Ok(devices) = devices.downcast::<PyList>() else {
         return Ok(None);
     };
-    let keys = [
-        intern!(py, "action"),
-        intern!(py, "addr"),
-        intern!(py, "size"),
-        intern!(py, "stream"),
-        intern!(py, "device_free"),
-    ];
+    // The event's keys as the Rust reader names them (one list, so the two cannot drift).
+    let keys = experiments::SnapshotEvents::FIELDS.map(|field| PyString::new(py, field));
     // An event's action text, kept for each action object met: snapshots share one string
     // object per action among their events, so the text is read once per object, not per event.
     let mut actions: Vec<(Bound<'_, PyAny>, String)> = Vec::new();
@@ -196,7 +191,7 @@ fn snapshot_of_dict(
             let Ok(event) = item.downcast::<PyDict>() else {
                 return Ok(None);
             };
-            let Some(action) = event.get_item(keys[0])? else {
+            let Some(action) = event.get_item(&keys[0])? else {
                 return Ok(None);
             };
             let text;

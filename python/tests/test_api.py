@@ -249,6 +249,71 @@ def test_ctrl_c_stops_a_long_replay_promptly():
     assert vramlab.replay("synthetic:training-loop:steps=2", policy="caching")["results"]
 
 
+def test_ctrl_c_in_one_thread_leaves_another_threads_tune_and_replay_whole():
+    """Issue 40 (concurrency): a tune and a replay run in a second thread while the main thread's
+    long replay is interrupted; the second thread's answers are those of calls made alone."""
+    import _thread
+    import signal
+
+    alone_tune = vramlab.tune(TRACE, grid=["expandable_segments:True", "max_split_size_mb:64"])
+    alone_replay = vramlab.replay(TRACE, alloc_conf="")
+    seen, errors = [], []
+    started = threading.Event()
+
+    def work():
+        try:
+            started.set()
+            for _ in range(3):
+                seen.append(vramlab.tune(TRACE, grid=["expandable_segments:True", "max_split_size_mb:64"]))
+                seen.append(vramlab.replay(TRACE, alloc_conf=""))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    worker = threading.Thread(target=work)
+    worker.start()
+    started.wait()
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            vramlab.replay("synthetic:training-loop:steps=20000:layers=64", policy="all")
+    finally:
+        signal.signal(signal.SIGINT, before)
+        timer.cancel()
+        worker.join()
+    assert not errors, errors
+    strip = lambda answer: {k: v for k, v in answer.items() if k != "results"} | {
+        "results": [{k: v for k, v in r.items() if not k.endswith(("_ns_p50", "_ns_p99"))} for r in answer["results"]]
+    }
+    assert [strip(a) for a in seen] == [strip(alone_tune), strip(alone_replay)] * 3
+
+
+def test_two_threads_writing_one_out_folder_through_the_command_line():
+    """Issue 40 (concurrency): `vramlab.main` from two threads into one --out: each either writes
+    its whole result or is refused in one line (the folder is held), never a crash or a mix."""
+    import contextlib
+    import io
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        codes = []
+
+        def work():
+            codes.append(vramlab._vramlab.main(["vramlab", "replay", str(TRACE), "--alloc-conf=", "--out", tmp]))
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        with contextlib.redirect_stderr(io.StringIO()):
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert sorted(set(codes)) in ([0], [0, 1]), codes
+        record = json.loads((Path(tmp) / "replay-sim.json").read_text())
+        assert record["results"][0]["policy"] == "PYTORCH_ALLOC_CONF="
+        assert not [p for p in Path(tmp).iterdir() if ".tmp" in p.name]
+
+
 def test_a_capacity_is_read_as_the_cli_reads_it():
     as_text = vramlab.replay(TRACE, alloc_conf="", capacity="300 MiB")
     as_bytes = vramlab.replay(TRACE, alloc_conf="", capacity=300 << 20)
@@ -308,3 +373,33 @@ def test_list_teach_and_report_from_python(tmp_path):
     assert Path(rendered["markdown"]).is_file() and Path(rendered["html"]).is_file() and rendered["plots"]
     with pytest.raises(vramlab.InputError, match="not a folder"):
         vramlab.report(tmp_path / "nowhere")
+
+
+def test_annotations_of_newer_snapshots_are_read_alike_by_every_route():
+    """Issue 37 (allocation metadata and annotations, PRs #165490 and #190575): per-event
+    `user_metadata` and `compile_context`, `external_annotations` at the root, and metadata on
+    segments and blocks are not refused, and change nothing, whether the snapshot comes as a dict
+    (read field by field) or as pickle bytes (read by the Rust reader)."""
+    with gzip.open(TRACE) as f:
+        plain = pickle.load(f)
+    for events in plain["device_traces"]:
+        for event in events:
+            event.pop("user_metadata", None)
+            event.pop("compile_context", None)
+    plain.pop("external_annotations", None)
+    annotated = pickle.loads(pickle.dumps(plain))
+    for k, event in enumerate(annotated["device_traces"][0]):
+        event["user_metadata"] = f"step={k // 100}" if k % 3 else ""
+        event["compile_context"] = "N/A"
+    annotated["external_annotations"] = [
+        {"stage": "START", "name": "Optimizer.step#SGD.step", "device": 0, "time_us": 1},
+        {"stage": "END", "name": "Optimizer.step#SGD.step", "device": 0, "time_us": 2},
+    ]
+    for segment in annotated["segments"]:
+        segment["user_metadata"] = "pool of the model"
+        for block in segment["blocks"]:
+            block["user_metadata"] = "weights"
+            block["annotations"] = [{"name": "layer1", "stage": "START"}]
+    expected = vramlab.replay(plain, alloc_conf="")["results"][0]["pytorch_stats"]
+    for route in (annotated, pickle.dumps(annotated, protocol=4), pickle.dumps(annotated, protocol=2)):
+        assert vramlab.replay(route, alloc_conf="")["results"][0]["pytorch_stats"] == expected

@@ -195,12 +195,31 @@ impl Analysis {
             return Err(ReportError::Empty(dir.to_path_buf()));
         }
         let mut experiments = Vec::with_capacity(names.len());
+        // The folder's records together are bounded as one record is: a folder of thousands of
+        // records each within the limit would otherwise be held whole.
+        let most = experiments::max_record_values()?;
+        let mut values = 0u64;
         for name in names {
-            let load = |backend| {
+            let mut load = |backend| -> Result<Option<Record>> {
                 let path = Record::json_path(dir, &name, backend);
-                path.exists().then(|| Record::load(&path)).transpose()
+                let Some(record) = path.exists().then(|| Record::load(&path)).transpose()? else {
+                    return Ok(None);
+                };
+                values = values.saturating_add(record.values());
+                if values > most {
+                    return Err(experiments::Error::Invalid(format!(
+                        "{}: the records hold more than {most} parameters and metrics in all, {} reached at {} (VRAMLAB_MAX_RECORD_VALUES raises the limit)",
+                        dir.display(),
+                        values,
+                        path.display()
+                    ))
+                    .into());
+                }
+                Ok(Some(record))
             };
-            experiments.push(join(load(BackendKind::Sim)?, load(BackendKind::Hw)?));
+            let sim = load(BackendKind::Sim)?;
+            let hw = load(BackendKind::Hw)?;
+            experiments.push(join(sim, hw));
         }
         let by_family = Family::ALL
             .into_iter()

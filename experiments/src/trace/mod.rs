@@ -381,7 +381,8 @@ impl Trace {
     }
 
     /// The cap the recording ran under, as all its events bound it. Every device allocation
-    /// that succeeded bounds it from below (what the allocator held after it, and what it had
+    /// that succeeded bounds it from below (what the allocator held after a segment, not after an
+    /// expandable segment's pages, which may pass the cap, and what it had
     /// to fit under the cap when it asked: PyTorch checks the cap once per device allocation,
     /// against what it holds plus the request's allocation size), as do the bytes of live
     /// allocations at any moment; every recorded out-of-memory error bounds it from above (the
@@ -415,7 +416,7 @@ impl Trace {
         let mut checked_at = None;
         for op in &self.recorded_ops {
             match op.action {
-                DeviceAction::SegmentAlloc | DeviceAction::SegmentMap => {
+                DeviceAction::SegmentAlloc => {
                     if checked_at != Some(op.at) {
                         let asked = held.saturating_add(op.size.max(request_at(op.at)));
                         raise(asked, op.at, &mut lower, &mut lower_at);
@@ -423,6 +424,18 @@ impl Trace {
                     }
                     held = held.saturating_add(op.size);
                     raise(held, op.at, &mut lower, &mut lower_at);
+                }
+                // An expandable segment's pages: PyTorch checks the cap once, against what it
+                // holds plus the request's allocation size (`alloc_block`), then maps whole
+                // pages (20 MiB in the large pool), which may take it past the cap. What it holds
+                // after the map bounds nothing (a 12.25 MiB request mapping 40 MiB under a cap
+                // took the inferred cap 8 MiB above the one the replay ran under).
+                DeviceAction::SegmentMap => {
+                    if checked_at != Some(op.at) {
+                        raise(held.saturating_add(request_at(op.at)), op.at, &mut lower, &mut lower_at);
+                        checked_at = Some(op.at);
+                    }
+                    held = held.saturating_add(op.size);
                 }
                 DeviceAction::SegmentFree | DeviceAction::SegmentUnmap => held = held.saturating_sub(op.size),
                 DeviceAction::Oom => {

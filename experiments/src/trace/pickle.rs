@@ -610,6 +610,9 @@ pub(crate) fn decode(
     let mut memo = Memo::default();
     let mut memo_next: u64 = 0;
     let mut fast = Fast::default();
+    // Where the current frame ends (a byte of the file): an opcode may not run past it, as
+    // Python's unpickler reads a frame whole and then its opcodes from it.
+    let mut frame_end: Option<u64> = None;
 
     loop {
         if reader.at_end()? {
@@ -629,6 +632,11 @@ pub(crate) fn decode(
             )));
         }
         reader.op_at = reader.pos;
+        match frame_end {
+            Some(end) if reader.pos == end => frame_end = None,
+            Some(end) if reader.pos > end => return Err(past_frame(&reader, end)),
+            _ => {}
+        }
         // A device's event, streamed, read without the opcodes where it has the usual shape.
         if let Some((_, reads)) = sink.as_ref() {
             if reader.hi > reader.lo
@@ -649,7 +657,9 @@ pub(crate) fn decode(
                     reader.fill(EDGE)?;
                 }
                 let bytes = &reader.buf[reader.lo..reader.hi.min(reader.lo.saturating_add(room))];
-                if let Some(used) = fast_event(bytes, &mut memo, &mut memo_next, reads, &mut fast) {
+                let mut frame = frame_end.map(|end| (end - reader.pos) as usize);
+                if let Some(used) = fast_event(bytes, &mut memo, &mut memo_next, reads, &mut fast, &mut frame) {
+                    frame_end = frame.map(|end| reader.pos + end as u64);
                     reader.lo += used;
                     reader.pos += used as u64;
                     stack.push(Value::Event(fast.events.len() as u32 - 1));
@@ -669,6 +679,22 @@ pub(crate) fn decode(
                 fast.materialise(&mut out, &mut stack, &memo);
             }
         }
+        // A MARK starts a new stack in Python's unpickler: what lies below it cannot be taken,
+        // memoised or appended to until the mark is popped ("unexpected MARK found").
+        let fence = |k: usize| marks.len().checked_sub(k).map_or(0, |i| marks[i].stack);
+        let below_mark = match op {
+            0x94 | b'q' | b'r' | b'2' | 0x85 => stack.len() < fence(1) + 1,
+            0x86 | b'a' => stack.len() < fence(1) + 2,
+            0x87 | b's' => stack.len() < fence(1) + 3,
+            // The list or dict the marked items go to lies between the two last marks.
+            b'e' | b'u' => fence(1) < fence(2) + 1,
+            _ => false,
+        };
+        if below_mark && !marks.is_empty() {
+            return Err(reader.error(format!(
+                "opcode 0x{op:02x} takes a value from below a MARK (Python: unexpected MARK found)"
+            )));
+        }
         match op {
             0x80 => {
                 let proto = reader.u8()?;
@@ -679,10 +705,20 @@ pub(crate) fn decode(
             0x95 => {
                 // Python's unpickler reads a frame whole: one that claims more bytes than follow
                 // is "pickle data was truncated", wherever the STOP is.
+                if let Some(end) = frame_end {
+                    return Err(reader.error(format!(
+                        "a frame begins at byte {} before the frame ending at byte {end} ends (Python: beginning of a new frame before end of current frame)",
+                        reader.op_at
+                    )));
+                }
                 let len = reader.length(8)?;
                 reader.require(len)?;
+                frame_end = Some(reader.pos + len as u64);
             }
             b'.' => {
+                if let Some(end) = frame_end.filter(|&end| reader.pos > end) {
+                    return Err(past_frame(&reader, end));
+                }
                 let root = stack
                     .pop()
                     .ok_or_else(|| reader.error("STOP with an empty stack".into()))?;
@@ -898,7 +934,12 @@ pub(crate) fn decode(
                 stack.push(value);
             }
             b'0' => {
-                pop(&reader, &mut stack)?;
+                // Python's POP takes the mark itself where nothing lies above it.
+                if !marks.is_empty() && stack.len() == marks[marks.len() - 1].stack {
+                    marks.pop();
+                } else {
+                    pop(&reader, &mut stack)?;
+                }
             }
             b'1' => {
                 pop_mark(&reader, &mut stack, &mut marks)?;
@@ -979,6 +1020,7 @@ impl Fast {
                 &ReadKeys::default(),
                 &mut self.memo_writes,
                 &mut self.entries,
+                &mut None,
             );
             debug_assert!(read.is_some(), "an event read once reads again");
             // The dict is made before its lists, as its EMPTY_DICT comes first.
@@ -1015,10 +1057,28 @@ impl Fast {
 /// scalar keys and values (memo reads of scalars included) and empty lists as values of keys
 /// other than [`FIELDS`], no container of it read back later. Its bytes, with the event added to
 /// `fast` and its memo entries made; `None`, with nothing changed, where the opcodes must read it.
-fn fast_event(bytes: &[u8], memo: &mut Memo, memo_next: &mut u64, reads: &ReadKeys, fast: &mut Fast) -> Option<usize> {
+/// `frame_end`: where the current frame ends, counted from the event's first byte; moved on
+/// past a FRAME inside the event (see [`fast_entries`]).
+fn fast_event(
+    bytes: &[u8],
+    memo: &mut Memo,
+    memo_next: &mut u64,
+    reads: &ReadKeys,
+    fast: &mut Fast,
+    frame_end: &mut Option<usize>,
+) -> Option<usize> {
     let start = fast.values.len();
     fast.memo_writes.clear();
-    match fast_entries::<false>(bytes, memo, *memo_next, reads, &mut fast.memo_writes, &mut fast.values) {
+    let mut frame = *frame_end;
+    match fast_entries::<false>(
+        bytes,
+        memo,
+        *memo_next,
+        reads,
+        &mut fast.memo_writes,
+        &mut fast.values,
+        &mut frame,
+    ) {
         Some(read) => {
             let from = fast.bytes.len();
             fast.bytes.extend_from_slice(&bytes[..read.used]);
@@ -1037,6 +1097,7 @@ fn fast_event(bytes: &[u8], memo: &mut Memo, memo_next: &mut u64, reads: &ReadKe
                 memo.insert(key, value);
             }
             *memo_next = read.next;
+            *frame_end = frame;
             Some(read.used)
         }
         None => {
@@ -1061,7 +1122,9 @@ struct FastRead {
 /// entries read back to `memo_writes` (none may write over one already made). `ENTRIES` true
 /// (the bytes of an event read before, read again): every key and value goes to `out`, in
 /// turn, and no memo entry is made. Each value kept is built in place in `out`: moved through
-/// the stack, a 32-byte value cost more than reading it.
+/// the stack, a 32-byte value cost more than reading it. `frame_end` (with `ENTRIES` false):
+/// where the current frame ends, from `bytes`' start; an opcode that runs past it, or a FRAME
+/// before it, is left to the opcodes, which refuse it as Python does.
 #[inline(always)]
 fn fast_entries<const ENTRIES: bool>(
     bytes: &[u8],
@@ -1070,6 +1133,7 @@ fn fast_entries<const ENTRIES: bool>(
     reads: &ReadKeys,
     memo_writes: &mut Vec<(u64, Value)>,
     out: &mut Vec<Value>,
+    frame_end: &mut Option<usize>,
 ) -> Option<FastRead> {
     let start = out.len();
     let mut next = memo_next;
@@ -1120,6 +1184,13 @@ fn fast_entries<const ENTRIES: bool>(
     let mut key: Option<Option<usize>> = None;
     loop {
         let op = *bytes.get(i)?;
+        if !ENTRIES {
+            match *frame_end {
+                Some(end) if i == end => *frame_end = None,
+                Some(end) if i > end => return None,
+                _ => {}
+            }
+        }
         i += 1;
         // Whether the value is kept (a key is looked at only for its place among FIELDS).
         let want = ENTRIES || matches!(key, Some(Some(_)));
@@ -1239,8 +1310,11 @@ fn fast_entries<const ENTRIES: bool>(
                 // event's own bytes have passed this check once).
                 let len = u64::from_le_bytes(bytes.get(i..i + 8)?.try_into().ok()?);
                 i += 8;
-                if !ENTRIES && ((bytes.len() - i) as u64) < len {
+                if !ENTRIES && (((bytes.len() - i) as u64) < len || frame_end.is_some()) {
                     return None;
+                }
+                if !ENTRIES {
+                    *frame_end = Some(i + len as usize);
                 }
                 continue;
             }
@@ -1257,6 +1331,9 @@ fn fast_entries<const ENTRIES: bool>(
             }
         }
     }
+    if !ENTRIES && frame_end.is_some_and(|end| i > end) {
+        return None;
+    }
     Some(FastRead {
         used: i,
         next,
@@ -1264,6 +1341,17 @@ fn fast_entries<const ENTRIES: bool>(
         pairs,
         fields,
     })
+}
+
+/// The opcode before the one at `reader.op_at` ran past the end of its frame, at `end`.
+fn past_frame<R>(reader: &Reader<R>, end: u64) -> PickleError {
+    PickleError {
+        at: reader.op_at,
+        message: format!(
+            "an opcode runs past the end of its frame at byte {end} (Python: pickle exhausted before end of frame)"
+        ),
+        needs_whole: false,
+    }
 }
 
 /// The pickle refers to something a streamed batch forgot.
@@ -1586,11 +1674,15 @@ mod tests {
             .collect();
         places.sort_unstable();
         assert!(places.len() > 900);
+        // Each frame runs to the next (as Python's pickler writes them), the last to the end,
+        // or `overclaim` bytes past it.
         let framed = |overclaim: u64| {
             let mut bytes = plain.clone();
             for (n, &at) in places.iter().enumerate().rev() {
-                let extra = if n == places.len() - 1 { overclaim } else { 0 };
-                let len = (bytes.len() - at) as u64 + extra;
+                let len = match places.get(n + 1) {
+                    Some(&next) => (next - at) as u64,
+                    None => (bytes.len() - at) as u64 + overclaim,
+                };
                 let mut frame = vec![0x95];
                 frame.extend(len.to_le_bytes());
                 bytes.splice(at..at, frame);
@@ -1627,6 +1719,81 @@ mod tests {
             fast.message
         );
         assert_eq!((fast.at, fast.message), (slow.at, slow.message));
+        // A frame ending inside an event's opcode, or a frame begun inside another: Python's
+        // unpickler refuses both, streamed or not (issue 40, the snapshot_differential finding).
+        let mut straddled = bytes.clone();
+        let second = places[1] + 9;
+        straddled[second + 1..second + 9].copy_from_slice(&((places[2] - places[1]) as u64 - 3).to_le_bytes());
+        let mut nested = bytes.clone();
+        nested[second + 1..second + 9].copy_from_slice(&((places[2] - places[1]) as u64 + 3).to_le_bytes());
+        for (bad, says) in [
+            (straddled, "past the end of its frame"),
+            (nested, "before the frame ending"),
+        ] {
+            let fast = streamed(&bad).unwrap_err();
+            let slow = decode(&bad[..], u64::MAX, u64::MAX, None).unwrap_err();
+            assert!(fast.message.contains(says), "{}", fast.message);
+            assert_eq!((fast.at, fast.message), (slow.at, slow.message));
+        }
+    }
+
+    /// Found by `snapshot_differential` (fuzz/RECORD.md): vramlab read pickles whose frames
+    /// Python's unpickler refuses, as `pickle.loads` of a whole buffer does not look at frames
+    /// but `pickle.load` of a file and the reference unpickler do. Each case as Python answers it.
+    #[test]
+    fn frames_are_read_as_pythons_unpickler_reads_them() {
+        let frame = |n: u64| [&[0x95u8][..], &n.to_le_bytes()].concat();
+        let pickle = |parts: &[&[u8]]| [&[0x80u8, 4][..], &parts.concat()].concat();
+        let one = b"J\x01\x00\x00\x00";
+        // pickle.load: 1; the frame ends right after the value, STOP outside it.
+        for ok in [pickle(&[&frame(6), one, b"."]), pickle(&[&frame(5), one, b"."])] {
+            let read = decode(&ok[..], u64::MAX, u64::MAX, None).unwrap();
+            assert_eq!(read.root, Some(Value::Int(1)));
+        }
+        // "pickle exhausted before end of frame": the int's bytes run past the frame.
+        let straddle = pickle(&[&frame(3), one, b"."]);
+        let err = decode(&straddle[..], u64::MAX, u64::MAX, None).unwrap_err();
+        assert!(
+            err.message.contains("runs past the end of its frame at byte 14"),
+            "{}",
+            err.message
+        );
+        // "beginning of a new frame before end of current frame".
+        let nested = pickle(&[&frame(15), one, &frame(1), b"."]);
+        let err = decode(&nested[..], u64::MAX, u64::MAX, None).unwrap_err();
+        assert!(
+            err.message
+                .contains("a frame begins at byte 16 before the frame ending at byte 26"),
+            "{}",
+            err.message
+        );
+    }
+
+    /// Found by `snapshot_differential`: a MARK starts a new stack in Python's unpickler, so
+    /// an opcode may not take, memoise or append to what lies below it ("unexpected MARK
+    /// found"); vramlab's one stack let it. POP with nothing above a mark pops the mark.
+    #[test]
+    fn nothing_below_a_mark_is_taken() {
+        for (bad, op) in [
+            (&b"\x80\x04]((\x94e."[..], "0x94"),
+            (&b"\x80\x04K\x01(\x85."[..], "0x85"),
+            (&b"\x80\x04](K\x01a."[..], "0x61"),
+            (&b"\x80\x04}(K\x01K\x02s."[..], "0x73"),
+            (&b"\x80\x04K\x01(\x32."[..], "0x32"),
+            (&b"\x80\x04((K\x01e."[..], "0x65"),
+        ] {
+            let err = decode(bad, u64::MAX, u64::MAX, None).unwrap_err();
+            assert!(
+                err.message
+                    .contains(&format!("opcode {op} takes a value from below a MARK")),
+                "{}",
+                err.message
+            );
+        }
+        // pickle.loads: [1], the mark popped by POP.
+        let read = decode(&b"\x80\x04](0K\x01a."[..], u64::MAX, u64::MAX, None).unwrap();
+        let root = read.root.as_ref().unwrap();
+        assert_eq!(read.items(root).unwrap(), &[Value::Int(1)]);
     }
 
     #[test]

@@ -86,15 +86,16 @@ pub(super) fn import(name: &str, bytes: &[u8]) -> Result<Trace> {
     let mut fields = [""; MAX_FIELDS];
     while !rest.is_empty() {
         line += 1;
-        let (raw, finished) = match rest.iter().position(|&b| b == b'\n') {
+        // Lines end in LF, CRLF, or (a log saved by an old Mac editor) CR alone.
+        let (raw, finished) = match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
             Some(end) => {
                 let raw = &rest[..end];
-                rest = &rest[end + 1..];
+                let crlf = rest[end] == b'\r' && rest.get(end + 1) == Some(&b'\n');
+                rest = &rest[end + 1 + usize::from(crlf)..];
                 (raw, true)
             }
             None => (std::mem::take(&mut rest), false),
         };
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let skip = |pairing: &mut Pairing, why: &str| pairing.warnings.push(format!("line {line}: {why}; skipped"));
         let Ok(text) = std::str::from_utf8(raw) else {
             skip(&mut pairing, "not text");
@@ -156,8 +157,14 @@ pub(super) fn import(name: &str, bytes: &[u8]) -> Result<Trace> {
                 continue;
             }
         };
-        let parsed = parse(thread, record)
-            .map_err(|(column, value, want)| Error::Trace(format!("{name}:{line}: {column} '{value}' is not {want}")));
+        let parsed = parse(thread, record).map_err(|(column, value, want)| {
+            let shown = snippet(value);
+            let length = match shown.len() < value.len() {
+                true => format!(" ({} characters)", value.chars().count()),
+                false => String::new(),
+            };
+            Error::Trace(format!("{name}:{line}: {column} '{shown}'{length} is not {want}"))
+        });
         let (action, pointer, size, stream) = match parsed {
             Ok(parsed) => parsed,
             Err(_) if !finished => {
@@ -424,6 +431,27 @@ Thread,Time,Action,Pointer,Size,Stream
         let trace = import("log.csv", cut.as_bytes()).unwrap();
         assert_eq!(trace.events, vec![alloc(0, 64, 0)]);
         assert_eq!(trace.warnings.count, 1);
+    }
+
+    /// Issue 40: a log whose lines end in CR alone was one line, refused with its carriage
+    /// returns in the message; a million-digit size is one bounded line naming line and column.
+    #[test]
+    fn cr_only_logs_read_and_huge_numbers_are_one_bounded_line() {
+        let lf = import("lf.csv", LOG.as_bytes()).unwrap();
+        let cr = LOG.replace("\r\n", "\n").replace('\n', "\r");
+        let read = import("cr.csv", cr.as_bytes()).unwrap();
+        assert_eq!(read.events, lf.events);
+        let crlf = LOG.replace("\r\n", "\n").replace('\n', "\r\n");
+        assert_eq!(import("crlf.csv", crlf.as_bytes()).unwrap().events, lf.events);
+        let huge = format!(
+            "Thread,Time,Action,Pointer,Size,Stream\r1,12:00:00.000001,allocate,0x7f00,{},0x0\r\r",
+            "9".repeat(1_000_000)
+        );
+        let err = crate::error_line(&import("huge.csv", huge.as_bytes()).unwrap_err().to_string());
+        assert!(err.starts_with("huge.csv:2: Size '999"), "{}", &err[..80]);
+        assert!(err.contains("(1000000 characters) is not a byte count"), "{err}");
+        assert!(err.len() < 200, "{} bytes", err.len());
+        assert!(!err.contains('\r') && !err.contains('\n'));
     }
 
     #[test]

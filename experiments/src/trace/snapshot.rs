@@ -273,8 +273,12 @@ impl SnapshotEvents {
         }
     }
 
+    /// The keys of a snapshot event this reads, `action` first, then the integers [`Self::push`]
+    /// takes in this order: the one list of them, which the Python layer's dict path reads by.
+    pub const FIELDS: [&'static str; 5] = super::pickle::FIELDS;
+
     /// The next event of `device_traces[device]`: its `action` and, in order, its integer
-    /// `addr`, `size`, `stream` and `device_free` where the event has them (a caller whose event
+    /// `addr`, `size`, `stream` and `device_free` ([`Self::FIELDS`]) where the event has them (a caller whose event
     /// is not a dict of a string action and integer fields reads the snapshot as a pickle
     /// instead). False once an event was refused (the reason comes with [`Self::finish`]).
     pub fn push(&mut self, device: usize, action: &str, numbers: [Option<i128>; 4]) -> bool {
@@ -751,8 +755,9 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
     said
 }
 
-/// Where a snapshot's `allocator_settings` dict keeps the settings string.
-const SETTINGS_KEYS: [&str; 2] = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
+/// Where a snapshot's `allocator_settings` dict keeps the settings string: the second is the
+/// key PyTorch writes (2.11's snapshots name it so), which vramlab's snapshot writer uses too.
+pub(super) const SETTINGS_KEYS: [&str; 2] = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
 
 /// Builds a [`Trace`] from a PyTorch snapshot's device-trace events, in order.
 pub(super) struct SnapshotBuilder {
@@ -1526,7 +1531,7 @@ mod tests {
             w.dict(|w| {
                 w.entry("allocator_settings", |w| {
                     w.dict(|w| {
-                        w.entry("PYTORCH_CUDA_ALLOC_CONF", |w| w.str(text));
+                        w.entry(SETTINGS_KEYS[1], |w| w.str(text));
                         w.entry("expandable_segments", |w| w.bool(expandable));
                         w.entry("max_split_size", |w| w.signed(max_split));
                     })

@@ -168,7 +168,7 @@ pub fn snapshot_bytes(replayed: &ReplayedTrace, settings: Option<&str>) -> Vec<u
         });
         if let Some(settings) = settings {
             w.entry("allocator_settings", |w| {
-                w.dict(|w| w.entry("PYTORCH_CUDA_ALLOC_CONF", |w| w.str(settings)))
+                w.dict(|w| w.entry(super::snapshot::SETTINGS_KEYS[1], |w| w.str(settings)))
             });
         }
     });

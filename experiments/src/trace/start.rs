@@ -311,7 +311,15 @@ impl Extents {
             DeviceAction::SegmentFree => {
                 self.regular.remove(&op.addr);
             }
-            DeviceAction::SegmentMap => self.map(op.addr, end, op.stream),
+            DeviceAction::SegmentMap => {
+                self.map(op.addr, end, op.stream);
+                if let Some(pool) = pool {
+                    if let Some(extent) = self.mapped.get_mut(&op.addr) {
+                        extent.pool = pool;
+                        extent.pool_known = true;
+                    }
+                }
+            }
             DeviceAction::SegmentUnmap => self.unmap(op.addr, end),
             DeviceAction::Oom => {}
         }
@@ -421,13 +429,23 @@ pub(super) fn rebuild(finals: &[FinalSegment], window: Window<'_>, conf: &AllocC
     // address) keep their final pool.
     let mut final_pools: BTreeMap<usize, u32> = BTreeMap::new();
     let mut freed_later: HashSet<u64> = HashSet::new();
+    // Likewise pages mapped in the window that lie in a final expandable segment keep its pool
+    // (an expandable segment serves one pool for its life; without this, the allocations in a
+    // private pool's expandable segments were replayed in the default pools).
     for (i, op) in ops.iter().enumerate().rev() {
+        let end = op.addr.saturating_add(op.size);
         match op.action {
             DeviceAction::SegmentFree => {
                 freed_later.insert(op.addr);
             }
             DeviceAction::SegmentAlloc if !freed_later.contains(&op.addr) => {
                 if let Some(e) = final_extents.regular.get(&op.addr) {
+                    final_pools.insert(i, e.pool);
+                }
+            }
+            DeviceAction::SegmentMap => {
+                if let Some((_, e)) = Extents::containing(&final_extents.mapped, op.addr).filter(|(_, e)| e.end >= end)
+                {
                     final_pools.insert(i, e.pool);
                 }
             }
