@@ -6,7 +6,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use experiments::{
     BackendKind, BlockState, DeviceAction, FirstDifference, OperationView, PolicyResult, PolicySpec, RecordedCheck,
-    RecordedOp, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint, Trace, Verdict,
+    RecordedOp, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint, Trace, TraceEvent, Verdict,
 };
 
 use super::capacity::{Copier, UnlimitedRun};
@@ -532,8 +532,17 @@ impl Observer for Observe<'_> {
         if let Some(r) = self.recorder.as_mut() {
             r.device_ops(meter.ops(), stream);
         }
-        self.first_failure
-            .get_or_insert_with(|| format!("event {index}: {error}"));
+        if self.first_failure.is_none() {
+            // The program's line that asked, where the snapshot's frames name it.
+            let source = match self.trace.events.get(index) {
+                Some(TraceEvent::Alloc { id, .. }) => self.trace.sources.of(*id),
+                _ => None,
+            };
+            self.first_failure = Some(match source {
+                Some(line) => format!("event {index} ({line}): {error}"),
+                None => format!("event {index}: {error}"),
+            });
+        }
     }
 
     fn new_peak(&mut self, policy: &dyn Policy, held: &Held) {
