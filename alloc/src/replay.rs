@@ -724,6 +724,9 @@ pub(crate) fn replay_leaving_copies(
     // Blocks the trace never frees are returned (untimed, and after every figure above), then
     // the cache: whatever the policy still holds afterwards is memory it cannot give back.
     let held = replayer.held;
+    // Device frees while the trace ran, as the job's `num_device_free` counts them: the release
+    // below of what the trace leaves held is the replay's, not the job's.
+    let frees_in_trace = meter.counts().frees;
     replayer.finish(trace, &mut meter, &mut observe)?;
     let held_after_release = meter.reserved();
     let device_check = observe
@@ -752,7 +755,7 @@ pub(crate) fn replay_leaving_copies(
         fragmentation_at_peak: observe.fragmentation,
         rounding_waste_bytes: observe.waste,
         device_allocations: counts.allocations,
-        device_frees: counts.frees,
+        device_frees: frees_in_trace,
         failed_allocs: observe.failed,
         first_failure: observe.first_failure,
         min_capacity_bytes: None,
