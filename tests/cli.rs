@@ -1417,6 +1417,9 @@ fn the_gpu_is_named_gpu_everywhere_and_profile_still_works() {
         let text = String::from_utf8_lossy(&help.stdout);
         assert!(text.contains("--gpu"), "{command}: {text}");
         // Named in --gpu's help as its former name, never offered as an option of its own.
-        assert!(!text.contains("--profile <"), "{command} still offers --profile: {text}");
+        assert!(
+            !text.contains("--profile <"),
+            "{command} still offers --profile: {text}"
+        );
     }
 }
