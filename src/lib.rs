@@ -44,8 +44,10 @@ enum Command {
         /// Where the numbers come from.
         #[arg(long, value_enum, default_value_t = BackendChoice::Sim)]
         backend: BackendChoice,
-        /// Device profile for the model: a built-in name or a profile .toml file.
-        #[arg(long, default_value = DEFAULT_PROFILE)]
+        /// The GPU whose model predicts: a built-in profile (h100, h200; see `vramlab list`) or a
+        /// profile .toml file that `vramlab calibrate` wrote. (`--profile`, its former name, is
+        /// still read.)
+        #[arg(long = "gpu", alias = "profile", value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
         profile: String,
         /// Output folder.
         #[arg(long, default_value = "vramlab-out")]
@@ -67,8 +69,10 @@ enum Command {
         /// The case, as name=value pairs (e.g. threads=256 registers=64 dynamic_shared="40 KiB";
         /// width=4 stride=2; distinct=5 cache=cold).
         params: Vec<String>,
-        /// Device profile: a built-in name or a profile .toml file.
-        #[arg(long, default_value = DEFAULT_PROFILE)]
+        /// The GPU whose model explains: a built-in profile (h100, h200; see `vramlab list`) or a
+        /// profile .toml file that `vramlab calibrate` wrote. (`--profile`, its former name, is
+        /// still read.)
+        #[arg(long = "gpu", alias = "profile", value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
         profile: String,
     },
     /// Write the teaching site: one self-contained HTML page per topic (banks, coalescing,
@@ -81,8 +85,10 @@ enum Command {
         /// ResNet-18 trace.
         #[arg(long)]
         snapshot: Option<PathBuf>,
-        /// Device profile for the models: a built-in name or a profile .toml file.
-        #[arg(long, default_value = DEFAULT_PROFILE)]
+        /// The GPU whose models the pages draw: a built-in profile (h100, h200; see `vramlab list`) or a
+        /// profile .toml file that `vramlab calibrate` wrote. (`--profile`, its former name, is
+        /// still read.)
+        #[arg(long = "gpu", alias = "profile", value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
         profile: String,
     },
     /// Replay an allocation trace through allocator policies and report memory and speed.
@@ -229,7 +235,7 @@ pub fn catalogue() -> Result<serde_json::Value> {
     list::catalogue()
 }
 
-/// `vramlab teach --out DIR [--snapshot FILE] [--profile NAME]`: writes the teaching site and
+/// `vramlab teach --out DIR [--snapshot FILE] [--gpu NAME]`: writes the teaching site and
 /// gives the pages written (the index first).
 pub fn teach_site(out: &Path, snapshot: Option<&Path>, profile: &str) -> Result<Vec<PathBuf>> {
     teach::write_site(out, snapshot, profile)

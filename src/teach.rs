@@ -293,7 +293,9 @@ fn allocator_page(profile: &str, snapshot: Option<&Path>) -> Result<TeachPage> {
                         r.peak_reserved_bytes
                     ),
                 )
-                .strong(),
+                .strong()
+                // Bad where the setting holds a fifth more than its live blocks ever needed.
+                .bad_if(r.peak_reserved_bytes as f64 > 1.2 * r.peak_allocated_bytes as f64),
             );
             facts.push(TeachFact::new(
                 &format!("{key}_peak_allocated"),
@@ -577,6 +579,42 @@ mod tests {
             "{:?}",
             unmeasured.measured
         );
+    }
+
+    /// Issue 38 item 15: a headline is red only where its value is bad, and a page's "in the
+    /// terminal" line is the command of what its controls show first.
+    #[test]
+    fn headlines_are_bad_only_when_bad_and_the_terminal_line_is_the_first_view() {
+        let pages = pages(None, DEFAULT_PROFILE).unwrap();
+        let bad = |slug: &str, panel: &str, key: &str| -> bool {
+            let v = view(&pages, slug, panel, key);
+            let headline = v.facts.iter().find(|f| f.strong).expect("a headline");
+            headline.bad
+        };
+        for (slug, panel, good, poor) in [
+            ("banks", "banks", "4|1", "4|2"),
+            ("banks", "banks", "4|33", "4|32"),
+            ("coalescing", "coalescing", "4|1|0", "4|2|0"),
+            ("constant", "constant", "1|warm", "5|warm"),
+        ] {
+            assert!(!bad(slug, panel, good), "{slug} {good} drawn as bad");
+            assert!(bad(slug, panel, poor), "{slug} {poor} not drawn as bad");
+        }
+        let allocator = &pages.iter().find(|p| p.slug == "allocator").unwrap().panels[0];
+        let first = allocator.initial_view().unwrap();
+        let bad_of = |key: &str| first.facts.iter().find(|f| f.key == key).unwrap().bad;
+        // ResNet-18's defaults hold 2.71 GiB for 1.52 GiB of blocks; expandable 1.56 for 1.51.
+        assert!(bad_of("defaults_peak_reserved") && !bad_of("expandable_peak_reserved"));
+        for page in &pages {
+            let first = page.panels[0].initial_command();
+            if page.terminal.starts_with("vramlab explain") || page.panels.len() == 1 {
+                assert_eq!(
+                    page.terminal, first,
+                    "{}: the terminal line is not the first view's",
+                    page.slug
+                );
+            }
+        }
     }
 
     #[test]

@@ -626,7 +626,7 @@ fn tune_ranks_settings_and_writes_its_report() {
         "tune.json",
         "tune.md",
         "tune.html",
-        "plots/tune_peaks.png",
+        "plots/tune_caps.png",
         "plots/tune_best_timeline.svg",
     ] {
         assert!(out.join(file).exists(), "{file} missing");
@@ -669,6 +669,56 @@ fn tune_ranks_settings_and_writes_its_report() {
     assert_eq!(defaults["always_fits_bytes"], 276u64 << 20);
     assert_eq!(defaults["monotone"], false);
     assert!(defaults["text"].as_str().unwrap().contains("Fitting is not monotone"));
+    // Issue 38 item 15: the plot is of the cap each setting needs, not of peaks the cap clipped
+    // (20 bars all at the cap): each row named by its rank and setting, its "fits at every cap
+    // from" written beside a marker placed at it, fitting and failing in their own colours.
+    assert!(!out.join("plots/tune_peaks.svg").exists());
+    let svg = std::fs::read_to_string(out.join("plots/tune_caps.svg"))
+        .unwrap()
+        .replace("&apos;", "'");
+    assert!(
+        svg.contains("cap 229.8 MiB") || svg.contains("cap 230 MiB"),
+        "the cap's line is named"
+    );
+    let mut markers: Vec<(u64, i64)> = Vec::new();
+    for (rank, r) in results.iter().enumerate() {
+        let label = match r["policy"].as_str().unwrap().trim_start_matches("PYTORCH_ALLOC_CONF=") {
+            "" => "(defaults)".to_string(),
+            setting => format!("'{setting}'"),
+        };
+        assert!(svg.contains(&format!("{}. {label}", rank + 1)), "row {label} unnamed");
+        let always = r["always_fits_bytes"].as_u64().unwrap() >> 20;
+        assert!(svg.contains(&format!("{always} MiB")), "{always} MiB not written");
+        markers.push((always, 0));
+    }
+    // The filled markers, top to bottom (rank order), and where each lies across.
+    let filled: Vec<(i64, i64)> = svg
+        .split("<circle ")
+        .skip(1)
+        .map(|c| c.split('>').next().unwrap())
+        .filter(|c| c.contains("r=\"7\"") && !c.contains("fill=\"none\""))
+        .map(|c| {
+            let attr = |name: &str| -> i64 {
+                let from = c.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                c[from..].split('"').next().unwrap().parse().unwrap()
+            };
+            (attr("cy"), attr("cx"))
+        })
+        .collect();
+    assert_eq!(filled.len(), results.len(), "one marker per setting");
+    let mut by_row = filled.clone();
+    by_row.sort();
+    for (marker, (_, x)) in markers.iter_mut().zip(by_row) {
+        marker.1 = x;
+    }
+    for a in &markers {
+        for b in &markers {
+            assert!(a.0 >= b.0 || a.1 < b.1, "markers out of place: {markers:?}");
+        }
+    }
+    let (fitting, failing) = ("#009E73", "#D55E00");
+    assert_eq!(svg.contains(failing), fits.iter().any(|f| !f), "failing colour");
+    assert_eq!(svg.contains(fitting), fits.iter().any(|f| *f), "fitting colour");
 }
 
 /// What a shell makes of `line` followed by `printenv PYTORCH_ALLOC_CONF`: the setting a job
@@ -1442,4 +1492,26 @@ fn a_report_folder_past_the_values_limit_is_refused_in_one_line() {
     let all: u64 = per_record.iter().sum();
     let output = report(&all.to_string());
     assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// Issue 38 item 10: one name for the GPU across commands: `--gpu` in run, explain and teach as
+/// in trace, replay and tune; `--profile`, the former name, still works and is not offered.
+#[test]
+fn the_gpu_is_named_gpu_everywhere_and_profile_still_works() {
+    let tmp = tempfile::tempdir().unwrap();
+    let by_gpu = vramlab(&["explain", "banks", "stride=2", "--gpu", "h200"], tmp.path());
+    let by_profile = vramlab(&["explain", "banks", "stride=2", "--profile", "h200"], tmp.path());
+    assert!(by_gpu.status.success(), "{}", stderr(&by_gpu));
+    assert_eq!(by_gpu.stdout, by_profile.stdout);
+    assert!(String::from_utf8_lossy(&by_gpu.stdout).contains("H200"));
+    for command in ["run", "explain", "teach", "replay", "tune"] {
+        let help = vramlab(&[command, "--help"], tmp.path());
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(text.contains("--gpu"), "{command}: {text}");
+        // Named in --gpu's help as its former name, never offered as an option of its own.
+        assert!(
+            !text.contains("--profile <"),
+            "{command} still offers --profile: {text}"
+        );
+    }
 }

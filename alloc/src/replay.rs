@@ -6,7 +6,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use experiments::{
     BackendKind, BlockState, DeviceAction, FirstDifference, OperationView, PolicyResult, PolicySpec, RecordedCheck,
-    RecordedOp, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint, Trace, Verdict,
+    RecordedOp, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint, Trace, TraceEvent, Verdict,
 };
 
 use super::capacity::{Copier, UnlimitedRun};
@@ -532,8 +532,17 @@ impl Observer for Observe<'_> {
         if let Some(r) = self.recorder.as_mut() {
             r.device_ops(meter.ops(), stream);
         }
-        self.first_failure
-            .get_or_insert_with(|| format!("event {index}: {error}"));
+        if self.first_failure.is_none() {
+            // The program's line that asked, where the snapshot's frames name it.
+            let source = match self.trace.events.get(index) {
+                Some(TraceEvent::Alloc { id, .. }) => self.trace.sources.of(*id),
+                _ => None,
+            };
+            self.first_failure = Some(match source {
+                Some(line) => format!("event {index} ({line}): {error}"),
+                None => format!("event {index}: {error}"),
+            });
+        }
     }
 
     fn new_peak(&mut self, policy: &dyn Policy, held: &Held) {
@@ -715,6 +724,9 @@ pub(crate) fn replay_leaving_copies(
     // Blocks the trace never frees are returned (untimed, and after every figure above), then
     // the cache: whatever the policy still holds afterwards is memory it cannot give back.
     let held = replayer.held;
+    // Device frees while the trace ran, as the job's `num_device_free` counts them: the release
+    // below of what the trace leaves held is the replay's, not the job's.
+    let frees_in_trace = meter.counts().frees;
     replayer.finish(trace, &mut meter, &mut observe)?;
     let held_after_release = meter.reserved();
     let device_check = observe
@@ -743,7 +755,7 @@ pub(crate) fn replay_leaving_copies(
         fragmentation_at_peak: observe.fragmentation,
         rounding_waste_bytes: observe.waste,
         device_allocations: counts.allocations,
-        device_frees: counts.frees,
+        device_frees: frees_in_trace,
         failed_allocs: observe.failed,
         first_failure: observe.first_failure,
         min_capacity_bytes: None,

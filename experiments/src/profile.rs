@@ -24,7 +24,7 @@ macro_rules! profile_struct {
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
         #[serde(deny_unknown_fields)]
         pub struct Profile {
-            /// Short name (`--profile NAME`).
+            /// Short name (`--gpu NAME`).
             pub name: String,
             /// One sentence: which machine, which date.
             pub description: String,

@@ -239,7 +239,9 @@ pub struct PolicyResult {
     pub rounding_waste_bytes: u64,
     /// Device allocations (cuMemAlloc calls or mapped chunks) made.
     pub device_allocations: u64,
-    /// Device memory returned.
+    /// Device memory returned while the trace ran (cudaFree calls, or pages unmapped), as
+    /// PyTorch's `num_device_free` counts them: the replay's own release, at the end, of what the
+    /// trace leaves held is not counted.
     pub device_frees: u64,
     /// Requests the policy could not satisfy (their frees are skipped).
     pub failed_allocs: u64,

@@ -78,8 +78,10 @@ pub struct TeachFact {
     pub label: String,
     /// The value, formatted.
     pub value: String,
-    /// Whether it is the view's headline (drawn highlighted).
+    /// Whether it is the view's headline (drawn larger).
     pub strong: bool,
+    /// Whether the value is a bad one (a conflict, wasted bytes): drawn red, and only then.
+    pub bad: bool,
 }
 
 impl TeachFact {
@@ -90,12 +92,19 @@ impl TeachFact {
             label: label.to_string(),
             value: value.into(),
             strong: false,
+            bad: false,
         }
     }
 
     /// The same figure, highlighted.
     pub fn strong(mut self) -> TeachFact {
         self.strong = true;
+        self
+    }
+
+    /// The same figure, marked bad where `bad` (drawn red).
+    pub fn bad_if(mut self, bad: bool) -> TeachFact {
+        self.bad = bad;
         self
     }
 }
@@ -124,6 +133,22 @@ impl TeachControl {
 }
 
 impl TeachPanel {
+    /// The view the page shows first: every control at its initial value.
+    pub fn initial_view(&self) -> Option<&TeachView> {
+        let key: Vec<&str> = self
+            .controls
+            .iter()
+            .map(|c| c.values.get(c.initial).map_or("", String::as_str))
+            .collect();
+        self.views.get(&key.join("|"))
+    }
+
+    /// The terminal command of [`Self::initial_view`]: what a page's "in the terminal" line says,
+    /// so that it matches the controls' starting values.
+    pub fn initial_command(&self) -> String {
+        self.initial_view().map(|v| v.command.clone()).unwrap_or_default()
+    }
+
     /// A panel named `id` whose every view `view` computes from its controls' values (in the
     /// controls' order): every combination the controls reach is computed once, here.
     pub fn build(

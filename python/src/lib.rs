@@ -218,7 +218,12 @@ fn snapshot_of_dict(
                     }
                 }
             }
-            if !events.push(d, action, numbers) {
+            let source = if action == "alloc" {
+                program_line_of(event.get_item(intern!(py, "frames"))?)?
+            } else {
+                None
+            };
+            if !events.push_from(d, action, numbers, source) {
                 break;
             }
         }
@@ -236,6 +241,41 @@ fn snapshot_of_dict(
         .finish(SNAPSHOT_DICT, pickled)
         .map(Some)
         .map_err(|e| Failure::from(e).into_py(py))
+}
+
+/// The program's line among an event's `frames` (a list of dicts of `filename`, `line` and
+/// `name`, innermost first), as the pickle reader takes it ([`experiments::program_line`]);
+/// `None` where there are none, or they are not of that shape.
+fn program_line_of(frames: Option<Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    let Some(frames) = frames else { return Ok(None) };
+    let Ok(frames) = frames.downcast::<PyList>() else {
+        return Ok(None);
+    };
+    if frames.is_empty() {
+        return Ok(None);
+    }
+    let mut read: Vec<(String, i128, String)> = Vec::with_capacity(frames.len());
+    for frame in frames.iter() {
+        let Ok(frame) = frame.downcast::<PyDict>() else {
+            continue;
+        };
+        let text = |key: &str| -> PyResult<Option<String>> {
+            Ok(match frame.get_item(key)? {
+                Some(value) => value
+                    .downcast::<PyString>()
+                    .ok()
+                    .map(|s| s.to_cow().map(|c| c.into_owned()))
+                    .transpose()?,
+                None => None,
+            })
+        };
+        let Some(file) = text("filename")? else { continue };
+        let line = frame.get_item("line")?.as_ref().and_then(exact_int).unwrap_or(0);
+        read.push((file, line, text("name")?.unwrap_or_default()));
+    }
+    Ok(experiments::program_line(
+        read.iter().map(|(f, l, n)| (f.as_str(), *l, n.as_str())),
+    ))
 }
 
 /// `value` pickled by Python's pickler once made plain (`vramlab._plain`: subclasses of the

@@ -138,3 +138,40 @@ def test_a_sweep_takes_a_share_of_a_named_gpu():
     answered = vramlab.sweep(step, [1 << 20], gpu="a100-80gb", capacity="1%", name="n")
     assert answered["capacity_bytes"] == int(0.01 * (80 << 30))
     assert answered["answer"].startswith("the largest n that fits under 819 MiB"), answered["answer"]
+
+
+def _framed_snapshot():
+    """A snapshot of a program whose third 1 MiB tensor is made at train.py:12: each allocation's
+    frames hold PyTorch's own frames and a C++ frame around the program's line, as a snapshot
+    recorded with stacks does (innermost first)."""
+    def frames(line):
+        return [
+            {"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"},
+            {"filename": "/usr/lib/python3/site-packages/torch/nn/modules/linear.py", "line": 125, "name": "forward"},
+            {"filename": "/home/me/train.py", "line": line, "name": "step"},
+            {"filename": "/home/me/train.py", "line": 40, "name": "<module>"},
+        ]
+
+    events = [{"action": "alloc", "addr": (1 << 34) + k * (2 << 20), "size": 1 << 20, "stream": 0, "frames": frames(10 + k)} for k in range(3)]
+    return {"segments": [], "device_traces": [events]}
+
+
+def test_a_first_failure_names_the_programs_line(tmp_path):
+    """Issue 38 item 15: the snapshot's frames name the program's line that asked for the
+    request that failed first: from a snapshot dict, and from its pickle."""
+    import pickle
+
+    path = tmp_path / "framed.pickle"
+    path.write_bytes(pickle.dumps(_framed_snapshot()))
+    for given in [_framed_snapshot(), str(path)]:
+        ranked = vramlab.tune(given, capacity="3 MiB", grid=[""])
+        (result,) = ranked["results"]
+        assert result["failed_allocs"] > 0, result
+        assert "(/home/me/train.py:12 in step)" in result["first_failure"], result["first_failure"]
+        assert "linear.py" not in result["first_failure"]
+    # Without frames, nothing is made up.
+    bare = _framed_snapshot()
+    for event in bare["device_traces"][0]:
+        event["frames"] = []
+    (result,) = vramlab.tune(bare, capacity="3 MiB", grid=[""])["results"]
+    assert "train.py" not in result["first_failure"]

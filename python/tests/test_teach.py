@@ -315,3 +315,60 @@ def test_allocator_page_steps_through_resnet18_with_replays_peaks(made, browser,
         assert view["svg"] == 2, "the two settings side by side"
     assert len(seen) == 4, "each step is another event"
     assert results[1]["peak_reserved_bytes"] < results[0]["peak_reserved_bytes"]
+
+
+# Issue 38 item 15: the red of a headline means a bad value; the page's "in the terminal" line is
+# the command of what the controls show first; the terminal boxes fit their width (long lines
+# wrap, as a terminal wraps them, instead of running out of the box).
+HEADLINES = """(() => [...document.querySelectorAll('.facts tr')].filter(r => r.classList.contains('strong') || r.classList.contains('bad'))
+    .map(r => ({key: r.dataset.fact, bad: r.classList.contains('bad'), colour: getComputedStyle(r.querySelector('td')).color})))()"""
+RED = "rgb(198, 40, 40)"
+
+
+def test_headlines_are_red_only_when_bad(made, browser):
+    open_page(browser, made["site"] / "banks.html")
+    for stride, bad in [(1, False), (2, True), (33, False), (32, True)]:
+        choose(browser, "banks", width=4, stride=stride)
+        (headline,) = browser.evaluate(HEADLINES)
+        assert headline["bad"] == bad and (headline["colour"] == RED) == bad, (stride, headline)
+    open_page(browser, made["site"] / "coalescing.html")
+    for stride, bad in [(1, False), (2, True)]:
+        choose(browser, "coalescing", width=4, stride=stride, offset=0)
+        (headline,) = browser.evaluate(HEADLINES)
+        assert (headline["colour"] == RED) == bad, (stride, headline)
+    # The allocator: the defaults hold far more than their blocks need; expandable segments do not.
+    open_page(browser, made["site"] / "allocator.html")
+    colours = {h["key"]: h["colour"] for h in browser.evaluate(HEADLINES)}
+    assert colours["defaults_peak_reserved"] == RED and colours["expandable_peak_reserved"] != RED, colours
+    # Where nothing is bad, nothing is red: latency has no bad value.
+    open_page(browser, made["site"] / "latency.html")
+    assert all(h["colour"] != RED for h in browser.evaluate(HEADLINES))
+
+
+def test_the_terminal_line_is_what_the_controls_show_first(made, browser):
+    for topic in ["banks", "coalescing", "constant", "occupancy", "latency", "allocator"]:
+        open_page(browser, made["site"] / f"{topic}.html")
+        top = browser.evaluate("document.querySelector('p.terminal code').textContent")
+        panel = next(iter(data(browser)))
+        assert top == shown(browser, panel)["command"], topic
+
+
+BOXES = """(() => [...document.querySelectorAll('pre')].filter(p => !p.hidden)
+    .map(p => ({scroll: p.scrollWidth, client: p.clientWidth, text: p.textContent.slice(0, 60)})))()"""
+
+
+def test_terminal_boxes_do_not_overflow(made, browser):
+    problems = []
+    for topic in TOPICS:
+        open_page(browser, made["site"] / f"{topic}.html")
+        for box in browser.evaluate(BOXES):
+            if box["scroll"] > box["client"] + 1:
+                problems.append(f"{topic}: {box}")
+    open_page(browser, made["site"] / "allocator.html")
+    steps = len(data(browser)["allocator"]["controls"][0]["values"])
+    for step in [0, steps // 2, steps - 1]:
+        set_control(browser, "allocator", "step", step)
+        for box in browser.evaluate(BOXES):
+            if box["scroll"] > box["client"] + 1:
+                problems.append(f"allocator step {step}: {box}")
+    assert not problems, "\n".join(problems)

@@ -207,27 +207,42 @@ def tune(
     return json.loads(text)
 
 
+def _gpu_of(gpu: str, profile: Optional[str]) -> str:
+    """The GPU named by ``gpu=``, or by ``profile=``, its former name (still read)."""
+    if profile is None:
+        return gpu
+    if gpu != "h100" and gpu != profile:
+        raise TypeError(f"gpu={gpu!r} and profile={profile!r} name two GPUs: give gpu= alone (profile= is its former name)")
+    return profile
+
+
 def run(
     targets: Union[str, Sequence[str]] = (),
     backend: str = "sim",
-    profile: str = "h100",
+    gpu: str = "h100",
     seed: int = 0,
+    *,
+    profile: Optional[str] = None,
 ) -> List[Dict[str, Any]]:  # records of experiment families, each its own metrics
     """Runs experiments (suites, experiment names or suite .toml paths; none: every suite).
 
+    ``gpu``: the GPU whose model predicts, a built-in profile (``"h100"``, ``"h200"``) or a
+    profile file ``vramlab calibrate`` wrote (``profile=`` is its former name, still read).
     Returns one record per experiment: ``{"experiment", "backend", "device", "profile",
     "seed", "points": [{"params", "metrics"}], ...}``. ``backend="hw"`` needs a CUDA GPU.
     """
     names = [targets] if isinstance(targets, str) else builtins.list(targets)
-    return json.loads(_vramlab.run(names, backend, profile, seed))
+    return json.loads(_vramlab.run(names, backend, _gpu_of(gpu, profile), seed))
 
 
-def explain(topic: str, profile: str = "h100", **params: Any) -> str:
-    """A teaching view of one case: ``occupancy``, ``banks``, ``coalescing`` or ``constant``.
+def explain(topic: str, gpu: str = "h100", **params: Any) -> str:
+    """A teaching view of one case: ``occupancy``, ``banks``, ``coalescing`` or ``constant``, on
+    ``gpu`` (a built-in profile or a profile file; ``profile=`` is its former name, still read).
 
     >>> print(vramlab.explain("occupancy", threads=256, registers=64))
     """
-    return _vramlab.explain(topic, [f"{k}={v}" for k, v in params.items()], profile)
+    gpu = _gpu_of(gpu, params.pop("profile", None))
+    return _vramlab.explain(topic, [f"{k}={v}" for k, v in params.items()], gpu)
 
 
 def report(out: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
@@ -238,11 +253,18 @@ def report(out: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
     return {"markdown": markdown, "html": html, "plots": plots}
 
 
-def teach(out: Union[str, "os.PathLike[str]"] = "vramlab-out/teach", snapshot: Union[None, str, "os.PathLike[str]"] = None, profile: str = "h100") -> List[str]:
+def teach(
+    out: Union[str, "os.PathLike[str]"] = "vramlab-out/teach",
+    snapshot: Union[None, str, "os.PathLike[str]"] = None,
+    gpu: str = "h100",
+    *,
+    profile: Optional[str] = None,
+) -> List[str]:
     """Writes the teaching pages into ``out``, as ``vramlab teach --out DIR`` does: self-contained
     HTML with sliders, offline. ``snapshot``: a PyTorch memory snapshot for the allocator page
-    instead of the committed one. Returns the pages written, the index first (open it)."""
-    return _vramlab.teach(os.fspath(out), None if snapshot is None else os.fspath(snapshot), profile)
+    instead of the committed one; ``gpu``: the GPU whose models the pages draw (``profile=`` is
+    its former name, still read). Returns the pages written, the index first (open it)."""
+    return _vramlab.teach(os.fspath(out), None if snapshot is None else os.fspath(snapshot), _gpu_of(gpu, profile))
 
 
 def list() -> Catalogue:  # noqa: A001 - vramlab.list mirrors `vramlab list`; this module calls builtins.list

@@ -14,6 +14,7 @@ mod export_perfetto;
 mod exports;
 mod names;
 mod plot_agreement;
+mod plot_caps;
 mod plot_error;
 mod plot_peaks;
 mod plot_sweep;

@@ -170,7 +170,7 @@ main { max-width:1320px; margin:0 auto; padding:1rem 1.5rem 3rem; }
 h1 { font-size:1.9rem; margin:.5rem 0; }
 h2 { font-size:1.35rem; margin:1.2rem 0 .5rem; }
 code, pre { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; }
-pre { background:#f5f5f5; border:1px solid var(--line); padding:.6rem; overflow-x:auto; font-size:.8rem; line-height:1.35; }
+pre { background:#f5f5f5; border:1px solid var(--line); padding:.6rem; overflow-x:auto; font-size:.8rem; line-height:1.35; white-space:pre-wrap; overflow-wrap:anywhere; }
 .panel { border-top:2px solid var(--line); margin-top:1rem; }
 .controls { display:grid; grid-template-columns:max-content minmax(12rem, 28rem) max-content; gap:.3rem .8rem; align-items:center; margin:.5rem 0 1rem; }
 .controls br { display:none; }
@@ -182,7 +182,8 @@ select { font-size:1rem; padding:.2rem; }
 .facts th { text-align:left; font-weight:normal; color:var(--muted); padding:.15rem 1rem .15rem 0; }
 .facts td { padding:.15rem 0; font-weight:600; white-space:nowrap; }
 .facts td.wrap { white-space:normal; }
-.facts tr.strong td { color:var(--bad); font-size:1.15rem; }
+.facts tr.strong td { font-size:1.15rem; }
+.facts tr.bad td { color:var(--bad); }
 .measured { margin:.3rem 0 .6rem; padding:.4rem .6rem; border-left:4px solid var(--a); background:#e3f2fd; }
 .measured.none { border-left-color:var(--muted); background:#f0f0f0; color:var(--muted); }
 .picture svg { max-width:100%; height:auto; display:block; }
@@ -340,7 +341,9 @@ const SCRIPT: &str = r##"
       return;
     }
     facts.innerHTML = view.facts.map(function (f) {
-      return '<tr data-fact="' + esc(f.key) + '"' + (f.strong ? ' class="strong"' : '') + '><th>' + esc(f.label) + '</th><td' + (f.value.length > 70 ? ' class="wrap"' : '') + '>' + esc(f.value) + '</td></tr>';
+      // Headlines drawn larger; red only for a bad value.
+      var cls = [f.strong ? 'strong' : '', f.bad ? 'bad' : ''].filter(Boolean).join(' ');
+      return '<tr data-fact="' + esc(f.key) + '"' + (cls ? ' class="' + cls + '"' : '') + '><th>' + esc(f.label) + '</th><td' + (f.value.length > 70 ? ' class="wrap"' : '') + '>' + esc(f.value) + '</td></tr>';
     }).join('');
     var measured = document.getElementById(id + '-measured');
     measured.innerHTML = view.measured.map(function (m) { return '<div>' + esc(m) + '</div>'; }).join('');

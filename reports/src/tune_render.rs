@@ -1,5 +1,5 @@
-//! Renders a tune record (`tune.json`, ranked) into tune.md, tune.html and plots: peak reserved
-//! per setting, and reserved over the trace for the best few.
+//! Renders a tune record (`tune.json`, ranked) into tune.md, tune.html and plots: the cap each
+//! setting needs, and reserved over the trace for the best few.
 
 use std::path::Path;
 
@@ -8,7 +8,7 @@ use experiments::{format_bytes, write_atomically, PolicyResult, ReplayRecord, Ve
 use crate::chart::render_both;
 use crate::document::{to_html, to_markdown, Block, Table, FOLD_ROWS};
 use crate::error::Result;
-use crate::plot_peaks::PeaksChart;
+use crate::plot_caps::CapsChart;
 use crate::plot_timeline::TimelineChart;
 use crate::render::Rendered;
 
@@ -316,45 +316,65 @@ pub fn render_tune(dir: &Path) -> Result<Rendered> {
     }
     blocks.extend(self_check(&record));
     blocks.push(Block::Heading(2, "Plots".into()));
-    // Setting strings are too long for an axis: the bars carry their rank, "x" marking a misfit.
-    let by_rank: Vec<PolicyResult> = record
-        .results
-        .iter()
-        .enumerate()
-        .map(|(i, r)| PolicyResult {
-            policy: format!("{}{}", i + 1, if r.failed_allocs > 0 { "x" } else { "" }),
-            ..r.clone()
-        })
-        .collect();
+    // The figure users need: the cap from which each setting fits, beside the cap given.
     plots.extend(render_both(
         &plot_dir,
-        "tune_peaks",
-        &PeaksChart::new("peak reserved per setting (by rank; x: does not fit)".into(), &by_rank),
+        "tune_caps",
+        &CapsChart::new(
+            match record.capacity_bytes {
+                Some(cap) => format!(
+                    "the cap each setting needs (fits at every cap from), against the cap of {}",
+                    ReplayRecord::format_cap(cap)
+                ),
+                None => "the cap each setting needs (fits at every cap from)".into(),
+            },
+            &record,
+        ),
     )?);
-    blocks.push(image("tune_peaks"));
-    let best = &by_rank[..by_rank.len().min(BEST_SHOWN)];
+    blocks.push(image("tune_caps"));
+    // The timeline's legend names each by its setting, in rank order.
+    let best = &record.results[..record.results.len().min(BEST_SHOWN)];
     plots.extend(render_both(
         &plot_dir,
         "tune_best_timeline",
         &TimelineChart::new(format!("reserved and allocated, best {}", best.len()), best),
     )?);
     blocks.push(image("tune_best_timeline"));
-    let failures = record.results.iter().filter(|r| r.first_failure.is_some());
-    if failures.clone().next().is_some() {
+    let groups = failure_groups(&record.results);
+    if !groups.is_empty() {
         blocks.push(Block::Heading(2, "First failures".into()));
+        blocks.push(Block::Paragraph(
+            "Where each setting that fails first fails, settings that fail alike together (the program's line is named where the snapshot's frames give it).".into(),
+        ));
     }
-    for r in failures {
-        blocks.push(Block::Paragraph(format!(
-            "{}: first failure at {}",
-            r.setting_label(),
-            r.first_failure.as_deref().unwrap_or_default()
-        )));
+    for (failure, settings) in groups {
+        let names: Vec<String> = settings.iter().map(|r| r.quoted_label()).collect();
+        blocks.push(Block::Paragraph(match names.len() {
+            1 => format!("{}: first failure at {failure}", names[0]),
+            n => format!("{} ({n} settings, alike): first failure at {failure}", names.join(", ")),
+        }));
     }
     let markdown = dir.join("tune.md");
     let html = dir.join("tune.html");
     write_atomically(&markdown, to_markdown(&blocks).as_bytes())?;
     write_atomically(&html, to_html("vramlab tune", &blocks).as_bytes())?;
     Ok(Rendered { markdown, html, plots })
+}
+
+/// The first failures of `results`, each with the settings that fail exactly so, in rank order
+/// of each failure's first setting.
+fn failure_groups(results: &[PolicyResult]) -> Vec<(&str, Vec<&PolicyResult>)> {
+    let mut groups: Vec<(&str, Vec<&PolicyResult>)> = Vec::new();
+    for r in results {
+        let Some(failure) = r.first_failure.as_deref() else {
+            continue;
+        };
+        match groups.iter_mut().find(|(f, _)| *f == failure) {
+            Some((_, settings)) => settings.push(r),
+            None => groups.push((failure, vec![r])),
+        }
+    }
+    groups
 }
 
 fn image(stem: &str) -> Block {

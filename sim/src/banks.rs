@@ -374,7 +374,8 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
                     "Passes over the banks (wavefronts)",
                     access.wavefronts.to_string(),
                 )
-                .strong(),
+                .strong()
+                .bad_if(access.wavefronts > access.min_wavefronts),
                 TeachFact::new(
                     "min_wavefronts",
                     "Passes without conflicts",
@@ -406,7 +407,7 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
             "Shared memory is 32 banks of 4-byte words; each bank delivers one word per pass. Move the stride and watch which bank each of the warp's 32 lanes lands in: lanes that pile into one bank with different words take one pass each (a conflict); lanes reading the same word share it (a broadcast).".into(),
             "Each lane is drawn at the bank of its first word (8- and 16-byte loads also touch the next one or three banks); rows are the passes the model counts.".into(),
         ],
-        terminal: format!("vramlab explain banks width=4 stride=2{}", t.profile_flag),
+        terminal: panel.initial_command(),
         panels: vec![panel],
         notes: vec![
             format!("Model: sim/src/banks.rs with profile '{}' ({}).", t.profile.name, shared.source),

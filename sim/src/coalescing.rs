@@ -736,7 +736,8 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
                         footprint.sectors * global.sector_bytes
                     ),
                 )
-                .strong(),
+                .strong()
+                .bad_if(footprint.useful_bytes < footprint.sectors * global.sector_bytes),
                 TeachFact::new("bound", "The bound that sets the time", bound),
                 TeachFact::new(
                     "time_us",
@@ -768,7 +769,7 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
         intro: vec![
             "A warp's global read is served in 32-byte sectors of 128-byte lines. Move the stride, width and offset and see which sectors the 32 lanes touch (only the sectors touched are drawn, numbered from the first lane's), how much of what is fetched is used, and which limit the model says sets the time.".into(),
         ],
-        terminal: format!("vramlab explain coalescing width=4 stride=2{}", t.profile_flag),
+        terminal: panel.initial_command(),
         panels: vec![panel],
         notes: vec![
             format!("Model: sim/src/coalescing.rs with profile '{}'; the array read is the explain default (1 GiB, 32 lanes active).", t.profile.name),

@@ -250,7 +250,8 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
                     "Predicted cycles per dependent access",
                     format!("{cycles:.0}"),
                 )
-                .strong(),
+                .strong()
+                .bad_if(values[0] != "1"),
             ],
             measured: t.measured(&workload, "cycles", "cycles", |v| format!("{v:.1}")),
             command,
@@ -267,7 +268,7 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
         intro: vec![
             "The constant cache serves one address per pass. A warp whose lanes all read one word is served at once; each further distinct word adds a pass. Move the slider and watch the cost climb.".into(),
         ],
-        terminal: format!("vramlab explain constant distinct=5{}", t.profile_flag),
+        terminal: panel.initial_command(),
         panels: vec![panel],
         notes: vec![format!("Model: sim/src/constant.rs with profile '{}'.", t.profile.name)],
     })

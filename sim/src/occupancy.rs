@@ -421,7 +421,9 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
         let (text, command) = t.explain("occupancy", &a)?;
         Ok(TeachView {
             facts: vec![
-                TeachFact::new("blocks_per_sm", "Resident blocks per SM", blocks.to_string()).strong(),
+                TeachFact::new("blocks_per_sm", "Resident blocks per SM", blocks.to_string())
+                    .strong()
+                    .bad_if(blocks == 0),
                 TeachFact::new(
                     "warps_per_sm",
                     "Resident warps per SM",
@@ -462,7 +464,7 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
         intro: vec![
             "An SM holds as many blocks of a kernel as its warp slots, registers, shared memory and block slots all allow. Move threads, registers and shared memory: the bar that binds is red, and the page says how far one resource must fall before another block fits.".into(),
         ],
-        terminal: format!("vramlab explain occupancy threads=256 registers=64{}", t.profile_flag),
+        terminal: panel.initial_command(),
         panels: vec![panel],
         notes: vec![
             format!("Model: sim/src/occupancy.rs with the SM of profile '{}' ({}).", t.profile.name, t.profile.device.name),

@@ -93,7 +93,9 @@ pub(crate) fn teach_page(t: &Teacher) -> Result<TeachPage, experiments::Error> {
             );
             Ok(TeachView {
                 facts: vec![
-                    TeachFact::new("time_us", "Predicted time, overlapped", format!("{time:.0} us")).strong(),
+                    TeachFact::new("time_us", "Predicted time, overlapped", format!("{time:.0} us"))
+                        .strong()
+                        .bad_if(speedup < 1.05),
                     TeachFact::new(
                         "serial_time_us",
                         "Predicted time, copy then compute",

@@ -24,7 +24,7 @@ pub(crate) struct Teacher<'a> {
     /// The profile the models read.
     pub(crate) profile: &'a Profile,
     measured: &'a [Measured],
-    /// ` --profile NAME` where the profile is not the default, for the commands shown.
+    /// ` --gpu NAME` where the profile is not the default, for the commands shown.
     pub(crate) profile_flag: String,
 }
 
@@ -42,7 +42,7 @@ pub fn teach_pages(
         profile_flag: if profile_arg == experiments::DEFAULT_PROFILE {
             String::new()
         } else {
-            format!(" --profile {profile_arg}")
+            format!(" --gpu {profile_arg}")
         },
     };
     Ok(TeachPage::merge(teaching_pages(&teacher)?))

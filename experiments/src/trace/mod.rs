@@ -303,6 +303,65 @@ pub struct Trace {
     /// `record_pinned_host_memory=True`) as its own pool, never in the device's figures.
     #[serde(skip)]
     pub host_state: Vec<crate::PoolState>,
+    /// The program's source line of each allocation whose recorded stack names one (a
+    /// snapshot's `frames`), by the allocation's id: what a failure names.
+    #[serde(skip)]
+    pub sources: AllocSources,
+}
+
+/// The program's source lines of a trace's allocations, by allocation id (a snapshot's frames
+/// give them; most traces have none).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AllocSources {
+    /// (allocation id, index into `lines`), by id.
+    by_id: Vec<(u64, u32)>,
+    lines: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl AllocSources {
+    /// Records that allocation `id` (ids given in increasing order) was made at `line`.
+    pub fn push(&mut self, id: u64, line: String) {
+        let at = match self.index.get(&line) {
+            Some(&at) => at,
+            None => {
+                let at = self.lines.len() as u32;
+                self.index.insert(line.clone(), at);
+                self.lines.push(line);
+                at
+            }
+        };
+        debug_assert!(self.by_id.last().is_none_or(|(last, _)| *last < id));
+        self.by_id.push((id, at));
+    }
+
+    /// Where allocation `id` was made, as `file:line in function`.
+    pub fn of(&self, id: u64) -> Option<&str> {
+        let at = self.by_id.binary_search_by_key(&id, |(i, _)| *i).ok()?;
+        self.lines.get(self.by_id[at].1 as usize).map(String::as_str)
+    }
+
+    /// Whether no allocation's line is known.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+}
+
+/// The program's own line among a recorded stack (`frames`, innermost first, each a file, line
+/// and function), as `file:line in function`: the innermost frame that is neither a library's
+/// (PyTorch's, an installed package's, the standard library's) nor native code (C++ frames of
+/// `context="all"` stacks). `None` where every frame is a library's.
+pub fn program_line<'a>(frames: impl IntoIterator<Item = (&'a str, i128, &'a str)>) -> Option<String> {
+    frames.into_iter().find_map(|(file, line, name)| {
+        // Native frames (C++ of `context="all"` stacks, `??`) and frozen bootstrap code are not
+        // Python files; a notebook's cells are the program's.
+        let python = file.ends_with(".py") || file.starts_with("<ipython-input");
+        let library = ["/site-packages/", "/dist-packages/", "/torch/", "/lib/python3"]
+            .iter()
+            .any(|part| file.contains(part));
+        let library = !python || library;
+        (!library).then(|| format!("{file}:{line} in {name}"))
+    })
 }
 
 impl Trace {
@@ -1034,7 +1093,35 @@ impl Pairing {
             torch: crate::ReleaseChoice::resolve(None, None).unwrap_or_default(),
             state_at_end: Vec::new(),
             host_state: Vec::new(),
+            sources: AllocSources::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+
+    #[test]
+    fn the_programs_line_is_the_innermost_frame_outside_the_libraries() {
+        let frames = [
+            ("??", 0, "c10::cuda::CUDACachingAllocator::malloc"),
+            (
+                "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/conv.py",
+                456,
+                "_conv_forward",
+            ),
+            ("<frozen runpy>", 88, "_run_code"),
+            ("/home/me/train.py", 12, "step"),
+            ("/home/me/train.py", 40, "<module>"),
+        ];
+        assert_eq!(program_line(frames).as_deref(), Some("/home/me/train.py:12 in step"));
+        assert_eq!(program_line([("/usr/lib/python3.11/threading.py", 1, "run")]), None);
+        let mut sources = AllocSources::default();
+        sources.push(3, "a.py:1 in f".into());
+        sources.push(7, "a.py:1 in f".into());
+        assert_eq!(sources.of(7), Some("a.py:1 in f"));
+        assert_eq!(sources.of(5), None);
     }
 }
 

@@ -50,7 +50,7 @@ fn import_with(name: &str, open: &Opener<'_>, device: Option<usize>, limit: u64,
                 builders[d].skip();
                 return Ok(());
             }
-            push_event(&mut builders[d], event, d).inspect_err(|what| failure = Some(what.clone()))
+            push_event(&mut builders[d], event, d, None).inspect_err(|what| failure = Some(what.clone()))
         };
         let sink: &mut EventSink<'_> = &mut sink;
         let reads = pickle::scan_reads(open()?, limit).map_err(pickle_error)?;
@@ -117,7 +117,7 @@ fn assemble(
             continue;
         }
         for event in events {
-            push_event(&mut builders[d], Event::Value(pickle, event), d).map_err(|what| schema(&what))?;
+            push_event(&mut builders[d], Event::Value(pickle, event), d, None).map_err(|what| schema(&what))?;
         }
     }
     let segments = if bare { Some(root) } else { pickle.get(root, "segments") };
@@ -282,6 +282,18 @@ impl SnapshotEvents {
     /// is not a dict of a string action and integer fields reads the snapshot as a pickle
     /// instead). False once an event was refused (the reason comes with [`Self::finish`]).
     pub fn push(&mut self, device: usize, action: &str, numbers: [Option<i128>; 4]) -> bool {
+        self.push_from(device, action, numbers, None)
+    }
+
+    /// [`Self::push`] of an allocation whose frames name the program's line (`source`, as
+    /// [`crate::program_line`] gives it).
+    pub fn push_from(
+        &mut self,
+        device: usize,
+        action: &str,
+        numbers: [Option<i128>; 4],
+        source: Option<String>,
+    ) -> bool {
         if self.failure.is_some() {
             return false;
         }
@@ -311,7 +323,7 @@ impl SnapshotEvents {
             }
         }
         let event = Event::Fields(&self.empty, &values, &fields);
-        match push_event(&mut self.builders[device], event, device) {
+        match push_event(&mut self.builders[device], event, device, source) {
             Ok(()) => true,
             Err(what) => {
                 self.failure = Some(what);
@@ -611,7 +623,12 @@ fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result:
 
 /// One event of `device_traces[device]`, the builder's next, into it; what is wrong with it
 /// otherwise, named by its place.
-fn push_event(builder: &mut SnapshotBuilder, event: Event<'_>, device: usize) -> std::result::Result<(), String> {
+fn push_event(
+    builder: &mut SnapshotBuilder,
+    event: Event<'_>,
+    device: usize,
+    source: Option<String>,
+) -> std::result::Result<(), String> {
     let index = builder.index;
     let pickle = event.pickle();
     if !event.is_dict() {
@@ -657,12 +674,42 @@ fn push_event(builder: &mut SnapshotBuilder, event: Event<'_>, device: usize) ->
             })
             .unwrap_or(0);
         builder.push("oom", free, number(size)?, number(stream)?);
+    } else if action == "alloc" {
+        // The program's line, from the frames an event read whole carries (the fast path reads
+        // only events whose frames are empty).
+        let source = source.or_else(|| {
+            event
+                .value()
+                .and_then(|value| pickle.get(value, "frames"))
+                .and_then(|frames| pickle.items(frames))
+                .and_then(|frames| program_line_of(pickle, frames))
+        });
+        builder.push_from(action, number(addr)?, number(size)?, number(stream)?, source);
     } else if SnapshotBuilder::wants(action) {
         builder.push(action, number(addr)?, number(size)?, number(stream)?);
     } else {
         builder.skip();
     }
     Ok(())
+}
+
+/// [`super::program_line`] of a snapshot event's `frames` (dicts of `filename`, `line`, `name`).
+fn program_line_of(pickle: &Pickle, frames: &[Value]) -> Option<String> {
+    super::program_line(frames.iter().filter_map(|frame| {
+        let file = match pickle.get(frame, "filename")? {
+            Value::Str(s) => &**s,
+            _ => return None,
+        };
+        let line = match pickle.get(frame, "line") {
+            Some(Value::Int(n)) => *n,
+            _ => 0,
+        };
+        let name = match pickle.get(frame, "name") {
+            Some(Value::Str(s)) => &**s,
+            _ => "",
+        };
+        Some((file, line, name))
+    }))
 }
 
 /// The oldest release that could have written a snapshot, and the field that shows it: its
@@ -773,6 +820,8 @@ pub(super) struct SnapshotBuilder {
     /// The trace's live allocations by address: their end, and the event that made them.
     spans: BTreeMap<u64, (u64, usize)>,
     index: usize,
+    /// The program's line of each allocation whose frames name one.
+    sources: super::AllocSources,
 }
 
 impl Default for SnapshotBuilder {
@@ -793,6 +842,7 @@ impl SnapshotBuilder {
             unknown_actions: BTreeMap::new(),
             spans: BTreeMap::new(),
             index: 0,
+            sources: super::AllocSources::default(),
         }
     }
 
@@ -820,6 +870,11 @@ impl SnapshotBuilder {
 
     /// The next event of the device trace (for `oom`, `addr` is the device's free bytes).
     pub(super) fn push(&mut self, action: &str, addr: u64, size: u64, stream: u64) {
+        self.push_from(action, addr, size, stream, None)
+    }
+
+    /// [`Self::push`], with the program's line that made an allocation where its frames name one.
+    pub(super) fn push_from(&mut self, action: &str, addr: u64, size: u64, stream: u64, source: Option<String>) {
         let index = self.index;
         self.index += 1;
         let at = self.pairing.events.len();
@@ -836,6 +891,9 @@ impl SnapshotBuilder {
             "alloc" => {
                 self.alloc_addrs.push(addr);
                 self.overlapping(index, addr, size);
+                if let Some(line) = source {
+                    self.sources.push(self.pairing.next_id, line);
+                }
                 self.pairing.alloc(index, addr, size, stream)
             }
             "free_requested" => {
@@ -909,6 +967,7 @@ impl SnapshotBuilder {
             unknown_actions,
             spans: _,
             index: _,
+            sources,
         } = self;
         let mut unknowns = Vec::new();
         let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
@@ -993,6 +1052,7 @@ impl SnapshotBuilder {
             .collect();
         let (placed, inferred) = place_program_actions(&mut trace, recorded_ops, &alloc_addrs, &rebuilt, &conf);
         trace.alloc_addrs = alloc_addrs;
+        trace.sources = sources;
         unknowns.extend(placed);
         if has_start {
             let mut start = rebuilt.start;
