@@ -159,6 +159,61 @@ def segmented_radix_sort_temp(n: int, key_size: int, value_size: int) -> int:
     return size if size else 1
 
 
+# ScanTileState (cub/agent/single_pass_scan_operators.cuh): one state per tile plus a warp's worth
+# of padding (num_tiles_to_num_tile_states, lines 544-547); for a primitive T each state is one
+# TxnWord (ulonglong2 for 8 bytes, uint2 for 4, unsigned int below: lines 608-614, 632-633), and
+# tile_state_allocation_size (lines 549-566) lays them out with AliasTemporaries, whose result the
+# dispatch aligns once more (dispatch_scan.cuh:289-301, dispatch_unique_by_key.cuh:305-319).
+WARP_THREADS = 32
+
+
+def tile_state_bytes(num_tiles: int, value_size: int) -> int:
+    """ScanTileState<T, true>::AllocationSize for a primitive T of `value_size` bytes."""
+    txn_word = 16 if value_size == 8 else 8 if value_size == 4 else 4
+    return alias_temporaries([(WARP_THREADS + num_tiles) * txn_word, 0, 0])
+
+
+def mem_bound_scaling(threads: int, items: int, size: int) -> Tuple[int, int]:
+    """cub::detail::MemBoundScaling (cub/util_arch.cuh:151-159): (block threads, items per thread)."""
+    per_thread = max(1, min(items * 4 // size, items * 2))
+    block = min(threads, ceil_div(MAX_SMEM_PER_BLOCK // (size * per_thread), 32) * 32)
+    return block, per_thread
+
+
+# PyTorch's exclusive_scan splits at this many items (ATen/cuda/cub.cuh:201, impl::max_cub_size).
+MAX_CUB_SIZE = 2**30
+
+
+def exclusive_sum_temp(n: int, accum_size: int) -> int:
+    """temp_storage_bytes of the cub::DeviceScan::ExclusiveScan that at::cuda::cub::exclusive_sum
+    runs (cub.cu: exclusive_sum_in_common_type passes its own SumOp, which CUB does not count as a
+    primitive operator, so sm90 takes DefaultPolicy: AgentScanPolicy<128, 15> under
+    MemBoundScaling, tuning_scan.cuh:477-481, 514-517); one pass of at most 2**30 items."""
+    n = min(n, MAX_CUB_SIZE)
+    block, per_thread = mem_bound_scaling(128, 15, accum_size)
+    num_tiles = ceil_div(n, block * per_thread)
+    return alias_temporaries([tile_state_bytes(num_tiles, accum_size)])
+
+
+# sm90_tuning of DeviceSelect::UniqueByKey (tuning_unique_by_key.cuh:442-449 and 492-500, picked by
+# policy_hub::Policy900, line 847), (key bytes, value bytes):
+# (threads, items); PyTorch's values are a counting_iterator<int>.
+SM90_UNIQUE_BY_KEY: Dict[Tuple[int, int], Tuple[int, int]] = {(8, 4): (640, 7), (4, 4): (512, 14)}
+
+
+def unique_by_key_temp(n: int, key_size: int, value_size: int = 4) -> Optional[int]:
+    """temp_storage_bytes of cub::DeviceSelect::UniqueByKey on sm90 (DispatchUniqueByKey::Invoke,
+    dispatch_unique_by_key.cuh:291-319): the tile states of its unsigned long long offsets (PyTorch
+    passes n as int64_t: choose_offset_t) and no virtual shared memory (the agent fits 48 KiB);
+    None for key and value sizes whose tuning is not read here."""
+    tuning = SM90_UNIQUE_BY_KEY.get((key_size, value_size))
+    if tuning is None:
+        return None
+    threads, items = tuning
+    num_tiles = ceil_div(n, threads * items)
+    return alias_temporaries([tile_state_bytes(num_tiles, OFFSET_SIZE), 0])
+
+
 def key_bits(dtype: Any, torch: Any) -> Tuple[int, bool]:
     """(bytes, is float32) of a sort key as CUB sees it (c10::Half as __half, and so on)."""
     size = torch.empty((), dtype=dtype, device="meta").element_size()
