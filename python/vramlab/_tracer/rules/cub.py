@@ -38,6 +38,17 @@ installed headers: the in-place sort for a sorted dimension of at most 4096):
 - 128 segments or more (``segmented_sort_pairs``): the reverse indices (numel x 8) and
   ``DeviceSegmentedRadixSort`` into the outputs.
 
+The backward of indexing (IndexPutAccumulate): ``_index_put_impl_(zeros, indices, grad,
+accumulate, unsafe)`` in place, through ``index_put_with_sort_kernel`` (Indexing.cu): self's
+contiguous copy if needed; per index tensor ``remainder`` and its product with the stride (the
+remainder freed; a CPU index computed there and copied over), each after the first added into the
+first and freed; the value's contiguous copy; src's copy if the indices were transposed to the
+front; sorted_indices, orig_indices, arange and a CUB pair sort on
+``get_num_bits((numel - 1) / sliceSize)`` bits; freed in reverse. The program's own index_put_
+with accumulate (range checks on) is noted, not sized. Checked against all 51 index_put_ calls of
+the H100 recordings (tv_swin_t_bf16, tv_swin_t_bf16_batch16: 24 each; dlrm_embeddingbag_adagrad:
+3), allocation by allocation.
+
 Checked against every radix-sort allocation of the H100 recordings
 (reports/reference/h100/trace-workloads; the table is in the commit and the report).
 
@@ -51,7 +62,8 @@ import math
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..compat import by_release
-from . import Call, Rule, register
+from ..where import user_frame
+from . import PASS, Call, Rule, register
 
 # CCCL's constants (see the module's notes).
 ALIGN = 256
@@ -337,3 +349,160 @@ class CubSortScratch(Rule):
                 addrs.append((record.alloc(value, frame), value))
             else:
                 record.free(*addrs[value])
+
+
+# index_put_ with accumulate=True on CUDA (aten/src/ATen/native/cuda/Indexing.cu, 2.11):
+# _index_put_impl_ sends it to index_put_with_sort_kernel, which linearises the indices
+# (makeLinearIndex, computeLinearIndex), sorts them with CUB and accumulates.
+
+
+def get_num_bits(max_key: int) -> int:
+    """at::cuda::cub::get_num_bits (ATen/cuda/cub.h:14-21)."""
+    bits = 1
+    while max_key > 1:
+        max_key >>= 1
+        bits += 1
+    return bits
+
+
+def index_put_with_sort_allocations(self_copy: int, indices: List[Tuple[bool, int]], value_copy: int, src_copy: int,
+                                    num_indices: int, slice_size: int, nbits: int) -> List[Tuple[str, int]]:
+    """What index_put_with_sort_kernel (Indexing.cu) asks the caching allocator for without its
+    range checks (unsafe, as the backward of indexing calls it), in order: ("alloc", size),
+    ("free", index of the alloc). `self_copy`, `value_copy`, `src_copy`: the bytes of
+    self.contiguous(), the expanded value's .contiguous() and the transposed src's .contiguous()
+    (0 where no copy is made); `indices`: (on the GPU, elements) of each index tensor after
+    broadcasting, in dimension order."""
+    events: List[Tuple[str, int]] = []
+    sizes: List[int] = []
+
+    def alloc(size: int) -> int:
+        sizes.append(size)
+        events.append(("alloc", size))
+        return len(sizes) - 1
+
+    def free(index: int) -> None:
+        events.append(("free", index))
+
+    own_self = alloc(self_copy) if self_copy else None
+    # computeLinearIndex: (index.remainder(size) * stride).to(device) for each index; on the GPU
+    # the remainder is freed once the product is made, a CPU index is computed on the CPU and
+    # copied over; every index after the first is added into the first and freed.
+    linear = None
+    for on_gpu, n in indices:
+        if on_gpu:
+            remainder = alloc(n * 8)
+            index = alloc(n * 8)
+            free(remainder)
+        else:
+            index = alloc(n * 8)
+        if linear is None:
+            linear = index
+        else:
+            free(index)
+    value = alloc(value_copy) if value_copy else None
+    if num_indices > 0 and slice_size > 0:
+        src = alloc(src_copy) if src_copy else None
+        sorted_indices = alloc(num_indices * 8)
+        orig_indices = alloc(num_indices * 8)
+        arange = alloc(num_indices * 8)
+        free(alloc(radix_sort_temp(num_indices, 8, 8, 0, nbits)))
+        free(arange)
+        free(orig_indices)
+        free(sorted_indices)
+        if src is not None:
+            free(src)
+    if value is not None:
+        free(value)
+    if linear is not None:
+        free(linear)
+    if own_self is not None:
+        free(own_self)
+    return events
+
+
+INDEX_PUT_WITH_SORT = {(2, 11): index_put_with_sort_allocations}
+
+
+@register
+class IndexPutAccumulate(Rule):
+    """The backward of indexing: IndexBackward0 (index_backward, FunctionsManual.cpp) runs
+    ``_index_put_impl_(zeros, indices, grad, accumulate=true, unsafe=true)`` in place on the GPU,
+    but the functional ``index_put`` (a clone first) whenever a tensor is subclass-like, which a
+    dispatch mode makes every tensor: here the trace puts in place, as the GPU does, with
+    index_put_with_sort_kernel's temporaries (Indexing.cu)."""
+
+    ops = {"index_put", "index_put_", "_index_put_impl_"}
+    source = "torch/csrc/autograd/FunctionsManual.cpp (index_backward), aten/src/ATen/native/cuda/Indexing.cu (index_put_with_sort_kernel)"
+    order = 40
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self.plan = by_release(INDEX_PUT_WITH_SORT, session.release)
+
+    def before(self, call: Call) -> Any:
+        torch, session = self.torch, self.session
+        bound = call.bound()
+        x, indices, values = bound["self"], list(bound["indices"]), bound["values"]
+        if not bound.get("accumulate") or not isinstance(x, torch.Tensor) or x.device.type != "meta":
+            return PASS
+        node = torch._C._current_autograd_node()
+        if call.op != "index_put" or node is None or torch.is_grad_enabled() or not type(node).__name__.startswith("IndexBackward"):
+            # The program's own: its range checks (wrapIndexOnce's reductions and asserts) are
+            # not read for 2.11 and no recording has one.
+            session.note(
+                "{count} index_put_ with accumulate called by the program are traced without their temporaries (the index sort's and the range checks'; rules/cub.py derives the backward of indexing only)"
+            )
+            return PASS
+        plan = self._linearise(x, indices, values)
+        if plan is None:
+            return PASS
+        if (session.major, session.minor) != (9, 0):
+            session.note(
+                "{count} index_put_ with accumulate are traced without CUB's temporary storage: its sizes are derived for sm90 (H100, H200) only (rules/cub.py)"
+            )
+        torch.ops.aten.index_put_.default(x, indices, values, True)
+        frame, record = user_frame(), session.record
+        addrs: List[Tuple[int, int]] = []
+        for action, value in self.plan(*plan):
+            if action == "alloc":
+                addrs.append((record.alloc(value, frame), value))
+            else:
+                record.free(*addrs[value])
+        return x
+
+    def _linearise(self, x: Any, indices: List[Any], values: Any) -> Optional[Tuple[Any, ...]]:
+        """makeLinearIndex and the shapes index_put_with_sort_kernel derives from it, for int64
+        index tensors (None where the trace does not follow: masks, int32 indices)."""
+        torch = self.torch
+        defined = [i for i in indices if i is not None]
+        if not defined or any(not isinstance(i, torch.Tensor) or i.dtype != torch.int64 for i in defined):
+            self.session.note(
+                "{count} index_put_ with accumulate and masks or int32 indices are traced without their temporaries (rules/cub.py)"
+            )
+            return None
+        shape = list(torch.broadcast_shapes(*(tuple(i.shape) for i in defined)))
+        n = 1
+        for size in shape:
+            n *= size
+        padded = indices + [None] * (x.dim() - len(indices))
+        where = [d for d, i in enumerate(padded) if i is not None]
+        adjacent = where == list(range(where[0], where[-1] + 1))
+        dims = where + [d for d in range(x.dim()) if d not in where] if not adjacent else list(range(x.dim()))
+        src_sizes = [x.size(d) for d in dims]
+        order = [padded[d] for d in dims]
+        first = next(k for k, i in enumerate(order) if i is not None)
+        count = len(where)
+        slice_size = 1
+        for size in src_sizes[first + count:]:
+            slice_size *= size
+        element = x.element_size()
+        self_copy = 0 if x.is_contiguous() else x.numel() * element
+        vals_shape = src_sizes[:first] + shape + src_sizes[first + count:]
+        expanded = values.expand(vals_shape)
+        value_copy = 0 if expanded.is_contiguous() else expanded.numel() * values.element_size()
+        src_copy = x.numel() * element if not adjacent else 0
+        largest = max(x.numel() - 1, 0)
+        nbits = get_num_bits(largest // slice_size) if slice_size else 1
+        gpu = [(i.device.type == "meta", n) for i in order if i is not None]
+        return self_copy, gpu, value_copy, src_copy, n, slice_size, nbits
