@@ -132,3 +132,80 @@ def test_argsort_is_a_sort():
         torch.argsort(x, dim=-1)
     sizes = [size for action, size in allocations(t.snapshot()) if action == "alloc"]
     assert 593919 in sizes and 11775 in sizes
+
+
+# index_put_ with accumulate (Indexing.cu, index_put_with_sort_kernel) ---------------------------
+
+
+def test_get_num_bits_as_cub_h():
+    assert [cub.get_num_bits(k) for k in (0, 1, 2, 3, 168, 51199)] == [1, 1, 2, 2, 8, 16]
+
+
+def test_index_put_with_sort_by_hand():
+    # tv_swin_t: a (169, 3) float table's gradient at 2401 GPU indices into dim 0 (sliceSize 3),
+    # the value a permuted (49, 49, 3) view: remainder and product, the remainder freed; the
+    # value's copy; sorted, orig, range, CUB on get_num_bits(506 // 3) = 8 bits; freed in reverse.
+    n = 2401 * 8
+    assert cub.index_put_with_sort_allocations(0, [(True, 2401)], 28812, 0, 2401, 3, 8) == [
+        ("alloc", n), ("alloc", n), ("free", 0), ("alloc", 28812), ("alloc", n), ("alloc", n), ("alloc", n),
+        ("alloc", 3583), ("free", 6), ("free", 5), ("free", 4), ("free", 3), ("free", 2), ("free", 1),
+    ]
+    # dlrm: interactions[:, rows, cols] with 10 CPU indices each: each copied to the GPU (the second
+    # added into the first and freed), one tile of CUB (1 byte).
+    assert cub.index_put_with_sort_allocations(0, [(False, 10), (False, 10)], 81920, 0, 10, 1, 16) == [
+        ("alloc", 80), ("alloc", 80), ("free", 1), ("alloc", 81920), ("alloc", 80), ("alloc", 80), ("alloc", 80),
+        ("alloc", 1), ("free", 6), ("free", 5), ("free", 4), ("free", 3), ("free", 2), ("free", 0),
+    ]
+
+
+def recorded_index_put(name):
+    path = RECORDINGS / f"{name}-default.pickle.gz"
+    if not path.exists():
+        pytest.skip(f"{path} is not in this checkout")
+    events = [e for e in pickle.load(gzip.open(path))["device_traces"][0] if e["action"] in ("alloc", "free_completed")]
+    start = next(i for i, e in enumerate(events) if e["action"] == "alloc" and any("index_put_with_sort_kernel" in f.get("name", "") for f in e["frames"]))
+    out, live = [], set()
+    for e in events[start:]:
+        if e["action"] == "alloc":
+            if not any("index_put_with_sort_kernel" in f.get("name", "") for f in e["frames"]):
+                break
+            live.add(e["addr"])
+            out.append(("alloc", e["size"]))
+        elif e["addr"] in live:
+            out.append(("free_completed", e["size"]))
+    return out
+
+
+@pytest.mark.parametrize("name, build", [
+    ("tv_swin_t_bf16", "swin"),
+    ("dlrm_embeddingbag_adagrad", "dlrm"),
+])
+def test_indexing_backward_allocates_as_the_h100_recorded(name, build):
+    """The backward of indexing puts into its zeros in place (no clone, as on the GPU) with
+    index_put_with_sort_kernel's temporaries."""
+    if RELEASE != (2, 11):
+        pytest.skip(f"the recording is torch 2.11's; this is {torch.__version__}")
+    with vramlab.trace(gpu="h100") as t:
+        if build == "swin":
+            # The last stage's relative position bias (24 heads) is the first backward.
+            table = torch.zeros(169, 24, device="cuda", requires_grad=True)
+            index = torch.randint(0, 169, (2401,), device="cuda")
+            y = table[index].view(49, 49, -1).permute(2, 0, 1)
+            grad = torch.ones(24, 49, 49, device="cuda")
+        else:
+            z = torch.zeros(2048, 5, 5, device="cuda", requires_grad=True)
+            rows, cols = torch.triu_indices(5, 5, offset=1)
+            y = z[:, rows, cols]
+            grad = torch.ones(2048, 20, device="cuda")[:, 10:]
+        before = len(allocations(t.snapshot()))
+        y.backward(grad)
+    traced = allocations(t.snapshot())[before + 1:]  # after the zeros
+    recorded = recorded_index_put(name)
+    assert traced[: len(recorded)] == recorded
+
+
+def test_the_programs_index_put_with_accumulate_is_said():
+    with vramlab.trace(gpu="h100") as t:
+        x = torch.zeros(100, 8, device="cuda")
+        x.index_put_((torch.randint(0, 100, (50,), device="cuda"),), torch.ones(50, 8, device="cuda"), accumulate=True)
+    assert any("index_put_ with accumulate called by the program" in n for n in t.snapshot()["vramlab_notes"])

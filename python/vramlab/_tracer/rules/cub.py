@@ -38,6 +38,17 @@ installed headers: the in-place sort for a sorted dimension of at most 4096):
 - 128 segments or more (``segmented_sort_pairs``): the reverse indices (numel x 8) and
   ``DeviceSegmentedRadixSort`` into the outputs.
 
+The backward of indexing (IndexPutAccumulate): ``_index_put_impl_(zeros, indices, grad,
+accumulate, unsafe)`` in place, through ``index_put_with_sort_kernel`` (Indexing.cu): self's
+contiguous copy if needed; per index tensor ``remainder`` and its product with the stride (the
+remainder freed; a CPU index computed there and copied over), each after the first added into the
+first and freed; the value's contiguous copy; src's copy if the indices were transposed to the
+front; sorted_indices, orig_indices, arange and a CUB pair sort on
+``get_num_bits((numel - 1) / sliceSize)`` bits; freed in reverse. The program's own index_put_
+with accumulate (range checks on) is noted, not sized. Checked against all 51 index_put_ calls of
+the H100 recordings (tv_swin_t_bf16, tv_swin_t_bf16_batch16: 24 each; dlrm_embeddingbag_adagrad:
+3), allocation by allocation.
+
 Checked against every radix-sort allocation of the H100 recordings
 (reports/reference/h100/trace-workloads; the table is in the commit and the report).
 
@@ -51,7 +62,8 @@ import math
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..compat import by_release
-from . import Call, Rule, register
+from ..where import user_frame
+from . import PASS, Call, Rule, register
 
 # CCCL's constants (see the module's notes).
 ALIGN = 256
@@ -157,6 +169,61 @@ def segmented_radix_sort_temp(n: int, key_size: int, value_size: int) -> int:
     """temp_storage_bytes of cub::DeviceSegmentedRadixSort::SortPairs (not double-buffered)."""
     size = alias_temporaries([n * key_size, n * value_size])
     return size if size else 1
+
+
+# ScanTileState (cub/agent/single_pass_scan_operators.cuh): one state per tile plus a warp's worth
+# of padding (num_tiles_to_num_tile_states, lines 544-547); for a primitive T each state is one
+# TxnWord (ulonglong2 for 8 bytes, uint2 for 4, unsigned int below: lines 608-614, 632-633), and
+# tile_state_allocation_size (lines 549-566) lays them out with AliasTemporaries, whose result the
+# dispatch aligns once more (dispatch_scan.cuh:289-301, dispatch_unique_by_key.cuh:305-319).
+WARP_THREADS = 32
+
+
+def tile_state_bytes(num_tiles: int, value_size: int) -> int:
+    """ScanTileState<T, true>::AllocationSize for a primitive T of `value_size` bytes."""
+    txn_word = 16 if value_size == 8 else 8 if value_size == 4 else 4
+    return alias_temporaries([(WARP_THREADS + num_tiles) * txn_word, 0, 0])
+
+
+def mem_bound_scaling(threads: int, items: int, size: int) -> Tuple[int, int]:
+    """cub::detail::MemBoundScaling (cub/util_arch.cuh:151-159): (block threads, items per thread)."""
+    per_thread = max(1, min(items * 4 // size, items * 2))
+    block = min(threads, ceil_div(MAX_SMEM_PER_BLOCK // (size * per_thread), 32) * 32)
+    return block, per_thread
+
+
+# PyTorch's exclusive_scan splits at this many items (ATen/cuda/cub.cuh:201, impl::max_cub_size).
+MAX_CUB_SIZE = 2**30
+
+
+def exclusive_sum_temp(n: int, accum_size: int) -> int:
+    """temp_storage_bytes of the cub::DeviceScan::ExclusiveScan that at::cuda::cub::exclusive_sum
+    runs (cub.cu: exclusive_sum_in_common_type passes its own SumOp, which CUB does not count as a
+    primitive operator, so sm90 takes DefaultPolicy: AgentScanPolicy<128, 15> under
+    MemBoundScaling, tuning_scan.cuh:477-481, 514-517); one pass of at most 2**30 items."""
+    n = min(n, MAX_CUB_SIZE)
+    block, per_thread = mem_bound_scaling(128, 15, accum_size)
+    num_tiles = ceil_div(n, block * per_thread)
+    return alias_temporaries([tile_state_bytes(num_tiles, accum_size)])
+
+
+# sm90_tuning of DeviceSelect::UniqueByKey (tuning_unique_by_key.cuh:442-449 and 492-500, picked by
+# policy_hub::Policy900, line 847), (key bytes, value bytes):
+# (threads, items); PyTorch's values are a counting_iterator<int>.
+SM90_UNIQUE_BY_KEY: Dict[Tuple[int, int], Tuple[int, int]] = {(8, 4): (640, 7), (4, 4): (512, 14)}
+
+
+def unique_by_key_temp(n: int, key_size: int, value_size: int = 4) -> Optional[int]:
+    """temp_storage_bytes of cub::DeviceSelect::UniqueByKey on sm90 (DispatchUniqueByKey::Invoke,
+    dispatch_unique_by_key.cuh:291-319): the tile states of its unsigned long long offsets (PyTorch
+    passes n as int64_t: choose_offset_t) and no virtual shared memory (the agent fits 48 KiB);
+    None for key and value sizes whose tuning is not read here."""
+    tuning = SM90_UNIQUE_BY_KEY.get((key_size, value_size))
+    if tuning is None:
+        return None
+    threads, items = tuning
+    num_tiles = ceil_div(n, threads * items)
+    return alias_temporaries([tile_state_bytes(num_tiles, OFFSET_SIZE), 0])
 
 
 def key_bits(dtype: Any, torch: Any) -> Tuple[int, bool]:
@@ -282,3 +349,160 @@ class CubSortScratch(Rule):
                 addrs.append((record.alloc(value, frame), value))
             else:
                 record.free(*addrs[value])
+
+
+# index_put_ with accumulate=True on CUDA (aten/src/ATen/native/cuda/Indexing.cu, 2.11):
+# _index_put_impl_ sends it to index_put_with_sort_kernel, which linearises the indices
+# (makeLinearIndex, computeLinearIndex), sorts them with CUB and accumulates.
+
+
+def get_num_bits(max_key: int) -> int:
+    """at::cuda::cub::get_num_bits (ATen/cuda/cub.h:14-21)."""
+    bits = 1
+    while max_key > 1:
+        max_key >>= 1
+        bits += 1
+    return bits
+
+
+def index_put_with_sort_allocations(self_copy: int, indices: List[Tuple[bool, int]], value_copy: int, src_copy: int,
+                                    num_indices: int, slice_size: int, nbits: int) -> List[Tuple[str, int]]:
+    """What index_put_with_sort_kernel (Indexing.cu) asks the caching allocator for without its
+    range checks (unsafe, as the backward of indexing calls it), in order: ("alloc", size),
+    ("free", index of the alloc). `self_copy`, `value_copy`, `src_copy`: the bytes of
+    self.contiguous(), the expanded value's .contiguous() and the transposed src's .contiguous()
+    (0 where no copy is made); `indices`: (on the GPU, elements) of each index tensor after
+    broadcasting, in dimension order."""
+    events: List[Tuple[str, int]] = []
+    sizes: List[int] = []
+
+    def alloc(size: int) -> int:
+        sizes.append(size)
+        events.append(("alloc", size))
+        return len(sizes) - 1
+
+    def free(index: int) -> None:
+        events.append(("free", index))
+
+    own_self = alloc(self_copy) if self_copy else None
+    # computeLinearIndex: (index.remainder(size) * stride).to(device) for each index; on the GPU
+    # the remainder is freed once the product is made, a CPU index is computed on the CPU and
+    # copied over; every index after the first is added into the first and freed.
+    linear = None
+    for on_gpu, n in indices:
+        if on_gpu:
+            remainder = alloc(n * 8)
+            index = alloc(n * 8)
+            free(remainder)
+        else:
+            index = alloc(n * 8)
+        if linear is None:
+            linear = index
+        else:
+            free(index)
+    value = alloc(value_copy) if value_copy else None
+    if num_indices > 0 and slice_size > 0:
+        src = alloc(src_copy) if src_copy else None
+        sorted_indices = alloc(num_indices * 8)
+        orig_indices = alloc(num_indices * 8)
+        arange = alloc(num_indices * 8)
+        free(alloc(radix_sort_temp(num_indices, 8, 8, 0, nbits)))
+        free(arange)
+        free(orig_indices)
+        free(sorted_indices)
+        if src is not None:
+            free(src)
+    if value is not None:
+        free(value)
+    if linear is not None:
+        free(linear)
+    if own_self is not None:
+        free(own_self)
+    return events
+
+
+INDEX_PUT_WITH_SORT = {(2, 11): index_put_with_sort_allocations}
+
+
+@register
+class IndexPutAccumulate(Rule):
+    """The backward of indexing: IndexBackward0 (index_backward, FunctionsManual.cpp) runs
+    ``_index_put_impl_(zeros, indices, grad, accumulate=true, unsafe=true)`` in place on the GPU,
+    but the functional ``index_put`` (a clone first) whenever a tensor is subclass-like, which a
+    dispatch mode makes every tensor: here the trace puts in place, as the GPU does, with
+    index_put_with_sort_kernel's temporaries (Indexing.cu)."""
+
+    ops = {"index_put", "index_put_", "_index_put_impl_"}
+    source = "torch/csrc/autograd/FunctionsManual.cpp (index_backward), aten/src/ATen/native/cuda/Indexing.cu (index_put_with_sort_kernel)"
+    order = 40
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self.plan = by_release(INDEX_PUT_WITH_SORT, session.release)
+
+    def before(self, call: Call) -> Any:
+        torch, session = self.torch, self.session
+        bound = call.bound()
+        x, indices, values = bound["self"], list(bound["indices"]), bound["values"]
+        if not bound.get("accumulate") or not isinstance(x, torch.Tensor) or x.device.type != "meta":
+            return PASS
+        node = torch._C._current_autograd_node()
+        if call.op != "index_put" or node is None or torch.is_grad_enabled() or not type(node).__name__.startswith("IndexBackward"):
+            # The program's own: its range checks (wrapIndexOnce's reductions and asserts) are
+            # not read for 2.11 and no recording has one.
+            session.note(
+                "{count} index_put_ with accumulate called by the program are traced without their temporaries (the index sort's and the range checks'; rules/cub.py derives the backward of indexing only)"
+            )
+            return PASS
+        plan = self._linearise(x, indices, values)
+        if plan is None:
+            return PASS
+        if (session.major, session.minor) != (9, 0):
+            session.note(
+                "{count} index_put_ with accumulate are traced without CUB's temporary storage: its sizes are derived for sm90 (H100, H200) only (rules/cub.py)"
+            )
+        torch.ops.aten.index_put_.default(x, indices, values, True)
+        frame, record = user_frame(), session.record
+        addrs: List[Tuple[int, int]] = []
+        for action, value in self.plan(*plan):
+            if action == "alloc":
+                addrs.append((record.alloc(value, frame), value))
+            else:
+                record.free(*addrs[value])
+        return x
+
+    def _linearise(self, x: Any, indices: List[Any], values: Any) -> Optional[Tuple[Any, ...]]:
+        """makeLinearIndex and the shapes index_put_with_sort_kernel derives from it, for int64
+        index tensors (None where the trace does not follow: masks, int32 indices)."""
+        torch = self.torch
+        defined = [i for i in indices if i is not None]
+        if not defined or any(not isinstance(i, torch.Tensor) or i.dtype != torch.int64 for i in defined):
+            self.session.note(
+                "{count} index_put_ with accumulate and masks or int32 indices are traced without their temporaries (rules/cub.py)"
+            )
+            return None
+        shape = list(torch.broadcast_shapes(*(tuple(i.shape) for i in defined)))
+        n = 1
+        for size in shape:
+            n *= size
+        padded = indices + [None] * (x.dim() - len(indices))
+        where = [d for d, i in enumerate(padded) if i is not None]
+        adjacent = where == list(range(where[0], where[-1] + 1))
+        dims = where + [d for d in range(x.dim()) if d not in where] if not adjacent else list(range(x.dim()))
+        src_sizes = [x.size(d) for d in dims]
+        order = [padded[d] for d in dims]
+        first = next(k for k, i in enumerate(order) if i is not None)
+        count = len(where)
+        slice_size = 1
+        for size in src_sizes[first + count:]:
+            slice_size *= size
+        element = x.element_size()
+        self_copy = 0 if x.is_contiguous() else x.numel() * element
+        vals_shape = src_sizes[:first] + shape + src_sizes[first + count:]
+        expanded = values.expand(vals_shape)
+        value_copy = 0 if expanded.is_contiguous() else expanded.numel() * values.element_size()
+        src_copy = x.numel() * element if not adjacent else 0
+        largest = max(x.numel() - 1, 0)
+        nbits = get_num_bits(largest // slice_size) if slice_size else 1
+        gpu = [(i.device.type == "meta", n) for i in order if i is not None]
+        return self_copy, gpu, value_copy, src_copy, n, slice_size, nbits

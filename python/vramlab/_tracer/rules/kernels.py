@@ -240,11 +240,10 @@ def accumulation_size(dtype: Any, torch: Any) -> Optional[int]:
 # Losses whose CUDA kernels keep a full-size output storage and a full-size temporary.
 LOSSES = {"mse_loss", "smooth_l1_loss", "huber_loss"}
 # Operators whose CUDA kernels allocate scratch of their own that the trace does not size (CUB's
-# temporary storage in scans and embedding backward): noted in the snapshot. Sorts' (and argsort's,
-# which ATen runs as a sort) are traced by rules/cub.py.
+# temporary storage in scans): noted in the snapshot. Sorts' (and argsort's, which ATen runs as a
+# sort) are traced by rules/cub.py, embedding backwards' by rules/embedding.py.
 UNSIZED_SCRATCH = {
     "topk", "kthvalue", "median", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp",
-    "embedding_dense_backward", "_embedding_bag", "_embedding_bag_backward", "_embedding_bag_dense_backward",
     "searchsorted", "bincount", "histc", "randperm",
 }
 
@@ -363,5 +362,5 @@ class UnsizedScratch(Rule):
     def after(self, call: Call, out: Any, made: List[Any]) -> None:
         if made:
             self.session.note(
-                "{count} sorts, scans, top-k and embedding backwards are traced without the scratch their CUDA kernels allocate for themselves (CUB's temporary storage, not derived yet): peak reserved may be higher by up to its size"
+                "{count} sorts, scans, top-k and searches not sized by rules/cub.py or rules/embedding.py (rules/kernels.py's UNSIZED_SCRATCH) are traced without the scratch their CUDA kernels allocate for themselves (CUB's temporary storage, not derived yet): peak reserved may be higher by up to its size"
             )
