@@ -25,6 +25,7 @@ import functools
 import importlib.abc
 import importlib.util
 import sys
+from types import FrameType
 from typing import Any, Callable, Dict, Optional
 
 from .standin import Table
@@ -93,7 +94,7 @@ class FixedLengthBeams:
     def answer(self, tensor: Any) -> Any:
         """The value of `tensor` where it is `_beam_search`'s `max_generated_length` or
         `output_length`, else None."""
-        frame = sys._getframe(1)
+        frame: Optional[FrameType] = sys._getframe(1)
         while frame is not None and frame.f_code is not self.code:
             frame = frame.f_back
         if frame is None:
@@ -101,7 +102,7 @@ class FixedLengthBeams:
         storage = tensor.untyped_storage()._cdata
         known = {"max_generated_length": self.max_length - self.prompt_length, "output_length": self.max_length}
         for name, value in known.items():
-            local = frame.f_locals.get(name)
+            local: Any = frame.f_locals.get(name)
             if getattr(local, "device", None) is not None and local.untyped_storage()._cdata == storage:
                 return value
         return None
