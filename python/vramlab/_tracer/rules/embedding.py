@@ -240,7 +240,8 @@ class EmbeddingBackwardScratch(Rule):
         if len(made) != 1:
             return False
         bound = call.bound()
-        grad, indices = bound.get("grad_output", bound.get("grad")), bound.get("indices")
+        grad: Any = bound.get("grad_output", bound.get("grad"))
+        indices: Any = bound.get("indices")
         if not all(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in (grad, indices)):
             return False
         weight = made[0]
