@@ -189,6 +189,9 @@ pub const OUTPUT_LOCK: &str = ".vramlab.lock";
 pub struct OutputLock {
     file: Option<std::fs::File>,
     made: Option<PathBuf>,
+    /// The folders above `made` that the command made too (`vramlab-out` of
+    /// `vramlab-out/replay`), nearest first.
+    made_above: Vec<PathBuf>,
 }
 
 impl Drop for OutputLock {
@@ -201,6 +204,12 @@ impl Drop for OutputLock {
             let _ = std::fs::remove_file(root.join(OUTPUT_LOCK));
             drop(self.file.take());
             let _ = std::fs::remove_dir(&root);
+            // Each stays where something else was put into it since (remove_dir refuses).
+            for above in &self.made_above {
+                if std::fs::remove_dir(above).is_err() {
+                    break;
+                }
+            }
         }
     }
 }
@@ -213,6 +222,12 @@ impl Drop for OutputLock {
 pub fn hold_output_root(root: &Path) -> Result<OutputLock> {
     set_output_root(root);
     let made = !root.exists();
+    let made_above: Vec<PathBuf> = root
+        .ancestors()
+        .skip(1)
+        .take_while(|above| !above.as_os_str().is_empty() && !above.exists())
+        .map(Path::to_path_buf)
+        .collect();
     std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
     let made = made.then(|| root.to_path_buf());
     let path = root.join(OUTPUT_LOCK);
@@ -232,12 +247,20 @@ pub fn hold_output_root(root: &Path) -> Result<OutputLock> {
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
     match file.try_lock() {
-        Ok(()) => Ok(OutputLock { file: Some(file), made }),
+        Ok(()) => Ok(OutputLock {
+            file: Some(file),
+            made,
+            made_above,
+        }),
         Err(std::fs::TryLockError::WouldBlock) => Err(Error::Invalid(format!(
             "{}: another vramlab is writing into this folder now; wait for it to finish, or give another --out",
             root.display()
         ))),
-        Err(std::fs::TryLockError::Error(_)) => Ok(OutputLock { file: None, made }),
+        Err(std::fs::TryLockError::Error(_)) => Ok(OutputLock {
+            file: None,
+            made,
+            made_above,
+        }),
     }
 }
 
