@@ -440,6 +440,19 @@ def test_steady_state_says_whether_to_trace_more_steps():
     assert capped["steady"] is True and 0 < capped["peaks_reserved"][-1] <= steady["peaks_reserved"][-1]
 
 
+def test_a_sweep_whose_largest_value_outgrows_the_gpu_still_answers():
+    """A value whose tensors alive outgrow the GPU stops its trace with PyTorch's
+    OutOfMemoryError: that value fits under no setting, which is an answer, not an error."""
+
+    def program(gib):
+        x = torch.empty(gib, 1 << 30, device="cuda", dtype=torch.uint8)
+        x + 1
+
+    result = vramlab.sweep(program, [8, 16, 200], gpu="h100", name="GIB")
+    assert [(p["value"], p["fits"]) for p in result["points"]] == [(8, True), (16, True), (200, False)]
+    assert result["answer"].endswith("GIB=16, with PyTorch's default settings (it needs 32,768 MiB); at GIB=200 the tensors alive outgrow the GPU's memory")
+
+
 def test_a_sweep_from_python_and_a_trace_object_replayed_whole():
     def step(batch):
         torch.nn.Linear(1024, 1024).cuda()(torch.randn(batch, 1024, device="cuda")).sum().backward()

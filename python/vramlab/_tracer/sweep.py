@@ -32,6 +32,8 @@ def ranked(snapshot: Any, capacity: int) -> Dict[str, Any]:
     """One point: the defaults' and the best setting's fit under `capacity` (vramlab.tune)."""
     from .. import tune
 
+    if out_of_memory(snapshot):
+        return dict(OUT_OF_MEMORY)
     result = tune(snapshot, capacity=capacity)
     rows = result["results"]
     defaults = next((r for r in rows if r["policy"] in ("PYTORCH_ALLOC_CONF=", "(defaults)")), rows[0])
@@ -45,7 +47,20 @@ def ranked(snapshot: Any, capacity: int) -> Dict[str, Any]:
         "defaults_fit": defaults["failed_allocs"] == 0,
         "defaults_need": _need(defaults),
         "stopped": any("stopped before the program ended" in n for n in snapshot.get("vramlab_notes", [])) if isinstance(snapshot, dict) else False,
+        "out_of_memory": out_of_memory(snapshot),
     }
+
+
+# A point whose tensors alive outgrew the GPU: no setting fits, and what the part traced needed is
+# no figure of the whole.
+OUT_OF_MEMORY: Dict[str, Any] = {"fits": False, "setting": "", "paste": "", "needs": 0, "defaults_fit": False, "defaults_need": 0, "stopped": True, "out_of_memory": True}
+
+
+def out_of_memory(snapshot: Any) -> bool:
+    """Whether the trace stopped where the tensors alive alone outgrew the GPU (recorder.py's
+    OutOfMemoryError): the value fits under no setting, whatever the part traced needed."""
+    notes = snapshot.get("vramlab_notes", []) if isinstance(snapshot, dict) else []
+    return any("stopped before the program ended (CUDA out of memory" in n for n in notes)
 
 
 def ranked_ranks(snapshots: Sequence[Any], capacity: int) -> Dict[str, Any]:
@@ -72,6 +87,7 @@ def ranked_ranks(snapshots: Sequence[Any], capacity: int) -> Dict[str, Any]:
         "binding_rank": binding,
         "rank_needs": [_need(ranks[best]) for ranks in per_rank],
         "stopped": any(any("stopped before the program ended" in n for n in s.get("vramlab_notes", [])) for s in snapshots if isinstance(s, dict)),
+        "out_of_memory": any(out_of_memory(s) for s in snapshots),
     }
 
 
@@ -102,13 +118,17 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
         first = points[0] if points else None
         if first is None:
             return f"no value of {name} was traced"
+        if first.get("out_of_memory"):
+            return f"nothing fits under {cap}: at {name}={first['value']} the tensors alive outgrow the GPU's memory; reduce {name} below {first['value']} or use a GPU with more memory"
         return f"nothing fits under {cap}: at {name}={first['value']} the least any setting needs is {_mib(first['needs'])}; reduce {name} below {first['value']} or use a GPU with more memory"
     best = fitting[-1]
     setting = "PyTorch's default settings" if best["defaults_fit"] else best["paste"]
     ranks = f" on every rank ({binds(best)})" if "binding_rank" in best else ""
     line = f"the largest {name} that fits under {cap}{ranks}: {name}={best['value']}, with {setting} (it needs {_mib(best['defaults_need'] if best['defaults_fit'] else best['needs'])})"
     beyond = [p for p in points if not p["fits"]]
-    if beyond:
+    if beyond and beyond[0].get("out_of_memory"):
+        line += f"; at {name}={beyond[0]['value']} the tensors alive outgrow the GPU's memory"
+    elif beyond:
         line += f"; {name}={beyond[0]['value']} does not fit with any setting (the least needs {_mib(beyond[0]['needs'])})"
     elif untried:
         line += f"; {', '.join(untried)} not traced"
@@ -127,12 +147,18 @@ def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: s
     cap = _vramlab.capacity(str(capacity), gpu)[0] if isinstance(capacity, (str, float)) else capacity
     last_fitting: Any = None
     for i, value in enumerate(values):
-        with trace(gpu=gpu) as t:
-            program(value)
+        t = trace(gpu=gpu)
+        try:
+            with t:
+                program(value)
+        except t.torch.OutOfMemoryError:
+            pass  # the tensors alive outgrew the GPU: the snapshot says so, and the value fits nowhere
         if cap is None:
             cap = int(t.gpu["memory_bytes"])
         snapshot = t.snapshot()
         point = dict(ranked(snapshot, cap), value=value)
+        if point["out_of_memory"]:
+            point["fits"] = False
         points.append(point)
         if point["fits"]:
             last_fitting = snapshot
@@ -152,6 +178,8 @@ def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: s
 def _row(point: Dict[str, Any], suffix: str = "") -> str:
     """A sweep's progress line for one value: fits, the least needed, the setting as pasted."""
     setting = point["paste"].split("=", 1)[1] if point["setting"] else "(defaults)"
+    if point.get("out_of_memory"):
+        return f"{point['value']:>10}  {'NO':4}  {'> the GPU':>12}   (the tensors alive outgrew the GPU's memory: no setting helps){suffix}"
     return f"{point['value']:>10}  {'yes' if point['fits'] else 'NO':4}  {_mib(point['needs']):>12}   {setting}{suffix}"
 
 
@@ -193,6 +221,11 @@ def sweep_script(options: Any, out_dir: str) -> int:
             if snapshots is None:
                 print(f"error: {name}={value}: a rank's trace wrote no snapshot (exit {code}); see the lines above", file=sys.stderr)
                 return 1
+            if any(out_of_memory(s) for s in snapshots):
+                point = dict(OUT_OF_MEMORY, value=value)
+                points.append(point)
+                print(_row(point), file=sys.stderr)
+                break
             point = dict(ranked_ranks(snapshots, capacity), value=value)
             if point["stopped"]:
                 print(f"error: {name}={value}: a rank's trace stopped before the program ended; its figures would be a lower bound, so the sweep stops", file=sys.stderr)
@@ -213,7 +246,10 @@ def sweep_script(options: Any, out_dir: str) -> int:
         with open(out, "rb") as f:
             snapshot = pickle.load(f)
         point = dict(ranked(snapshot, capacity), value=value, snapshot=out)
-        if point["stopped"]:
+        if point["out_of_memory"]:
+            # The tensors alive outgrew the GPU: this value fits under no setting, an answer.
+            point["fits"] = False
+        if point["stopped"] and not point["out_of_memory"]:
             why = done.stderr.strip().splitlines()[-3:-2] or done.stderr.strip().splitlines()[-1:]
             print(f"error: {name}={value}: the trace stopped before the program ended ({' '.join(why)}); its figures would be a lower bound, so the sweep stops", file=sys.stderr)
             return 1
