@@ -232,20 +232,29 @@ def key_bits(dtype: Any, torch: Any) -> Tuple[int, bool]:
     return size, dtype == torch.float32
 
 
+class AllocationPlan:
+    """A kernel's requests to the caching allocator, in order: ("alloc", size) and ("free", index
+    of the alloc)."""
+
+    def __init__(self) -> None:
+        self.events: List[Tuple[str, int]] = []
+        self.count = 0
+
+    def alloc(self, size: int) -> int:
+        self.events.append(("alloc", size))
+        self.count += 1
+        return self.count - 1
+
+    def free(self, index: int) -> None:
+        self.events.append(("free", index))
+
+
 def stable_sort_allocations(numel: int, nsort: int, key_size: int, float_keys: bool) -> List[Tuple[str, int]]:
     """What launch_stable_sort_kernel asks the caching allocator for, in order: ("alloc", size),
     ("free", index of the alloc), for a contiguous input sorted on its last dimension into
     int64 indices."""
-    events: List[Tuple[str, int]] = []
-    sizes: List[int] = []
-
-    def alloc(size: int) -> int:
-        sizes.append(size)
-        events.append(("alloc", size))
-        return len(sizes) - 1
-
-    def free(index: int) -> None:
-        events.append(("free", index))
+    plan = AllocationPlan()
+    events, alloc, free = plan.events, plan.alloc, plan.free
 
     if numel == 0:
         return events
@@ -373,16 +382,8 @@ def index_put_with_sort_allocations(self_copy: int, indices: List[Tuple[bool, in
     self.contiguous(), the expanded value's .contiguous() and the transposed src's .contiguous()
     (0 where no copy is made); `indices`: (on the GPU, elements) of each index tensor after
     broadcasting, in dimension order."""
-    events: List[Tuple[str, int]] = []
-    sizes: List[int] = []
-
-    def alloc(size: int) -> int:
-        sizes.append(size)
-        events.append(("alloc", size))
-        return len(sizes) - 1
-
-    def free(index: int) -> None:
-        events.append(("free", index))
+    plan = AllocationPlan()
+    events, alloc, free = plan.events, plan.alloc, plan.free
 
     own_self = alloc(self_copy) if self_copy else None
     # computeLinearIndex: (index.remainder(size) * stride).to(device) for each index; on the GPU
