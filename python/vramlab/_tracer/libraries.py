@@ -17,6 +17,10 @@ own configuration, not from the data. Each is installed when the library's modul
   and False there, and every returned beam is full length: ``max_generated_length`` is
   ``max_length - decoder_prompt_len`` (the two values it reads after the loop, answered from
   ``_beam_search``'s own variables).
+- ``PreTrainedModel.warn_if_padding_and_no_attention_mask``: a model called without an attention
+  mask checks whether the first or last token of any row is the pad token, only to warn
+  (``pad_token_id in input_ids[:, [-1, 0]]``). The check still allocates what it allocates; its
+  answer decides nothing but a warning, so it is answered "no padding", and said in the notes.
 """
 
 from __future__ import annotations
@@ -142,8 +146,50 @@ def beam_search_paths(session: Any, mixin: Any) -> Table:
     return {(mixin, "_beam_search"): fixed_length_beam_search, (mixin, "_beam_search_has_unfinished_sequences"): staticmethod(has_unfinished)}
 
 
+PADDING_WARNING_NOTE = "{count} checks for padding without an attention mask (transformers' warn_if_padding_and_no_attention_mask, which only warns) answered 'no padding'"
+
+
+class ReadsInside:
+    """Answers every value read while a given function runs (its code on the stack) with one
+    value, and says so in the notes."""
+
+    def __init__(self, session: Any, code: Any, value: Any, note: str) -> None:
+        self.session, self.code, self.value, self.note = session, code, value, note
+
+    def answer(self, tensor: Any) -> Any:
+        frame: Optional[FrameType] = sys._getframe(1)
+        while frame is not None and frame.f_code is not self.code:
+            frame = frame.f_back
+        if frame is None:
+            return None
+        self.session.note(self.note)
+        return self.value
+
+
+def padding_warning_paths(session: Any, modeling_utils: Any) -> Table:
+    """transformers.modeling_utils, once imported."""
+    model = getattr(modeling_utils, "PreTrainedModel", None)
+    check = vars(model).get("warn_if_padding_and_no_attention_mask") if model is not None else None
+    if check is None:
+        return {}
+    reads = ReadsInside(session, check.__code__, False, PADDING_WARNING_NOTE)
+
+    @functools.wraps(check)
+    def warn_if_padding_and_no_attention_mask(self: Any, input_ids: Any, attention_mask: Any) -> Any:
+        session.read_answers.append(reads.answer)
+        try:
+            return check(self, input_ids, attention_mask)
+        finally:
+            session.read_answers.remove(reads.answer)
+
+    return {(model, "warn_if_padding_and_no_attention_mask"): warn_if_padding_and_no_attention_mask}
+
+
 # Module name -> the patches to make once it is imported.
-RULES: Dict[str, Callable[[Any, Any], Table]] = {"transformers.generation.utils": generation_paths}
+RULES: Dict[str, Callable[[Any, Any], Table]] = {
+    "transformers.generation.utils": generation_paths,
+    "transformers.modeling_utils": padding_warning_paths,
+}
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
