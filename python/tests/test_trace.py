@@ -733,7 +733,7 @@ def test_convolutions_allocate_their_measured_workspaces_in_pytorchs_order():
 @pytest.mark.parametrize(
     "program, why",
     [
-        (lambda: torch.nn.Conv2d(3, 8, 3).cuda()(torch.randn(3, 3, 17, 17, device="cuda")), "outside the measured table"),
+        (lambda: torch.nn.Conv2d(3, 8, 3).cuda().double()(torch.randn(3, 3, 17, 17, device="cuda", dtype=torch.float64)), "outside the measured table and the fitted model"),
         (lambda: torch.nn.ConvTranspose2d(8, 8, 3, stride=2, output_padding=1).cuda()(torch.randn(2, 8, 8, 8, device="cuda")), "transposed"),
         (lambda: torch.nn.Conv1d(8, 8, 3).cuda()(torch.randn(2, 8, 32, device="cuda")), "1-d convolutions"),
     ],
@@ -743,6 +743,20 @@ def test_convolutions_outside_the_table_are_traced_without_workspaces_and_said(p
         program()
     notes = [n for n in t.snapshot()["vramlab_notes"] if "without cuDNN's workspaces" in n]
     assert len(notes) == 1 and why in notes[0]
+
+
+def test_convolutions_outside_the_table_take_the_fitted_models_workspaces_and_say_so():
+    """An ordinary convolution the measured table lacks gets the fitted model's workspaces
+    (rules/conv_model.py), after its output, with a note saying they are fitted, not measured."""
+    from vramlab._tracer.rules import conv_model
+
+    with vramlab.trace() as t:
+        torch.nn.Conv2d(3, 64, 5, padding=2).cuda()(torch.randn(16, 3, 64, 64, device="cuda"))
+    forward = conv_model.workspaces("h100", "float32", 16, 3, 64, 64, 64, 5, 5, 1, 2, 1, 1)[0]
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    out = 16 * 64 * 64 * 64 * 4
+    assert forward and sizes[sizes.index(out) + 1] == forward
+    assert any("model fitted to it" in n for n in t.snapshot()["vramlab_notes"])
 
 
 def test_transposed_convolutions_take_the_models_extrapolation_and_say_so():

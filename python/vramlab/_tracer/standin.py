@@ -247,6 +247,9 @@ def device_queries(session: Any) -> Table:
 
     def reset_peak(device: Any = None) -> None:
         record.peak = record.allocated
+        session.note(
+            "{count} resets of the peak statistics (torch.cuda.reset_peak_memory_stats and the like) were made by the program: the replay's peaks are the whole program's, while PyTorch's memory_stats() after a reset reports only the peaks since it"
+        )
 
     def empty_cache() -> None:
         record.empty_cache()
