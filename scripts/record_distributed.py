@@ -141,6 +141,12 @@ def launcher(argv):
                 os.killpg(child.pid, signal.SIGKILL)
                 _, err = child.communicate()
                 ok, tail = False, f"timed out after {options.limit:.0f} s\n" + (err or "")[-1500:]
+            if not ok:
+                # The whole of a failed launch's output, every rank's exception with it (the log
+                # keeps only its tail, which is the launcher's own).
+                os.makedirs(os.path.join(options.out, name), exist_ok=True)
+                with open(os.path.join(options.out, name, f"stderr-{label}.txt"), "w") as f:
+                    f.write((err or "")[-200_000:])
             line = f"{name} ws={nproc} {label}: {'ok' if ok else 'FAILED'} in {time.time() - t0:.0f} s"
             print(line if ok else line + "\n" + tail, flush=True)
             log.append(line if ok else line + "\n" + tail)

@@ -29,8 +29,11 @@ from trace_workloads_36b import ALL as ALL_B  # noqa: E402
 from trace_workloads_36b import WORLD_SIZES as WORLD_SIZES_B  # noqa: E402
 from trace_workloads_36c import ALL as ALL_C  # noqa: E402
 from trace_workloads_36c import WORLD_SIZES as WORLD_SIZES_C  # noqa: E402
+from trace_workloads_36d import ALL as ALL_D  # noqa: E402
 
-ALL = {**ALL, **ALL_B, **ALL_C}
+# The fourth group's workloads are traced against their recordings (the largest rank's test
+# below), not each rank: CI's time.
+ALL = {**ALL, **ALL_B, **ALL_C, **ALL_D}
 WORLD_SIZES = {**WORLD_SIZES, **WORLD_SIZES_B, **WORLD_SIZES_C}
 
 # The recordings are torch 2.11's: under a later torch, its settings that make 2.11's rules.
@@ -42,6 +45,10 @@ NEEDS = {
     "ddp_hf_gpt2": ("transformers",),
     "tp_hf_llama_mlp": ("transformers",),
     "fsdp2_hf_gpt2_checkpointing": ("transformers",),
+    "fsdp1_mixed_gpt2": ("transformers",),
+    "fsdp2_lora_llama": ("peft", "transformers"),
+    "fsdp2_llama_accumulate": ("transformers",),
+    "fsdp_tp_2d_llama": ("transformers",),
 }
 
 
@@ -157,6 +164,72 @@ def test_record_stream_defers_the_free_to_the_next_synchronisation():
     assert actions == ["alloc", "free_requested", "alloc", "free_requested", "free_completed", "free_completed"]
     assert events[-1]["addr"] == events[0]["addr"]
     assert any("record_stream" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_a_stream_wait_leaves_record_stream_frees_pending_to_a_host_synchronisation():
+    # wait_stream orders the GPU's streams without the host waiting: the allocator completes the
+    # free only once it finds the event it recorded passed, which a trace cannot time; a host
+    # synchronisation (here torch.cuda.synchronize) is where the trace completes it.
+    def program():
+        side = torch.cuda.Stream()
+        x = torch.empty(1 << 20, device="cuda")
+        x.record_stream(side)
+        del x
+        torch.cuda.current_stream().wait_stream(side)
+        torch.empty(1 << 20, device="cuda")  # x's block still pending: a new one
+        torch.cuda.synchronize()
+
+    t, events = events_of(program)
+    actions = [e["action"] for e in events]
+    assert actions == ["alloc", "free_requested", "alloc", "free_requested", "free_completed", "free_completed"]
+    assert events[2]["addr"] != events[0]["addr"]
+    assert events[-1]["addr"] == events[0]["addr"]
+    assert any("stream waits" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_a_backward_runs_on_the_stream_its_forward_ran_on():
+    # The autograd engine guards each node's evaluation with the stream of its forward operator
+    # (engine.cpp): FSDP1 makes its parameters' views of the unsharded flat parameter on its
+    # unshard stream, and their backward allocates the flat gradient there.
+    def program():
+        side = torch.cuda.Stream()
+        w = torch.empty(1000, device="cuda", requires_grad=True)
+        with torch.cuda.stream(side):
+            v = w * 2  # MulBackward0 made on the side stream
+        (v * v).sum().backward()  # the second MulBackward0 on the default one
+        return side
+
+    with vramlab.trace(world_size=2, rank=0) as t:
+        side = program()
+    events = t.snapshot()["device_traces"][0]
+    grads = [e for e in events if e["action"] == "alloc" and e["size"] == 4000]
+    # w, v (side), v * v (default); in backward: v * v's two grads (default) and w's (side).
+    streams = [e["stream"] for e in grads]
+    assert streams[0] == 0 and streams[1] == side.cuda_stream and streams[-1] == side.cuda_stream
+    assert 0 in streams[3:-1]
+
+
+def test_torch_distributed_optim_imports_inside_a_trace():
+    # Its functional optimizers are TorchScript classes compiled at import, down to the optimizers'
+    # device checks, which a trace stands in for: imported first inside a trace (a fresh process),
+    # ZeroRedundancyOptimizer under DDP traces to its end.
+    program = (
+        "import vramlab, torch, torch.distributed as dist\n"
+        "with vramlab.trace(world_size=2, rank=1) as t:\n"
+        "    from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+        "    from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "    dist.init_process_group('nccl')\n"
+        "    torch.cuda.set_device(1)\n"
+        "    model = DDP(torch.nn.Linear(64, 64).cuda(), device_ids=[1])\n"
+        "    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW)\n"
+        "    model(torch.randn(8, 64, device='cuda')).sum().backward()\n"
+        "    opt.step()\n"
+        "print('stopped', t.stopped, t.peak_allocated > 0)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]), PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "stopped None True" in done.stdout
 
 
 def test_collectives_allocate_what_process_group_nccl_does():
@@ -335,7 +408,7 @@ def test_ranks_that_diverge_do_not_hang(tmp_path):
 
 
 # Both groups of four-H100 recordings: (folder, setting) per workload, each rank's figures.
-RECORDED = sorted({(p.parent, p.stem.split("-", 1)[1]) for folder in ("distributed-x4", "distributed-x4b", "distributed-x4c") for p in (RECORDINGS.parent / folder).glob("*/rank*-*.json")})
+RECORDED = sorted({(p.parent, p.stem.split("-", 1)[1]) for folder in ("distributed-x4", "distributed-x4b", "distributed-x4c", "distributed-x4d") for p in (RECORDINGS.parent / folder).glob("*/rank*-*.json")})
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Where the driver placed the ranks' segments around NCCL's own cudaMalloc'd buffers, which a fresh
 # process's placement (alloc/src/placement.rs) does not have: the trace asks for the GPU's blocks in
@@ -345,6 +418,19 @@ PLACED_AROUND_NCCL = {("tp_colwise_rowwise", "default"), ("ddp_find_unused", "de
 # Runs in which no rank kept DDP's replaced buckets to the end, which the trace does (the largest
 # rank kept them in the other runs: distributed.py, rebuild_buckets).
 NO_RANK_KEPT_THE_OLD_BUCKETS = {("ddp_bf16_autocast", "expandable"), ("ddp_hf_gpt2", "default"), ("ddp_fp16_scaler", "expandable")}
+# Timing the trace cannot know (distributed-x4d/COMPARE.md): FSDP1's record_stream frees complete
+# when the GPU's work passes them, which moved each rank's peak reserved by up to 5.4% around the
+# trace's (allocated exact on every rank); the bf16 compress hook's rank 1 reserved 3.7% more than
+# the trace in one run; ZeRO's ranks own different parameters, and the trace keeps DDP's replaced
+# buckets on every rank, where in this run only rank 1 (not the one with the largest partition)
+# did: +0.9% allocated on the largest.
+TIMING = {
+    ("fsdp1_full_shard", "expandable"): "FSDP1's record_stream frees, -4.8% reserved",
+    ("fsdp1_mixed_gpt2", "default"): "FSDP1's record_stream frees, -2.5% reserved",
+    ("ddp_bf16_compress_hook", "default"): "the compress hook's rank 1, -3.7% reserved",
+    ("zero_ddp", "default"): "DDP's replaced buckets kept on the rank with ZeRO's largest partition, +0.9% allocated",
+    ("zero_ddp", "expandable"): "DDP's replaced buckets kept on the rank with ZeRO's largest partition, +0.8% allocated",
+}
 TRACES: dict = {}
 
 
@@ -362,6 +448,8 @@ def test_the_largest_rank_against_its_four_gpu_recording(folder, setting):
     name, world_size = metas[0]["workload"], metas[0]["world_size"]
     if (name, setting) in NO_RANK_KEPT_THE_OLD_BUCKETS:
         pytest.xfail("no rank of this run kept DDP's replaced buckets, which the trace keeps (+8.6% to +14%)")
+    if (name, setting) in TIMING:
+        pytest.xfail(TIMING[(name, setting)])
     ours = []
     # The first and the last rank: every workload's ranks are alike but for uneven shards, which
     # put the short one last (FSDP2's padding, TP's chunks, HSDP's shard index).

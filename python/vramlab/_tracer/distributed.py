@@ -244,6 +244,7 @@ class Distributed:
                 table[(multiprocessing, name)] = spawn_refused
         table.update(mesh_paths(session))
         table.update(offload_paths(session))
+        table.update(fsdp1_paths(session))
         try:
             from torch.distributed.fsdp._fully_shard import _fsdp_param_group as param_group
         except ImportError:
@@ -556,3 +557,21 @@ def mesh_paths(session: Any) -> Table:
         mesh._hash = None
 
     return {(DeviceMesh, "__init__"): init}
+
+
+def fsdp1_paths(session: Any) -> Table:
+    """FSDP1 (FullyShardedDataParallel, fsdp/_runtime_utils.py): its post-backward hooks (on each
+    flat parameter's AccumulateGrad node, or a multi-grad hook for use_orig_params' reshard-only
+    path) and the final callback it queues on the autograd engine run without the program's torch
+    function modes, as FSDP2's do (backward_paths): run inside the trace's, they see the flat
+    parameters on the GPU, as on the GPU. They are looked up in the module when FSDP registers them
+    (functools.partial of the module's global), so the module's names are replaced."""
+    try:
+        from torch.distributed.fsdp import _runtime_utils
+    except ImportError:
+        return {}
+    table: Table = {}
+    for name in ("_post_backward_hook", "_post_backward_reshard_only_hook", "_post_backward_final_callback"):
+        if hasattr(_runtime_utils, name):
+            table[(_runtime_utils, name)] = session.on_the_gpu(getattr(_runtime_utils, name))
+    return table

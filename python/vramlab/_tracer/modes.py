@@ -100,7 +100,12 @@ class OnTheGpu(TorchFunctionMode):
             # x[i] = 1.0 on a CUDA tensor makes the value on the CPU
             # (python_variable_indexing.cpp), not on the device.
             args = (args[0], args[1], torch.tensor(args[2], dtype=args[0].dtype))
-        return func(*args, **kwargs)
+        result = func(*args, **kwargs)
+        streams = getattr(session, "_streams", None)
+        if streams is not None and streams.current is not streams.default and torch.is_grad_enabled():
+            # Its backward runs on this stream (streams.py: backward_on_current).
+            streams.backward_on_current(result)
+        return result
 
 
 class Allocations(TorchDispatchMode):

@@ -21,6 +21,17 @@ def optimizer_paths(session: Any) -> Table:
     torch = session.torch
     from torch.optim import optimizer as optim_module
 
+    if torch.distributed.is_available():
+        # torch.distributed.optim's functional optimizers (ZeroRedundancyOptimizer's, DDP's
+        # overlapped optimizer) are TorchScript classes compiled when the module is first imported,
+        # down to these checks: imported inside a trace, TorchScript would meet the stand-ins below
+        # (lambdas it cannot parse) instead of PyTorch's own functions. Imported first, it compiles
+        # PyTorch's, and what they allocate is the same.
+        try:
+            import torch.distributed.optim  # noqa: F401
+        except Exception:
+            pass
+
     table: Table = {}
     supported = optim_module._get_foreach_kernels_supported_devices
 

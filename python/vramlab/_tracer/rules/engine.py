@@ -50,6 +50,12 @@ class EngineAccumulation(Rule):
             name = frame.f_code.co_filename
             if not (name.startswith(torch_files) or name.startswith(PACKAGE_DIR)):
                 return None
+            if "/distributed/" in name.replace(os.sep, "/"):
+                # torch.distributed's own Python run in the backward: a DTensor operator's
+                # handler (loss_parallel's log-softmax and NLL backward add tensors of their own),
+                # FSDP's hooks, or a DTensor gradient's accumulation, which the engine makes
+                # out of place for a tensor subclass (input_buffer.cpp: isTensorSubclassLike).
+                return None
             if name.replace(os.sep, "/").endswith(("autograd/graph.py", "autograd/__init__.py")):
                 break
             frame = frame.f_back
