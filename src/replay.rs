@@ -123,7 +123,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
     }
     if trace.warnings.count > 0 && !args.json {
         eprintln!(
-            "warning: {} events of {} skipped; first: {}",
+            "warning: {} events of {} skipped or contradicting the rest; first: {}",
             trace.warnings.count,
             trace.name,
             experiments::error_line(trace.warnings.examples.first().map_or("", String::as_str))

@@ -27,6 +27,13 @@ pub fn unsafe_name(name: &str) -> Option<String> {
 /// The most characters an error line keeps ([`error_line`]).
 pub const ERROR_LINE_CHARS: usize = 2000;
 
+/// Whether `c` would move or hide text on a terminal: a control character, a Unicode line or
+/// paragraph separator, or a bidirectional control. Messages escape these as `\u{..}`.
+pub(crate) fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// A message as one line a terminal shows as it is: line breaks become spaces; other control
 /// characters, Unicode's line and paragraph separators and its bidirectional controls (which
 /// would end the line, move the cursor or reorder what follows) are escaped as `\u{2028}`;
@@ -42,10 +49,7 @@ pub fn error_line(message: &str) -> String {
         }
         match c {
             '\n' | '\t' => line.push(' '),
-            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                line.push_str(&format!("\\u{{{:x}}}", c as u32))
-            }
-            c if c.is_control() => line.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if unprintable(c) => line.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => line.push(c),
         }
     }
