@@ -176,10 +176,12 @@ fn assemble(
                 match pickle.get(dict, key) {
                     None | Some(Value::None) => {}
                     Some(Value::Str(text)) => strings.push((key, text.to_string())),
-                    Some(other) => return Err(schema(&format!(
+                    Some(other) => {
+                        return Err(schema(&format!(
                         "allocator_settings['{key}'] is {}, not a string (PyTorch writes its settings string there)",
                         kind(pickle, other)
-                    ))),
+                    )))
+                    }
                 }
             }
             if let [(first, a), (second, b), ..] = &strings[..] {
@@ -2243,6 +2245,35 @@ mod tests {
                 .contains("'PYTORCH_ALLOC_CONF' is '' and 'PYTORCH_CUDA_ALLOC_CONF' is 'expandable_segments:True'")),
             "{:?}",
             trace.unknowns
+        );
+    }
+
+    /// Issue 40: blocks whose free the window only completes (requested before it) are
+    /// counted as PyTorch counts them, in requested and active bytes but not allocated, so
+    /// the window's requested peak may pass its allocated peak: a note says why.
+    #[test]
+    fn blocks_freed_before_the_window_are_said_to_count_as_requested_not_allocated() {
+        const M: u64 = 1 << 20;
+        const S: u64 = 1 << 34;
+        let tiled = [(0, 512, "active_allocated"), (512, 2 * M - 512, "inactive")];
+        let events = [
+            ("free_completed", S + 2048, 10 * M),
+            ("free_completed", S + 4096, 10 * M),
+        ];
+        let trace = segment_snapshot(&tiled, 512, &events);
+        let notes = crate::replay_record::notes_of(&trace);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("2 of the blocks live at the start (")
+                    && n.contains("no longer in allocated_bytes")),
+            "{notes:?}"
+        );
+        let events = [("segment_alloc", S, 2 * M), ("alloc", S, 512)];
+        let notes = crate::replay_record::notes_of(&segment_snapshot(&tiled, 512, &events));
+        assert!(
+            !notes.iter().any(|n| n.contains("no longer in allocated_bytes")),
+            "{notes:?}"
         );
     }
 }
