@@ -800,15 +800,15 @@ fn push_event(
     };
     let (addr, size, stream) = (pickle::ADDR, pickle::SIZE, pickle::STREAM);
     if action == "oom" {
-        // An `oom` names the bytes the device had free (`device_free`; `addr` in some versions).
-        let free = event
-            .field(pickle::DEVICE_FREE)
-            .or_else(|| event.field(addr))
-            .and_then(|v| match v {
-                Value::Int(i) => u64::try_from(*i).ok(),
-                _ => None,
-            })
-            .unwrap_or(0);
+        // An `oom` names the bytes the device had free (`device_free`; `addr` in some versions);
+        // one that names neither bounds the cap by its request alone (u64::MAX: unknown).
+        let free = if event.field(pickle::DEVICE_FREE).is_some() {
+            number(pickle::DEVICE_FREE)?
+        } else if event.field(addr).is_some() {
+            number(addr)?
+        } else {
+            u64::MAX
+        };
         builder.push("oom", free, number(size)?, number(stream)?);
     } else if action == "alloc" {
         // The program's line, from the frames an event read whole carries (the fast path reads
@@ -1116,6 +1116,11 @@ impl SnapshotBuilder {
         };
         match action {
             "alloc" => {
+                if size == 0 {
+                    self.pairing.warnings.push(format!(
+                        "event {index}: an allocation of 0 B at {addr:#x}: PyTorch's allocator records none (a request for 0 bytes returns no memory); replayed as asked"
+                    ));
+                }
                 self.alloc_addrs.push(addr);
                 self.overlapping(index, addr, size);
                 if let Some(line) = source {
@@ -1148,6 +1153,11 @@ impl SnapshotBuilder {
                 .events
                 .push(TraceEvent::EmptyCache { within_request: false }),
             "oom" => {
+                if size == 0 {
+                    self.pairing.warnings.push(format!(
+                        "event {index}: an out-of-memory error for 0 B: PyTorch's allocator fails no request for 0 bytes; replayed as recorded"
+                    ));
+                }
                 record(DeviceAction::Oom);
                 self.alloc_addrs.push(u64::MAX);
                 self.pairing.failed_alloc(size, stream);
@@ -2275,5 +2285,66 @@ mod tests {
             !notes.iter().any(|n| n.contains("no longer in allocated_bytes")),
             "{notes:?}"
         );
+    }
+
+    /// Issue 40: an out-of-memory event's `device_free` is read as strictly as every other
+    /// number (a negative or non-integer one is refused, naming it, where it was taken as 0 B
+    /// free: a cap of the bytes held), and one that names no free memory bounds the cap by its
+    /// request alone; allocations and errors of 0 B, which PyTorch never records, are warned of.
+    #[test]
+    fn an_out_of_memory_errors_free_memory_is_read_strictly() {
+        use super::super::snapshot_writer::PickleWriter;
+        const S: u64 = 1 << 34;
+        const M: u64 = 1 << 20;
+        let with = |free: Option<i64>, size: u64| {
+            let mut w = PickleWriter::new();
+            w.dict(|w| {
+                w.entry("device_traces", |w| {
+                    w.list(&[()], |w, _| {
+                        w.list(&[0, 1, 2], |w, &i| {
+                            w.dict(|w| match i {
+                                0 => {
+                                    w.entry("action", |w| w.str("segment_alloc"));
+                                    w.entry("addr", |w| w.int(S));
+                                    w.entry("size", |w| w.int(2 * M));
+                                    w.entry("stream", |w| w.int(0));
+                                }
+                                1 => {
+                                    w.entry("action", |w| w.str("alloc"));
+                                    w.entry("addr", |w| w.int(S));
+                                    w.entry("size", |w| w.int(512));
+                                    w.entry("stream", |w| w.int(0));
+                                }
+                                _ => {
+                                    w.entry("action", |w| w.str("oom"));
+                                    if let Some(free) = free {
+                                        w.entry("device_free", |w| w.signed(free));
+                                    }
+                                    w.entry("size", |w| w.int(size));
+                                    w.entry("stream", |w| w.int(0));
+                                }
+                            })
+                        })
+                    })
+                });
+            });
+            Trace::from_bytes("m.pickle", &w.finish(), None)
+        };
+        let err = with(Some(-5), 4 * M).unwrap_err().to_string();
+        assert!(
+            err.ends_with("device_traces[0][2].device_free = -5 is negative"),
+            "{err}"
+        );
+        let known = with(Some(0), 4 * M).unwrap().capacity_from_oom().unwrap();
+        assert_eq!(known.bytes, 2 * M);
+        // No device_free: the failed request bounds the cap (2 MiB held + a 20 MiB segment).
+        let unknown = with(None, 4 * M).unwrap();
+        let cap = unknown.capacity_from_oom().unwrap();
+        assert_eq!(cap.bytes, 2 * M);
+        assert!(cap.explain().contains("the request that failed"), "{}", cap.explain());
+        assert_eq!(unknown.warnings.count, 0);
+        let zero = with(Some(0), 0).unwrap();
+        assert_eq!(zero.warnings.count, 1);
+        assert!(zero.warnings.examples[0].starts_with("event 2: an out-of-memory error for 0 B"));
     }
 }
