@@ -959,6 +959,42 @@ fn snapshot_export_reads_back_and_replays_to_itself() {
     assert_eq!(result["pytorch_stats"], first["results"][0]["pytorch_stats"]);
 }
 
+/// Issue 40: a replay under a cap that fails requests exports its out-of-memory errors with
+/// the bytes the device had free (the cap less what was held), as PyTorch records them: the
+/// export replays to the same figures under the cap it implies, whose bounds agree (a
+/// `device_free` of 0 implied a cap of the bytes held, crossing the device allocations').
+#[test]
+fn snapshot_export_of_a_capped_replay_implies_its_cap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("capped.pickle");
+    let trace = trace_file("resnet18_default.pickle");
+    let output = vramlab(
+        &[
+            "replay",
+            &trace,
+            "--capacity",
+            "200 MiB",
+            "--export",
+            "snapshot",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(first["results"][0]["failed_allocs"].as_u64().unwrap() > 0);
+    let again = vramlab(&["replay", file.to_str().unwrap(), "--json"], tmp.path());
+    assert!(again.status.success(), "{}", stderr(&again));
+    let second: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    let source = second["capacity_source"].as_str().unwrap();
+    assert!(!source.contains("cross"), "{source}");
+    assert_eq!(second["capacity_bytes"], 200u64 << 20);
+    let result = &second["results"][0];
+    assert_eq!(result["recorded_check"]["verdict"], "match", "{result}");
+    assert_eq!(result["pytorch_stats"], first["results"][0]["pytorch_stats"]);
+}
+
 #[test]
 fn experiment_names_never_steer_files_out_of_the_output_folder() {
     let tmp = tempfile::tempdir().unwrap();

@@ -102,7 +102,7 @@ pub struct ReplayedEvent {
     /// `segment_map`, `segment_unmap`, `oom`, or `retry` (a synchronising retry: vramlab's mark,
     /// not written into snapshots).
     pub action: &'static str,
-    /// The address concerned (0 for `oom`).
+    /// The address concerned (for `oom`, the bytes the device had free).
     pub addr: u64,
     /// Bytes: requested for allocations and frees, the segment's for segment operations.
     pub size: u64,
