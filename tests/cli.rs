@@ -959,6 +959,24 @@ fn snapshot_export_reads_back_and_replays_to_itself() {
     assert_eq!(result["pytorch_stats"], first["results"][0]["pytorch_stats"]);
 }
 
+/// Issue 40: an RMM log whose every row is skipped (an action it does not know, here with a
+/// U+2028 in it) says why the first was, escaped, where it said only 'no events'.
+#[test]
+fn a_log_whose_rows_are_all_skipped_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("odd.csv");
+    std::fs::write(
+        &log,
+        "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.000001,alloc\u{2028}ate,0x1000,512,0x0\n",
+    )
+    .unwrap();
+    let output = vramlab(&["replay", log.to_str().unwrap()], tmp.path());
+    assert_clean_failure(
+        &output,
+        &["the trace has no events: its 1 records were all skipped; the first: line 2: unknown action 'alloc\\u{2028}ate'"],
+    );
+}
+
 /// Issue 40: a replay under a cap that fails requests exports its out-of-memory errors with
 /// the bytes the device had free (the cap less what was held), as PyTorch records them: the
 /// export replays to the same figures under the cap it implies, whose bounds agree (a
