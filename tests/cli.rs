@@ -959,6 +959,29 @@ fn snapshot_export_reads_back_and_replays_to_itself() {
     assert_eq!(result["pytorch_stats"], first["results"][0]["pytorch_stats"]);
 }
 
+/// Issue 40: what a terminal shows of a replay carries no escape sequence or U+2028 from the
+/// input: a snapshot's own notes and the file's name are escaped, in the table's notes and in
+/// the warning line (both reached the terminal raw).
+#[test]
+fn notes_and_names_from_the_input_reach_the_terminal_escaped() {
+    // pickle.dumps({'device_traces': [[alloc, free_requested, free_completed, free_completed
+    // again of 512 B at 1 << 34]], 'vramlab_notes': ['evil \x1b[2J\u2028 note']}, protocol=2)
+    let bytes: &[u8] = b"\x80\x02}q\x00(X\r\x00\x00\x00device_tracesq\x01]q\x02]q\x03(}q\x04(X\x06\x00\x00\x00actionq\x05X\x05\x00\x00\x00allocq\x06X\x04\x00\x00\x00addrq\x07\x8a\x05\x00\x00\x00\x00\x04X\x04\x00\x00\x00sizeq\x08M\x00\x02X\x06\x00\x00\x00streamq\tK\x00u}q\n(h\x05X\x0e\x00\x00\x00free_requestedq\x0bh\x07\x8a\x05\x00\x00\x00\x00\x04h\x08M\x00\x02h\tK\x00u}q\x0c(h\x05X\x0e\x00\x00\x00free_completedq\rh\x07\x8a\x05\x00\x00\x00\x00\x04h\x08M\x00\x02h\tK\x00u}q\x0e(h\x05h\rh\x07\x8a\x05\x00\x00\x00\x00\x04h\x08M\x00\x02h\tK\x00ueaX\r\x00\x00\x00vramlab_notesq\x0f]q\x10X\x11\x00\x00\x00evil \x1b[2J\xe2\x80\xa8 noteq\x11au.";
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("x\u{2028}y.pickle");
+    std::fs::write(&file, bytes).unwrap();
+    for command in ["replay", "tune"] {
+        let output = vramlab(&[command, file.to_str().unwrap(), "--out", "o"], tmp.path());
+        assert!(output.status.success(), "{}", stderr(&output));
+        let all = format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(&output));
+        assert!(!all.contains('\u{1b}') && !all.contains('\u{2028}'), "{all}");
+        assert!(all.contains("note: evil \\u{1b}[2J\\u{2028} note"), "{all}");
+        if command == "replay" {
+            assert!(all.contains("x\\u{2028}y.pickle skipped or contradicting"), "{all}");
+        }
+    }
+}
+
 /// Issue 40: an RMM log whose every row is skipped (an action it does not know, here with a
 /// U+2028 in it) says why the first was, escaped, where it said only 'no events'.
 #[test]
