@@ -122,14 +122,19 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
         trace.save(path)?;
     }
     if trace.warnings.count > 0 && !args.json {
+        // The trace's name is the user's file name: escaped with the rest (an escape sequence
+        // or a U+2028 in it would reach the terminal).
         eprintln!(
-            "warning: {} events of {} skipped; first: {}",
-            trace.warnings.count,
-            trace.name,
-            experiments::error_line(trace.warnings.examples.first().map_or("", String::as_str))
+            "{}",
+            experiments::error_line(&format!(
+                "warning: {} events of {} skipped or contradicting the rest; first: {}",
+                trace.warnings.count,
+                trace.name,
+                trace.warnings.examples.first().map_or("", String::as_str)
+            ))
         );
         if let Some(lost) = trace.warnings.lost_start() {
-            eprintln!("warning: {lost}");
+            eprintln!("{}", experiments::error_line(&format!("warning: {lost}")));
         }
     }
     let progress = Progress::new(jobs.len() as u64, "policies");
@@ -179,7 +184,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
         );
         return Ok(());
     }
-    println!("{}", reports::replay_text(&record));
+    println!("{}", experiments::terminal_text(&reports::replay_text(&record)));
     println!("replay: {}", rendered.markdown.display());
     Ok(())
 }
@@ -204,7 +209,7 @@ pub(crate) fn tune(args: &TuneArgs) -> Result<()> {
     // The answer is the last line: what was written, and this process's cost, come first.
     eprintln!("tune: this process's peak memory {}", peak_memory());
     println!("tune: {} (and tune.html, plots/)\n", rendered.markdown.display());
-    println!("{}", reports::tune_text(&record));
+    println!("{}", experiments::terminal_text(&reports::tune_text(&record)));
     Ok(())
 }
 

@@ -959,6 +959,83 @@ fn snapshot_export_reads_back_and_replays_to_itself() {
     assert_eq!(result["pytorch_stats"], first["results"][0]["pytorch_stats"]);
 }
 
+/// Issue 40: what a terminal shows of a replay carries no escape sequence or U+2028 from the
+/// input: a snapshot's own notes and the file's name are escaped, in the table's notes and in
+/// the warning line (both reached the terminal raw).
+#[test]
+fn notes_and_names_from_the_input_reach_the_terminal_escaped() {
+    // pickle.dumps({'device_traces': [[alloc, free_requested, free_completed, free_completed
+    // again of 512 B at 1 << 34]], 'vramlab_notes': ['evil \x1b[2J\u2028 note']}, protocol=2)
+    let bytes: &[u8] = b"\x80\x02}q\x00(X\r\x00\x00\x00device_tracesq\x01]q\x02]q\x03(}q\x04(X\x06\x00\x00\x00actionq\x05X\x05\x00\x00\x00allocq\x06X\x04\x00\x00\x00addrq\x07\x8a\x05\x00\x00\x00\x00\x04X\x04\x00\x00\x00sizeq\x08M\x00\x02X\x06\x00\x00\x00streamq\tK\x00u}q\n(h\x05X\x0e\x00\x00\x00free_requestedq\x0bh\x07\x8a\x05\x00\x00\x00\x00\x04h\x08M\x00\x02h\tK\x00u}q\x0c(h\x05X\x0e\x00\x00\x00free_completedq\rh\x07\x8a\x05\x00\x00\x00\x00\x04h\x08M\x00\x02h\tK\x00u}q\x0e(h\x05h\rh\x07\x8a\x05\x00\x00\x00\x00\x04h\x08M\x00\x02h\tK\x00ueaX\r\x00\x00\x00vramlab_notesq\x0f]q\x10X\x11\x00\x00\x00evil \x1b[2J\xe2\x80\xa8 noteq\x11au.";
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("x\u{2028}y.pickle");
+    std::fs::write(&file, bytes).unwrap();
+    for command in ["replay", "tune"] {
+        let output = vramlab(&[command, file.to_str().unwrap(), "--out", "o"], tmp.path());
+        assert!(output.status.success(), "{}", stderr(&output));
+        let all = format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(&output));
+        assert!(!all.contains('\u{1b}') && !all.contains('\u{2028}'), "{all}");
+        assert!(all.contains("note: evil \\u{1b}[2J\\u{2028} note"), "{all}");
+        if command == "replay" {
+            assert!(all.contains("x\\u{2028}y.pickle skipped or contradicting"), "{all}");
+        }
+    }
+}
+
+/// Issue 40: an RMM log whose every row is skipped (an action it does not know, here with a
+/// U+2028 in it) says why the first was, escaped, where it said only 'no events'.
+#[test]
+fn a_log_whose_rows_are_all_skipped_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("odd.csv");
+    std::fs::write(
+        &log,
+        "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.000001,alloc\u{2028}ate,0x1000,512,0x0\n",
+    )
+    .unwrap();
+    let output = vramlab(&["replay", log.to_str().unwrap()], tmp.path());
+    assert_clean_failure(
+        &output,
+        &["the trace has no events: its 1 records were all skipped; the first: line 2: unknown action 'alloc\\u{2028}ate'"],
+    );
+}
+
+/// Issue 40: a replay under a cap that fails requests exports its out-of-memory errors with
+/// the bytes the device had free (the cap less what was held), as PyTorch records them: the
+/// export replays to the same figures under the cap it implies, whose bounds agree (a
+/// `device_free` of 0 implied a cap of the bytes held, crossing the device allocations').
+#[test]
+fn snapshot_export_of_a_capped_replay_implies_its_cap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("capped.pickle");
+    let trace = trace_file("resnet18_default.pickle");
+    let output = vramlab(
+        &[
+            "replay",
+            &trace,
+            "--capacity",
+            "200 MiB",
+            "--export",
+            "snapshot",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(first["results"][0]["failed_allocs"].as_u64().unwrap() > 0);
+    let again = vramlab(&["replay", file.to_str().unwrap(), "--json"], tmp.path());
+    assert!(again.status.success(), "{}", stderr(&again));
+    let second: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    let source = second["capacity_source"].as_str().unwrap();
+    assert!(!source.contains("cross"), "{source}");
+    assert_eq!(second["capacity_bytes"], 200u64 << 20);
+    let result = &second["results"][0];
+    assert_eq!(result["recorded_check"]["verdict"], "match", "{result}");
+    assert_eq!(result["pytorch_stats"], first["results"][0]["pytorch_stats"]);
+}
+
 #[test]
 fn experiment_names_never_steer_files_out_of_the_output_folder() {
     let tmp = tempfile::tempdir().unwrap();

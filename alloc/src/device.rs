@@ -301,14 +301,20 @@ impl<'d> Metered<'d> {
         self.sizes
     }
 
-    /// Logs a request the policy refused, where the recording would show its out-of-memory error.
+    /// Logs a request the policy refused, where the recording would show its out-of-memory
+    /// error, with the bytes the device then had free (the cap, or the device where it is
+    /// smaller, less what is held), as PyTorch records them in the error's `device_free`.
     pub(crate) fn log_refusal(&mut self, size: u64, stream: u64) {
         if self.logging {
+            let free = self
+                .capacity
+                .min(self.device.total_bytes())
+                .saturating_sub(self.counts.reserved);
             self.ops.push(RecordedOp {
                 at: self.at,
                 action: DeviceAction::Oom,
                 size,
-                addr: 0,
+                addr: free,
                 stream,
             });
         }

@@ -42,7 +42,14 @@ impl Replay {
                     "{}: not a PyTorch memory snapshot: every device trace is empty (was _record_memory_history on?)",
                     t.name
                 ),
-                Some(t) => format!("{}: the trace has no events", t.name),
+                Some(t) => match t.warnings.examples.first() {
+                    // Every row was skipped: say why the first was.
+                    Some(first) => format!(
+                        "{}: the trace has no events: its {} records were all skipped; the first: {first}",
+                        t.name, t.warnings.count
+                    ),
+                    None => format!("{}: the trace has no events", t.name),
+                },
                 None => "the trace has no device to replay".to_string(),
             })
             .into());

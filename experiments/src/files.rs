@@ -27,6 +27,31 @@ pub fn unsafe_name(name: &str) -> Option<String> {
 /// The most characters an error line keeps ([`error_line`]).
 pub const ERROR_LINE_CHARS: usize = 2000;
 
+/// Whether `c` would move or hide text on a terminal: a control character, a Unicode line or
+/// paragraph separator, or a bidirectional control. Messages escape these as `\u{..}`.
+pub(crate) fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Text of several lines for a terminal, as it is: within each line what [`unprintable`] names
+/// is escaped as `\u{..}` (a snapshot's note or a file name may carry an escape sequence or a
+/// U+2028), the lines kept.
+pub fn terminal_text(text: &str) -> String {
+    if !text.chars().any(|c| c != '\n' && unprintable(c)) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push('\n'),
+            c if unprintable(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A message as one line a terminal shows as it is: line breaks become spaces; other control
 /// characters, Unicode's line and paragraph separators and its bidirectional controls (which
 /// would end the line, move the cursor or reorder what follows) are escaped as `\u{2028}`;
@@ -42,10 +67,7 @@ pub fn error_line(message: &str) -> String {
         }
         match c {
             '\n' | '\t' => line.push(' '),
-            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                line.push_str(&format!("\\u{{{:x}}}", c as u32))
-            }
-            c if c.is_control() => line.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if unprintable(c) => line.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => line.push(c),
         }
     }
@@ -392,6 +414,17 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 40: text for the terminal keeps its lines and escapes what would move or hide
+    /// the rest.
+    #[test]
+    fn terminal_text_escapes_within_lines() {
+        assert_eq!(terminal_text("a\nb"), "a\nb");
+        assert_eq!(
+            terminal_text("note: \u{1b}[2J\u{2028}x\r\nnext"),
+            "note: \\u{1b}[2J\\u{2028}x\\u{d}\nnext"
+        );
+    }
+
     use super::*;
 
     #[test]

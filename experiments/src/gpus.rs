@@ -261,11 +261,12 @@ impl Capacity {
             "tb" => Some("TiB"),
             _ => None,
         };
+        // A message about the size read in binary units names the text as given.
         let bytes = match binary {
-            Some(unit) => crate::parse_bytes(&format!("{number}{unit}")),
+            Some(unit) => crate::parse_bytes(&format!("{number}{unit}"))
+                .map_err(|e| e.replace(&format!("'{number}{unit}'"), &format!("'{trimmed}'"))),
             None => crate::parse_bytes(trimmed),
-        }
-        .map_err(|e| e.replace(&format!("{number}{}", binary.unwrap_or("")), trimmed))?;
+        }?;
         let mut said = format!("{}: as given ({trimmed}", Capacity::both_units(bytes));
         if binary.is_some() {
             said.push_str(", GB read as GiB, as GPU memory is counted");
@@ -379,5 +380,23 @@ mod tests {
             over.contains("more than the NVIDIA H100 80GB HBM3's 81,079 MiB"),
             "{over}"
         );
+    }
+
+    /// Issue 40: a size refused names the text as given: '-5' was "-5'-5--55-5'..." (the empty
+    /// number before '-' replaced at every position) and '1e400' came back as '1e400e400'.
+    #[test]
+    fn a_refused_capacity_names_the_text_as_given() {
+        for (text, said) in [
+            ("-5", "'-5' is not a byte size (unknown unit '-5')"),
+            ("1e400", "'1e400' is not a byte size (unknown unit 'e400')"),
+            (
+                "99999999999999999999 GB",
+                "'99999999999999999999 GB' is not a byte size (too large)",
+            ),
+            ("1.5e3 MB", "'1.5e3 MB' is not a byte size (unknown unit 'e3 MB')"),
+            ("20000000000 GB", "'20000000000 GB' is more bytes than fit in 64 bits"),
+        ] {
+            assert_eq!(Capacity::parse(text, None).unwrap_err(), said, "{text}");
+        }
     }
 }

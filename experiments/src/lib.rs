@@ -44,8 +44,8 @@ pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use family::{cycles_metrics, throughput_metrics, AxisScale, Family, Workload};
 pub use files::{
-    error_line, hold_output_root, read_input, read_input_text, refuse_shared_outputs, set_output_root, unsafe_name,
-    write_atomically, OutputLock, DEFAULT_MAX_INPUT_BYTES, ERROR_LINE_CHARS, OUTPUT_LOCK,
+    error_line, hold_output_root, read_input, read_input_text, refuse_shared_outputs, set_output_root, terminal_text,
+    unsafe_name, write_atomically, OutputLock, DEFAULT_MAX_INPUT_BYTES, ERROR_LINE_CHARS, OUTPUT_LOCK,
 };
 pub use gpus::{Capacity, Gpu, CONTEXT_BYTES_MEASURED_H100};
 pub use params::{Metrics, ParamValue, Params};

@@ -102,7 +102,7 @@ pub struct ReplayedEvent {
     /// `segment_map`, `segment_unmap`, `oom`, or `retry` (a synchronising retry: vramlab's mark,
     /// not written into snapshots).
     pub action: &'static str,
-    /// The address concerned (0 for `oom`).
+    /// The address concerned (for `oom`, the bytes the device had free).
     pub addr: u64,
     /// Bytes: requested for allocations and frees, the segment's for segment operations.
     pub size: u64,
@@ -924,7 +924,7 @@ impl ReplayRecord {
 
 /// What a replay of `trace` must say beside its figures: what the input does not determine,
 /// and for a window whose start was lost, what its peaks and a what-if mean.
-fn notes_of(trace: &Trace) -> Vec<String> {
+pub(crate) fn notes_of(trace: &Trace) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(start) = &trace.start {
         notes.push(format!(
@@ -938,6 +938,18 @@ fn notes_of(trace: &Trace) -> Vec<String> {
             "a what-if setting or cap applies from the window's start: the starting layout is the recorded allocator's"
                 .to_string(),
         );
+        let pending: Vec<_> = start
+            .blocks()
+            .filter(|b| b.id.is_some() && b.state == crate::BlockState::Pending)
+            .collect();
+        if !pending.is_empty() {
+            notes.push(format!(
+                "{} of the blocks live at the start ({} B, requesting {} B) had their free requested before the window, which only completes it: PyTorch then counts them in active_bytes and requested_bytes but no longer in allocated_bytes, so the window's requested bytes may exceed its allocated bytes",
+                pending.len(),
+                pending.iter().map(|b| b.size).sum::<u64>(),
+                pending.iter().map(|b| b.requested).sum::<u64>(),
+            ));
+        }
     }
     if trace.source == TraceSource::PytorchSnapshot && trace.allocator_settings.is_none() && !trace.events.is_empty() {
         notes.push(

@@ -32,6 +32,11 @@ pub(crate) enum Value {
     List(Ref),
     Tuple(Ref),
     Dict(Ref),
+    /// The class `collections.OrderedDict`, the one class this reader knows: calling it with
+    /// no arguments (REDUCE, as Python pickles an `OrderedDict`) makes an empty dict, whose
+    /// items SETITEMS then adds. Snapshots a program builds with `OrderedDict`s are read as the
+    /// dicts they are.
+    OrderedDictClass,
     /// An event dict the fast path read ([`Fast`]): on the stack only, between its batch's MARK
     /// and APPENDS; anything else that reaches the stack first makes it a [`Value::Dict`].
     Event(u32),
@@ -401,6 +406,20 @@ impl<R: Read> Reader<R> {
         usize::try_from(len).map_err(|_| self.error(format!("length {len} does not fit in memory")))
     }
 
+    /// A line of GLOBAL's argument (a module or a name), without its newline: at most 256
+    /// bytes, UTF-8.
+    fn line(&mut self) -> Result<String, PickleError> {
+        let mut bytes = Vec::new();
+        loop {
+            match self.take(1)?[0] {
+                b'\n' => break,
+                _ if bytes.len() == 256 => return Err(self.error("a GLOBAL name longer than 256 bytes".into())),
+                b => bytes.push(b),
+            }
+        }
+        String::from_utf8(bytes).map_err(|_| self.error("a GLOBAL name is not valid UTF-8".into()))
+    }
+
     fn text(&mut self, n: usize) -> Result<Rc<str>, PickleError> {
         let text = std::str::from_utf8(self.take(n)?).map(Rc::from).ok();
         text.ok_or_else(|| self.error("string is not valid UTF-8".to_string()))
@@ -583,6 +602,11 @@ pub(crate) fn scan_reads(source: impl Read, limit: u64) -> Result<ReadKeys, Pick
             0x8a | 0x8c | b'C' => reader.uint(1)? as usize,
             0x8b | b'X' | b'B' => reader.uint(4)? as usize,
             0x8d | 0x8e => reader.length(8)?,
+            b'c' => {
+                reader.line()?;
+                reader.line()?;
+                0
+            }
             b'.' => break,
             op if takes_no_argument(op) => 0,
             _ => break,
@@ -951,9 +975,40 @@ pub(crate) fn decode(
                     .ok_or_else(|| reader.error("DUP with an empty stack".into()))?;
                 stack.push(top);
             }
+            b'c' | 0x93 => {
+                let (module, name) = if op == b'c' {
+                    (reader.line()?, reader.line()?)
+                } else {
+                    let name = pop(&reader, &mut stack)?;
+                    let module = pop(&reader, &mut stack)?;
+                    match (module, name) {
+                        (Value::Str(module), Value::Str(name)) => (module.to_string(), name.to_string()),
+                        _ => return Err(reader.error("STACK_GLOBAL of something other than two strings".into())),
+                    }
+                };
+                if (module.as_str(), name.as_str()) != ("collections", "OrderedDict") {
+                    return Err(reader.error(format!(
+                        "a reference to {}.{} (a class or function): vramlab reads plain data only (dicts, OrderedDicts, lists, tuples, strings, numbers)",
+                        crate::files::error_line(&module.chars().take(100).collect::<String>()),
+                        crate::files::error_line(&name.chars().take(100).collect::<String>()),
+                    )));
+                }
+                stack.push(Value::OrderedDictClass);
+            }
+            b'R' => {
+                let args = pop(&reader, &mut stack)?;
+                let callable = pop(&reader, &mut stack)?;
+                let no_args = matches!(args, Value::Tuple(r) if out.list(r).is_some_and(|items| items.is_empty()));
+                if !matches!(callable, Value::OrderedDictClass) || !no_args {
+                    return Err(reader.error(
+                        "unsupported pickle opcode 0x52 (builds an object): vramlab reads plain data only".into(),
+                    ));
+                }
+                let r = out.new_dict(Vec::new());
+                stack.push(Value::Dict(r));
+            }
             other => {
                 let what = match other {
-                    b'c' | 0x93 => " (a class or function reference)",
                     b'R' | 0x81 | 0x92 | b'b' | b'i' | b'o' => " (builds an object)",
                     b'P' | b'Q' => " (a persistent id)",
                     _ => "",
@@ -1415,7 +1470,7 @@ const fn takes_no_argument(op: u8) -> bool {
     matches!(
         op,
         b'(' | b'}' | b']' | b')' | 0x8f | b'l' | b't' | 0x91 | b'd' | 0x85
-            ..=0x87 | b'a' | b'e' | 0x90 | b's' | b'u' | b'N' | 0x88 | 0x89 | 0x94 | b'0' | b'1' | b'2'
+            ..=0x87 | b'a' | b'e' | 0x90 | b's' | b'u' | b'N' | 0x88 | 0x89 | 0x94 | b'0' | b'1' | b'2' | 0x93 | b'R'
     )
 }
 
@@ -1801,7 +1856,12 @@ mod tests {
         // pickle.dumps(print, protocol=4): a reference to a builtin.
         let bytes = b"\x80\x04\x95\x16\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x05print\x94\x93\x94.";
         let err = decode(&bytes[..], u64::MAX, u64::MAX, None).unwrap_err();
-        assert!(err.message.contains("0x93"), "{}", err.message);
+        assert!(
+            err.message
+                .contains("a reference to builtins.print (a class or function)"),
+            "{}",
+            err.message
+        );
     }
 
     /// Pickles that build a value or more for every byte or two: many copies of the top of the

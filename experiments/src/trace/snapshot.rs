@@ -123,7 +123,7 @@ fn assemble(
     let segments = if bare { Some(root) } else { pickle.get(root, "segments") };
     let listed = builders.len().max(traces.len());
     let finals = final_segments(pickle, segments, "segments", listed).map_err(|what| schema(&what))?;
-    check_segments(&finals, "segments").map_err(|what| contradiction(name, &what))?;
+    let segment_notes = check_segments(&finals, "segments").map_err(|what| contradiction(name, &what))?;
     let shape_2_0 = has_block_history(pickle, segments);
     // Pinned host memory (2.14 on): its own pool; what cannot be read of it is said, not refused,
     // since the device's figures do not depend on it.
@@ -134,7 +134,7 @@ fn assemble(
                 .get(root, "host_traces")
                 .map_or(0, |traces| count_events(pickle, traces));
             let host = final_segments(pickle, Some(host), "host_segments", listed)
-                .and_then(|host| check_segments(&host, "host_segments").map(|()| host));
+                .and_then(|host| check_segments(&host, "host_segments").map(|_| host));
             match host {
                 Ok(host) => {
                     let segments: Vec<&FinalSegment> = host.iter().map(|(_, s)| s).collect();
@@ -163,15 +163,45 @@ fn assemble(
         )));
     }
     builders.resize_with(devices, SnapshotBuilder::new);
-    let settings = pickle
-        .get(root, "allocator_settings")
-        .and_then(|settings| match settings {
-            Value::Str(text) => Some(text.to_string()),
-            dict => SETTINGS_KEYS.iter().find_map(|key| match pickle.get(dict, key) {
-                Some(Value::Str(text)) => Some(text.to_string()),
-                _ => None,
-            }),
-        });
+    // The settings string: `allocator_settings` itself, or the string under one of its keys.
+    // Anything else where PyTorch writes a string is refused: the rules to replay under are
+    // unknown.
+    let mut settings_said = Vec::new();
+    let settings = match pickle.get(root, "allocator_settings") {
+        None | Some(Value::None) => None,
+        Some(Value::Str(text)) => Some(text.to_string()),
+        Some(dict @ Value::Dict(_)) => {
+            let mut strings = Vec::new();
+            for key in SETTINGS_KEYS {
+                match pickle.get(dict, key) {
+                    None | Some(Value::None) => {}
+                    Some(Value::Str(text)) => strings.push((key, text.to_string())),
+                    Some(other) => {
+                        return Err(schema(&format!(
+                        "allocator_settings['{key}'] is {}, not a string (PyTorch writes its settings string there)",
+                        kind(pickle, other)
+                    )))
+                    }
+                }
+            }
+            if let [(first, a), (second, b), ..] = &strings[..] {
+                if a != b {
+                    settings_said.push(format!(
+                        "the snapshot's allocator_settings contradict themselves: '{first}' is {} and '{second}' is {}; the replay follows '{first}'",
+                        quoted(a),
+                        quoted(b)
+                    ));
+                }
+            }
+            strings.into_iter().next().map(|(_, text)| text)
+        }
+        Some(other) => {
+            return Err(schema(&format!(
+                "'allocator_settings' is {}, not a dict or a string",
+                kind(pickle, other)
+            )))
+        }
+    };
     // What the snapshot's maker says cannot be known from it (vramlab's tracer writes these:
     // allocations it cannot see, such as cuDNN's workspaces): said with every replay.
     let said: Vec<String> = pickle
@@ -189,15 +219,18 @@ fn assemble(
         .unwrap_or_default();
     let shown = release_shown(settings.as_deref(), pickle.get(root, "host_segments").is_some())
         .map_err(|e| Error::Trace(format!("{name}: allocator_settings: {e}")))?;
-    let fields_said = match (pickle.get(root, "allocator_settings"), settings.as_deref()) {
-        (Some(fields @ Value::Dict(_)), Some(text)) => {
-            let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
-            AllocConf::parse_for(text, release)
-                .map(|conf| settings_fields_contradictions(pickle, fields, &conf, text))
-                .unwrap_or_default()
+    let mut fields_said = settings_said;
+    if let Some(fields @ Value::Dict(_)) = pickle.get(root, "allocator_settings") {
+        let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
+        if let Ok(conf) = AllocConf::parse_for(settings.as_deref().unwrap_or(""), release) {
+            fields_said.extend(settings_fields_contradictions(
+                pickle,
+                fields,
+                &conf,
+                settings.as_deref(),
+            ));
         }
-        _ => Vec::new(),
-    };
+    }
     let mut finals_of: BTreeMap<usize, Vec<FinalSegment>> = BTreeMap::new();
     for (d, segment) in finals {
         finals_of.entry(d).or_default().push(segment);
@@ -218,6 +251,7 @@ fn assemble(
         let mut trace = builder.finish(name, settings.clone(), finals, d, shown.clone())?;
         trace.unknowns.extend(said.iter().cloned());
         trace.unknowns.extend(fields_said.iter().cloned());
+        trace.unknowns.extend(segment_notes.of(d));
         if bare {
             trace.unknowns.push(
                 "a bare list of segments, as torch.cuda.memory_snapshot() returns it: there is no trace, so what it answers is the state at the end (reserved, allocated, the largest free block and fragmentation per pool and stream), not peaks or history"
@@ -531,6 +565,12 @@ fn final_segments(
                 is_large,
                 expandable,
                 blocks,
+                summary: ["allocated_size", "active_size", "requested_size"].map(|key| {
+                    match pickle.get(segment, key) {
+                        Some(Value::Int(v)) => Some(*v),
+                        _ => None,
+                    }
+                }),
             },
         ));
     }
@@ -556,8 +596,9 @@ const MAX_DEVICES: usize = 128;
 /// segments of one device disjoint. A contradiction is refused, naming the
 /// entries that contradict each other (a segment listed twice replayed would hand out one
 /// block twice).
-fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result::Result<(), String> {
+fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result::Result<SegmentNotes, String> {
     let mut order = Vec::with_capacity(segments.len());
+    let mut notes = SegmentNotes::default();
     for (i, (device, segment)) in segments.iter().enumerate() {
         let end = segment.addr.checked_add(segment.size).ok_or_else(|| {
             format!(
@@ -575,6 +616,7 @@ fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result:
             return Err(format!("{key}[{i}].total_size is 0: PyTorch has no empty segments"));
         }
         let mut cursor = segment.addr;
+        let mut first_gap = None;
         for (j, &(addr, size, requested, _)) in segment.blocks.iter().enumerate() {
             if size == 0 {
                 return Err(format!("{key}[{i}].blocks[{j}].size is 0: PyTorch has no empty blocks"));
@@ -596,8 +638,18 @@ fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result:
                     "{key}[{i}].blocks[{j}] (address {addr}, size {size}) overlaps the block before it, which ends at {cursor}"
                 ));
             }
+            if addr > cursor && first_gap.is_none() {
+                first_gap = Some((cursor, addr));
+            }
             cursor = block_end.unwrap_or(end);
         }
+        if cursor < end && first_gap.is_none() {
+            first_gap = Some((cursor, end));
+        }
+        if let Some((from, to)) = first_gap {
+            notes.gap(*device, key, i, segment, from, to);
+        }
+        notes.summary(*device, key, i, segment);
         order.push((*device, segment.addr, end, i));
     }
     order.sort_unstable();
@@ -618,7 +670,91 @@ fn check_segments(segments: &[(usize, FinalSegment)], key: &str) -> std::result:
             });
         }
     }
-    Ok(())
+    Ok(notes)
+}
+
+/// What a snapshot's segments say of themselves that PyTorch's own never do, yet that leaves
+/// the answer known, per device: blocks that do not tile their segment (the gaps are replayed
+/// as free memory) and `allocated_size`, `active_size` or `requested_size` other than what the
+/// segment's blocks sum to (the blocks are taken). Each kind is one note: how many segments,
+/// the first named.
+#[derive(Debug, Default)]
+struct SegmentNotes {
+    /// Per device: segments whose blocks leave gaps, and the first's description.
+    gaps: BTreeMap<usize, (usize, String)>,
+    /// Per device: segments whose summary fields differ from their blocks', and the first's.
+    sums: BTreeMap<usize, (usize, String)>,
+}
+
+impl SegmentNotes {
+    fn gap(&mut self, device: usize, key: &str, i: usize, segment: &FinalSegment, from: u64, to: u64) {
+        self.gaps
+            .entry(device)
+            .or_insert_with(|| {
+                let covered: u64 = segment.blocks.iter().map(|b| b.1).sum();
+                let first = if segment.blocks.is_empty() {
+                    format!(
+                        "{key}[{i}] ({} B at address {}) lists no blocks",
+                        segment.size, segment.addr
+                    )
+                } else {
+                    format!(
+                        "{key}[{i}]'s blocks cover {covered} of its {} B, the first gap at addresses {from}..{to}",
+                        segment.size
+                    )
+                };
+                (0, first)
+            })
+            .0 += 1;
+    }
+
+    fn summary(&mut self, device: usize, key: &str, i: usize, segment: &FinalSegment) {
+        if segment.blocks.is_empty() {
+            return;
+        }
+        let (mut allocated, mut active, mut requested) = (0i128, 0i128, 0i128);
+        for &(_, size, asked, state) in &segment.blocks {
+            if state == BlockState::Allocated {
+                allocated += i128::from(size);
+            }
+            if state != BlockState::Free {
+                active += i128::from(size);
+                requested += i128::from(asked);
+            }
+        }
+        let names = ["allocated_size", "active_size", "requested_size"];
+        let sums = [allocated, active, requested];
+        let Some(k) = (0..3).find(|&k| segment.summary[k].is_some_and(|said| said != sums[k])) else {
+            return;
+        };
+        let entry = self.sums.entry(device).or_insert_with(|| {
+            let said = segment.summary[k].unwrap_or_default();
+            (
+                0,
+                format!(
+                    "{key}[{i}].{} is {said} B where its blocks sum to {} B",
+                    names[k], sums[k]
+                ),
+            )
+        });
+        entry.0 += 1;
+    }
+
+    /// The notes of `device`'s segments.
+    fn of(&self, device: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some((count, first)) = self.gaps.get(&device) {
+            out.push(format!(
+                "{count} segments' blocks do not tile them ({first}): PyTorch's snapshot lists every block of a segment, so the snapshot contradicts itself; the gaps are replayed as free memory"
+            ));
+        }
+        if let Some((count, first)) = self.sums.get(&device) {
+            out.push(format!(
+                "{count} segments' own totals differ from their blocks' ({first}): PyTorch sums them from the blocks, so the snapshot contradicts itself; the blocks are taken"
+            ));
+        }
+        out
+    }
 }
 
 /// One event of `device_traces[device]`, the builder's next, into it; what is wrong with it
@@ -664,15 +800,15 @@ fn push_event(
     };
     let (addr, size, stream) = (pickle::ADDR, pickle::SIZE, pickle::STREAM);
     if action == "oom" {
-        // An `oom` names the bytes the device had free (`device_free`; `addr` in some versions).
-        let free = event
-            .field(pickle::DEVICE_FREE)
-            .or_else(|| event.field(addr))
-            .and_then(|v| match v {
-                Value::Int(i) => u64::try_from(*i).ok(),
-                _ => None,
-            })
-            .unwrap_or(0);
+        // An `oom` names the bytes the device had free (`device_free`; `addr` in some versions);
+        // one that names neither bounds the cap by its request alone (u64::MAX: unknown).
+        let free = if event.field(pickle::DEVICE_FREE).is_some() {
+            number(pickle::DEVICE_FREE)?
+        } else if event.field(addr).is_some() {
+            number(addr)?
+        } else {
+            u64::MAX
+        };
         builder.push("oom", free, number(size)?, number(stream)?);
     } else if action == "alloc" {
         // The program's line, from the frames an event read whole carries (the fast path reads
@@ -687,8 +823,10 @@ fn push_event(
         builder.push_from(action, number(addr)?, number(size)?, number(stream)?, source);
     } else if SnapshotBuilder::wants(action) {
         builder.push(action, number(addr)?, number(size)?, number(stream)?);
-    } else {
+    } else if SnapshotBuilder::passes_over(action) {
         builder.skip();
+    } else {
+        builder.skip_unknown(action);
     }
     Ok(())
 }
@@ -743,12 +881,45 @@ pub(super) fn release_shown(settings: Option<&str>, host_segments: bool) -> Resu
 /// ran: `max_split_size`, `garbage_collection_threshold`, `expandable_segments`,
 /// `roundup_power2_divisions`) contradict its settings string `text`, read as `conf`: one
 /// sentence each, naming both values. The replay follows the string.
-fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocConf, text: &str) -> Vec<String> {
+fn settings_fields_contradictions(
+    pickle: &Pickle,
+    fields: &Value,
+    conf: &AllocConf,
+    text: Option<&str>,
+) -> Vec<String> {
     let mut said = Vec::new();
+    // A field of another type than PyTorch writes is said too (it contradicts nothing the
+    // replay can compare).
+    for (field, expected, fits) in [
+        (
+            "max_split_size",
+            "an integer",
+            (|v: &Value| matches!(v, Value::Int(_))) as fn(&Value) -> bool,
+        ),
+        ("garbage_collection_threshold", "a number", |v| {
+            matches!(v, Value::Float(_) | Value::Int(_))
+        }),
+        ("expandable_segments", "a bool", |v| matches!(v, Value::Bool(_))),
+        ("roundup_power2_divisions", "a dict", |v| matches!(v, Value::Dict(_))),
+    ] {
+        if let Some(value) = pickle.get(fields, field).filter(|v| !fits(v)) {
+            said.push(format!(
+                "the snapshot's allocator_settings field {field} is {}, not {expected} as PyTorch writes it; the replay follows {}",
+                kind(pickle, value),
+                if text.is_some() { "the settings string" } else { "PyTorch's defaults" }
+            ));
+        }
+    }
     let mut differs = |field: &str, recorded: String, string: String| {
-        said.push(format!(
-            "the snapshot's allocator_settings contradict themselves: its field {field} is {recorded}, but its settings string '{text}' gives {string}; the replay follows the string"
-        ))
+        said.push(match text {
+            Some(text) => format!(
+                "the snapshot's allocator_settings contradict themselves: its field {field} is {recorded}, but its settings string {} gives {string}; the replay follows the string",
+                quoted(text)
+            ),
+            None => format!(
+                "the snapshot's allocator_settings name no settings string, and its field {field} is {recorded} where PyTorch's defaults give {string}: the replay follows the defaults (--alloc-conf replays under other settings)"
+            ),
+        })
     };
     if let Some(&Value::Int(v)) = pickle.get(fields, "max_split_size") {
         let string = conf.max_split_size;
@@ -766,7 +937,12 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
             differs("max_split_size", v.to_string(), shown);
         }
     }
-    if let Some(&Value::Float(v)) = pickle.get(fields, "garbage_collection_threshold") {
+    let threshold = match pickle.get(fields, "garbage_collection_threshold") {
+        Some(&Value::Float(v)) => Some(v),
+        Some(&Value::Int(v)) => Some(v as f64),
+        _ => None,
+    };
+    if let Some(v) = threshold {
         if (v - conf.garbage_collection_threshold).abs() > 1e-9 {
             differs(
                 "garbage_collection_threshold",
@@ -806,6 +982,31 @@ fn settings_fields_contradictions(pickle: &Pickle, fields: &Value, conf: &AllocC
 /// key PyTorch writes (2.11's snapshots name it so), which vramlab's snapshot writer uses too.
 pub(super) const SETTINGS_KEYS: [&str; 2] = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
 
+/// How many distinct unknown actions a device's trace names one by one.
+const MAX_UNKNOWN_ACTIONS: usize = 8;
+
+/// `text` in quotes for a message, its control characters escaped and cut at 100 characters
+/// (an action name comes from the input and is printed in notes, not only in error lines).
+fn quoted(text: &str) -> String {
+    let mut out = String::from("'");
+    for (n, c) in text.chars().enumerate() {
+        if n == 100 {
+            out.push_str("...");
+            break;
+        }
+        match c {
+            '\'' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if crate::files::unprintable(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
 /// Builds a [`Trace`] from a PyTorch snapshot's device-trace events, in order.
 pub(super) struct SnapshotBuilder {
     pairing: Pairing,
@@ -815,8 +1016,10 @@ pub(super) struct SnapshotBuilder {
     alloc_addrs: Vec<u64>,
     /// Whether any `free_requested` was seen (older snapshots record only completions).
     requests_recorded: bool,
-    /// Actions the reader does not know, and how often.
+    /// Actions the reader does not know, and how often (the first [`MAX_UNKNOWN_ACTIONS`]).
     unknown_actions: BTreeMap<String, usize>,
+    /// Events of further actions the reader does not know.
+    unknown_others: usize,
     /// The trace's live allocations by address: their end, and the event that made them.
     spans: BTreeMap<u64, (u64, usize)>,
     index: usize,
@@ -840,6 +1043,7 @@ impl SnapshotBuilder {
             alloc_addrs: Vec::new(),
             requests_recorded: false,
             unknown_actions: BTreeMap::new(),
+            unknown_others: 0,
             spans: BTreeMap::new(),
             index: 0,
             sources: super::AllocSources::default(),
@@ -863,9 +1067,29 @@ impl SnapshotBuilder {
         )
     }
 
+    /// Whether an event with this `action` is one PyTorch writes that carries nothing the
+    /// replay uses (`snapshot`: where `_snapshot()` was taken; `user_defined`: the program's
+    /// own annotation).
+    pub(super) fn passes_over(action: &str) -> bool {
+        matches!(action, "snapshot" | "user_defined")
+    }
+
     /// An event this reader passes over (it still counts in event indices).
     pub(super) fn skip(&mut self) {
         self.index += 1;
+    }
+
+    /// An event of an action neither PyTorch nor vramlab writes: passed over, and said (how
+    /// many, per action, with every replay).
+    pub(super) fn skip_unknown(&mut self, action: &str) {
+        self.index += 1;
+        if let Some(count) = self.unknown_actions.get_mut(action) {
+            *count += 1;
+        } else if self.unknown_actions.len() < MAX_UNKNOWN_ACTIONS {
+            self.unknown_actions.insert(action.to_string(), 1);
+        } else {
+            self.unknown_others += 1;
+        }
     }
 
     /// The next event of the device trace (for `oom`, `addr` is the device's free bytes).
@@ -878,6 +1102,9 @@ impl SnapshotBuilder {
         let index = self.index;
         self.index += 1;
         let at = self.pairing.events.len();
+        if matches!(action, "segment_free" | "segment_unmap") {
+            self.freed_while_live(index, action, addr, size);
+        }
         let mut record = |action| {
             self.recorded_ops.push(RecordedOp {
                 at,
@@ -889,6 +1116,11 @@ impl SnapshotBuilder {
         };
         match action {
             "alloc" => {
+                if size == 0 {
+                    self.pairing.warnings.push(format!(
+                        "event {index}: an allocation of 0 B at {addr:#x}: PyTorch's allocator records none (a request for 0 bytes returns no memory); replayed as asked"
+                    ));
+                }
                 self.alloc_addrs.push(addr);
                 self.overlapping(index, addr, size);
                 if let Some(line) = source {
@@ -921,11 +1153,19 @@ impl SnapshotBuilder {
                 .events
                 .push(TraceEvent::EmptyCache { within_request: false }),
             "oom" => {
+                if size == 0 {
+                    self.pairing.warnings.push(format!(
+                        "event {index}: an out-of-memory error for 0 B: PyTorch's allocator fails no request for 0 bytes; replayed as recorded"
+                    ));
+                }
                 record(DeviceAction::Oom);
                 self.alloc_addrs.push(u64::MAX);
                 self.pairing.failed_alloc(size, stream);
             }
-            other => *self.unknown_actions.entry(other.to_string()).or_default() += 1,
+            other => {
+                self.index -= 1;
+                self.skip_unknown(other);
+            }
         }
     }
 
@@ -948,6 +1188,24 @@ impl SnapshotBuilder {
         self.spans.insert(addr, (end, index));
     }
 
+    /// Says (a warning naming both events) where a `segment_free` or `segment_unmap` of `size`
+    /// bytes at `addr` takes back memory that an allocation the trace made and has not freed
+    /// lies in: PyTorch returns to the device only memory no block uses. The allocation is
+    /// forgotten here, so that one contradiction is said once.
+    fn freed_while_live(&mut self, index: usize, action: &str, addr: u64, size: u64) {
+        let end = addr.saturating_add(size);
+        let before = self.spans.range(..addr).next_back().filter(|(_, &(e, _))| e > addr);
+        let inside = self.spans.range(addr..end.max(addr.saturating_add(1))).next();
+        let Some((&start, &(other_end, at))) = before.or(inside) else {
+            return;
+        };
+        self.pairing.warnings.push(format!(
+            "event {index}: {action} of {addr:#x} ({size} B) takes back the live allocation at {start:#x} ({} B) of event {at}, which the trace has not freed: the snapshot contradicts itself (PyTorch returns only memory no block uses; both are replayed)",
+            other_end - start
+        ));
+        self.spans.remove(&start);
+    }
+
     /// The trace of device `device`, named `name`, recorded under `allocator_settings` when
     /// known, with the state its window began in rebuilt from the device's final segments.
     pub(super) fn finish(
@@ -965,6 +1223,7 @@ impl SnapshotBuilder {
             alloc_addrs,
             requests_recorded,
             unknown_actions,
+            unknown_others,
             spans: _,
             index: _,
             sources,
@@ -1018,7 +1277,13 @@ impl SnapshotBuilder {
         }
         for (action, count) in &unknown_actions {
             unknowns.push(format!(
-                "{count} events of action '{action}', which vramlab does not know, were skipped"
+                "{count} events of action {}, which neither PyTorch nor vramlab writes, were skipped",
+                quoted(action)
+            ));
+        }
+        if unknown_others > 0 {
+            unknowns.push(format!(
+                "{unknown_others} events of further actions neither PyTorch nor vramlab writes were skipped"
             ));
         }
         unknowns.extend(rebuilt.unknowns.iter().cloned());
@@ -1746,5 +2011,340 @@ mod tests {
         let bytes = b"\x80\x04\x95\x11\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x08segments\x94]\x94s.";
         let err = import_bytes("x.pickle", bytes).unwrap_err().to_string();
         assert_eq!(err, "x.pickle: not a PyTorch memory snapshot: no 'device_traces' list");
+    }
+
+    /// Issue 40: an `OrderedDict` (a snapshot a program built, pickled by Python, protocols 2
+    /// and 4) is read as the dict it is; any other class is refused, naming it.
+    #[test]
+    fn ordered_dicts_are_read_as_dicts_and_other_classes_refused() {
+        // O = OrderedDict; pickle.dumps(O(device_traces=[[O(action='alloc', addr=1 << 34,
+        // size=512, stream=0), the same freed (requested, completed)]]), protocol=2 and 4)
+        let p2: &[u8] = b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01X\r\x00\x00\x00device_tracesq\x02]q\x03]q\x04(h\x00)Rq\x05(X\x06\x00\x00\x00actionq\x06X\x05\x00\x00\x00allocq\x07X\x04\x00\x00\x00addrq\x08\x8a\x05\x00\x00\x00\x00\x04X\x04\x00\x00\x00sizeq\tM\x00\x02X\x06\x00\x00\x00streamq\nK\x00uh\x00)Rq\x0b(h\x06X\x0e\x00\x00\x00free_requestedq\x0ch\x08\x8a\x05\x00\x00\x00\x00\x04h\tM\x00\x02h\nK\x00uh\x00)Rq\r(h\x06X\x0e\x00\x00\x00free_completedq\x0eh\x08\x8a\x05\x00\x00\x00\x00\x04h\tM\x00\x02h\nK\x00ueas.";
+        let p4: &[u8] = b"\x80\x04\x95\xcd\x00\x00\x00\x00\x00\x00\x00\x8c\x0bcollections\x94\x8c\x0bOrderedDict\x94\x93\x94)R\x94\x8c\rdevice_traces\x94]\x94]\x94(h\x02)R\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04addr\x94\x8a\x05\x00\x00\x00\x00\x04\x8c\x04size\x94M\x00\x02\x8c\x06stream\x94K\x00uh\x02)R\x94(h\x08\x8c\x0efree_requested\x94h\n\x8a\x05\x00\x00\x00\x00\x04h\x0bM\x00\x02h\x0cK\x00uh\x02)R\x94(h\x08\x8c\x0efree_completed\x94h\n\x8a\x05\x00\x00\x00\x00\x04h\x0bM\x00\x02h\x0cK\x00ueas.";
+        use super::super::snapshot_writer::PickleWriter;
+        let mut w = PickleWriter::new();
+        w.dict(|w| {
+            device_traces(
+                w,
+                &[
+                    ("alloc", 1 << 34, 512),
+                    ("free_requested", 1 << 34, 512),
+                    ("free_completed", 1 << 34, 512),
+                ],
+            )
+        });
+        let plain = Trace::from_bytes("d.pickle", &w.finish(), None).unwrap();
+        for bytes in [p2, p4] {
+            let traces = import_bytes("o.pickle", bytes).unwrap();
+            assert_eq!(traces.len(), 1);
+            assert_eq!(traces[0].events, plain.events);
+        }
+        // pickle.dumps(fractions.Fraction) and a GLOBAL of builtins.eval, then REDUCE
+        let eval: &[u8] = b"\x80\x02cbuiltins\neval\nX\x01\x00\x00\x001\x85R.";
+        let err = import_bytes("e.pickle", eval).unwrap_err().to_string();
+        assert!(
+            err.contains("a reference to builtins.eval (a class or function)"),
+            "{err}"
+        );
+        // OrderedDict called with arguments builds nothing this reader knows.
+        let called: &[u8] = b"\x80\x02ccollections\nOrderedDict\nK\x01\x85R.";
+        let err = import_bytes("c.pickle", called).unwrap_err().to_string();
+        assert!(err.contains("builds an object"), "{err}");
+    }
+
+    /// A snapshot of one 2 MiB segment at S whose blocks are `blocks` (address, size, state)
+    /// and whose `allocated_size` is `allocated`, and a trace of `events`.
+    fn segment_snapshot(blocks: &[(u64, u64, &str)], allocated: u64, events: &[(&str, u64, u64)]) -> Trace {
+        use super::super::snapshot_writer::PickleWriter;
+        const S: u64 = 1 << 34;
+        let mut w = PickleWriter::new();
+        w.dict(|w| {
+            w.entry("segments", |w| {
+                w.list(&[()], |w, _| {
+                    w.dict(|w| {
+                        w.entry("address", |w| w.int(S));
+                        w.entry("total_size", |w| w.int(2 << 20));
+                        w.entry("allocated_size", |w| w.int(allocated));
+                        w.entry("stream", |w| w.int(0));
+                        w.entry("blocks", |w| {
+                            w.list(blocks, |w, &(address, size, state)| {
+                                w.dict(|w| {
+                                    w.entry("address", |w| w.int(S + address));
+                                    w.entry("size", |w| w.int(size));
+                                    w.entry("requested_size", |w| w.int(size));
+                                    w.entry("state", |w| w.str(state));
+                                })
+                            })
+                        });
+                    })
+                })
+            });
+            device_traces(w, events);
+        });
+        Trace::from_bytes("t.pickle", &w.finish(), None).unwrap()
+    }
+
+    /// Issue 40: blocks that leave gaps in their segment, or a segment whose `allocated_size`
+    /// is not what its blocks sum to, contradict PyTorch's own snapshot, yet leave the answer
+    /// known: each is a note naming the first segment; tiled blocks with their sum say nothing.
+    #[test]
+    fn blocks_that_do_not_tile_their_segment_or_its_totals_are_noted() {
+        const M: u64 = 1 << 20;
+        let events = [("segment_alloc", 1 << 34, 2 * M), ("alloc", 1 << 34, 512)];
+        let notes = |trace: Trace| -> Vec<String> {
+            trace
+                .unknowns
+                .into_iter()
+                .filter(|u| u.contains("contradicts itself"))
+                .collect()
+        };
+        let tiled = [(0, 512, "active_allocated"), (512, 2 * M - 512, "inactive")];
+        assert!(notes(segment_snapshot(&tiled, 512, &events)).is_empty());
+        let gap = [(0, 512, "active_allocated"), (4096, 2 * M - 4096, "inactive")];
+        let said = notes(segment_snapshot(&gap, 512, &events));
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("1 segments' blocks do not tile them (segments[0]'s blocks cover 2093568 of its 2097152 B, the first gap at addresses 17179869696..17179873280)"),
+            "{said:?}"
+        );
+        let said = notes(segment_snapshot(&[], 0, &events));
+        assert!(
+            said[0].contains("segments[0] (2097152 B at address 17179869184) lists no blocks"),
+            "{said:?}"
+        );
+        let said = notes(segment_snapshot(&tiled, 1 << 40, &events));
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].contains("segments[0].allocated_size is 1099511627776 B where its blocks sum to 512 B"),
+            "{said:?}"
+        );
+    }
+
+    /// Issue 40: an action neither PyTorch nor vramlab writes is skipped and said, its name
+    /// escaped (a U+2028 or an escape sequence in it would move the terminal's cursor);
+    /// PyTorch's `snapshot` and `user_defined` pass in silence.
+    #[test]
+    fn unknown_actions_are_said_with_their_names_escaped() {
+        const M: u64 = 1 << 20;
+        let tiled = [(0, 512, "active_allocated"), (512, 2 * M - 512, "inactive")];
+        let events = [
+            ("segment_alloc", 1 << 34, 2 * M),
+            ("snapshot", 0, 0),
+            ("user_defined", 0, 0),
+            ("ban\u{2028}ana\u{1b}[31m", 0, 0),
+            ("alloc", 1 << 34, 512),
+            ("ban\u{2028}ana\u{1b}[31m", 0, 0),
+        ];
+        let trace = segment_snapshot(&tiled, 512, &events);
+        let said: Vec<&String> = trace.unknowns.iter().filter(|u| u.contains("action")).collect();
+        assert_eq!(
+            said,
+            ["2 events of action 'ban\\u{2028}ana\\u{1b}[31m', which neither PyTorch nor vramlab writes, were skipped"],
+        );
+        // More than MAX_UNKNOWN_ACTIONS distinct names: the rest are counted together.
+        let names: Vec<String> = (0..MAX_UNKNOWN_ACTIONS + 3).map(|i| format!("x{i}")).collect();
+        let mut events: Vec<(&str, u64, u64)> = vec![("segment_alloc", 1 << 34, 2 * M), ("alloc", 1 << 34, 512)];
+        events.extend(names.iter().map(|n| (n.as_str(), 0, 0)));
+        let trace = segment_snapshot(&tiled, 512, &events);
+        let said: Vec<&String> = trace.unknowns.iter().filter(|u| u.contains("action")).collect();
+        assert_eq!(said.len(), MAX_UNKNOWN_ACTIONS + 1, "{said:?}");
+        assert!(
+            said[MAX_UNKNOWN_ACTIONS].starts_with("3 events of further actions"),
+            "{said:?}"
+        );
+    }
+
+    /// Issue 40: a segment freed (or unmapped) while an allocation the trace made and has not
+    /// freed lies in it is a warning naming both events: PyTorch returns only unused memory.
+    #[test]
+    fn a_segment_freed_under_a_live_allocation_is_warned_of() {
+        const M: u64 = 1 << 20;
+        const S: u64 = 1 << 34;
+        let tiled = [(0, 2 * M, "inactive")];
+        let events = [
+            ("segment_alloc", S, 2 * M),
+            ("alloc", S + 4096, 512),
+            ("segment_free", S, 2 * M),
+            ("segment_alloc", S, 2 * M),
+        ];
+        let trace = segment_snapshot(&tiled, 0, &events);
+        assert_eq!(trace.warnings.count, 1, "{:?}", trace.warnings.examples);
+        assert!(
+            trace.warnings.examples[0].starts_with(
+                "event 2: segment_free of 0x400000000 (2097152 B) takes back the live allocation at 0x400001000 (512 B) of event 1"
+            ),
+            "{:?}",
+            trace.warnings.examples
+        );
+        // Freed first, the segment's release is PyTorch's ordinary one.
+        let events = [
+            ("segment_alloc", S, 2 * M),
+            ("alloc", S + 4096, 512),
+            ("free_requested", S + 4096, 512),
+            ("free_completed", S + 4096, 512),
+            ("segment_free", S, 2 * M),
+        ];
+        let trace = segment_snapshot(&[], 0, &events);
+        assert_eq!(trace.warnings.count, 0, "{:?}", trace.warnings.examples);
+    }
+
+    /// Issue 40: a settings string that is not a string, or `allocator_settings` that is
+    /// neither a dict nor a string, is refused in one line (the rules to replay under are
+    /// unknown); fields of another type than PyTorch writes, fields without a string that
+    /// differ from the defaults, and two settings strings that differ are noted.
+    #[test]
+    fn allocator_settings_of_the_wrong_shape_are_refused_or_noted() {
+        use super::super::snapshot_writer::PickleWriter;
+        let read = |settings: &dyn Fn(&mut PickleWriter)| {
+            let mut w = PickleWriter::new();
+            w.dict(|w| {
+                w.entry("allocator_settings", settings);
+                device_traces(
+                    w,
+                    &[
+                        ("alloc", 1 << 34, 512),
+                        ("free_requested", 1 << 34, 512),
+                        ("free_completed", 1 << 34, 512),
+                    ],
+                );
+            });
+            Trace::from_bytes("s.pickle", &w.finish(), None)
+        };
+        let err = read(&|w| w.dict(|w| w.entry(SETTINGS_KEYS[1], |w| w.int(5))))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "s.pickle: not a PyTorch memory snapshot: allocator_settings['PYTORCH_CUDA_ALLOC_CONF'] is an integer, not a string (PyTorch writes its settings string there)"
+        );
+        let err = read(&|w| w.int(5)).unwrap_err().to_string();
+        assert!(
+            err.ends_with("'allocator_settings' is an integer, not a dict or a string"),
+            "{err}"
+        );
+        let trace = read(&|w| {
+            w.dict(|w| {
+                w.entry("expandable_segments", |w| w.bool(true));
+                w.entry("max_split_size", |w| w.str("x"));
+            })
+        })
+        .unwrap();
+        let said: Vec<&String> = trace
+            .unknowns
+            .iter()
+            .filter(|u| u.contains("allocator_settings"))
+            .collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(
+            said[0].contains("field max_split_size is a string, not an integer"),
+            "{said:?}"
+        );
+        assert!(
+            said[1].contains("name no settings string, and its field expandable_segments is true where PyTorch's defaults give false"),
+            "{said:?}"
+        );
+        let trace = read(&|w| {
+            w.dict(|w| {
+                w.entry(SETTINGS_KEYS[0], |w| w.str(""));
+                w.entry(SETTINGS_KEYS[1], |w| w.str("expandable_segments:True"));
+            })
+        })
+        .unwrap();
+        assert!(
+            trace.unknowns.iter().any(|u| u
+                .contains("'PYTORCH_ALLOC_CONF' is '' and 'PYTORCH_CUDA_ALLOC_CONF' is 'expandable_segments:True'")),
+            "{:?}",
+            trace.unknowns
+        );
+    }
+
+    /// Issue 40: blocks whose free the window only completes (requested before it) are
+    /// counted as PyTorch counts them, in requested and active bytes but not allocated, so
+    /// the window's requested peak may pass its allocated peak: a note says why.
+    #[test]
+    fn blocks_freed_before_the_window_are_said_to_count_as_requested_not_allocated() {
+        const M: u64 = 1 << 20;
+        const S: u64 = 1 << 34;
+        let tiled = [(0, 512, "active_allocated"), (512, 2 * M - 512, "inactive")];
+        let events = [
+            ("free_completed", S + 2048, 10 * M),
+            ("free_completed", S + 4096, 10 * M),
+        ];
+        let trace = segment_snapshot(&tiled, 512, &events);
+        let notes = crate::replay_record::notes_of(&trace);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("2 of the blocks live at the start (")
+                    && n.contains("no longer in allocated_bytes")),
+            "{notes:?}"
+        );
+        let events = [("segment_alloc", S, 2 * M), ("alloc", S, 512)];
+        let notes = crate::replay_record::notes_of(&segment_snapshot(&tiled, 512, &events));
+        assert!(
+            !notes.iter().any(|n| n.contains("no longer in allocated_bytes")),
+            "{notes:?}"
+        );
+    }
+
+    /// Issue 40: an out-of-memory event's `device_free` is read as strictly as every other
+    /// number (a negative or non-integer one is refused, naming it, where it was taken as 0 B
+    /// free: a cap of the bytes held), and one that names no free memory bounds the cap by its
+    /// request alone; allocations and errors of 0 B, which PyTorch never records, are warned of.
+    #[test]
+    fn an_out_of_memory_errors_free_memory_is_read_strictly() {
+        use super::super::snapshot_writer::PickleWriter;
+        const S: u64 = 1 << 34;
+        const M: u64 = 1 << 20;
+        let with = |free: Option<i64>, size: u64| {
+            let mut w = PickleWriter::new();
+            w.dict(|w| {
+                w.entry("device_traces", |w| {
+                    w.list(&[()], |w, _| {
+                        w.list(&[0, 1, 2], |w, &i| {
+                            w.dict(|w| match i {
+                                0 => {
+                                    w.entry("action", |w| w.str("segment_alloc"));
+                                    w.entry("addr", |w| w.int(S));
+                                    w.entry("size", |w| w.int(2 * M));
+                                    w.entry("stream", |w| w.int(0));
+                                }
+                                1 => {
+                                    w.entry("action", |w| w.str("alloc"));
+                                    w.entry("addr", |w| w.int(S));
+                                    w.entry("size", |w| w.int(512));
+                                    w.entry("stream", |w| w.int(0));
+                                }
+                                _ => {
+                                    w.entry("action", |w| w.str("oom"));
+                                    if let Some(free) = free {
+                                        w.entry("device_free", |w| w.signed(free));
+                                    }
+                                    w.entry("size", |w| w.int(size));
+                                    w.entry("stream", |w| w.int(0));
+                                }
+                            })
+                        })
+                    })
+                });
+            });
+            Trace::from_bytes("m.pickle", &w.finish(), None)
+        };
+        let err = with(Some(-5), 4 * M).unwrap_err().to_string();
+        assert!(
+            err.ends_with("device_traces[0][2].device_free = -5 is negative"),
+            "{err}"
+        );
+        let known = with(Some(0), 4 * M).unwrap().capacity_from_oom().unwrap();
+        assert_eq!(known.bytes, 2 * M);
+        // No device_free: the failed request bounds the cap (2 MiB held + a 20 MiB segment).
+        let unknown = with(None, 4 * M).unwrap();
+        let cap = unknown.capacity_from_oom().unwrap();
+        assert_eq!(cap.bytes, 2 * M);
+        assert!(cap.explain().contains("the request that failed"), "{}", cap.explain());
+        assert_eq!(unknown.warnings.count, 0);
+        let zero = with(Some(0), 0).unwrap();
+        assert_eq!(zero.warnings.count, 1);
+        assert!(zero.warnings.examples[0].starts_with("event 2: an out-of-memory error for 0 B"));
     }
 }

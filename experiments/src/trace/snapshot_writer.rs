@@ -153,7 +153,7 @@ pub fn snapshot_bytes(replayed: &ReplayedTrace, settings: Option<&str>) -> Vec<u
                     w.dict(|w| {
                         w.entry("action", |w| w.str(e.action));
                         if e.action == "oom" {
-                            w.entry("device_free", |w| w.int(0));
+                            w.entry("device_free", |w| w.int(e.addr));
                         } else {
                             w.entry("addr", |w| w.int(e.addr));
                         }

@@ -173,6 +173,10 @@ pub(super) struct FinalSegment {
     pub expandable: bool,
     /// Its blocks: address, size, requested size, state.
     pub blocks: Vec<(u64, u64, u64, BlockState)>,
+    /// What the snapshot says the blocks sum to: `allocated_size`, `active_size` and
+    /// `requested_size`, where it says them as integers (checked against the blocks, never
+    /// used).
+    pub summary: [Option<i128>; 3],
 }
 
 /// A block the trace frees without having allocated it.
