@@ -1171,6 +1171,21 @@ impl Policy for Caching {
         true
     }
 
+    fn reset_peak_stats(&mut self) {
+        // CUDACachingAllocator.cpp, resetPeakStats: every stat's peak becomes its current value.
+        let s = &mut self.stats;
+        for stat in [
+            &mut s.allocated,
+            &mut s.reserved,
+            &mut s.active,
+            &mut s.requested,
+            &mut s.inactive_split,
+            &mut s.segments,
+        ] {
+            stat.peak = stat.current;
+        }
+    }
+
     fn pytorch_stats(&self) -> Option<PytorchStats> {
         let s = &self.stats;
         Some(PytorchStats {

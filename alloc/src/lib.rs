@@ -247,6 +247,10 @@ pub trait Policy {
     fn select_pool(&mut self, _pool: u32) {}
     /// The owner of private pool `pool` let go of it.
     fn release_pool(&mut self, _pool: u32) {}
+    /// The program's `torch.cuda.reset_peak_memory_stats()`: each peak of
+    /// [`Policy::pytorch_stats`] starts again from its current value. Policies without
+    /// PyTorch's statistics ignore it.
+    fn reset_peak_stats(&mut self) {}
     /// Takes over the state a trace began in (a snapshot whose start was lost); the live blocks,
     /// with their trace ids. A policy that does not know PyTorch's layout allocates each live
     /// block as a request, in address order.

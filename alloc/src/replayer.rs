@@ -218,6 +218,9 @@ impl Replayer {
         let since = |start: Option<Instant>| start.map_or(0.0, |s| s.elapsed().as_nanos() as f64);
         meter.at = index;
         let mut fits = true;
+        if !trace.peak_resets.is_empty() && trace.peak_resets.binary_search(&index).is_ok() {
+            self.policy.reset_peak_stats();
+        }
         match trace.events[index] {
             TraceEvent::Alloc { id, size, stream } => {
                 observer.requesting(self.policy.as_ref());

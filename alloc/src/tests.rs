@@ -263,3 +263,47 @@ fn a_device_without_a_recording_places_segments_as_a_fresh_processs_driver_does(
     let reserved = device.reserve(1 << 30).unwrap();
     assert!(reserved + (1 << 30) <= a || reserved >= b + (6 << 20));
 }
+
+#[test]
+fn a_reset_of_the_peaks_starts_pytorchs_peaks_again_and_leaves_the_replays_own() {
+    use experiments::{AllocConf, BackendKind, Trace, TraceEvent, TraceSource};
+
+    // 8 MiB held and freed, the peaks reset, then 1 MiB: PyTorch's memory_stats() after the
+    // reset (CUDACachingAllocator.cpp, resetPeakStats) reports peaks of the 1 MiB and of what
+    // was still reserved; the replay's own peak is the whole program's.
+    let alloc = |id, size| TraceEvent::Alloc { id, size, stream: 0 };
+    let mut trace = Trace::new(
+        "reset",
+        TraceSource::Vramlab,
+        vec![
+            alloc(0, 8 << 20),
+            TraceEvent::Free { id: 0 },
+            TraceEvent::EmptyCache { within_request: false },
+            alloc(1, 1 << 20),
+            TraceEvent::Free { id: 1 },
+        ],
+    );
+    let run = |trace: &Trace| {
+        let conf = AllocConf::parse("").unwrap();
+        let mut device = SimDevice::new(80 << 30);
+        super::replay_policy(
+            trace,
+            "reset",
+            super::build_pytorch_policy(&conf),
+            &mut device,
+            super::ReplayOptions::default(),
+            &mut (),
+            BackendKind::Sim,
+        )
+        .unwrap()
+    };
+    let whole = run(&trace);
+    assert_eq!(whole.pytorch_stats.as_ref().unwrap().allocated_peak, 8 << 20);
+    trace.peak_resets = vec![3];
+    let reset = run(&trace);
+    let stats = reset.pytorch_stats.as_ref().unwrap();
+    assert_eq!(stats.allocated_peak, 1 << 20);
+    assert_eq!(stats.reserved_peak, 2 << 20);
+    assert_eq!(reset.peak_allocated_bytes, 8 << 20);
+    assert_eq!(reset.peak_reserved_bytes, whole.peak_reserved_bytes);
+}

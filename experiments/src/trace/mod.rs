@@ -280,6 +280,11 @@ pub struct Trace {
     /// What the input does not determine, in plain words (a replay says these beside its figures).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknowns: Vec<String>,
+    /// The events (by index, ascending) before which the program reset PyTorch's peak
+    /// statistics (`torch.cuda.reset_peak_memory_stats()`; vramlab's tracer writes the action
+    /// `reset_peak`): PyTorch's `memory_stats()` peaks count from the last of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peak_resets: Vec<usize>,
     /// The device the trace is of (a snapshot's index).
     #[serde(default)]
     pub device: usize,
@@ -1087,6 +1092,7 @@ impl Pairing {
             pool_of_id: Vec::new(),
             final_segments: Vec::new(),
             unknowns: Vec::new(),
+            peak_resets: Vec::new(),
             device: 0,
             alloc_addrs: Vec::new(),
             torch_shown: None,

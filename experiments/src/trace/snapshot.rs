@@ -1025,6 +1025,8 @@ pub(super) struct SnapshotBuilder {
     index: usize,
     /// The program's line of each allocation whose frames name one.
     sources: super::AllocSources,
+    /// Where the program reset the peak statistics: the events before which it did.
+    peak_resets: Vec<usize>,
 }
 
 impl Default for SnapshotBuilder {
@@ -1047,6 +1049,7 @@ impl SnapshotBuilder {
             spans: BTreeMap::new(),
             index: 0,
             sources: super::AllocSources::default(),
+            peak_resets: Vec::new(),
         }
     }
 
@@ -1064,6 +1067,7 @@ impl SnapshotBuilder {
                 | "segment_unmap"
                 | "oom"
                 | "empty_cache"
+                | "reset_peak"
         )
     }
 
@@ -1152,6 +1156,9 @@ impl SnapshotBuilder {
                 .pairing
                 .events
                 .push(TraceEvent::EmptyCache { within_request: false }),
+            // Written by vramlab's tracer where the program reset the peak statistics
+            // (`torch.cuda.reset_peak_memory_stats()`), which PyTorch's snapshots do not record.
+            "reset_peak" => self.peak_resets.push(self.pairing.events.len()),
             "oom" => {
                 if size == 0 {
                     self.pairing.warnings.push(format!(
@@ -1227,6 +1234,7 @@ impl SnapshotBuilder {
             spans: _,
             index: _,
             sources,
+            peak_resets,
         } = self;
         let mut unknowns = Vec::new();
         let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
@@ -1266,6 +1274,7 @@ impl SnapshotBuilder {
         let rebuilt = start::rebuild(&finals, window, &conf);
         let mut trace = pairing.finish(name.to_string(), TraceSource::PytorchSnapshot, segment_sizes);
         trace.device = device;
+        trace.peak_resets = peak_resets;
         trace.allocator_settings = allocator_settings;
         trace.torch_shown = shown;
         trace.name_release(None)?;

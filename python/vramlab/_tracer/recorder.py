@@ -113,6 +113,12 @@ class Recorder:
     def empty_cache(self) -> None:
         self.events.append({"action": "empty_cache", "addr": 0, "size": 0, "stream": self.stream, "frames": []})
 
+    def reset_peak(self) -> None:
+        """The program's torch.cuda.reset_peak_memory_stats(), which PyTorch's snapshots do not
+        record: the replay starts PyTorch's peak statistics again here."""
+        self.peak = self.allocated
+        self.events.append({"action": "reset_peak", "addr": 0, "size": 0, "stream": self.stream, "frames": []})
+
     # Storages -------------------------------------------------------------------------------
 
     def track(self, tensor: Any, frame: Frame, size: Optional[int] = None) -> None:

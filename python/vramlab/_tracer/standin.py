@@ -246,9 +246,9 @@ def device_queries(session: Any) -> Table:
         )
 
     def reset_peak(device: Any = None) -> None:
-        record.peak = record.allocated
+        record.reset_peak()
         session.note(
-            "{count} resets of the peak statistics (torch.cuda.reset_peak_memory_stats and the like) were made by the program: the replay's peaks are the whole program's, while PyTorch's memory_stats() after a reset reports only the peaks since it"
+            "{count} resets of the peak statistics (torch.cuda.reset_peak_memory_stats and the like) were made by the program: the replay's PyTorch statistics (pytorch_stats) count their peaks from the last, as memory_stats() does, while its own peak figures are the whole program's"
         )
 
     def empty_cache() -> None:
