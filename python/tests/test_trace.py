@@ -32,9 +32,18 @@ from trace_workloads import ALL, GROUPS  # noqa: E402
 # (+26.7%, said in its notes: test_trace_rules.py).
 # ISSUE35C is in, but for the misses its held-out table showed that are not mended yet
 # (RESULTS.md): a U-Net's convolutions outside the workspace tables.
-NOT_YET = {"compiled_mlp_adamw", "unet_groupnorm_adam"}
-# ISSUE35D (scripts/trace_workloads_35d.py) is left out until it is recorded on the GPU.
-WORKLOADS = {name: workload for name, workload in ALL.items() if name not in GROUPS["issue35"] and name not in GROUPS["issue35d"] and name not in NOT_YET}
+# ISSUE35D is in, but for its misses after the mends (RESULTS.md): convolutions outside the
+# measured kinds (dilated, 1-d) or sized wrongly by the fitted model.
+NOT_YET = {
+    "compiled_mlp_adamw",
+    "unet_groupnorm_adam",
+    "espcn_pixel_shuffle",
+    "upsample_autoencoder",
+    "tv_deeplabv3_mobilenet",
+    "simclr_resnet18",
+    "hf_whisper_seq2seq",
+}
+WORKLOADS = {name: workload for name, workload in ALL.items() if name not in GROUPS["issue35"] and name not in NOT_YET}
 # VRAMLAB_TRACE_SAMPLE=N: every Nth workload (CI's run under a second torch release).
 SAMPLE = int(os.environ.get("VRAMLAB_TRACE_SAMPLE", "1"))
 WORKLOADS = {name: workload for i, (name, workload) in enumerate(WORKLOADS.items()) if i % SAMPLE == 0}
@@ -149,6 +158,14 @@ ASKS_OTHERWISE: set = {
     "ema_transformer_lm",
     "dlrm_embeddingbag_adagrad",
     "wgan_gp_mlp",
+    # ISSUE35D, within the limits but not to the byte (RESULTS.md): LoRA on T5 (-0.10%
+    # allocated, default), MLP-Mixer's reserved (+0.82%, default).
+    "peft_lora_t5_bf16",
+    "timm_mixer_bf16",
+    # The program resets the peak statistics: its trace records the reset, the GPU's snapshot has
+    # no record of one, so their replays' statistics differ by design (the peaks are compared
+    # with memory_stats() above, exactly).
+    "phases_reset_peak_empty_cache",
 }
 
 
