@@ -41,7 +41,9 @@ NOT_YET = {
     "upsample_autoencoder",
     "tv_deeplabv3_mobilenet",
     "simclr_resnet18",
-    "hf_whisper_seq2seq",
+    # Its patch convolution's workspace (16x16, stride 16: a kind the measurements lack) is not
+    # traced while the copy of its permuted gradient is: +2.8% reserved under expandable segments.
+    "timm_mixer_bf16",
 }
 WORKLOADS = {name: workload for name, workload in ALL.items() if name not in GROUPS["issue35"] and name not in NOT_YET}
 # VRAMLAB_TRACE_SAMPLE=N: every Nth workload (CI's run under a second torch release).
@@ -159,9 +161,10 @@ ASKS_OTHERWISE: set = {
     "dlrm_embeddingbag_adagrad",
     "wgan_gp_mlp",
     # ISSUE35D, within the limits but not to the byte (RESULTS.md): LoRA on T5 (-0.10%
-    # allocated, default), MLP-Mixer's reserved (+0.82%, default).
+    # allocated, default); Whisper's peaks are exact but its 1-d convolutions' workspaces are not
+    # traced.
     "peft_lora_t5_bf16",
-    "timm_mixer_bf16",
+    "hf_whisper_seq2seq",
     # The program resets the peak statistics: its trace records the reset, the GPU's snapshot has
     # no record of one, so their replays' statistics differ by design (the peaks are compared
     # with memory_stats() above, exactly).

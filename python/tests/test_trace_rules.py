@@ -574,3 +574,40 @@ def test_misuse_gets_one_line():
             with vramlab.trace():
                 pass
     assert ("alloc", 32) in allocations(outer.snapshot())
+
+
+# Copies kernels make of inputs not laid out as they need -----------------------------------
+
+
+def test_layer_norm_copies_a_strided_input_before_its_outputs_and_frees_it_on_return():
+    """layer_norm_kernel.cu: layer_norm_cuda and layer_norm_backward_cuda take
+    X = input.expect_contiguous() before making their outputs (Whisper's permuted conv output)."""
+    with vramlab.trace(gpu="h100") as t:
+        norm = torch.nn.LayerNorm(256).cuda()
+        x = torch.randn(4, 256, 750, device="cuda", requires_grad=True)
+        start = len(allocations(t.snapshot()))
+        norm(x.permute(0, 2, 1)).sum().backward()
+    events = allocations(t.snapshot())[start:]
+    full, rows = 4 * 750 * 256 * 4, 4 * 750 * 4
+    assert events[:5] == [("alloc", full), ("alloc", full), ("alloc", rows), ("alloc", rows), ("free_completed", full)]
+    backward = events.index(("alloc", full), 5)
+    # The copy of X, dX, dgamma, dbeta, the kernel's copy of the expanded dY, then X's copy freed.
+    assert events[backward : backward + 7] == [
+        ("alloc", full), ("alloc", full), ("alloc", 1024), ("alloc", 1024),
+        ("alloc", full), ("free_completed", full), ("free_completed", full),
+    ]
+
+
+def test_a_convolution_copies_a_permuted_gradient_before_its_backward():
+    """ConvShared.cpp, cudnn_convolution_backward: grad_output.to(input.suggest_memory_format())
+    comes first; Convolution.cpp passes input.contiguous(format) to the backend."""
+    with vramlab.trace(gpu="h100") as t:
+        conv = torch.nn.Conv1d(80, 256, 3, padding=1).cuda()
+        x = torch.randn(4, 80, 300, device="cuda", requires_grad=True)
+        y = conv(x).permute(0, 2, 1)
+        start = len(allocations(t.snapshot()))
+        (y * 2).sum().backward()
+    events = allocations(t.snapshot())[start:]
+    grad, grad_input = 4 * 300 * 256 * 4, 4 * 80 * 300 * 4
+    at = events.index(("alloc", grad_input))
+    assert events[at - 1] == ("alloc", grad) and ("free_completed", grad) in events[at:]

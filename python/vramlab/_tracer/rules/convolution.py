@@ -174,15 +174,35 @@ class Convolutions(Rule):
             )
         forward_ws, data_ws, weight_ws = workspaces(entry)
         sizes = [data_ws, weight_ws, 0] if backward else [forward_ws]
+        copies = self._contiguous_copies(call, bound, x, weight, backward)
         for t, workspace in zip(outputs, sizes):
             if isinstance(t, torch.Tensor) and t.device.type == "meta":
                 call.record.track(t, call.frame)
                 if workspace:
                     call.record.scratch([workspace], call.frame)
-        # Any output not paired with a workspace above.
+        # The copies go when the backend returns; the bias gradient, the output not paired with a
+        # workspace above, is made after it (Convolution.cpp: grad_output.sum).
+        for addr, size in reversed(copies):
+            call.record.free(addr, size)
         for t in made:
             call.record.track(t, call.frame)
         return True
+
+    def _contiguous_copies(self, call: Call, bound: Dict[str, Any], x: Any, weight: Any, backward: bool) -> List[Tuple[int, int]]:
+        """The copies a convolution makes of tensors not laid out as its backend wants, before its
+        outputs, freed once it has run: Convolution.cpp passes ``input.contiguous(backend_memory_format)``
+        to the backend, and cuDNN's backward (ConvShared.cpp, cudnn_convolution_backward) takes
+        ``grad_output.to(input.suggest_memory_format())`` first (a gradient that comes back through
+        a permute, as Whisper's after its 1-d convolutions)."""
+        torch = self.torch
+        layout = torch.channels_last if channels_last(torch, x) or channels_last(torch, weight) else torch.contiguous_format
+        tensors = [x, bound["grad_output"]] if backward else [x]
+        copies = []
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.device.type == "meta" and not t.is_contiguous(memory_format=layout if t.dim() == 4 else torch.contiguous_format):
+                size = t.numel() * t.element_size()
+                copies.append((call.record.alloc(size, call.frame), size))
+        return copies
 
     def _transposed(self, bound: Dict[str, Any], x: Any, weight: Any, profile: str) -> Optional[List[Any]]:
         """A transposed convolution's workspaces as those of the convolution cuDNN runs for it

@@ -260,11 +260,22 @@ class KernelScratch(Rule):
     """Scratch the kernels of reductions, softmaxes, layer norm and losses allocate for themselves
     (see the module's notes)."""
 
-    ops = {"sum", "mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm_backward"} | LOSSES
+    ops = {"sum", "mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm", "native_layer_norm_backward"} | LOSSES
     source = "ATen/native/cuda/Reduce.cuh, SoftMax.cu, SoftMax.cpp, layer_norm_kernel.cu, Loss.cpp, Convolution.cpp"
     order = 60
 
     def track(self, call: Call, out: Any, made: List[Any]) -> bool:
+        if call.op in ("native_layer_norm", "native_layer_norm_backward") and made:
+            # layer_norm_cuda and layer_norm_backward_cuda: X = input.expect_contiguous(), made
+            # before their outputs and freed when they return (Whisper's permuted conv output).
+            x = call.bound()["input"]
+            if not (isinstance(x, self.torch.Tensor) and x.device.type == "meta" and not x.is_contiguous()):
+                return False
+            size = x.numel() * x.element_size()
+            call.state["contiguous_input"] = (call.record.alloc(size, call.frame), size)
+            for t in made:
+                call.record.track(t, call.frame)
+            return True
         if call.op not in LOSSES or not made:
             return False
         full = self._loss_storage(call.bound())
@@ -313,6 +324,8 @@ class KernelScratch(Rule):
             grad = bound["grad_out"]
             if isinstance(grad, torch.Tensor) and grad.device.type == "meta" and not grad.is_contiguous():
                 record.scratch([grad.numel() * grad.element_size()], frame)
+        if op in ("native_layer_norm", "native_layer_norm_backward") and "contiguous_input" in call.state:
+            record.free(*call.state.pop("contiguous_input"))
         elif op in LOSSES:
             full = self._loss_storage(bound)
             if full is None:
