@@ -229,6 +229,7 @@ def test_the_sweep_ranks_a_point_as_tune_gpu_does(tmp_path):
     (cli,) = [r for r in rows if r["policy"].endswith(setting)]
     on_4090 = vramlab.tune(snapshot, capacity=cap, grid=[setting], gpu="rtx-4090")
     (python,) = on_4090["results"]
+    assert on_4090["device_bytes"] == 24 * GIB
     assert (python["always_fits_bytes"], python["min_capacity_bytes"]) == (cli["always_fits_bytes"], cli["min_capacity_bytes"])
     # The device matters here: on the H100's it needs more.
     (on_h100,) = vramlab.tune(snapshot, capacity=cap, grid=[setting])["results"]
@@ -262,3 +263,30 @@ def test_the_sweeps_default_cap_is_what_the_allocator_can_use_and_says_so():
     given = vramlab.sweep(step, [64], gpu="rtx-4090", capacity="20 GiB", name="MIB")
     assert "(21.5 GB; as given: what the caching allocator may hold; the CUDA context and other processes are outside it)" in given["answer"]
 
+
+def test_tune_says_what_no_cap_reaches_and_whose_memory_it_prints(tmp_path):
+    """The walk read "(defaults): does not fit under the cap of 81,920 MiB nor with unlimited
+    memory" as a contradiction: no replay holds more than the device has, so "unlimited" was
+    the device's whole memory. And the first line, "this process's peak memory", read as the
+    job's: it is vramlab's own host memory."""
+    import pickle
+
+    # 25 GiB at once: more than an RTX 4090 has.
+    path = tmp_path / "big.pickle"
+    path.write_bytes(pickle.dumps(_snapshot_of([("a", 0, 25 * GIB), ("f", 0, 0)])))
+    done = subprocess.run(
+        [sys.executable, "-m", "vramlab", "tune", str(path), "--gpu", "rtx-4090", "--capacity", "100%", "--grid", "", "--out", str(tmp_path / "tune")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "unlimited" not in out + done.stderr
+    assert "(defaults): does not fit under the cap of 24,576 MiB, nor under any other cap: even all of the device's 24,576 MiB is too little for it." in out, out
+    assert "answer: nothing fits under the cap of 24,576 MiB, nor under any other cap: every setting fails even with all of the device's 24,576 MiB" in out
+    assert "vramlab's own host memory at its peak (resident set)" in done.stderr and "not a figure of the job or the GPU" in done.stderr
+    assert "this process's peak memory" not in done.stderr
+    # The path comes first, then vramlab's own cost, then the table, the answer last.
+    assert out.splitlines()[0].startswith("tune: ") and out.rstrip().splitlines()[-1].startswith("answer: ")
+    # Without a cap, a setting that fails on the device says so in the same words.
+    (verdict,) = vramlab.tune(str(path), grid=[""], gpu="rtx-4090")["verdicts"]
+    assert verdict["text"] == "(defaults): does not fit even with all of the device's 24,576 MiB.", verdict["text"]
