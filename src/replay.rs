@@ -172,11 +172,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
     let rendered = reports::render_replay(args.out)?;
     // To stderr, so --json stays one document; the trace is streamed, so this is what the
     // replay itself held.
-    eprintln!(
-        "replay: {} events; this process's peak memory {}",
-        record.events,
-        peak_memory()
-    );
+    eprintln!("replay: {} events; {}", record.events, own_memory());
     if args.json {
         println!(
             "{}",
@@ -206,11 +202,21 @@ pub(crate) fn tune(args: &TuneArgs) -> Result<()> {
         );
         return Ok(());
     }
-    // The answer is the last line: what was written, and this process's cost, come first.
-    eprintln!("tune: this process's peak memory {}", peak_memory());
-    println!("tune: {} (and tune.html, plots/)\n", rendered.markdown.display());
+    // The answer is the last line: what was written, and vramlab's own cost, come first.
+    println!("tune: {} (and tune.html, plots/)", rendered.markdown.display());
+    eprintln!("tune: {}", own_memory());
+    println!();
     println!("{}", experiments::terminal_text(&reports::tune_text(&record)));
     Ok(())
+}
+
+/// What vramlab itself held in host memory, said so that it is not read as a figure of the job:
+/// "vramlab's own host memory at its peak (RSS): 65.83 MiB, not the GPU's".
+pub(crate) fn own_memory() -> String {
+    format!(
+        "vramlab's own host memory at its peak (resident set): {}; a cost of this command, not a figure of the job or the GPU",
+        peak_memory()
+    )
 }
 
 /// This process's peak resident memory (Linux's VmHWM), or "not known" where the kernel does not

@@ -123,6 +123,7 @@ pub fn tune_record(
     rank(&mut results);
     let mut record = experiments::ReplayRecord::new(trace, capacity, experiments::DeviceInfo::default(), results);
     record.capacity_source = source;
+    record.device_bytes = Some(device_bytes);
     let choices = settings
         .iter()
         .map(|text| PolicyChoice::pytorch_of(text, trace.torch.release))

@@ -424,6 +424,11 @@ pub struct ReplayRecord {
     /// reads back: both units, what it is a share of, and what lies outside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_source: Option<String>,
+    /// The memory of the device the replay ran on (the GPU `--gpu` names, or the built-in
+    /// profile's): no replay holds more, so "with no cap" means "with all of it". `None` in
+    /// records written before records carried it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_bytes: Option<u64>,
     /// The state the snapshot ends with, per pool and stream, where it has no trace to replay
     /// (a bare list of segments, or a snapshot taken without recording history); and pinned
     /// host memory (`host_segments`) as a pool of its own wherever the snapshot has it.
@@ -518,6 +523,7 @@ impl ReplayRecord {
                 live_blocks: start.blocks().filter(|b| b.id.is_some()).count(),
             }),
             capacity_source: None,
+            device_bytes: None,
             final_state: if trace.events.is_empty() {
                 &trace.state_at_end[..]
             } else {
@@ -602,6 +608,15 @@ impl ReplayRecord {
         lines
     }
 
+    /// What a replay with no cap reaches: all of the device's memory, where the record knows
+    /// it (a setting that fails there needs more than the device has, not "unlimited memory").
+    pub fn whole_device(&self) -> String {
+        match self.device_bytes {
+            Some(bytes) => format!("all of the device's {}", Self::format_cap(bytes)),
+            None => "no cap".into(),
+        }
+    }
+
     /// A cap as tune writes it: MiB, whole on the 2 MiB grid the searches step on, so that caps
     /// 2 MiB apart never read the same.
     pub fn format_cap(bytes: u64) -> String {
@@ -645,7 +660,7 @@ impl ReplayRecord {
                     (Some(limit), true) => format!("{label}: fits under the cap of {}", cap(limit)),
                     (Some(limit), false) => format!("{label}: does not fit under the cap of {}", cap(limit)),
                     (None, true) => format!("{label}: fits"),
-                    (None, false) => format!("{label}: does not fit even with unlimited memory"),
+                    (None, false) => format!("{label}: does not fit even with {}", self.whole_device()),
                 };
                 match (r.min_capacity_bytes, r.always_fits_bytes) {
                     (Some(min), Some(always)) => {
@@ -675,7 +690,11 @@ impl ReplayRecord {
                         }
                     }
                     (Some(min), None) => text.push_str(&format!("; the smallest cap that fits is {}", cap(min))),
-                    (None, _) if self.capacity_bytes.is_some() => text.push_str(" nor with unlimited memory"),
+                    // No cap fits: the search's largest, the device's whole memory, fails too.
+                    (None, _) if self.capacity_bytes.is_some() => text.push_str(&match self.device_bytes {
+                        Some(_) => format!(", nor under any other cap: even {} is too little for it", self.whole_device()),
+                        None => ", nor under any other cap: it fails even with no cap".into(),
+                    }),
                     (None, _) => {}
                 }
                 text.push('.');
@@ -885,8 +904,9 @@ impl ReplayRecord {
                         cap(needs(least).saturating_sub(limit))
                     ),
                     None => format!(
-                        "answer: nothing fits under the cap of {}, nor with unlimited memory: some request fails under every setting (see the first failures)",
-                        cap(limit)
+                        "answer: nothing fits under the cap of {}, nor under any other cap: every setting fails even with {} (see the first failures); reduce what the job holds at its peak (batch size, sequence length, model, optimizer state) or use a GPU with more memory",
+                        cap(limit),
+                        self.whole_device()
                     ),
                 },
             },
@@ -903,11 +923,15 @@ impl ReplayRecord {
                     use_line(best),
                     cap(needs(best)),
                     base.map_or(String::new(), |b| format!(
-                        "; {} fail even with unlimited memory",
-                        current(b)
+                        "; {} fail even with {}",
+                        current(b),
+                        self.whole_device()
                     ))
                 ),
-                None => "answer: nothing fits, even with unlimited memory: some request fails under every setting (see the first failures)".into(),
+                None => format!(
+                    "answer: nothing fits, even with {}: every setting fails (see the first failures); reduce what the job holds at its peak (batch size, sequence length, model, optimizer state) or use a GPU with more memory",
+                    self.whole_device()
+                ),
             },
         }
     }

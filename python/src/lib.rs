@@ -334,7 +334,8 @@ fn load_replay(py: Python<'_>, trace: &Bound<'_, PyAny>, device: Option<usize>) 
 
 /// `vramlab.replay`: one JSON object, as `vramlab replay --json` prints.
 #[pyfunction]
-#[pyo3(signature = (trace, alloc_conf, capacity=None, policy=None, device=None, torch=None))]
+#[pyo3(signature = (trace, alloc_conf, capacity=None, policy=None, device=None, torch=None, gpu=None))]
+#[allow(clippy::too_many_arguments)]
 fn replay(
     py: Python<'_>,
     trace: &Bound<'_, PyAny>,
@@ -343,8 +344,9 @@ fn replay(
     policy: Option<String>,
     device: Option<usize>,
     torch: Option<String>,
+    gpu: Option<String>,
 ) -> PyResult<String> {
-    let front = load_replay(py, trace, device)?;
+    let front = load_replay(py, trace, device)?.device_bytes(gpu_bytes(py, gpu)?);
     detached(py, move || {
         let record = front
             .capacity(capacity)?
@@ -357,7 +359,7 @@ fn replay(
 
 /// `vramlab.tune`: the ranked results, as `vramlab tune --json` prints.
 #[pyfunction]
-#[pyo3(signature = (trace, grid, capacity=None, device=None, torch=None))]
+#[pyo3(signature = (trace, grid, capacity=None, device=None, torch=None, gpu=None))]
 fn tune(
     py: Python<'_>,
     trace: &Bound<'_, PyAny>,
@@ -365,12 +367,25 @@ fn tune(
     capacity: Option<u64>,
     device: Option<usize>,
     torch: Option<String>,
+    gpu: Option<String>,
 ) -> PyResult<String> {
-    let front = load_replay(py, trace, device)?;
+    let front = load_replay(py, trace, device)?.device_bytes(gpu_bytes(py, gpu)?);
     detached(py, move || {
         let record = front.capacity(capacity)?.torch(torch.as_deref())?.tune(&grid)?;
         Ok(record.summary_json().to_string())
     })
+}
+
+/// The memory of the GPU `gpu` names, which sizes the device a replay runs on (as `--gpu` does
+/// for `vramlab replay` and `vramlab tune`: expandable segments reserve address space for all of
+/// it, and no replay holds more); `None`: the built-in profile's.
+fn gpu_bytes(py: Python<'_>, gpu: Option<String>) -> PyResult<Option<u64>> {
+    gpu.map(|name| {
+        experiments::Gpu::find(&name)
+            .map(|g| g.memory_bytes)
+            .map_err(|e| Failure::new("InputError", e.to_string()).into_py(py))
+    })
+    .transpose()
 }
 
 /// `vramlab.run`: the records of every experiment the targets name, as a JSON list.
@@ -433,6 +448,10 @@ fn gpu(py: Python<'_>, profile: String) -> PyResult<String> {
             "measured": gpu.measured,
             "source": gpu.source,
             "memory_said": gpu.memory_said(),
+            // The CUDA context, outside what the caching allocator can use: measured on an H100
+            // only (experiments::CONTEXT_BYTES_MEASURED_H100).
+            "context_bytes": experiments::CONTEXT_BYTES_MEASURED_H100,
+            "context_measured": gpu.measured && gpu.device_name.starts_with("NVIDIA H100"),
         })
         .to_string())
     })

@@ -175,3 +175,118 @@ def test_a_first_failure_names_the_programs_line(tmp_path):
         event["frames"] = []
     (result,) = vramlab.tune(bare, capacity="3 MiB", grid=[""])["results"]
     assert "train.py" not in result["first_failure"]
+
+
+# The walk's findings (docs/WALK.md): the sweep's cap, the sweep against tune, tune's wording. ----
+
+GIB, MIB = 1 << 30, 1 << 20
+
+
+def _snapshot_of(ops):
+    """A snapshot of allocations ("a", id, bytes) and frees ("f", id, 0), in order."""
+    events, live, addr = [], {}, 1 << 34
+    for action, key, size in ops:
+        if action == "a":
+            live[key] = (addr, size)
+            events.append({"action": "alloc", "addr": addr, "size": size, "stream": 0, "frames": []})
+            addr += size + (2 << 20)
+        else:
+            at, size = live.pop(key)
+            events += [{"action": kind, "addr": at, "size": size, "stream": 0, "frames": []} for kind in ("free_requested", "free_completed")]
+    return {"segments": [], "device_traces": [events]}
+
+
+# Found by a search over random programs: under expandable_segments:True its address range (the
+# device's memory and 1/8 more) is outgrown on a 24 GiB card and not on the H100's 80 GiB, so what
+# the setting needs depends on the GPU replayed (20,040 MiB on an RTX 4090's device, 22,124 MiB
+# on the H100's). The walk's RTX 4090 batch-16 GPT-2 differed so by 40 MiB between the sweep,
+# which replayed on the H100's device, and tune --gpu rtx-4090.
+OUTGROWS_A_24_GIB_RANGE = [
+    ("a", 0, 2151677952), ("f", 0, 0), ("a", 1, 6485442560), ("a", 2, 5550112768), ("a", 3, 2316304384),
+    ("a", 4, 5489295360), ("f", 1, 0), ("f", 4, 0), ("a", 5, 6611271680), ("a", 6, 6522142720), ("f", 3, 0),
+]
+
+
+def test_the_sweep_ranks_a_point_as_tune_gpu_does(tmp_path):
+    """The sweep's figures are tune's for the GPU swept (--gpu), not the H100's: the device's
+    size decides where expandable segments' address ranges end."""
+    import json
+    import pickle
+
+    from vramlab._tracer.sweep import ranked
+
+    snapshot = _snapshot_of(OUTGROWS_A_24_GIB_RANGE)
+    path = tmp_path / "point.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    cap = 24 * GIB
+    setting = "expandable_segments:True"
+    done = subprocess.run(
+        [sys.executable, "-m", "vramlab", "tune", str(path), "--gpu", "rtx-4090", "--capacity", "24 GiB", "--json", "--out", str(tmp_path / "tune")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["results"]
+    (cli,) = [r for r in rows if r["policy"].endswith(setting)]
+    on_4090 = vramlab.tune(snapshot, capacity=cap, grid=[setting], gpu="rtx-4090")
+    (python,) = on_4090["results"]
+    assert on_4090["device_bytes"] == 24 * GIB
+    assert (python["always_fits_bytes"], python["min_capacity_bytes"]) == (cli["always_fits_bytes"], cli["min_capacity_bytes"])
+    # The device matters here: on the H100's it needs more.
+    (on_h100,) = vramlab.tune(snapshot, capacity=cap, grid=[setting])["results"]
+    assert on_h100["always_fits_bytes"] != cli["always_fits_bytes"]
+    # The sweep's point for the 4090 is tune --gpu rtx-4090's best row, setting and figure.
+    point = ranked(snapshot, cap, "rtx-4090")
+    assert point["paste"] == rows[0]["paste"] and point["needs"] == rows[0]["always_fits_bytes"]
+
+
+def test_the_sweeps_default_cap_is_what_the_allocator_can_use_and_says_so():
+    """Without --capacity a sweep compared against the whole datasheet memory, the CUDA context
+    inside it (the walk's RTX 4090 "fits with 318 MiB to spare" no longer fit without it). The
+    default is now the GPU's memory less the context, the cap tune offers, and the answer says
+    what the cap holds."""
+    torch = pytest.importorskip("torch", reason="vramlab.trace needs PyTorch")
+    import json
+
+    def step(mib):
+        torch.empty(mib * MIB, dtype=torch.uint8, device="cuda")
+
+    gpu = json.loads(vramlab._vramlab.gpu("rtx-4090"))
+    answered = vramlab.sweep(step, [64], gpu="rtx-4090", name="MIB")
+    context = gpu["context_bytes"]
+    assert answered["capacity_bytes"] == 24 * GIB - context
+    # The cap tune offers as "the whole GPU less the context" (--capacity "24047 MiB").
+    assert f'--capacity "{answered["capacity_bytes"] >> 20} MiB"' in vramlab._vramlab.capacity("100%", "rtx-4090")[1]
+    line = answered["answer"]
+    assert line.startswith(f"the largest MIB that fits under {(24 * GIB - context) / MIB:,.0f} MiB"), line
+    assert "the NVIDIA GeForce RTX 4090's 24,576 MiB less 529 MiB for the CUDA context (as measured on an H100; not measured on this GPU): what the caching allocator can use" in line
+    # A cap given is said to hold what the allocator may hold, the context outside it.
+    given = vramlab.sweep(step, [64], gpu="rtx-4090", capacity="20 GiB", name="MIB")
+    assert "(21.5 GB; as given: what the caching allocator may hold; the CUDA context and other processes are outside it)" in given["answer"]
+
+
+def test_tune_says_what_no_cap_reaches_and_whose_memory_it_prints(tmp_path):
+    """The walk read "(defaults): does not fit under the cap of 81,920 MiB nor with unlimited
+    memory" as a contradiction: no replay holds more than the device has, so "unlimited" was
+    the device's whole memory. And the first line, "this process's peak memory", read as the
+    job's: it is vramlab's own host memory."""
+    import pickle
+
+    # 25 GiB at once: more than an RTX 4090 has.
+    path = tmp_path / "big.pickle"
+    path.write_bytes(pickle.dumps(_snapshot_of([("a", 0, 25 * GIB), ("f", 0, 0)])))
+    done = subprocess.run(
+        [sys.executable, "-m", "vramlab", "tune", str(path), "--gpu", "rtx-4090", "--capacity", "100%", "--grid", "", "--out", str(tmp_path / "tune")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "unlimited" not in out + done.stderr
+    assert "(defaults): does not fit under the cap of 24,576 MiB, nor under any other cap: even all of the device's 24,576 MiB is too little for it." in out, out
+    assert "answer: nothing fits under the cap of 24,576 MiB, nor under any other cap: every setting fails even with all of the device's 24,576 MiB" in out
+    assert "vramlab's own host memory at its peak (resident set)" in done.stderr and "not a figure of the job or the GPU" in done.stderr
+    assert "this process's peak memory" not in done.stderr
+    # The path comes first, then vramlab's own cost, then the table, the answer last.
+    assert out.splitlines()[0].startswith("tune: ") and out.rstrip().splitlines()[-1].startswith("answer: ")
+    # Without a cap, a setting that fails on the device says so in the same words.
+    (verdict,) = vramlab.tune(str(path), grid=[""], gpu="rtx-4090")["verdicts"]
+    assert verdict["text"] == "(defaults): does not fit even with all of the device's 24,576 MiB.", verdict["text"]

@@ -611,3 +611,109 @@ def test_a_convolution_copies_a_permuted_gradient_before_its_backward():
     grad, grad_input = 4 * 300 * 256 * 4, 4 * 80 * 300 * 4
     at = events.index(("alloc", grad_input))
     assert events[at - 1] == ("alloc", grad) and ("free_completed", grad) in events[at:]
+
+
+# Flash attention (issue 38, the walk's first finding) -------------------------------------------
+#
+# Read from PyTorch's sources (flash_api.cpp at pytorch/pytorch 03b7c19; attention.cu,
+# attention_backward.cu), not measured on a GPU: the GPUs that run flash by default (A100, RTX
+# cards, L4) are not lent here, and the H100's torch 2.11 runs cuDNN attention first.
+
+
+def _flash_events(gpu, b, h, lq, d, hk=None, lk=None, dropout=0.0, grad_layout="bhsd", causal=False):
+    """(forward, backward) events of one SDPA call traced for `gpu` under bf16 autocast, the
+    query made as Hugging Face makes it ([B, L, H, D] viewed as [B, H, L, D])."""
+    hk, lk = hk or h, lk or lq
+    with vramlab.trace(gpu=gpu) as t:
+        q = torch.randn(b, lq, h, d, device="cuda", requires_grad=True)
+        k = torch.randn(b, hk, lk, d, device="cuda", requires_grad=True)
+        v = torch.randn(b, hk, lk, d, device="cuda", requires_grad=True)
+        grad = torch.randn(b, h, lq, d, device="cuda", dtype=torch.bfloat16) if grad_layout == "bhsd" else torch.randn(b, lq, h, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            qh, kh, vh = q.to(torch.bfloat16).transpose(1, 2), k.to(torch.bfloat16), v.to(torch.bfloat16)
+            start = len(t.record.events)
+            out = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, is_causal=causal, dropout_p=dropout, enable_gqa=hk != h)
+            middle = len(t.record.events)
+        out.backward(grad)
+        end = len(t.record.events)
+    events = [(e["action"][0], e["size"]) for e in t.record.events if e["action"] != "free_completed"]
+    keep = lambda lo, hi: [(e["action"][0], e["size"]) for e in t.record.events[lo:hi] if e["action"] != "free_completed"]
+    return keep(start, middle), keep(middle, end), t
+
+
+def test_flash_attention_is_traced_where_the_gpu_runs_it():
+    """The walk's GPT-2 under bf16 autocast on an A100 or RTX 4090 stopped at flash attention;
+    it is followed now: mha_fwd's out (empty_like q) and softmax_lse [B, H, Lq] float32, then
+    rng_state (uint64[2]) and _unused (a uint64), made without dropout too; the backward makes
+    grad_out contiguous in [B, L, H, D] where it is not (attention_backward.cu), then dq, dk, dv,
+    softmax_d [B, H, Lq rounded to 128] and dq_accum [B, Lq rounded to 128, H, D rounded to 32]
+    float32, freed in the order the C++ scopes end."""
+    b, h, lq, d = 2, 4, 200, 64
+    qkv = b * h * lq * d * 2
+    for gpu in ("a100-80gb", "rtx-4090", "l4"):
+        forward, backward, t = _flash_events(gpu, b, h, lq, d, causal=True)
+        assert forward == [("a", qkv), ("a", b * h * lq * 4), ("a", 16), ("a", 8)], (gpu, forward)
+        softmax_d, dq_accum = 4 * b * h * 256, 4 * b * 256 * h * 64
+        # grad given as [B, H, L, D] contiguous: its [B, L, H, D] view is not, so a copy first.
+        assert backward[:6] == [("a", qkv), ("a", qkv), ("a", qkv), ("a", qkv), ("a", softmax_d), ("a", dq_accum)], (gpu, backward)
+        assert backward[6:9] == [("f", dq_accum), ("f", softmax_d), ("f", qkv)], (gpu, backward)
+        notes = t.snapshot()["vramlab_notes"]
+        assert any(n.startswith("1 flash attention calls: their allocations are derived from PyTorch's sources") and "not measured on a GPU that runs flash attention by default" in n for n in notes)
+    # A gradient already in [B, L, H, D] order is not copied.
+    _, backward, _ = _flash_events("a100-80gb", b, h, lq, d, grad_layout="bshd")
+    assert backward[:5] == [("a", qkv), ("a", qkv), ("a", qkv), ("a", 4 * b * h * 256), ("a", 4 * b * 256 * h * 64)]
+
+
+def test_flash_attention_splits_short_queries_over_long_keys():
+    """set_params_splitkv: without dropout, where B*H*ceil(Lq/64) blocks fill under 80% of twice
+    the SMs, num_splits_heuristic splits the keys and mha_fwd holds softmax_lse_accum
+    [splits, B, H, Lq] and out_accum [splits, B, H, Lq, D rounded] float32 until it returns. On
+    the A100 (108 SMs) B=1, H=2, Lq=64, Lk=4096, D=64 runs 16 splits; with dropout, none."""
+    from vramlab._tracer.rules import attention
+
+    assert attention.flash_num_splits(2, 216, 16, 128) == 16
+    assert attention.flash_num_splits(1536, 216, 4, 128) == 1
+    forward, _, _ = _flash_events("a100-80gb", 1, 2, 64, 64, lk=4096)
+    lse_accum, out_accum = 4 * 16 * 2 * 64, 4 * 16 * 2 * 64 * 64
+    assert forward == [("a", 2 * 64 * 64 * 2), ("a", 2 * 64 * 4), ("a", lse_accum), ("a", out_accum), ("a", 16), ("a", 8), ("f", lse_accum), ("f", out_accum)], forward
+    # Dropout: no split; a second rng_state replaces the first (flash_api.cpp, p_dropout > 0).
+    forward, _, _ = _flash_events("a100-80gb", 1, 2, 64, 64, lk=4096, dropout=0.1)
+    assert forward[2:] == [("a", 16), ("a", 8), ("a", 16), ("f", 16)], forward
+
+
+def test_flash_attention_pads_heads_and_expands_grouped_keys():
+    """attention.cpp pads a head size that is not a multiple of 8 (pad_last_dim<8>: a copy of q,
+    k and v) and slices the output back; mha_bwd sums grouped key heads from dk_expanded and
+    dv_expanded [B, Lk, H, D]; deterministic algorithms make dq_accum ceil(SMs / (B*H)) times
+    larger."""
+    b, h, lq, d = 2, 4, 128, 60
+    forward, _, _ = _flash_events("a100-80gb", b, h, lq, d)
+    padded = b * h * lq * 64 * 2
+    assert forward[:3] == [("a", padded)] * 3 and forward[3:5] == [("a", padded), ("a", b * h * lq * 4)], forward
+    _, backward, _ = _flash_events("a100-80gb", 2, 8, 128, 64, hk=2)
+    q_bytes, kv_bytes, softmax_d, dq_accum = 2 * 8 * 128 * 64 * 2, 2 * 2 * 128 * 64 * 2, 4 * 2 * 8 * 128, 4 * 2 * 128 * 8 * 64
+    expanded = 2 * 128 * 8 * 64 * 2  # [B, Lk, H, D] bf16
+    assert backward[:13] == [
+        ("a", q_bytes), ("a", q_bytes), ("a", kv_bytes), ("a", kv_bytes),  # grad copy, dq, dk, dv
+        ("a", softmax_d), ("a", dq_accum), ("a", expanded), ("a", expanded),
+        ("f", expanded), ("f", expanded), ("f", dq_accum), ("f", softmax_d), ("f", q_bytes),
+    ], backward
+    torch.use_deterministic_algorithms(True)
+    try:
+        _, backward, _ = _flash_events("a100-80gb", 2, 4, 128, 64)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert ("a", 4 * 2 * 128 * 4 * 64 * -(-108 // 8)) in backward, backward
+
+
+def test_flash_attention_on_the_h100_only_where_cudnn_is_off():
+    """sdp_utils.cpp: torch 2.11 puts cuDNN first on sm90 (cuDNN 9.19 > 9.15), so the H100 runs
+    flash for these arguments only where cuDNN attention is turned off or refuses."""
+    forward, _, _ = _flash_events("h100", 2, 4, 200, 64)
+    assert ("a", 256) in forward  # cuDNN's forward workspace
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    try:
+        forward, _, t = _flash_events("h100", 2, 4, 200, 64)
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+    assert forward == [("a", 2 * 4 * 200 * 64 * 2), ("a", 2 * 4 * 200 * 4), ("a", 16), ("a", 8)]

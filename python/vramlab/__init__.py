@@ -116,6 +116,12 @@ def _capacity(capacity: Union[None, int, float, str], gpu: Optional[str] = None)
     return capacity
 
 
+def _gpu_name(gpu: Optional[str]) -> Optional[str]:
+    if gpu is not None and not isinstance(gpu, str):
+        raise TypeError(f"gpu must be a GPU's name (see vramlab list), not {type(gpu).__name__}")
+    return gpu
+
+
 def _device(device: Optional[int]) -> Optional[int]:
     if device is None:
         return None
@@ -149,7 +155,9 @@ def replay(
         ``torch.cuda.set_per_process_memory_fraction`` sets it (the fraction times the device's
         memory); none: the cap a recorded out-of-memory error implies, if any. The CUDA context
         and other processes' memory are outside it.
-    gpu: the GPU the job runs on (``"a100-80gb"``; ``vramlab list`` names them).
+    gpu: the GPU the job runs on (``"a100-80gb"``; ``vramlab list`` names them): the device the
+        replay runs on has its memory (expandable segments reserve address space for all of it,
+        and no replay holds more), as ``--gpu`` gives the CLI; none: the H100's.
     policy: vramlab policies, comma-separated (``"caching,best-fit"``, ``"all"``).
     device: which device of a multi-GPU snapshot (by default every device with events is
         replayed, each in ``devices``; the top-level figures are the first's).
@@ -167,7 +175,7 @@ def replay(
     if policy is not None and not isinstance(policy, str):
         raise TypeError(f"policy must be a string, not {type(policy).__name__}")
     trace = _as_input(trace)
-    text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity, gpu), policy, _device(device), torch)
+    text = _vramlab.replay(trace, _settings(alloc_conf), _capacity(capacity, gpu), policy, _device(device), torch, _gpu_name(gpu))
     return json.loads(text)
 
 
@@ -203,7 +211,7 @@ def tune(
         # An empty grid would otherwise mean the default one, silently.
         raise InputError("grid is empty: give the settings to rank, or leave grid out for vramlab.DEFAULT_TUNE_GRID")
     trace = _as_input(trace)
-    text = _vramlab.tune(trace, settings, _capacity(capacity, gpu), _device(device), torch)
+    text = _vramlab.tune(trace, settings, _capacity(capacity, gpu), _device(device), torch, _gpu_name(gpu))
     return json.loads(text)
 
 

@@ -165,6 +165,7 @@ class TuneRecord(ReplayRecord, total=False):
     settings do not fit; ``answer``, the one line that answers."""
 
     verdicts: List[TuneVerdict]
+    device_bytes: int
     postmortem: TunePostmortem
     answer: str
 

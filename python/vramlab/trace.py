@@ -191,7 +191,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return 2
             snapshots = traced_ranks(os.path.abspath(options.out), options.nproc)
             if snapshots is not None:
-                print(ranks_answer(ranked_ranks(snapshots, capacity), capacity))
+                print(ranks_answer(ranked_ranks(snapshots, capacity, options.gpu), capacity))
         return status
     # Resolved now: the program may change its working directory.
     out = os.path.abspath(options.out)

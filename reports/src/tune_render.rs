@@ -65,7 +65,7 @@ pub const TUNE_HEADER: [&str; 10] = [
 /// What each column of the ranked table means, in [`TUNE_HEADER`]'s order.
 const TUNE_COLUMNS: [&str; 10] = [
     "tune's order: settings that fit first, then by the cap from which each fits at every larger cap, then by peak reserved memory",
-    "yes: no request failed under the cap; NO: some request failed under it; fails: some request fails even with unlimited memory",
+    "yes: no request failed under the cap; NO: some request failed under it; fails: some request fails under every cap, even with all of the device's memory",
     "the most device memory the allocator held at once under the cap (memory_stats' reserved_bytes.all.peak of the capped replay; vramlab replay without --capacity gives the peak with no cap)",
     "peak reserved minus peak allocated: memory held beyond the most the live blocks ever took (cached, split, rounded)",
     "device allocations (cudaMalloc calls, or pages mapped for expandable segments) and frees",
@@ -100,7 +100,7 @@ fn answer(record: &ReplayRecord) -> Vec<Block> {
             2,
             match &cap {
                 Some(cap) => format!("Nothing fits under the cap of {cap}"),
-                None => "Nothing fits, even with unlimited memory".into(),
+                None => format!("Nothing fits, even with {}", record.whole_device()),
             },
         ));
         if let Some(answer) = &record.answer {

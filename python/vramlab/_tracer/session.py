@@ -310,7 +310,7 @@ class trace:
         to fit under `capacity`, and a line of advice ("trace more steps (at least N)")."""
         from .steps import steady
 
-        return steady(self.snapshot(), self.settings if alloc_conf is None else alloc_conf, capacity)
+        return steady(self.snapshot(), self.settings if alloc_conf is None else alloc_conf, capacity, self.gpu["profile"])
 
     @property
     def peak_allocated(self) -> int:

@@ -24,13 +24,13 @@ def _cut(snapshot: Dict[str, Any], end: int) -> Dict[str, Any]:
     return {**snapshot, "device_traces": traces}
 
 
-def steady(snapshot: Dict[str, Any], alloc_conf: str = "", capacity: Optional[int] = None) -> Steady:
+def steady(snapshot: Dict[str, Any], alloc_conf: str = "", capacity: Optional[int] = None, gpu: Optional[str] = None) -> Steady:
     """``{"steps", "peaks_reserved", "peaks_allocated", "steady", "advice"}``: the steps traced, the
     peaks of the trace cut after each of the last ones (bytes, under `alloc_conf`), whether the
     last step was steady (None where fewer than two steps were traced), and one line to act on.
     With `capacity`, "reserved" is what the setting needs to fit under that cap (tune's "fits at
     every cap from"), which a cache under pressure grows step by step where an uncapped one may
-    not."""
+    not. `gpu`: the GPU traced for, whose memory the replays' device has (as tune's --gpu)."""
     from .. import replay, tune
 
     ends: List[int] = list(snapshot.get("vramlab_step_ends") or [])
@@ -44,10 +44,10 @@ def steady(snapshot: Dict[str, Any], alloc_conf: str = "", capacity: Optional[in
         return result
     for end in ends[-LAST_STEPS:]:
         cut = _cut(snapshot, end)
-        stats = replay(cut, alloc_conf=alloc_conf)["results"][0]["pytorch_stats"]
+        stats = replay(cut, alloc_conf=alloc_conf, gpu=gpu)["results"][0]["pytorch_stats"]
         needs = int(stats["reserved_bytes.all.peak"])
         if capacity is not None:
-            row = tune(cut, capacity=capacity, grid=[alloc_conf])["results"][0]
+            row = tune(cut, capacity=capacity, grid=[alloc_conf], gpu=gpu)["results"][0]
             needs = int(row.get("always_fits_bytes") or row.get("min_capacity_bytes") or needs)
         result["peaks_reserved"].append(needs)
         result["peaks_allocated"].append(int(stats["allocated_bytes.all.peak"]))

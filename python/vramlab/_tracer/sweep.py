@@ -4,14 +4,23 @@ the program is traced once per value, each trace is ranked under PyTorch's setti
 
 Values are tried in increasing order and the sweep stops at the first value under which no
 setting fits (memory is taken to grow with the parameter; a value past that is not traced, and
-the answer says so)."""
+the answer says so).
+
+The cap. Given (``--capacity``, ``capacity=``), it is what the caching allocator may hold, as
+``vramlab tune`` reads it; the CUDA context and other processes are outside it. Not given, it is
+what the caching allocator can use of the GPU: its memory less the CUDA context (measured on an
+H100: 529 MiB), the cap ``vramlab tune`` offers as "the whole GPU less the context". The answer
+says which. Each point is ranked as ``vramlab tune --gpu GPU`` ranks it: on a device of the GPU's
+memory, which sizes the address range expandable segments reserve (on a 24 GiB card a program can
+outgrow one range where an 80 GiB card's holds it, so what a setting needs differs with the
+GPU)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from typing import Any, Callable, Dict, List, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .._results import SettingResult
 
@@ -28,13 +37,33 @@ def _need(row: SettingResult) -> int:
     return int(row.get("always_fits_bytes") or row.get("min_capacity_bytes") or row["peak_reserved_bytes"])
 
 
-def ranked(snapshot: Any, capacity: int) -> Dict[str, Any]:
-    """One point: the defaults' and the best setting's fit under `capacity` (vramlab.tune)."""
+def default_cap(gpu: str) -> Dict[str, Any]:
+    """The cap a sweep takes where none is given: what the caching allocator can use of `gpu`,
+    its memory less the CUDA context, with the sentence that says so."""
+    import json
+
+    from .. import _vramlab
+
+    spec = json.loads(_vramlab.gpu(gpu))
+    memory, context = int(spec["memory_bytes"]), int(spec["context_bytes"])
+    measured = "measured on this GPU" if spec.get("context_measured") else "as measured on an H100; not measured on this GPU"
+    said = f"the {spec['name']}'s {_mib(memory)} less {_mib(context)} for the CUDA context ({measured}): what the caching allocator can use; give --capacity for another cap"
+    return {"bytes": memory - context, "said": said}
+
+
+def given_cap(capacity: int) -> str:
+    """What a cap given to a sweep holds, said."""
+    return "as given: what the caching allocator may hold; the CUDA context and other processes are outside it"
+
+
+def ranked(snapshot: Any, capacity: int, gpu: Optional[str] = None) -> Dict[str, Any]:
+    """One point: the defaults' and the best setting's fit under `capacity` (vramlab.tune, on a
+    device of `gpu`'s memory, as `vramlab tune --gpu` replays it)."""
     from .. import tune
 
     if out_of_memory(snapshot):
         return dict(OUT_OF_MEMORY)
-    result = tune(snapshot, capacity=capacity)
+    result = tune(snapshot, capacity=capacity, gpu=gpu)
     rows = result["results"]
     defaults = next((r for r in rows if r["policy"] in ("PYTORCH_ALLOC_CONF=", "(defaults)")), rows[0])
     best = rows[0]
@@ -63,13 +92,13 @@ def out_of_memory(snapshot: Any) -> bool:
     return any("stopped before the program ended (CUDA out of memory" in n for n in notes)
 
 
-def ranked_ranks(snapshots: Sequence[Any], capacity: int) -> Dict[str, Any]:
+def ranked_ranks(snapshots: Sequence[Any], capacity: int, gpu: Optional[str] = None) -> Dict[str, Any]:
     """One point of a program on N GPUs: each rank's trace ranked under PyTorch's settings
     (vramlab.tune), and the setting that fits every rank, with the least memory its largest rank
     needs; the rank that binds is the one needing most. Keys as `ranked`'s, plus per-rank needs."""
     from .. import tune
 
-    per_rank = [{_setting(r["policy"]): r for r in tune(s, capacity=capacity)["results"]} for s in snapshots]
+    per_rank = [{_setting(r["policy"]): r for r in tune(s, capacity=capacity, gpu=gpu)["results"]} for s in snapshots]
     settings = list(per_rank[0])
     fits_all = {k: all(k in ranks and ranks[k]["failed_allocs"] == 0 for ranks in per_rank) for k in settings}
     need = {k: max(_need(ranks[k]) for ranks in per_rank if k in ranks) for k in settings}
@@ -110,10 +139,10 @@ def ranks_answer(point: Dict[str, Any], capacity: int) -> str:
     return f'every rank fits under {cap} with {point["paste"]}, needing {_mib(point["needs"])} ({rank}; the defaults need {_mib(point["defaults_need"])})'
 
 
-def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequence[str]) -> str:
-    """The one line that answers the sweep."""
+def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequence[str], said: str = "") -> str:
+    """The one line that answers the sweep; `said`: what the cap is (default_cap, given_cap)."""
     fitting = [p for p in points if p["fits"] and not p["stopped"]]
-    cap = f"{_mib(capacity)} ({capacity / 1e9:,.1f} GB)"
+    cap = f"{_mib(capacity)} ({capacity / 1e9:,.1f} GB{'; ' + said if said else ''})"
     if not fitting:
         first = points[0] if points else None
         if first is None:
@@ -138,13 +167,20 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
 def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: str = "h100", capacity: Union[None, int, float, str] = None, name: str = "value") -> Dict[str, Any]:
     """``vramlab.sweep``: calls ``program(value)`` under ``vramlab.trace(gpu=gpu)`` for each value in
     increasing order, ranks each trace under PyTorch's settings, and stops at the first value
-    nothing fits. Returns ``{"points": [...], "answer": "one line"}``."""
+    nothing fits. Returns ``{"points": [...], "answer": "one line", "capacity_bytes",
+    "capacity_said"}``. Without ``capacity`` the cap is the GPU's memory less the CUDA context
+    (``capacity_said`` says so)."""
     from .. import _vramlab
     from .session import trace
 
     points: List[Dict[str, Any]] = []
     # A size ("72 GiB", "80GB" read as GiB) or a share of the GPU's memory ("90%", 0.9).
     cap = _vramlab.capacity(str(capacity), gpu)[0] if isinstance(capacity, (str, float)) else capacity
+    if cap is None:
+        default = default_cap(gpu)
+        cap, said = int(default["bytes"]), str(default["said"])
+    else:
+        said = given_cap(cap)
     last_fitting: Any = None
     for i, value in enumerate(values):
         t = trace(gpu=gpu)
@@ -153,10 +189,8 @@ def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: s
                 program(value)
         except t.torch.OutOfMemoryError:
             pass  # the tensors alive outgrew the GPU: the snapshot says so, and the value fits nowhere
-        if cap is None:
-            cap = int(t.gpu["memory_bytes"])
         snapshot = t.snapshot()
-        point = dict(ranked(snapshot, cap), value=value)
+        point = dict(ranked(snapshot, cap, gpu), value=value)
         if point["out_of_memory"]:
             point["fits"] = False
         points.append(point)
@@ -165,13 +199,13 @@ def sweep_function(program: Callable[[Any], None], values: Sequence[Any], gpu: s
         if not point["fits"]:
             break
     untried = [f"{name}={v}" for v in values[len(points):]]
-    result = {"points": points, "answer": answer(name, points, cap or 0, untried), "capacity_bytes": cap}
+    result = {"points": points, "answer": answer(name, points, cap, untried, said), "capacity_bytes": cap, "capacity_said": said}
     fitting = [p for p in points if p["fits"]]
     if fitting:
         from .steps import steady
 
         # Whether the answer's trace had settled (steps.py): "trace more steps" where not.
-        result["steps"] = steady(last_fitting, "" if fitting[-1]["defaults_fit"] else fitting[-1]["setting"], cap)["advice"]
+        result["steps"] = steady(last_fitting, "" if fitting[-1]["defaults_fit"] else fitting[-1]["setting"], cap, gpu)["advice"]
     return result
 
 
@@ -199,10 +233,12 @@ def sweep_script(options: Any, out_dir: str) -> int:
     if all(v.lstrip("-").isdigit() for v in values):
         values = sorted(values, key=int)
     try:
-        import json
-
-        gpu = json.loads(_vramlab.gpu(options.gpu))
-        capacity = _vramlab.capacity(options.capacity, options.gpu)[0] if options.capacity else int(gpu["memory_bytes"])
+        if options.capacity:
+            capacity = _vramlab.capacity(options.capacity, options.gpu)[0]
+            said = given_cap(capacity)
+        else:
+            default = default_cap(options.gpu)
+            capacity, said = int(default["bytes"]), str(default["said"])
     except (ValueError, VramlabError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -226,7 +262,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
                 points.append(point)
                 print(_row(point), file=sys.stderr)
                 break
-            point = dict(ranked_ranks(snapshots, capacity), value=value)
+            point = dict(ranked_ranks(snapshots, capacity, options.gpu), value=value)
             if point["stopped"]:
                 print(f"error: {name}={value}: a rank's trace stopped before the program ended; its figures would be a lower bound, so the sweep stops", file=sys.stderr)
                 return 1
@@ -245,7 +281,7 @@ def sweep_script(options: Any, out_dir: str) -> int:
             return 1
         with open(out, "rb") as f:
             snapshot = pickle.load(f)
-        point = dict(ranked(snapshot, capacity), value=value, snapshot=out)
+        point = dict(ranked(snapshot, capacity, options.gpu), value=value, snapshot=out)
         if point["out_of_memory"]:
             # The tensors alive outgrew the GPU: this value fits under no setting, an answer.
             point["fits"] = False
@@ -258,14 +294,14 @@ def sweep_script(options: Any, out_dir: str) -> int:
         if not point["fits"]:
             break
     untried = [f"{name}={v}" for v in values[len(points):]]
-    print(answer(name, points, capacity, untried))
+    print(answer(name, points, capacity, untried, said))
     fitting = [p for p in points if p["fits"] and "snapshot" in p]
     if fitting:
         # The answer holds for the steps traced: say so where they had not settled.
         from .steps import steady
 
         with open(fitting[-1]["snapshot"], "rb") as f:
-            check = steady(pickle.load(f), "" if fitting[-1]["defaults_fit"] else fitting[-1]["setting"], capacity)
+            check = steady(pickle.load(f), "" if fitting[-1]["defaults_fit"] else fitting[-1]["setting"], capacity, options.gpu)
         if check["steady"] is not True and check["steps"]:
             print(f"note: {name}={fitting[-1]['value']}: {check['advice']}", file=sys.stderr)
     return 0

@@ -28,9 +28,17 @@ row sums ``delta`` (computed by the kernel in half precision; in float32 by ATen
 and a sum and a transposed copy), and the kernel's workspace, whose size is a fit to those
 measurements (``efficient_backward_workspace``), for head sizes up to 128.
 
-Flash attention (head sizes cuDNN refuses, in half precision), the math path and memory-efficient
-attention with a boolean mask, grouped key heads or head sizes over 128 stop the trace with one
-line (``vramlab.UnfollowedError``).
+Flash attention, the default for half precision without a mask on compute capability 8.x (A100,
+A10G, L4, L40S, RTX 3090 and 4090: cuDNN is not put first there), and on 9.x and 10.x where cuDNN
+refuses (deterministic algorithms, a key of length 1), allocates what PyTorch's FlashAttention-2
+wrapper does, read from PyTorch's sources (``flash_api.cpp`` at pytorch/pytorch 03b7c19, the newest
+stored; ``attention.cu``'s ``_scaled_dot_product_flash_attention_cuda`` and ``_flash_attention_forward``,
+``attention_backward.cu``'s ``_flash_attention_backward``); see `flash_forward_plan` and
+`flash_backward_plan`. These sizes were not measured on a GPU that picks flash by default (the
+only GPUs measured are the H100 and H200, where 2.11 puts cuDNN first), and the snapshot says so.
+
+The math path and memory-efficient attention with a boolean mask, grouped key heads or head
+sizes over 128 stop the trace with one line (``vramlab.UnfollowedError``).
 """
 
 from __future__ import annotations
@@ -167,6 +175,89 @@ def choose(torch: Any, bound: Dict[str, Any], major: int, minor: int = 0, releas
     return None
 
 
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def flash_num_splits(batch_nheads_mblocks: int, num_sms: int, num_n_blocks: int, max_splits: int) -> int:
+    """flash_api.cpp's ``num_splits_heuristic``: how many splits of the keys the forward runs, the
+    fewest whose wave efficiency is within 85% of the best (1 where the blocks nearly fill the
+    GPU)."""
+    if batch_nheads_mblocks >= 0.8 * num_sms:
+        return 1
+    max_splits = min(max_splits, num_sms, num_n_blocks)
+
+    def eligible(splits: int) -> bool:
+        return splits == 1 or -(-num_n_blocks // splits) != -(-num_n_blocks // (splits - 1))
+
+    efficiency: List[float] = []
+    best = 0.0
+    for splits in range(1, max_splits + 1):
+        if not eligible(splits):
+            efficiency.append(0.0)
+            continue
+        waves = batch_nheads_mblocks * splits / num_sms
+        eff = waves / -(-waves // 1) if waves else 0.0
+        best = max(best, eff)
+        efficiency.append(eff)
+    for splits in range(1, max_splits + 1):
+        if eligible(splits) and efficiency[splits - 1] >= 0.85 * best:
+            return splits
+    return 1
+
+
+def flash_forward_plan(b: int, h: int, hk: int, lq: int, lk: int, d: int, dropout: float, sms: int) -> Dict[str, int]:
+    """What ``mha_fwd`` (flash_api.cpp) allocates besides the output and the log-sum-exp (both
+    the meta kernel's, ``empty_like(q)`` and ``[B, H, Lq]`` float32, not rounded), in bytes:
+    ``splits`` and its two float32 accumulators, ``set_params_splitkv``'s
+    ``softmax_lse_accum [splits, B, H, Lq]`` and ``out_accum [splits, B, H, Lq, D rounded to 32
+    (64 over 128)]``, made only without dropout where ``num_splits_heuristic`` gives more than
+    one split (small batches of short queries), and freed when mha_fwd returns. With ``Lq == 1``
+    and grouped key heads the query is folded (``seqlenq_ngroups_swapped``): Lq becomes H/Hk and
+    H becomes Hk."""
+    head = _round_up(d, 8)
+    rounded = _round_up(head, 32 if head <= 128 else 64)
+    if lq == 1 and h > hk and dropout == 0.0 and d % 8 == 0:
+        lq, h = h // hk, hk
+    plan = {"splits": 1, "lse_accum": 0, "out_accum": 0}
+    if dropout == 0.0:
+        block_n = 256 if head <= 64 else (128 if head <= 128 else 64)
+        splits = flash_num_splits(b * h * -(-lq // 64), sms * 2, -(-lk // block_n), 128)
+        if splits > 1:
+            plan = {"splits": splits, "lse_accum": 4 * splits * b * h * lq, "out_accum": 4 * splits * b * h * lq * rounded}
+    return plan
+
+
+def flash_backward_plan(b: int, h: int, hk: int, lq: int, lk: int, d: int, element: int, deterministic: bool, sms: int) -> Dict[str, int]:
+    """What ``mha_bwd`` (flash_api.cpp) allocates after dq, dk and dv (``empty_like``), in bytes:
+    ``softmax_d`` ``[B, H, Lq rounded to 128]`` float32, then ``dq_accum`` ``[B, Lq rounded to 128,
+    H, D rounded to 32 (64 over 128)]`` float32 (``loop`` is always true), or with deterministic
+    algorithms ``zeros`` of ``ceil(SMs / (B*H))`` of those; with grouped key heads ``dk_expanded``
+    and ``dv_expanded`` ``[B, Lk, H, D]`` in the inputs' dtype, summed into dk and dv. All are freed
+    by the time ``_flash_attention_backward`` returns (softmax_d is returned to it and dropped)."""
+    head = _round_up(d, 8)
+    rounded = _round_up(head, 32 if head <= 128 else 64)
+    lq_rounded = _round_up(lq, 128)
+    accum = 4 * b * lq_rounded * h * rounded
+    if deterministic:
+        accum *= -(-sms // (b * h))
+    expanded = b * lk * h * head * element if hk != h else 0
+    return {"softmax_d": 4 * b * h * lq_rounded, "dq_accum": accum, "dk_expanded": expanded, "dv_expanded": expanded}
+
+
+def deterministic_on(torch: Any) -> bool:
+    """ATen's ``deterministicAlgorithms() && !deterministicAlgorithmsWarnOnly()``."""
+    return bool(torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled())
+
+
+FLASH_NOTE = (
+    "{count} flash attention calls: their allocations are derived from PyTorch's sources (flash_api.cpp mha_fwd/mha_bwd, "
+    "attention.cu, attention_backward.cu; vramlab/_tracer/rules/attention.py), not measured on a GPU that runs flash "
+    "attention by default: the A100, A10G, L4, L40S and RTX cards were not measured, and on the H100 and H200, the GPUs "
+    "measured, torch 2.11 runs cuDNN attention for these arguments"
+)
+
+
 def cudnn_backward_workspace(q: Any, k: Any) -> int:
     """cuDNN 9.19's backward workspace for attention: a fit to the sizes measured on the H100
     (B=2, H=8, Lq=200, Lk=300; D=64 and 256; 2 key heads), not a rule from a source."""
@@ -271,16 +362,18 @@ class ScaledDotProductAttention(FunctionRule):
         backend = choose(torch, bound, session.major, session.minor, session.release)
         if backend == "efficient" and q.size(-1) > 128:
             backend = "efficient (head sizes over 128)"
-        if backend not in ("cudnn", "efficient", "math"):
+        if backend not in ("cudnn", "efficient", "math", "flash"):
             what = backend or "no backend (PyTorch raises 'No available kernel')"
             raise UnfollowedError(
-                f"scaled_dot_product_attention at {here()}: on the {session.gpu['name']} these arguments run {what} attention, whose workspaces vramlab.trace does not size yet (it follows cuDNN attention, the math path, and memory-efficient attention for heads up to 128); the trace up to there is kept"
+                f"scaled_dot_product_attention at {here()}: on the {session.gpu['name']} these arguments run {what} attention, whose workspaces vramlab.trace does not size yet (it follows cuDNN, flash and memory-efficient attention for heads up to 128, and the math path); the trace up to there is kept"
             )
         # attention.cpp turns a boolean mask into an additive one before any backend runs.
         mask = additive_mask(torch, bound["attn_mask"], q.dtype)
         if backend == "math":
             out = math(torch, q, k, v, mask, bound["dropout_p"], bound["is_causal"], bound["scale"], bound["enable_gqa"])
             return out.squeeze(0) if unbatched else out
+        if backend == "flash":
+            return self._flash(bound, unbatched)
         compute_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
         if backend == "efficient":
             session.note(
@@ -303,6 +396,23 @@ class ScaledDotProductAttention(FunctionRule):
         out = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, mask, compute_lse, bound["dropout_p"], bound["is_causal"], False, scale=bound["scale"])[0]
         return out.squeeze(0) if unbatched else out
 
+    def _flash(self, bound: Dict[str, Any], unbatched: bool) -> Any:
+        """attention.cpp's flash branch (``_fused_sdp_choice`` -> flash_attention): the head size
+        padded to a multiple of 8 (``pad_last_dim<8, false>``, a copy of each of q, k and v where
+        it is not), the scale taken from the unpadded size, and the output sliced back
+        (``post_process_flash_output``, a view)."""
+        torch, session = self.torch, self.session
+        q, k, v = bound["query"], bound["key"], bound["value"]
+        session.note(FLASH_NOTE)
+        size = q.size(-1)
+        scale = bound["scale"] if bound["scale"] is not None else 1.0 / size ** 0.5
+        if size % 8:
+            q, k, v = (torch.nn.functional.pad(t, (0, 8 - size % 8)) for t in (q, k, v))
+        out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, bound["dropout_p"], bound["is_causal"], False, scale=scale)[0]
+        if size % 8:
+            out = out[..., :size]
+        return out.squeeze(0) if unbatched else out
+
 
 @register
 class AttentionKernels(Rule):
@@ -313,11 +423,25 @@ class AttentionKernels(Rule):
         "_scaled_dot_product_cudnn_attention",
         "_scaled_dot_product_cudnn_attention_backward",
         "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_backward",
     }
-    source = "attention.cu, attention_backward.cu; measured on an H100 (reports/reference/h100/efficient-attention, sdpa-backends)"
+    source = "attention.cu, attention_backward.cu, flash_attn/flash_api.cpp; measured on an H100 (reports/reference/h100/efficient-attention, sdpa-backends) except flash"
     order = 45
 
     def before(self, call: Call) -> Any:
+        if call.op == "_scaled_dot_product_flash_attention_backward":
+            # _scaled_dot_product_flash_attention_backward_cuda hands _flash_attention_backward the
+            # [B, L, H, D] views of grad_out and out, which it makes contiguous
+            # (attention_backward.cu: contiguous_grad_out, then contiguous_out): a copy of each
+            # whose [B, L, H, D] view is not contiguous already, freed when it returns.
+            copies = []
+            for tensor in (call.args[0], call.args[4]):
+                if not tensor.transpose(1, 2).is_contiguous():
+                    size = tensor.numel() * tensor.element_size()
+                    copies.append((call.record.alloc(size, self.session.frame()), size))
+            call.state["flash_copies"] = copies
+            return PASS
         if call.op == "_scaled_dot_product_efficient_attention_backward":
             # _efficient_attention_backward first makes the output gradient contiguous in
             # [B, L, H, D] order: a copy where it is not so already.
@@ -339,14 +463,66 @@ class AttentionKernels(Rule):
             return [t for t in kept if isinstance(t, torch.Tensor)]
         return made
 
+    def track(self, call: Call, out: Any, made: List[Any]) -> bool:
+        if call.op != "_scaled_dot_product_flash_attention":
+            return False
+        # mha_fwd (flash_api.cpp), in its order: out (empty_like(q)), softmax_lse [B, H, Lq]
+        # float32, the split-KV accumulators where it splits, rng_state (uint64[2]) and _unused
+        # (uint64 scalar), both made even without dropout ("[Note] BC breaking change to flash
+        # seed/offset"); with dropout a second rng_state replaces the first. The accumulators
+        # are freed on return. _flash_attention_forward's debug mask without return_debug_mask is
+        # at::empty({0}): no block.
+        torch, record, frame = self.torch, call.record, call.frame
+        bound = call.bound()
+        q, k = bound["query"], bound["key"]
+        b, h, lq, d = q.shape
+        dropout = float(bound["dropout_p"])
+        plan = flash_forward_plan(b, h, k.size(1), lq, k.size(2), d, dropout, int(self.session.gpu["multiprocessors"]))
+        attention, logsumexp, seed, offset, debug = out[0], out[1], out[6], out[7], out[8]
+        record.track(attention, frame)
+        record.track(logsumexp, frame)
+        if bound["return_debug_mask"] and dropout > 0 and isinstance(debug, torch.Tensor):
+            # mha_fwd's p: [B, H, Lq rounded to 128, Lk rounded to 128] in q's dtype.
+            record.track(debug, frame, b * h * _round_up(lq, 128) * _round_up(k.size(2), 128) * q.element_size())
+        accumulators = [(record.alloc(size, frame), size) for size in (plan["lse_accum"], plan["out_accum"]) if size]
+        if dropout > 0:
+            first = record.alloc(16, frame)
+            record.track(offset, frame)
+            record.track(seed, frame)
+            record.free(first, 16)
+        else:
+            record.track(seed, frame)
+            record.track(offset, frame)
+        for addr, size in accumulators:
+            record.free(addr, size)
+        return True
+
     def after(self, call: Call, out: Any, made: List[Any]) -> None:
         record, frame = call.record, call.frame
+        if call.op == "_scaled_dot_product_flash_attention_backward":
+            self._flash_backward_scratch(call, frame)
+            return
         if call.op == "_scaled_dot_product_cudnn_attention":
             record.scratch([CUDNN_FORWARD_WORKSPACE], frame)
         elif call.op == "_scaled_dot_product_cudnn_attention_backward":
             record.scratch([cudnn_backward_workspace(call.args[1], call.args[2])], frame)
         elif call.op == "_scaled_dot_product_efficient_attention_backward":
             self._efficient_backward_scratch(call, frame)
+
+    def _flash_backward_scratch(self, call: Call, frame: Any) -> None:
+        """After dq, dk, dv (the meta kernel's, tracked in order): mha_bwd's softmax_d, dq_accum
+        and, for grouped key heads, dk_expanded and dv_expanded; then the frees in the order the
+        C++ scopes end (mha_bwd's locals in reverse, softmax_d, the contiguous copies)."""
+        record, bound = call.record, call.bound()
+        q, k = bound["query"], bound["key"]
+        b, h, lq, d = q.shape
+        plan = flash_backward_plan(b, h, k.size(1), lq, k.size(2), d, q.element_size(), deterministic_on(self.torch), int(self.session.gpu["multiprocessors"]))
+        made = [(record.alloc(plan[name], frame), plan[name]) for name in ("softmax_d", "dq_accum", "dk_expanded", "dv_expanded") if plan[name]]
+        for addr, size in reversed(made[1:]):
+            record.free(addr, size)
+        record.free(*made[0])
+        for addr, size in reversed(call.state.get("flash_copies", [])):
+            record.free(addr, size)
 
     def _efficient_backward_scratch(self, call: Call, frame: Any) -> None:
         """After dq, dk, dv: the row sums `delta` and the workspace, in the order the H100
