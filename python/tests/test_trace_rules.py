@@ -717,3 +717,24 @@ def test_flash_attention_on_the_h100_only_where_cudnn_is_off():
     finally:
         torch.backends.cuda.enable_cudnn_sdp(True)
     assert forward == [("a", 2 * 4 * 200 * 64 * 2), ("a", 2 * 4 * 200 * 4), ("a", 16), ("a", 8)]
+
+
+@pytest.mark.usefixtures("as_2_11")
+def test_flash_attention_allocates_as_the_h100_did_with_flash_forced():
+    """rules/attention.py's flash rule, written from flash_api.cpp before the measurement, against
+    the 14 cases measured on an H100 with the flash backend forced
+    (reports/reference/h100/flash-attention), allocation by allocation."""
+    import importlib.util
+    import json
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "scripts"))
+    spec = importlib.util.spec_from_file_location("compare_flash_attention", root / "scripts/compare_flash_attention.py")
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    cases = [json.loads(line) for line in (root / "reports/reference/h100/flash-attention/flash-h100.jsonl").read_text().splitlines()]
+    assert len(cases) == 14
+    for case in cases:
+        forward, backward = compare.traced(case)
+        assert forward == [e[:2] for e in case["forward"]], case
+        assert backward == [e[:2] for e in case["backward"]], case
