@@ -221,6 +221,26 @@ def test_the_gpu_used_from_another_thread_is_said_once_without_the_tracers_frame
     no_tracer_frames(done.stderr)
 
 
+# Tensors the tracer must not choke on ---------------------------------------------------------
+
+
+def test_tensors_of_odd_kinds_are_followed_or_refused_in_one_line():
+    with vramlab.trace() as t:
+        x = torch.randn(4, device="cuda")
+        # int4 has no CPU kernels: its values are not kept, and the trace goes on.
+        if hasattr(torch, "int4"):
+            torch.zeros(7, dtype=torch.int4, device="cuda")
+        torch.empty(10, pin_memory=True)  # pinned host memory is the host's
+        with pytest.raises(TypeError, match="cuda:0 device type tensor to numpy"):
+            x.numpy()
+        with pytest.raises(vramlab.UnfollowedError, match="DLPack"):
+            torch.utils.dlpack.to_dlpack(x)
+        with pytest.raises(RuntimeError, match="cannot be negative"):
+            x.untyped_storage().resize_(-5)
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    assert sizes and all(size > 0 for size in sizes)
+
+
 # The Python API -------------------------------------------------------------------------------
 
 
