@@ -73,17 +73,99 @@ from .errors import UnfollowedError
 __all__ = ["trace", "UnfollowedError"]
 
 
-def _check_out(path: str) -> Optional[str]:
-    """Why the snapshot could not be written to `path` (checked before the program runs), or None."""
+# --nproc's ranks and trace(world_size=) share one host, whose devices PyTorch numbers below 128
+# (c10::DeviceIndex is an int8_t); each rank's device is cuda:{rank}.
+MOST_RANKS = 128
+# The longest a value from the command line or the program is shown in a line of the tracer's own.
+SHOWN_CHARACTERS = 300
+# The signals whose default action ends the process without Python's exit path: while the program
+# runs, each (where the program has not set a handler of its own) ends it as an exception does, so
+# the trace up to there is written; then the process ends by the same signal, as it would have.
+ENDING_SIGNALS = ("SIGTERM", "SIGHUP", "SIGALRM", "SIGUSR1", "SIGUSR2", "SIGXCPU", "SIGVTALRM", "SIGPROF")
+
+
+def shown(text: Any, limit: int = SHOWN_CHARACTERS) -> str:
+    """`text` fit for one line of the terminal: what would move, hide or end the line (control
+    characters, U+2028, bidirectional marks) escaped as \\u{..}, and at most `limit` characters."""
+    text = str(text)
+    cut = len(text) > limit
+    out = "".join(c if c.isprintable() else f"\\u{{{ord(c):x}}}" for c in text[:limit])
+    return f"{out}... ({len(text):,} characters)" if cut else out
+
+
+def _said(value: Any) -> str:
+    """str(value) as Python would print it, or a stand-in where its __str__ fails."""
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - the program's own object
+        return f"<{type(value).__name__} object: str() failed>"
+
+
+def _finite(text: str) -> float:
+    """--answer-reads: a finite number (int(nan) or int(inf) of an answered read has no value)."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{shown(text)!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{shown(text)!r}: give a finite number (a read answered with it may be made an integer)")
+    return value
+
+
+def _check_script(path: str) -> Optional[str]:
+    """Why `path` cannot be run as the script (checked before anything is traced), or None."""
+    if not os.path.exists(path):
+        return f"{shown(path)}: no such script"
+    if os.path.isdir(path):
+        return f"{shown(path)}: is a folder; give the script's file"
+    if not os.path.isfile(path):
+        return f"{shown(path)}: not a regular file (a FIFO or a device); give the script as a file"
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        return f"{shown(path)}: cannot be read ({e.strerror or e})"
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        where = f"{shown(path)}:{e.lineno}" if e.lineno else shown(path)
+        return f"{where}: {type(e).__name__}: {shown(e.msg)}; nothing was traced"
+    except (ValueError, RecursionError, MemoryError) as e:
+        return f"{shown(path)}: cannot be compiled ({shown(_said(e) or type(e).__name__)}); nothing was traced"
+    return None
+
+
+def _check_out(path: str, script: str) -> Optional[str]:
+    """Why the snapshot could not be written to `path` (checked before the program runs), or None.
+    The folder is tried with a file of the name the save's own temporary file takes, so a
+    read-only place, a full disk's refusal to make a file or a name too long is said now."""
+    import tempfile
+
+    from ._tracer.recorder import temporary_prefix
+
     folder = os.path.dirname(path) or "."
     if os.path.isdir(path):
-        return f"{path}: is a folder (--out names the snapshot file)"
+        return f"{shown(path)}: is a folder (--out names the snapshot file)"
     if os.path.exists(path) and not os.path.isfile(path):
-        return f"{path}: not a regular file (a device, a FIFO or a socket); --out names a file of its own"
+        return f"{shown(path)}: not a regular file (a device, a FIFO or a socket); --out names a file of its own"
+    if os.path.exists(path) and os.path.samefile(path, script):
+        return f"{shown(path)}: is the script itself; --out names the snapshot file to write"
     if not os.path.isdir(folder):
-        return f"{folder}: no such folder for --out"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{folder}: not writable (--out)"
+        return f"{shown(folder)}: no such folder for --out"
+    if len(os.path.basename(path).encode("utf-8", "surrogateescape")) > 255:
+        return f"{shown(path)}: file name too long for --out"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".partial", dir=folder)
+    except OSError as e:
+        return f"{shown(folder)}: --out cannot be written there ({e.strerror or e})"
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
     return None
 
 
@@ -94,7 +176,7 @@ def _lock(out: str) -> Optional[Any]:
         import fcntl
     except ImportError:  # no flock (Windows): one writer is not enforced
         return (None, None)
-    path = os.path.join(os.path.dirname(out), "." + os.path.basename(out) + ".vramlab-lock")
+    path = os.path.join(os.path.dirname(out), "." + os.path.basename(out)[:100] + ".vramlab-lock")
     try:
         handle = open(path, "w")
     except OSError:
@@ -119,12 +201,46 @@ def _unlock(lock: Optional[Any], owner: int) -> None:
     handle.close()
 
 
+class _Signalled(BaseException):
+    """A signal that would have ended the program, raised where it ran so the trace is written."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _tracer_frame(filename: str) -> bool:
+    """A frame of the tracer's own (vramlab's package, runpy's bootstrap), not the program's."""
+    from ._tracer.where import PACKAGE_DIR
+
+    return filename.startswith(PACKAGE_DIR) or filename == "<frozen runpy>"
+
+
+def program_traceback(error: BaseException) -> str:
+    """The program's traceback as Python would print it for the script run alone: the frames of
+    the tracer that ran it (vramlab's, runpy's) left out, in chained exceptions too."""
+    import traceback
+
+    shown_error = traceback.TracebackException(type(error), error, error.__traceback__, compact=True)
+    seen = set()
+    pending = [shown_error]
+    while pending:
+        one = pending.pop()
+        if one is None or id(one) in seen:
+            continue
+        seen.add(id(one))
+        one.stack = traceback.StackSummary.from_list([f for f in one.stack if not _tracer_frame(f.filename)])
+        pending += [one.__cause__, one.__context__] + list(getattr(one, "exceptions", None) or [])
+    return "".join(shown_error.format())
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m vramlab.trace --gpu h100 --out snap.pickle script.py [args]``: runs a script
     unchanged under :class:`trace` and writes its snapshot (also where the tracer stops, the
     program fails, exits or is interrupted)."""
     import argparse
     import runpy
+    import signal
 
     parser = argparse.ArgumentParser(
         prog="python -m vramlab.trace",
@@ -133,7 +249,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--gpu", default="h100", help="the GPU to trace for: h100, h200 (measured), a100-80gb, a100-40gb, h100-pcie, b200, l40s, l4, a10g, rtx-4090, rtx-3090 (from datasheets; vramlab list), or a profile file")
     parser.add_argument(
         "--answer-reads",
-        type=float,
+        type=_finite,
         metavar="VALUE",
         help="answer values a trace cannot know (loss.item() in a log line) with VALUE instead of stopping; the snapshot says how many",
     )
@@ -148,7 +264,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         metavar="CAP",
         help='with --sweep or --nproc: the memory the job may use on each GPU ("72 GiB", "80GB" read as GiB, bytes, or a share of --gpu\'s memory: "90%%", 0.9); by default all of the GPU\'s',
     )
-    parser.add_argument("--nproc", type=int, help="trace a torchrun script once per rank, each in a process of its own (N ranks, one GPU each)")
+    parser.add_argument("--nproc", type=int, help=f"trace a torchrun script once per rank, each in a process of its own (N ranks, one GPU each; at most {MOST_RANKS})")
     parser.add_argument("--world-size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("script", help="the Python script to run")
@@ -161,16 +277,35 @@ def main(argv: Optional[List[str]] = None) -> int:
         # An unknown GPU is one line (with the nearest names), before any work.
         _vramlab.gpu(options.gpu)
     except (ValueError, VramlabError) as e:
-        print(f"error: --gpu: {e}", file=sys.stderr)
+        print(f"error: --gpu: {shown(e)}", file=sys.stderr)
         return 2
-    if not os.path.isfile(options.script):
-        print(f"error: {options.script}: no such script", file=sys.stderr)
+    problem = _check_script(options.script)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2 if "nothing was traced" not in problem else 1
+    if not options.out:
+        print("error: --out is empty; name the snapshot file (a folder with --sweep or --nproc)", file=sys.stderr)
+        return 2
+    if options.capacity is not None:
+        if options.sweep is None and options.nproc is None:
+            print(
+                f"error: --capacity {shown(options.capacity)!r} is read with --sweep or --nproc only; for one trace, replay its snapshot under a cap: vramlab replay OUT --capacity CAP",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            _vramlab.capacity(options.capacity, options.gpu)
+        except (ValueError, VramlabError) as e:
+            print(f"error: --capacity {shown(options.capacity)!r}: {shown(e)}", file=sys.stderr)
+            return 2
+    if options.nproc is not None and not 1 <= options.nproc <= MOST_RANKS:
+        print(f"error: --nproc {options.nproc}: give 1 to {MOST_RANKS} ranks (one host's GPUs, which PyTorch numbers below {MOST_RANKS}; a process each)", file=sys.stderr)
         return 2
     if options.sweep is not None:
         from ._tracer.sweep import sweep_script
 
         if os.path.exists(options.out) and not os.path.isdir(options.out):
-            print(f"error: {options.out}: with --sweep, --out names a folder (one snapshot per value)", file=sys.stderr)
+            print(f"error: {shown(options.out)}: with --sweep, --out names a folder (one snapshot per value)", file=sys.stderr)
             return 2
         return sweep_script(options, os.path.abspath(options.out))
     if options.nproc is not None:
@@ -179,35 +314,30 @@ def main(argv: Optional[List[str]] = None) -> int:
         status = run_ranks(options.nproc, os.path.abspath(options.out), options.gpu, options.answer_reads, os.path.abspath(options.script), options.args)
         if status == 0 and options.capacity:
             # Which setting fits every rank under the cap, and the rank that binds.
-            from . import _vramlab
             from ._tracer.ranks import traced_ranks
             from ._tracer.sweep import ranked_ranks, ranks_answer
-            from .errors import VramlabError
 
-            try:
-                capacity = _vramlab.capacity(options.capacity, options.gpu)[0]
-            except (ValueError, VramlabError) as e:
-                print(f"error: --capacity {options.capacity!r}: {e}", file=sys.stderr)
-                return 2
+            capacity = _vramlab.capacity(options.capacity, options.gpu)[0]
             snapshots = traced_ranks(os.path.abspath(options.out), options.nproc)
             if snapshots is not None:
                 print(ranks_answer(ranked_ranks(snapshots, capacity, options.gpu), capacity))
         return status
     # Resolved now: the program may change its working directory.
     out = os.path.abspath(options.out)
-    problem = _check_out(out)
+    problem = _check_out(out, os.path.abspath(options.script))
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         tracer = trace(gpu=options.gpu, answer_reads=options.answer_reads, world_size=options.world_size, rank=options.rank)
-    except (ValueError, UnfollowedError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ValueError, TypeError, UnfollowedError) as e:
+        print(f"error: {shown(e, 2000)}", file=sys.stderr)
         return 2
     sys.argv = [options.script] + options.args
     status = 0
     failure: Optional[BaseException] = None
     message: Optional[str] = None
+    ended_by: List[int] = []
     owner = os.getpid()
     saved: List[str] = []
     # One writer per path: a second tracer on the same --out while this one runs writes beside it
@@ -215,13 +345,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     lock = _lock(out)
     target = out if lock is not None else f"{out}.{owner}"
     if lock is None:
-        print(f"note: another vramlab.trace is writing {out}; this one writes {target}", file=sys.stderr)
+        print(f"note: another vramlab.trace is writing {shown(out)}; this one writes {shown(target)}", file=sys.stderr)
+    signals = [getattr(signal, name) for name in ENDING_SIGNALS if hasattr(signal, name)]
+    # The events recorded when this process was forked (a child writes its own snapshot only where
+    # it recorded more).
+    forked_at: List[int] = []
 
     def save() -> str:
         # A forked child that outlives its parent writes beside the parent's snapshot, not over it.
         path = target if os.getpid() == owner else f"{out}.{os.getpid()}"
         if not saved or saved[-1] != path:
-            tracer.save(path)
+            # A signal while the file is written waits for it: a kill leaves no part-written file.
+            blocked = set(signals) | {signal.SIGINT}
+            masked = hasattr(signal, "pthread_sigmask")
+            before = signal.pthread_sigmask(signal.SIG_BLOCK, blocked) if masked else None
+            try:
+                tracer.save(path)
+            finally:
+                if masked:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, before)
             saved.append(path)
         return path
 
@@ -229,51 +371,96 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def exit_after_saving(code: int) -> None:
         try:
-            tracer.stopped = tracer.stopped or f"the program called os._exit({code})"
-            save()
+            child = os.getpid() != owner
+            if not child or len(tracer.record.events) > (forked_at[-1] if forked_at else 0):
+                tracer.stopped = tracer.stopped or f"the program called os._exit({code})"
+                written = save()
+                if child:
+                    print(f"note: a forked process of the traced program (pid {os.getpid()}) wrote its own snapshot {shown(written)}", file=sys.stderr)
+                else:
+                    print(f"trace: the program called os._exit({code}); {len(tracer.record.events)} events, peak allocated {tracer.peak_allocated:,} B -> {shown(written)}", file=sys.stderr)
+            _unlock(lock, owner)
+        except BaseException as e:  # noqa: BLE001 - the process ends here whatever happens
+            print(f"error: {shown(out)}: the snapshot could not be written ({shown(_said(e))})", file=sys.stderr)
         finally:
             real_exit(code)
 
+    def ended(signum: int, frame: Any) -> None:
+        raise _Signalled(signum)
+
+    def later(signum: int, frame: Any) -> None:
+        ended_by.append(signum)
+
+    handlers = {}
+    for signum in signals:
+        try:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                handlers[signum] = signal.signal(signum, ended)
+        except (ValueError, OSError):  # not the main thread, or a signal this host cannot catch
+            pass
+
+    def in_child() -> None:
+        # A forked child (a DataLoader's or a pool's worker) ends on these signals as the program
+        # would (a pool terminates its workers with SIGTERM); its os._exit still writes its own
+        # snapshot where it recorded anything.
+        forked_at.append(len(tracer.record.events))
+        for signum in handlers:
+            if signal.getsignal(signum) is ended:
+                signal.signal(signum, signal.SIG_DFL)
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lambda: in_child() if os._exit is exit_after_saving else None)
     os._exit = exit_after_saving  # type: ignore[assignment]
     try:
         with tracer:
             runpy.run_path(options.script, run_name="__main__")
     except UnfollowedError as e:
-        message = f"error: {e}"
+        message = f"error: {shown(_said(e), 2000)}"
         status = 1
     except SystemExit as e:
-        # As Python shows it: a string is printed and gives status 1.
-        if isinstance(e.code, int) or e.code is None:
+        # As Python shows it: a string (any object but an integer or None) is printed and gives
+        # status 1.
+        if e.code is None or (isinstance(e.code, int) and not isinstance(e.code, bool)):
             status = e.code or 0
+        elif isinstance(e.code, bool):
+            status = int(e.code)
         else:
-            message, status = str(e.code), 1
+            message, status = _said(e.code), 1
     except KeyboardInterrupt:
         message, status = "error: interrupted (KeyboardInterrupt); the trace up to there is kept", 130
-    except Exception as e:
+    except _Signalled as e:
+        ended_by.append(e.signum)
+        tracer.stopped = f"ended by {signal.Signals(e.signum).name}"
+        message = f"error: the program was ended by {signal.Signals(e.signum).name}; the trace up to there is kept"
+    except BaseException as e:  # noqa: BLE001 - the program's own error, any kind of it
         # The script's own error: its traceback is the program's to show, after the trace up
         # to there is written.
         failure = e
         status = 1
     finally:
         os._exit = real_exit  # type: ignore[assignment]
+        for signum in handlers:
+            try:
+                if signal.getsignal(signum) in (ended, later):
+                    signal.signal(signum, later)
+            except (ValueError, OSError):
+                pass
     try:
         written = save()
     except OSError as e:
-        print(f"error: {out}: the snapshot could not be written ({e.strerror or e})", file=sys.stderr)
+        print(f"error: {shown(out)}: the snapshot could not be written ({shown(e.strerror or _said(e))})", file=sys.stderr)
         return 1
     finally:
         _unlock(lock, owner)
     if failure is not None:
-        import traceback
-
-        traceback.print_exception(type(failure), failure, failure.__traceback__)
-        print(f"error: the script raised {type(failure).__name__}; the trace up to there is in {written}", file=sys.stderr)
+        sys.stderr.write(program_traceback(failure))
+        print(f"error: the script raised {type(failure).__name__}; the trace up to there is in {shown(written)}", file=sys.stderr)
     if message is not None:
         print(message, file=sys.stderr)
     if written != out and lock is not None:
-        print(f"note: this process is a fork of the one that started the trace; its snapshot is {written}", file=sys.stderr)
+        print(f"note: this process is a fork of the one that started the trace; its snapshot is {shown(written)}", file=sys.stderr)
     events = len(tracer.record.events)
-    print(f"trace: {events} events, peak allocated {tracer.peak_allocated:,} B ({tracer.peak_allocated / 2**20:,.1f} MiB) -> {written}", file=sys.stderr)
+    print(f"trace: {events} events, peak allocated {tracer.peak_allocated:,} B ({tracer.peak_allocated / 2**20:,.1f} MiB) -> {shown(written)}", file=sys.stderr)
     where = tracer.breakdown()
     if where["peak_allocated"]:
         parts = ", ".join(f"{name} {size / 2**20:,.1f} MiB" for name, size in where["live_at_peak"].items())
@@ -282,7 +469,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         try:
             print(f"steps: {tracer.steady()['advice']}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - the snapshot is written; the check is advice
-            print(f"steps: not checked ({e})", file=sys.stderr)
+            print(f"steps: not checked ({shown(_said(e))})", file=sys.stderr)
+    for signum, previous in handlers.items():
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+    if ended_by:
+        # Ended as the program would have been: by the signal (its status says so to the shell).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), ended_by[0])
+        return 128 + ended_by[0]
     return status
 
 

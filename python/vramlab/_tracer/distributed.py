@@ -415,14 +415,21 @@ def make_group(owner: Distributed) -> Any:
     return StandInGroup
 
 
+# The most ranks a trace stands in for: one host's GPUs, as PyTorch numbers them.
+MOST_RANKS = 128
+
+
 def check_rank(world_size: Any, rank: Any) -> Any:
     """(world_size, rank) of a trace, checked: one GPU and rank 0 where neither is given."""
     if world_size is None and rank is None:
         return 1, 0
     world_size = 1 if world_size is None else world_size
     rank = 0 if rank is None else rank
-    if not (isinstance(world_size, int) and isinstance(rank, int)) or world_size < 1 or not 0 <= rank < world_size:
+    if not (isinstance(world_size, int) and isinstance(rank, int)) or isinstance(world_size, bool) or isinstance(rank, bool) or world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"world_size={world_size!r}, rank={rank!r}: a trace is of one rank, 0 <= rank < world_size")
+    if world_size > MOST_RANKS:
+        # Each rank's GPU is cuda:{rank} of one host, and the snapshot lists every device.
+        raise ValueError(f"world_size={world_size}: a trace stands in for the GPUs of one host, which PyTorch numbers below {MOST_RANKS} (c10::DeviceIndex is an int8_t): at most {MOST_RANKS} ranks")
     return world_size, rank
 
 

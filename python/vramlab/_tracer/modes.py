@@ -35,6 +35,8 @@ class OnTheGpu(TorchFunctionMode):
         self.cuda0 = torch.device("cuda", session.device_index)
         self.says = {"is_cuda": True, "is_meta": False, "device": self.cuda0}
         self.factories = (torch.tensor, torch.as_tensor, torch.asarray)
+        # What hands a tensor's memory to another library.
+        self.host_views = tuple(f for f in (torch.Tensor.numpy, getattr(torch.Tensor, "__dlpack__", None), getattr(torch.Tensor, "__array__", None)) if f is not None)
         self.mha_forward = torch.nn.functional.multi_head_attention_forward
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
@@ -56,6 +58,18 @@ class OnTheGpu(TorchFunctionMode):
                 return answer
         if func is torch.Tensor.get_device and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
             return session.device_index
+        if kwargs.get("pin_memory"):
+            # Pinned host memory is the host's (CUDA's host allocator), not the GPU's: made as
+            # plain host memory, which needs no driver.
+            kwargs["pin_memory"] = False
+            session.note("{count} tensors asked for in pinned host memory (pin_memory=True) were made in plain host memory: pinned memory is the host's, not in a GPU snapshot")
+        if func in self.host_views and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+            if func is torch.Tensor.numpy:
+                # As PyTorch says it of a CUDA tensor.
+                raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
+            raise UnfollowedError(
+                f"{name} at {here()}: a GPU tensor handed to another library (DLPack, the array interface) is read there from GPU memory, which a trace has none of; the trace up to there is kept"
+            )
         if func in self.factories or func is torch.Tensor.new_tensor:
             made = session.from_host(func, args, kwargs)
             if made is not None:

@@ -11,7 +11,7 @@ import sys
 from typing import Any, Dict, List
 
 from .standin import Table
-from .where import user_frame
+from .where import here, user_frame
 
 
 def optimizer_paths(session: Any) -> Table:
@@ -179,6 +179,9 @@ def program_paths(session: Any) -> Table:
     resize = torch.UntypedStorage.resize_
 
     def resize_storage(storage: Any, size: int) -> Any:
+        if storage.device.type == "meta" and isinstance(size, int) and size < 0:
+            # The GPU's allocator refuses a negative size; a meta storage would take it.
+            raise RuntimeError(f"UntypedStorage.resize_({size}) at {here()}: a storage's size cannot be negative")
         result = resize(storage, size)
         if storage.device.type == "meta":
             session.record.resized(storage, user_frame())

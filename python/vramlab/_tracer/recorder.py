@@ -13,6 +13,7 @@ frees the old.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import weakref
@@ -221,6 +222,12 @@ class Recorder:
         return {"peak_allocated": peak, "peak_during": during, "live_at_peak": dict(sorted(by_phase.items(), key=lambda kv: -kv[1]))}
 
 
+def temporary_prefix(path: str) -> str:
+    """The start of the name of a save's temporary file beside `path`: hidden, and short enough
+    that a name the file system takes for `path` is one it takes for the temporary file too."""
+    return "." + os.path.basename(path)[:100] + "."
+
+
 def write_atomically(path: str, snapshot: Dict[str, Any]) -> None:
     """Writes `snapshot` as a pickle (gzipped where the name ends in .gz) to a temporary file beside
     `path`, then renames it over `path`: a kill or a full disk leaves the old file or none, never a
@@ -228,11 +235,27 @@ def write_atomically(path: str, snapshot: Dict[str, Any]) -> None:
     import gzip
     import pickle
 
+    if not isinstance(path, str):
+        raise TypeError(f"a snapshot's path is a file name (str or os.PathLike), not {type(path).__name__}")
+    if not path:
+        raise ValueError("a snapshot's path is empty; name the file to write")
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a folder (a snapshot is written to a file of its own)", path)
     if os.path.exists(path) and not os.path.isfile(path):
         raise OSError(f"{path}: not a regular file (a snapshot is written to a file of its own)")
     folder = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".partial", dir=folder)
     try:
+        fd, temporary = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".partial", dir=folder)
+    except OSError as e:
+        # Said of the file asked for, not of the temporary file's name.
+        raise OSError(e.errno, e.strerror or str(e), path) from None
+    try:
+        # The permissions any new file gets (mkstemp's are the owner's alone), as the CLI's own
+        # outputs have them.
+        mask = os.umask(0)
+        os.umask(mask)
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "wb") as raw:
             if str(path).endswith(".gz"):
                 with gzip.GzipFile(fileobj=raw, mode="wb") as f:
@@ -242,9 +265,11 @@ def write_atomically(path: str, snapshot: Dict[str, Any]) -> None:
             raw.flush()
             os.fsync(raw.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(temporary)
         except OSError:
             pass
+        if isinstance(e, OSError) and e.errno is not None:
+            raise OSError(e.errno, e.strerror or str(e), path) from None
         raise

@@ -4,7 +4,9 @@ taken apart on leaving (see vramlab/trace.py for what a trace does, and rules/ f
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 import threading
 import weakref
 from typing import Any, Dict, List, Optional
@@ -30,6 +32,10 @@ from .where import here, set_torch, user_frame, where
 MOST_ANSWERS_AT_ONE_LINE = 100_000
 
 
+# Two threads entering traces at once: one enters, the other is told a trace is running.
+_ENTERING = threading.Lock()
+
+
 class trace:
     """A context manager: PyTorch code inside runs on ``"cuda"`` as if ``gpu`` were present,
     without computing, and its CUDA memory is recorded (see ``vramlab.trace``'s module notes).
@@ -49,6 +55,10 @@ class trace:
             raise TypeError(f"gpu must be a GPU's name (h100, a100-80gb, rtx-4090, ...: vramlab list names them) or a profile file's path, not {type(gpu).__name__}")
         if answer_reads is not None and (isinstance(answer_reads, bool) or not isinstance(answer_reads, (int, float))):
             raise TypeError(f"answer_reads must be a number (the value to answer reads with) or None, not {answer_reads!r}")
+        if answer_reads is not None and not (abs(answer_reads) < 2**1023 and math.isfinite(answer_reads)):
+            # int(nan) and int(inf) have no value: a read of an integer tensor answered with it
+            # would fail inside the program, far from here.
+            raise ValueError(f"answer_reads={answer_reads!r}: give a finite number")
 
         self.release = compat.check(torch)
         set_torch(torch)
@@ -302,6 +312,8 @@ class trace:
     def save(self, path: str) -> None:
         """Writes the snapshot as a pickle (gzipped where the name ends in .gz), through a
         temporary file renamed into place: an interrupted save leaves no truncated file."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"save: a path (str or os.PathLike) names the snapshot file, not {type(path).__name__}")
         write_atomically(os.fspath(path), self.snapshot())
 
     def steady(self, alloc_conf: Optional[str] = None, capacity: Optional[int] = None) -> Steady:
@@ -333,17 +345,39 @@ class trace:
     # Entering and leaving -------------------------------------------------------------------
 
     def __enter__(self) -> "trace":
+        with _ENTERING:
+            return self._enter()
+
+    def _enter(self) -> "trace":
         if standin.ACTIVE:
             raise UnfollowedError(
                 f"vramlab.trace at {here()}: a trace is already running in this process, and traces do not nest (the one running keeps recording; finish it first, or trace the inner part on its own)"
             )
         self._install()
+        try:
+            self._excepthook = threading.excepthook
+
+            def said_once(args: Any) -> None:
+                # A thread's use of the GPU the trace does not follow is said when the trace ends
+                # (the error the trace raises then); a thread's own traceback of it would show
+                # the tracer's frames.
+                if isinstance(args.exc_value, UnfollowedError):
+                    if self.escaped is None or str(args.exc_value) != self.escaped:
+                        print(f"error: in thread {getattr(args.thread, 'name', '?')!r}: {args.exc_value}", file=sys.stderr)
+                    return
+                self._excepthook(args)
+
+            self._said_once = said_once
+            threading.excepthook = said_once
+        except BaseException:
+            self._uninstall()
+            raise
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         self._uninstall()
         if exc is not None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
-            self.stopped = str(exc).splitlines()[0] if str(exc) else exc_type.__name__
+            self.stopped = stopped_by(exc)
         elif isinstance(exc, KeyboardInterrupt):
             self.stopped = "interrupted (KeyboardInterrupt)"
         if self.escaped is not None and not isinstance(exc, UnfollowedError):
@@ -430,6 +464,9 @@ class trace:
     def _uninstall(self) -> None:
         torch = self.torch
         self.host.stop()
+        if getattr(self, "_said_once", None) is not None and threading.excepthook is self._said_once:
+            threading.excepthook = self._excepthook
+        self._said_once = None
         if self in standin.ACTIVE:
             standin.ACTIVE.remove(self)
             # A default device the program set to "cuda" inside was "meta"; the one before stays.
@@ -456,6 +493,17 @@ class trace:
             self._distributed.exit()
             self._patches.uninstall()
             torch.__future__.set_swap_module_params_on_conversion(self._swap_was)
+
+
+def stopped_by(error: BaseException) -> str:
+    """Why a trace stopped, from the error that stopped it: its message's first line (or its type's
+    name), bounded, as a note in the snapshot says it."""
+    try:
+        text = str(error)
+    except Exception:  # noqa: BLE001 - the program's own exception, whose __str__ may fail
+        text = ""
+    first = text.splitlines()[0] if text.strip() else type(error).__name__
+    return first if len(first) <= 500 else first[:500] + f"... ({len(first):,} characters)"
 
 
 __all__ = ["trace", "where"]

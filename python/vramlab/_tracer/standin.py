@@ -413,6 +413,23 @@ def refusals(session: Any) -> Table:
     for name in ("nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged"):
         if hasattr(nested, name):
             table[(nested, name)] = nested_constructor(name)
+    import torch.utils.dlpack as dlpack
+
+    packs = getattr(dlpack, "to_dlpack", None)
+    if packs is not None:
+
+        def to_dlpack(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            # torch._C._to_dlpack: no dispatch or function mode sees it (so a stand-in says
+            # it is on cuda here, as it does to the program).
+            if isinstance(tensor, torch.Tensor) and tensor.device.type in ("meta", "cuda"):
+                raise UnfollowedError(
+                    f"to_dlpack at {here()}: a GPU tensor handed to another library (DLPack) is read there from GPU memory, which a trace has none of; the trace up to there is kept"
+                )
+            return packs(tensor, *args, **kwargs)
+
+        table[(dlpack, "to_dlpack")] = to_dlpack
+        if getattr(torch, "to_dlpack", None) is packs:
+            table[(torch, "to_dlpack")] = to_dlpack
     return table
 
 

@@ -70,7 +70,19 @@ class Shadows:
             shadow.copy_(values)
 
     def after(self, func: Any, op: str, args: Any, kwargs: Dict[str, Any], out: Any) -> None:
-        """Keeps the shadows in step with an operation just traced on stand-ins."""
+        """Keeps the shadows in step with an operation just traced on stand-ins. Values are an aid,
+        never a condition: where the CPU cannot keep them (a dtype with no CPU kernel, such as
+        int4's fill), the stand-ins written or made are no longer known, and the trace goes on."""
+        torch = self._torch
+        try:
+            self._after(func, op, args, kwargs, out)
+        except Exception:  # noqa: BLE001 - an operation the CPU cannot run leaves values unknown
+            # What an operation writes it returns (in place, out=): its inputs keep their values.
+            for t in torch.utils._pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                    self.forget(t.untyped_storage()._cdata)
+
+    def _after(self, func: Any, op: str, args: Any, kwargs: Dict[str, Any], out: Any) -> None:
         torch = self._torch
         leaves = torch.utils._pytree.tree_leaves((args, kwargs))
         stand_ins = [a for a in leaves if isinstance(a, torch.Tensor) and a.device.type == "meta"]
