@@ -658,7 +658,7 @@ def test_flash_attention_is_traced_where_the_gpu_runs_it():
         assert backward[:6] == [("a", qkv), ("a", qkv), ("a", qkv), ("a", qkv), ("a", softmax_d), ("a", dq_accum)], (gpu, backward)
         assert backward[6:9] == [("f", dq_accum), ("f", softmax_d), ("f", qkv)], (gpu, backward)
         notes = t.snapshot()["vramlab_notes"]
-        assert any(n.startswith("1 flash attention calls: their allocations are derived from PyTorch's sources") and "not measured on a GPU that runs flash attention by default" in n for n in notes)
+        assert any(n.startswith("1 flash attention calls: their allocations are derived from PyTorch's sources") and "not on a GPU that runs flash attention by default" in n for n in notes)
     # A gradient already in [B, L, H, D] order is not copied.
     _, backward, _ = _flash_events("a100-80gb", b, h, lq, d, grad_layout="bshd")
     assert backward[:5] == [("a", qkv), ("a", qkv), ("a", qkv), ("a", 4 * b * h * 256), ("a", 4 * b * 256 * h * 64)]
