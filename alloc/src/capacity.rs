@@ -33,7 +33,7 @@ use experiments::Trace;
 
 use super::device::{MeterCounts, Metered};
 use super::period::{LazyPeriod, Periodicity};
-use super::replayer::{LiveBlocks, Replayer};
+use super::replayer::{Frozen, LiveBlocks, Replayer};
 use super::{AlikeLimits, Error, Policy, PolicySpec, Recipe, SimDevice};
 
 /// Copies of the unlimited run kept at most, spread evenly over the trace.
@@ -137,7 +137,8 @@ struct SearchOptions {
     scan: Option<usize>,
     /// Whether one probe answers for the caps down to what its granted requests held.
     spans: bool,
-    /// Whether a probe may end as another that was in its state did (see [`Memo`]).
+    /// Whether a probe may end as another that was in its state did (see [`Memo`]), and go on
+    /// from a copy the probe before it left (see [`Prefix`]).
     memo: bool,
 }
 
@@ -153,6 +154,8 @@ struct Searched {
     cut_short: usize,
     /// Probes that ended as another in their state did (see [`Memo`]).
     answered: usize,
+    /// Probes that went on from a copy an earlier probe left (see [`Prefix`]).
+    went_on: usize,
 }
 
 /// The search (see [`SearchOptions`]), from `shared`, the unlimited run a whole replay made,
@@ -181,7 +184,7 @@ fn search(
                 kept: Vec::new(),
                 blocks_budget: copied_blocks,
             };
-            let end = start().run(trace, None, Some(&mut copies), None, None);
+            let end = start().run(trace, None, Some(&mut copies), None, None, None);
             (end, copies.kept)
         }
     };
@@ -192,6 +195,7 @@ fn search(
             answers: BTreeMap::new(),
             cut_short: 0,
             answered: 0,
+            went_on: 0,
         };
     }
     // Every cap's answer, by capacity in steps: probed, or (with `spans`) answered by a probe
@@ -200,7 +204,16 @@ fn search(
     let replayed = std::cell::Cell::new(0);
     let cut_short = std::cell::Cell::new(0);
     let answered = std::cell::Cell::new(0);
+    let went_on = std::cell::Cell::new(0);
     let memo = memo.then(|| RefCell::new(Memo::new(trace)));
+    // The copies the latest probe left, for the next that began where it did (see [`Prefix`]).
+    let prefix = RefCell::new(Prefix {
+        began: usize::MAX,
+        copies: Vec::new(),
+    });
+    // The caps the search may probe: from the peak of requested bytes to the unlimited peak.
+    let top = unlimited.peak_reserved.div_ceil(STEP);
+    let floor = unlimited.peak_requested.div_ceil(STEP);
     // What this policy holds once it has taken over the window's start (a policy that does not
     // know PyTorch's layout holds only the live blocks, not the recording's segments).
     let held_at_start = if trace.start.is_some() {
@@ -228,10 +241,28 @@ fn search(
             },
             None => start(),
         };
-        let end = state.run(trace, Some(capacity), None, period, memo.as_ref());
+        // A copy is worth leaving while a cap not yet answered, other than this one, decided
+        // alike up to it.
+        let answered_caps: &BTreeMap<u64, bool> = tried;
+        let worth_copying = |alike: AlikeLimits| {
+            let low = alike.from.div_ceil(STEP).max(floor);
+            let high = alike.below.div_ceil(STEP).min(top + 1);
+            if low >= high {
+                return false;
+            }
+            let caps = high - low - u64::from((low..high).contains(&steps));
+            let known = answered_caps.range(low..high).filter(|&(&cap, _)| cap != steps).count() as u64;
+            known < caps
+        };
+        let shared = Shared {
+            prefix: &prefix,
+            worth_copying: &worth_copying,
+        };
+        let end = state.run(trace, Some(capacity), None, period, memo.as_ref(), Some(shared));
         replayed.set(replayed.get() + end.replayed);
         cut_short.set(cut_short.get() + usize::from(end.cut_short));
         answered.set(answered.get() + usize::from(end.answered));
+        went_on.set(went_on.get() + usize::from(end.went_on));
         // Each cap from what the granted requests held up to this one decides as this one did.
         let lowest = if spans {
             end.granted.div_ceil(STEP).min(steps)
@@ -245,11 +276,8 @@ fn search(
     };
     // Below the peak of requested bytes nothing fits, whatever the policy (requested <= allocated
     // <= reserved <= capacity), so the search starts there rather than at 0.
-    let top = unlimited.peak_reserved.div_ceil(STEP);
     let mut fits = top;
-    let mut fails = (unlimited.peak_requested.div_ceil(STEP))
-        .saturating_sub(1)
-        .min(fits.saturating_sub(1));
+    let mut fails = floor.saturating_sub(1).min(fits.saturating_sub(1));
     while fits - fails > 1 {
         let mid = fails + (fits - fails) / 2;
         if probe(&mut tried, mid) {
@@ -299,6 +327,7 @@ fn search(
         answers: tried,
         cut_short: cut_short.get(),
         answered: answered.get(),
+        went_on: went_on.get(),
     }
 }
 
@@ -379,6 +408,7 @@ impl Copier {
             replayed: self.events,
             cut_short: false,
             answered: false,
+            went_on: false,
         };
         Some(UnlimitedRun {
             end,
@@ -435,6 +465,8 @@ struct ProbeEnd {
     /// `peak_requested` and `needed` are then those up to there (only the unlimited run's are
     /// read).
     answered: bool,
+    /// It went on from a copy an earlier probe left (see [`Prefix`]).
+    went_on: bool,
 }
 
 /// Events a probe replays at most (an eighth of the trace where that is less) before it keeps
@@ -581,6 +613,52 @@ impl Memo {
     }
 }
 
+/// A copy a capped probe left at one of the memo's events, for a later probe of the search that
+/// began where it began, under a capacity that decided alike up to there (see [`Prefix`]).
+struct PrefixCopy {
+    /// The event it was left before.
+    at: usize,
+    /// The capacities that decided as the probe's did, from where it began up to here.
+    alike: AlikeLimits,
+    replayer: Frozen,
+    device: SimDevice,
+    counts: MeterCounts,
+    needed: u64,
+    granted: u64,
+    /// The stretches the probe replayed since the copy before (see [`ProbeState::run`]).
+    stretches: Vec<(AlikeLimits, u64)>,
+    /// Its state here as the memo keeps it, where it could be said.
+    state: Option<Vec<u64>>,
+}
+
+/// The copies the latest probe of a search left behind (with those of the probe it went on from),
+/// so that the next one that began where it began goes on from the last copy its capacity
+/// agrees with, instead of replaying the stretch they have in common.
+///
+/// Why that is exact: the argument of [`Memo`], read forwards. Two probes that begin in the same
+/// state (the same copy of the unlimited run, or the first event) take the same first step when
+/// the later one's capacity answers that step's checks of the cap as the earlier one's did, so
+/// are in the same state after it, and so on by induction: up to an event where every check
+/// since the start was answered alike (the later capacity within the limits the policy said
+/// were alike over each stretch, [`Policy::take_alike_limits`]), the later probe is in the
+/// state the earlier one was in, which the copy holds (its policy then limited to the later
+/// capacity). What the later probe would have seen on the way (its stretches' limits, its states
+/// for the memo) is the earlier one's, kept with the copies. Its count of events replayed starts
+/// where it began, not at the copy, so the scan's budget is spent as before.
+struct Prefix {
+    /// Where the probe began (the unlimited run's copy it went on from, or 0).
+    began: usize,
+    copies: Vec<PrefixCopy>,
+}
+
+/// What a probe shares with the other probes of its search besides the memo.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    prefix: &'a RefCell<Prefix>,
+    /// Whether a copy whose capacities alike up to it are these could serve a later probe.
+    worth_copying: &'a dyn Fn(AlikeLimits) -> bool,
+}
+
 /// Everything a probe's replay carries from one event to the next.
 struct ProbeState {
     replayer: Replayer,
@@ -647,6 +725,7 @@ impl ProbeState {
     /// states there for later probes. Its `replayed` counts the events a probe without either
     /// shortcut would have replayed (to the end, or to the end of the stretch it failed in), so
     /// that what the scan's budget allows does not depend on them.
+    #[allow(clippy::too_many_arguments)]
     fn run(
         mut self,
         trace: &Trace,
@@ -654,6 +733,7 @@ impl ProbeState {
         mut checkpoints: Option<&mut Copies>,
         period: Option<&LazyPeriod<'_>>,
         memo: Option<&RefCell<Memo>>,
+        shared: Option<Shared<'_>>,
     ) -> ProbeEnd {
         let events = trace.events.len();
         let began = self.at;
@@ -682,6 +762,60 @@ impl ProbeState {
         let mut states: Vec<(Vec<u64>, usize)> = Vec::new();
         let mut answer: Option<Followed> = None;
         let mut failed_at = None;
+        // The copies this probe leaves (after those it went on from), and the capacities alike
+        // from where it began up to here.
+        let shared = shared.filter(|_| memo.is_some());
+        let mut chain: Vec<PrefixCopy> = Vec::new();
+        let mut alike_so_far = AlikeLimits::ANY;
+        let mut copying = shared.is_some();
+        let mut went_on = false;
+        if let (Some(shared), Some(capacity), Some(memo)) = (shared, capacity, memo) {
+            let mut prefix = shared.prefix.borrow_mut();
+            let agrees = if prefix.began == began {
+                prefix
+                    .copies
+                    .iter()
+                    .take_while(|copy| copy.alike.contains(capacity))
+                    .count()
+            } else {
+                0
+            };
+            if agrees > 0 {
+                let mut inherited = std::mem::take(&mut prefix.copies);
+                inherited.truncate(agrees);
+                let last = &inherited[agrees - 1];
+                if let Some(mut replayer) = last.replayer.thaw() {
+                    // The copy's policy was limited to the earlier probe's capacity.
+                    replayer.policy.limit_memory(capacity);
+                    replayer.policy.take_alike_limits();
+                    self.replayer = replayer;
+                    self.device = last.device.clone();
+                    self.at = last.at;
+                    self.counts = last.counts;
+                    self.needed = last.needed;
+                    self.granted = last.granted;
+                    alike_so_far = last.alike;
+                    for copy in &inherited {
+                        stretches.extend_from_slice(&copy.stretches);
+                        if let Some(state) = &copy.state {
+                            states.push((state.clone(), stretches.len()));
+                        }
+                    }
+                    // Met there by a probe that decided alike from there on, it ends as that
+                    // one did (the check the loop makes at each of the memo's events).
+                    if let Some(state) = &last.state {
+                        if let Some(followed) = memo.borrow().find(state, capacity) {
+                            answer = Some(followed);
+                            states.pop();
+                        }
+                    }
+                    chain = inherited;
+                    went_on = true;
+                } else {
+                    prefix.copies = inherited;
+                }
+            }
+        }
         // A probe's states are kept only once it has gone some way (most that fail, fail
         // early); the unlimited run keeps none.
         let mut keep_states_from = match (capacity, period) {
@@ -690,7 +824,7 @@ impl ProbeState {
         };
         let mut seen: Option<SeenStates> = None;
         let mut cut_short = false;
-        while fits && self.at < events {
+        while fits && self.at < events && answer.is_none() {
             let mut end = if checkpoints.is_some() {
                 (self.at + stride).min(events)
             } else {
@@ -721,14 +855,24 @@ impl ProbeState {
             if let Some(memo) = memo {
                 let alike = self.replayer.policy.take_alike_limits().unwrap_or(AlikeLimits::NONE);
                 stretches.push((alike, stretch.granted));
+                alike_so_far = alike_so_far.and(alike);
                 if fits && self.at < events && self.at.is_multiple_of(memo_stride) {
                     let mut state = vec![self.at as u64];
-                    if self.canonical_state(&mut state) {
+                    let said = self.canonical_state(&mut state);
+                    if said {
                         let found = memo.borrow().find(&state, capacity.unwrap_or(u64::MAX));
                         if let Some(followed) = found {
                             answer = Some(followed);
                             break;
                         }
+                    }
+                    if let (true, Some(shared)) = (copying, shared) {
+                        copying = (shared.worth_copying)(alike_so_far);
+                        if copying {
+                            self.leave_copy(&mut chain, alike_so_far, &stretches, said.then(|| state.clone()));
+                        }
+                    }
+                    if said {
                         states.push((state, stretches.len()));
                     }
                 }
@@ -776,6 +920,9 @@ impl ProbeState {
                 }
             };
         }
+        if let (Some(shared), false) = (shared, chain.is_empty()) {
+            *shared.prefix.borrow_mut() = Prefix { began, copies: chain };
+        }
         // What followed each of its states, for later probes: not where the period cut it
         // short (what followed then includes stretches before the state), nor when cancelled.
         if let Some(memo) = memo.filter(|_| !cut_short && !experiments::cancel::requested()) {
@@ -804,7 +951,33 @@ impl ProbeState {
             replayed: self.at - began,
             cut_short,
             answered: answer.is_some(),
+            went_on,
         }
+    }
+
+    /// Leaves a copy of itself at the end of `chain` (see [`Prefix`]): `alike`, the capacities
+    /// alike from where it began; `stretches`, every stretch it replayed (those since the copy
+    /// before are kept); `state`, its state for the memo.
+    fn leave_copy(
+        &self,
+        chain: &mut Vec<PrefixCopy>,
+        alike: AlikeLimits,
+        stretches: &[(AlikeLimits, u64)],
+        state: Option<Vec<u64>>,
+    ) {
+        let Some(replayer) = self.replayer.freeze() else { return };
+        let replayed: usize = chain.iter().map(|copy| copy.stretches.len()).sum();
+        chain.push(PrefixCopy {
+            at: self.at,
+            alike,
+            replayer,
+            device: self.device.clone(),
+            counts: self.counts,
+            needed: self.needed,
+            granted: self.granted,
+            stretches: stretches[replayed..].to_vec(),
+            state,
+        });
     }
 
     /// Replays events `at..end` through the replay's own steps, up to the first request
@@ -1127,11 +1300,12 @@ mod tests {
         Trace::new("passes", experiments::TraceSource::Synthetic, events)
     }
 
-    /// A probe that ends as another probe in its state did (the memo) answers as a probe that
-    /// replays to its end does: every committed trace, and a trace of passes of the committed
+    /// A probe that ends as another probe in its state did (the memo), or goes on from a copy
+    /// the probe before it left (the prefix they share), answers as a probe that replays from
+    /// its start to its end does: every committed trace, and a trace of passes of the committed
     /// recordings that never repeats, under every setting of tune's grid (a fixed sample in a
     /// debug build, one pair in five, VRAMLAB_FULL_CHECKS or not; all in a release build),
-    /// the same caps and every cap answered the same, with and without the memo. Whole
+    /// the same caps and every cap answered the same, with and without both. Whole
     /// replays check the memo's answers in CI's full checks (`probes_answer_as_whole_replays_do`
     /// searches with it, every trace and setting), which keeps CI's time.
     #[test]
@@ -1150,7 +1324,7 @@ mod tests {
         let [gpt, serve, resnet, random] = [&recordings[0], &recordings[1], &recordings[2], &recordings[3]];
         let mut traces = vec![passes(&[serve, gpt, random, serve, resnet, random, gpt, serve])];
         traces.extend(committed_traces().iter().map(|path| Trace::load(path).unwrap()));
-        let (mut compared, mut answered, mut answered_passes) = (0, 0, 0);
+        let (mut compared, mut answered, mut answered_passes, mut went_on) = (0, 0, 0, 0);
         for (t, trace) in traces.iter().enumerate() {
             let period = LazyPeriod::new(trace);
             for (c, settings) in crate::DEFAULT_TUNE_GRID.iter().enumerate() {
@@ -1170,8 +1344,10 @@ mod tests {
                 assert_eq!(with.caps, without.caps, "{} under {settings}", trace.name);
                 assert_eq!(with.answers, without.answers, "{} under {settings}", trace.name);
                 assert_eq!(without.answered, 0);
+                assert_eq!(without.went_on, 0);
                 compared += with.answers.len();
                 answered += with.answered;
+                went_on += with.went_on;
                 if t == 0 {
                     answered_passes += with.answered;
                 }
@@ -1179,8 +1355,9 @@ mod tests {
         }
         // The comparison means something only where probes were answered by the memo.
         assert!(
-            compared > 500 && answered > 100 && answered_passes > 20,
-            "{compared} caps compared, {answered} probes answered by the memo ({answered_passes} on the passes)"
+            compared > 500 && answered > 100 && answered_passes > 20 && went_on > 100,
+            "{compared} caps compared, {answered} probes answered by the memo ({answered_passes} on the passes), \
+             {went_on} went on from an earlier probe's copy"
         );
     }
 
