@@ -34,7 +34,7 @@ pub(crate) fn unprintable(c: char) -> bool {
         || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// Text of several lines for a terminal, as it is: within each line what [`unprintable`] names
+/// Text of several lines for a terminal, as it is: within each line what `unprintable` names
 /// is escaped as `\u{..}` (a snapshot's note or a file name may carry an escape sequence or a
 /// U+2028), the lines kept.
 pub fn terminal_text(text: &str) -> String {
