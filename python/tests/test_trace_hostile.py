@@ -17,7 +17,9 @@ torch = pytest.importorskip("torch")
 import vramlab  # noqa: E402
 from vramlab.trace import program_traceback, shown  # noqa: E402
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The folder the vramlab under test is imported from (CI's installed wheel, not the checkout's
+# sources, which lack the built extension), for the subprocesses to import the same.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(vramlab.__file__)))
 PACKAGE = os.path.join(HERE, "vramlab") + os.sep
 SMALL = "import torch\nx = torch.zeros(1000, device='cuda')\n"
 
