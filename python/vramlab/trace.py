@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Set
 
 from ._tracer.session import trace
 from .errors import UnfollowedError
@@ -223,7 +223,7 @@ def program_traceback(error: BaseException) -> str:
 
     shown_error = traceback.TracebackException(type(error), error, error.__traceback__, compact=True)
     seen = set()
-    pending = [shown_error]
+    pending: List[Optional[traceback.TracebackException]] = [shown_error]
     while pending:
         one = pending.pop()
         if one is None or id(one) in seen:
@@ -356,13 +356,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         path = target if os.getpid() == owner else f"{out}.{os.getpid()}"
         if not saved or saved[-1] != path:
             # A signal while the file is written waits for it: a kill leaves no part-written file.
-            blocked = set(signals) | {signal.SIGINT}
+            blocked: Set[int] = {int(s) for s in signals} | {int(signal.SIGINT)}
             masked = hasattr(signal, "pthread_sigmask")
             before = signal.pthread_sigmask(signal.SIG_BLOCK, blocked) if masked else None
             try:
                 tracer.save(path)
             finally:
-                if masked:
+                if masked and before is not None:
                     signal.pthread_sigmask(signal.SIG_SETMASK, before)
             saved.append(path)
         return path

@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .. import _vramlab
 from .._results import Steady
@@ -367,7 +367,7 @@ class trace:
                     return
                 self._excepthook(args)
 
-            self._said_once = said_once
+            self._said_once: Optional[Callable[[Any], None]] = said_once
             threading.excepthook = said_once
         except BaseException:
             self._uninstall()
