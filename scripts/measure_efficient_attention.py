@@ -11,19 +11,26 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
-def events_during(fn):
+def recorded_events(fn, actions):
+    """The events of `actions` PyTorch's allocator recorded while `fn` ran, each with the ATen
+    operator whose frames made it and the frames' names."""
     torch.cuda.synchronize()
     torch.cuda.memory._record_memory_history(max_entries=100_000)
     fn()
     torch.cuda.synchronize()
     snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
-    out = []
     for e in snap["device_traces"][0]:
-        if e["action"] not in ("alloc", "free_completed"):
+        if e["action"] not in actions:
             continue
         names = [f.get("name", "") for f in e.get("frames", [])]
         op = next((n.split("(")[0].replace("at::_ops::", "") for n in names if n.startswith("at::_ops::")), "?")
+        yield e, op, names
+
+
+def events_during(fn):
+    out = []
+    for e, op, names in recorded_events(fn, ("alloc", "free_completed")):
         inner = next((n.split("(")[0] for n in names if "attention" in n.lower() and "at::_ops" not in n), "")
         out.append([e["action"], e["size"], e["addr"], op, inner[:80]])
     return out

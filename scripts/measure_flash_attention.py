@@ -9,11 +9,15 @@ that wrote it could not send its tree to the GPU machine). Run on a GPU machine:
 python scripts/measure_flash_attention.py OUT.jsonl"""
 
 import json
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure_efficient_attention import recorded_events  # noqa: E402
 
 # (b, h, hk, lq, lk, d, causal, dropout, query layout, grad layout, deterministic)
 CASES = [
@@ -35,20 +39,7 @@ CASES = [
 
 
 def events_during(fn):
-    torch.cuda.synchronize()
-    torch.cuda.memory._record_memory_history(max_entries=100_000)
-    fn()
-    torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
-    out = []
-    for e in snap["device_traces"][0]:
-        if e["action"] not in ("alloc", "free_requested"):
-            continue
-        names = [f.get("name", "") for f in e.get("frames", [])]
-        op = next((n.split("(")[0].replace("at::_ops::", "") for n in names if n.startswith("at::_ops::")), "?")
-        out.append([e["action"], e["size"], op])
-    return out
+    return [[e["action"], e["size"], op] for e, op, _ in recorded_events(fn, ("alloc", "free_requested"))]
 
 
 def made(b, h, s, d, layout, grad=False):

@@ -69,15 +69,16 @@ class CTCLoss(Rule):
 
     def before(self, call: Call) -> Any:
         bound = call.bound()
-        log_probs, targets = bound["log_probs"], bound["targets"]
+        log_probs = bound["log_probs"]
         if log_probs.dim() != 3:
             raise UnfollowedError(f"{call.op} at {here()}: a CTC loss over unbatched log-probabilities on the GPU is not followed; the trace up to there is kept")
-        input_lengths = self._lengths(call, bound["input_lengths"])
+        # Read on the host by both directions (and refused there where not known).
+        self._lengths(call, bound["input_lengths"])
         target_lengths = self._lengths(call, bound["target_lengths"])
         with self.session.modes[1]:
             if call.op == "_ctc_loss":
-                return self._forward(log_probs, targets, target_lengths)
-            return self._backward(bound, log_probs, input_lengths, target_lengths)
+                return self._forward(log_probs, target_lengths)
+            return self._backward(bound, log_probs)
 
     def _lengths(self, call: Call, lengths: Any) -> List[int]:
         torch = self.torch
@@ -98,7 +99,7 @@ class CTCLoss(Rule):
         torch = self.torch
         return [torch.empty(batch, dtype=torch.long, device="meta") for _ in range(3)]
 
-    def _forward(self, log_probs: Any, targets: Any, target_lengths: List[int]) -> Any:
+    def _forward(self, log_probs: Any, target_lengths: List[int]) -> Any:
         torch = self.torch
         steps, batch = log_probs.shape[0], log_probs.shape[1]
         longest = max(target_lengths, default=0)
@@ -108,9 +109,8 @@ class CTCLoss(Rule):
         free_in_reverse(copied)
         return nll, log_alpha
 
-    def _backward(self, bound: Any, log_probs: Any, input_lengths: List[int], target_lengths: List[int]) -> Any:
+    def _backward(self, bound: Any, log_probs: Any) -> Any:
         torch = self.torch
-        del input_lengths, target_lengths
         steps, batch, labels = log_probs.shape
         log_alpha, nll, grad_out = bound["log_alpha"], bound["neg_log_likelihood"], bound["grad"]
         blank = int(bound["blank"])
