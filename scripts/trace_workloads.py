@@ -1077,6 +1077,7 @@ from trace_workloads_35 import ISSUE35  # noqa: E402
 from trace_workloads_35b import ISSUE35B  # noqa: E402
 from trace_workloads_35c import ISSUE35C  # noqa: E402
 from trace_workloads_35d import ISSUE35D  # noqa: E402
+from trace_workloads_35e import ISSUE35E  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1098,5 +1099,6 @@ GROUPS = {
     "issue35b": ISSUE35B,
     "issue35c": ISSUE35C,
     "issue35d": ISSUE35D,
+    "issue35e": ISSUE35E,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
