@@ -3,7 +3,7 @@ random.jsonl.gz only; random3.jsonl.gz is held out), the estimate of cuDNN RNN's
 vramlab/_tracer/rules/cudnn_rnn.py uses where the workspace is not derived: per group (mode,
 float32 or 16-bit, cuDNN algorithm as RNN.cpp's get_algo picks it, training or inference), the
 least-squares fit (weighted to relative error) of the workspace on a few products of the shape,
-and the largest relative error of the fit on the group's rows (the bound the trace's note gives).
+and the largest error of the fit on the group's rows relative to the estimate (the bound the trace's note gives).
 Prints the table as the rule holds it:
     python scripts/fit_cudnn_rnn_workspace.py"""
 
@@ -65,7 +65,9 @@ def main():
         x = np.array([f for f, _ in rows], float)
         y = np.array([w for _, w in rows], float)
         coef = np.linalg.lstsq(x / y[:, None], np.ones(len(y)), rcond=None)[0]
-        error = float(np.max(np.abs(x @ coef - y) / y))
+        # The bound the note gives is a fraction of the estimate: the largest error relative to it.
+        fit = np.maximum(x @ coef, 1.0)
+        error = float(np.max(np.abs(fit - y) / fit))
         if len(y) >= 20:
             table[key] = ([round(float(c), 4) for c in coef], round(error + 0.005, 2), len(y))
     print("WORKSPACE_FIT = {")
