@@ -35,6 +35,9 @@ from trace_workloads import ALL, GROUPS  # noqa: E402
 # ISSUE35D is in, but for its misses after the mends (RESULTS.md): convolutions outside the
 # measured kinds (dilated, 1-d) or sized wrongly by the fitted model.
 NOT_YET = {
+    # cuDNN RNN's workspaces are estimated (rules/cudnn_rnn.py): peak allocated -0.60% (default)
+    # and -0.28% (expandable), peak reserved exact in both.
+    "lstm",
     "compiled_mlp_adamw",
     "unet_groupnorm_adam",
     "espcn_pixel_shuffle",
@@ -52,9 +55,7 @@ WORKLOADS = {name: workload for i, (name, workload) in enumerate(WORKLOADS.items
 
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Refused, with the reason, rather than answered wrong.
-REFUSED = {
-    "lstm": "recurrent layers run as cuDNN RNN",
-}
+REFUSED: dict = {}
 
 
 def recording_folder(name):
@@ -229,7 +230,6 @@ def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before
             lambda: torch.nn.functional.scaled_dot_product_attention(*(torch.randn(1, 2, 8, 160, device="cuda"),) * 3),
             "head sizes over 128",
         ),
-        (lambda: torch.nn.LSTM(4, 4).cuda()(torch.randn(2, 1, 4, device="cuda")), "recurrent layers"),
         (lambda: torch.nonzero(torch.randn(4, device="cuda")), "nonzero"),
         (lambda: torch.cuda.CUDAGraph(), "torch.cuda.CUDAGraph"),
         (lambda: torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)], device="cuda"), "nested tensors"),
@@ -414,9 +414,9 @@ def test_a_trace_that_stopped_early_says_so_in_its_snapshot():
     with pytest.raises(UnfollowedError):
         with vramlab.trace() as t:
             torch.empty(1 << 20, device="cuda")
-            torch.nn.LSTM(4, 4).cuda()(torch.randn(2, 1, 4, device="cuda"))
+            torch.nonzero(torch.randn(4, device="cuda"))
     notes = vramlab.replay(t.snapshot())["notes"]
-    assert any("stopped before the program ended (lstm at " in n and "lower bound" in n for n in notes)
+    assert any("stopped before the program ended (nonzero at " in n and "lower bound" in n for n in notes)
     with vramlab.trace() as whole:
         torch.empty(1 << 20, device="cuda")
     assert not any("stopped" in n for n in whole.snapshot()["vramlab_notes"])

@@ -1,7 +1,6 @@
 """Operators the trace refuses in one line, because what the GPU allocates for them is not known
-here: PyTorch's fused inference fast paths on nested tensors, grouped matrix multiplies outside
-bfloat16, and cuDNN's recurrent layers (whose workspace and reserve sizes are cuDNN's choice:
-reports/reference/h100/recurrent/README.md says what was measured and why it is not enough)."""
+here: PyTorch's fused inference fast paths on nested tensors and grouped matrix multiplies outside
+bfloat16 (cuDNN's recurrent layers are followed: cudnn_rnn.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from typing import Any
 
 from ...errors import UnfollowedError
 from ..where import here
-from . import PASS, Call, FunctionRule, Rule, register, register_function
+from . import PASS, Call, Rule, register
 
 # PyTorch's fused inference fast paths, taken on the GPU where the program runs
 # nn.MultiheadAttention or nn.TransformerEncoder(Layer) without gradients: their kernels make
@@ -23,19 +22,12 @@ FAST_PATHS = {
     "_masked_softmax",
     "_transform_bias_rescale_qkv",
 }
-RECURRENT = {"lstm", "gru", "rnn_tanh", "rnn_relu"}
-
-
-def recurrent_refusal(name: str) -> UnfollowedError:
-    return UnfollowedError(
-        f"{name} at {here()}: recurrent layers run as cuDNN RNN on the GPU (nn.LSTM, nn.GRU, nn.RNN), whose workspace and reserve sizes vramlab.trace does not model yet (reports/reference/h100/recurrent: measured, not settled); loops over nn.LSTMCell, nn.GRUCell or nn.RNNCell are followed (the trace up to there is kept)"
-    )
 
 
 @register
 class Refusals(Rule):
-    ops = FAST_PATHS | RECURRENT | {"_grouped_mm"}
-    source = "attention.cu, transformer.cpp (fast paths); RNN.cpp (cuDNN RNN); GroupedBlas.cpp (_grouped_mm)"
+    ops = FAST_PATHS | {"_grouped_mm"}
+    source = "attention.cu, transformer.cpp (fast paths); GroupedBlas.cpp (_grouped_mm)"
     order = 20
 
     def before(self, call: Call) -> Any:
@@ -52,17 +44,4 @@ class Refusals(Rule):
             raise UnfollowedError(
                 f"{op} at {here()}: a grouped matrix multiply (mixture-of-experts layers) in {str(call.args[0].dtype).replace('torch.', '')}, which vramlab.trace follows in bfloat16 only; the trace up to there is kept"
             )
-        raise recurrent_refusal(op)
-
-
-@register_function
-class RecurrentLayers(FunctionRule):
-    names = RECURRENT
-    source = "RNN.cpp: nn.LSTM, nn.GRU and nn.RNN run as _cudnn_rnn on CUDA"
-    order = 20
-
-    def call(self, mode: Any, func: Any, args: Any, kwargs: Any) -> Any:
-        torch = self.torch
-        if any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in torch.utils._pytree.tree_leaves((args, kwargs))):
-            raise recurrent_refusal(getattr(func, "__name__", "rnn"))
         return PASS
