@@ -21,6 +21,7 @@ from .recorder import Recorder, write_atomically
 from .rules import Rules
 from .rules.autocast import Autocast
 from .rules.cells import RecurrentCells
+from .rules.composites import CudaComposites
 from .rules.kernels import threads_per_sm
 from .rules.linear import LinearPath
 from .registered import InPlaceWithoutMeta, RegisteredKernels
@@ -414,7 +415,7 @@ class trace:
         kernels = Autocast(torch, here, self.release)
         kernels.install()
         self.autocast = kernels
-        for kernels_for in (RecurrentCells, LinearPath, InPlaceWithoutMeta):
+        for kernels_for in (RecurrentCells, CudaComposites, LinearPath, InPlaceWithoutMeta):
             registered = kernels_for(torch)
             registered.install()
             self._registered.append(registered)

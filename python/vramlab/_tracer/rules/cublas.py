@@ -106,6 +106,46 @@ class Plan:
 
 MATMULS: FrozenSet[str] = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation"})
 WITH_BIAS: FrozenSet[str] = frozenset({"addmm", "_addmm_activation"})
+BATCHED: FrozenSet[str] = frozenset({"bmm", "baddbmm"})
+
+
+def _owned_copy(tensor: Any, transpose_result: bool, m: int, n: int) -> int:
+    """The bytes prepare_batch_matrix_for_cublas (Blas.cpp) clones one operand into, or 0 where
+    cuBLAS takes it as it is: a unit stride with the other at least the matrix's extent, or a
+    contiguous tensor with no zero stride."""
+    strides = tensor.stride()
+    fast, leading = (2, 1) if transpose_result else (1, 2)
+    if strides[fast] == 1 and strides[leading] >= max(1, m):
+        return 0
+    if strides[leading] == 1 and strides[fast] >= max(1, n):
+        return 0
+    if tensor.is_contiguous() and strides[1] != 0 and strides[2] != 0:
+        return 0
+    return tensor.numel() * tensor.element_size()
+
+
+def batched_operand_copies(result: Any, batch1: Any, batch2: Any) -> List[int]:
+    """The contiguous copies baddbmm_out_cuda_impl (Blas.cpp, behind bmm and baddbmm) makes before
+    its batched GEMM, in the order it makes them (the result's, then each operand's), each freed
+    when it returns: a result whose matrices are neither column- nor row-major, and operands
+    whose strides cuBLAS cannot take."""
+    if result.numel() == 0 or batch1.size(2) == 0:
+        return []
+    sizes, strides = result.shape, result.stride()
+    copies = []
+    transpose_result = False
+    if strides[1] == 1 and (sizes[2] == 1 or strides[2] >= max(1, sizes[1])):
+        pass
+    elif strides[2] == 1 and (sizes[1] == 1 or strides[1] >= max(1, sizes[2])):
+        transpose_result = True
+    else:
+        copies.append(result.numel() * result.element_size())
+    leading = 1 if transpose_result else 2
+    m, n = sizes[2 if transpose_result else 1], sizes[leading]
+    first, second = (batch2, batch1) if transpose_result else (batch1, batch2)
+    k = first.shape[leading]
+    copies += [_owned_copy(first, transpose_result, m, k), _owned_copy(second, transpose_result, k, n)]
+    return [size for size in copies if size]
 
 
 @register
@@ -127,6 +167,16 @@ class CublasWorkspaces(Rule):
     def after(self, call: Call, out: Any, made: List[Any]) -> None:
         if not made:
             return
+        record, frame = call.record, call.frame
+        copies = []
+        if call.op in BATCHED and isinstance(out, self.torch.Tensor):
+            batch1, batch2 = call.args[0 if call.op == "bmm" else 1], call.args[1 if call.op == "bmm" else 2]
+            copies = [(record.alloc(size, frame), size) for size in batched_operand_copies(out, batch1, batch2)]
+        self._workspaces(call)
+        for addr, size in reversed(copies):
+            record.free(addr, size)
+
+    def _workspaces(self, call: Call) -> None:
         record, frame, plan = call.record, call.frame, self.plan
         lt = call.op in WITH_BIAS
         if plan.per_call:

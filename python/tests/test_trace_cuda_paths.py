@@ -1,0 +1,73 @@
+"""Operators whose CUDA path allocates otherwise than the path PyTorch takes on the trace's meta
+stand-ins or under its dispatch mode: each test names the PyTorch source the rule follows and
+checks the allocations, in order, of the smallest program that shows it."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="vramlab.trace needs PyTorch (pip install torch)")
+
+import vramlab  # noqa: E402
+from vramlab._tracer.rules.cublas import batched_operand_copies  # noqa: E402
+
+
+def events(t, start=0, stop=None):
+    return [(e["action"], e["size"]) for e in t.snapshot()["device_traces"][0][start:stop] if e["action"] in ("alloc", "free_completed")]
+
+
+def test_one_hot_makes_its_result_with_zeros_and_scatter_alone():
+    """Onehot.cpp: on CUDA, zeros of the result's shape and a scatter_ into them; the meta path's
+    arange, bool comparison and long copy are not made on the GPU."""
+    with vramlab.trace(gpu="h100") as t:
+        index = torch.zeros(64, 256, dtype=torch.long, device="cuda")
+        start = len(t.snapshot()["device_traces"][0])
+        hot = torch.nn.functional.one_hot(index, 10)
+    assert hot.shape == (64, 256, 10) and hot.dtype == torch.long
+    assert events(t, start) == [("alloc", 64 * 256 * 10 * 8)]
+
+
+def test_bmm_copies_an_operand_cublas_cannot_take_and_frees_it_on_return():
+    """Blas.cpp, baddbmm_out_cuda_impl and prepare_batch_matrix_for_cublas: an operand with
+    neither of its matrix dimensions at unit stride is cloned contiguous after the output and
+    freed when the multiply returns; a transposed operand is taken as it is."""
+    with vramlab.trace(gpu="h100") as t:
+        a = torch.randn(2, 3, 64, 32, device="cuda").permute(2, 0, 1, 3).reshape(64, 6, 32)  # strides (32, 2048, 1)
+        c = torch.randn(64, 16, 32, device="cuda").transpose(1, 2)
+        start = len(t.snapshot()["device_traces"][0])
+        torch.bmm(a, c)
+        middle = len(t.snapshot()["device_traces"][0])
+        x = torch.randn(8, 6, 32, device="cuda").permute(2, 1, 0)  # [32, 6, 8], strides (1, 32, 192)
+        y = torch.randn(32, 8, 4, device="cuda")
+        kept = torch.bmm(x, y)
+    # The output, then cuBLAS's workspace (the trace's first multiply): no copy.
+    assert [size for action, size in events(t, start, middle) if action == "alloc"] == [64 * 6 * 16 * 4, 32 << 20]
+    out, copy = 32 * 6 * 4 * 4, 32 * 6 * 8 * 4
+    workspaces = {32 << 20, 1 << 20}  # 2.15 makes cuBLAS's per call (rules/cublas.py)
+    assert [e for e in events(t, middle) if e[1] not in workspaces][-3:] == [("alloc", out), ("alloc", copy), ("free_completed", copy)]
+    assert kept.shape == (32, 6, 4)
+
+
+def test_the_copy_rule_reads_strides_as_blas_cpp_does():
+    m = torch.empty(5, 7, 3, device="meta")
+    assert batched_operand_copies(m, torch.empty(5, 7, 2, device="meta"), torch.empty(5, 2, 3, device="meta")) == []
+    # A transposed operand (unit stride on the other matrix dimension) is taken transposed.
+    assert batched_operand_copies(m, torch.empty(5, 2, 7, device="meta").transpose(1, 2), torch.empty(5, 2, 3, device="meta")) == []
+    # A zero stride between matrices is taken; one inside a matrix is cloned whole.
+    assert batched_operand_copies(m, torch.empty(1, 7, 2, device="meta").expand(5, 7, 2), torch.empty(5, 2, 3, device="meta")) == []
+    assert batched_operand_copies(m, torch.empty(5, 1, 2, device="meta").expand(5, 7, 2), torch.empty(5, 2, 3, device="meta")) == [5 * 7 * 2 * 4]
+    # A result whose matrices are neither row- nor column-major is made apart, first.
+    strided = torch.empty(5, 7, 6, device="meta")[:, :, ::2]
+    assert batched_operand_copies(strided, torch.empty(5, 7, 2, device="meta"), torch.empty(5, 2, 3, device="meta")) == [5 * 7 * 3 * 4]
+
+
+def test_topk_backward_scatters_into_its_zero_gradient_in_place():
+    """ReduceOps.cpp, value_selecting_reduction_backward_symint: zeros of the input's shape, then
+    scatter_ in place (the out-of-place scatter is for tensor subclasses, which the GPU has none
+    of)."""
+    with vramlab.trace(gpu="h100") as t:
+        x = torch.randn(1024, 64, device="cuda", requires_grad=True)
+        values, _ = x.topk(2, dim=-1)
+        loss = values.sum()
+        start = len(t.snapshot()["device_traces"][0])
+        loss.backward()
+    made = [size for action, size in events(t, start) if action == "alloc"]
+    assert made.count(1024 * 64 * 4) == 1, made

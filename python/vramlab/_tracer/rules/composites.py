@@ -1,0 +1,40 @@
+"""Composite operators whose C++ takes one path on CUDA and another on meta tensors, written here
+as the CUDA path runs, on the meta tensors that stand in for CUDA ones.
+
+``one_hot`` (``aten/src/ATen/native/Onehot.cpp``, 2.11 to 2.15): for a meta or Python-keyed tensor
+it compares against an ``arange`` (a bool tensor of the result's shape, then its long copy); on
+CUDA it makes the result with ``zeros`` and ``scatter_``s ones into it, with nothing besides, and
+reads ``self.max()`` back only where ``num_classes`` is -1. Registered for ``AutogradMeta``, as
+the cells' path is (cells.py), so it stands before the composite.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Tuple
+
+from ..registered import RegisteredKernels
+
+
+class CudaComposites(RegisteredKernels):
+    """The CUDA paths of composite operators for one trace: installed on entering it, removed on
+    leaving."""
+
+    def kernels(self) -> List[Tuple[str, Callable[..., Any], str]]:
+        return [("one_hot", self._one_hot, "AutogradMeta")]
+
+    def _one_hot(self, input: Any, num_classes: int = -1) -> Any:
+        torch = self.torch
+        if input.dtype != torch.long:
+            raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+        shape = list(input.shape)
+        if input.numel() == 0:
+            if num_classes <= 0:
+                raise RuntimeError("Can not infer total number of classes from empty tensor.")
+            return torch.empty(shape + [num_classes], dtype=input.dtype, device=input.device)
+        if num_classes == -1:
+            num_classes = int(input.max().item()) + 1
+        elif num_classes < 1:
+            raise RuntimeError("num_classes should be positive")
+        result = torch.zeros(shape + [num_classes], dtype=input.dtype, device=input.device)
+        result.scatter_(-1, input.unsqueeze(-1), 1)
+        return result
