@@ -71,3 +71,40 @@ def test_topk_backward_scatters_into_its_zero_gradient_in_place():
         loss.backward()
     made = [size for action, size in events(t, start) if action == "alloc"]
     assert made.count(1024 * 64 * 4) == 1, made
+
+
+@pytest.mark.parametrize(
+    "backward_of",
+    [
+        lambda x, i: torch.gather(x, 1, i),
+        lambda x, i: torch.index_select(x, 0, i[:, 0]),
+        lambda x, i: x.cummax(1).values,
+    ],
+    ids=["gather", "index_select", "cummax"],
+)
+def test_gather_index_select_and_cummax_backward_write_into_their_zero_gradient_in_place(backward_of):
+    """TensorAdvancedIndexing.cpp (gather_backward: scatter_add_; index_select_backward_symint:
+    index_add_) and ReduceOps.cpp (cummaxmin_backward: scatter_add_): one gradient of the input's
+    size, written in place."""
+    with vramlab.trace(gpu="h100") as t:
+        x = torch.randn(1024, 64, device="cuda", requires_grad=True)
+        index = torch.randint(0, 64, (1024, 16), device="cuda")
+        loss = backward_of(x, index).sum()
+        start = len(t.snapshot()["device_traces"][0])
+        loss.backward()
+    made = [size for action, size in events(t, start) if action == "alloc"]
+    assert made.count(1024 * 64 * 4) == 1, made
+
+
+def test_a_short_sort_copies_an_arange_into_its_indices_first():
+    """Sort.cpp, sort_cuda_kernel: a sorted dimension of at most 4096 is sorted in place
+    (sortKeyValueInplace) after fillSliceWithIndex has copied an arange of it into the indices,
+    a temporary of 8 bytes per element of the dimension, freed at once."""
+    with vramlab.trace(gpu="h100") as t:
+        noise = torch.rand(16, 196, device="cuda")
+        start = len(t.snapshot()["device_traces"][0])
+        order = torch.argsort(noise, dim=1)
+    assert order.shape == (16, 196)
+    assert events(t, start) == [
+        ("alloc", 16 * 196 * 4), ("alloc", 16 * 196 * 8), ("alloc", 196 * 8), ("free_completed", 196 * 8), ("free_completed", 16 * 196 * 4),
+    ]

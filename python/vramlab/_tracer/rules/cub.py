@@ -28,7 +28,8 @@ Which temporaries PyTorch allocates around them (aten/src/ATen/native/cuda/Sort.
 ``sort_cuda_kernel``, SortStable.cu ``do_launch_stable_sort_kernel``; 2.11's Sort.h in the
 installed headers: the in-place sort for a sorted dimension of at most 4096):
 
-- nsort <= 4096: ``sortKeyValueInplace``, no temporary.
+- nsort <= 4096: ``sortKeyValueInplace`` in place, after ``fillSliceWithIndex`` has copied an
+  ``arange`` of the sorted dimension (nsort x 8, freed at once) into the indices.
 - one segment, or nsort >= 1,000,000 (``segmented_sort_large_segments``): the initial indices
   (nsort x 8, kept), then per segment a CUB pair sort into the outputs (temp only).
 - 2 to 127 segments (``segmented_sort_pairs_by_full_sort``): two int2 buffers of numel x 8; a pair
@@ -328,18 +329,20 @@ class CubSortScratch(Rule):
         x = bound["self"]
         if not (isinstance(x, torch.Tensor) and x.device.type == "meta") or x.numel() == 0:
             return
+        dim = bound.get("dim", -1)
+        dim = dim + x.dim() if dim < 0 else dim
+        if x.dim() > 0 and x.size(dim) <= SMALL_SORT:
+            # fillSliceWithIndex: an arange of the sorted dimension, copied into the indices.
+            record.scratch([x.size(dim) * made[1].element_size()], frame)
+            return
         if (session.major, session.minor) != (9, 0):
             session.note(
                 "{count} sorts are traced without CUB's temporary storage: its sizes are derived for sm90 (H100, H200) only (rules/cub.py)"
             )
             return
-        dim = bound.get("dim", -1)
-        dim = dim + x.dim() if dim < 0 else dim
         if x.dim() == 0:
             return
         nsort = x.size(dim)
-        if nsort <= SMALL_SORT:
-            return
         values, indices = made[0], made[1]
         simple = (
             non_overlapping_and_dense(list(x.shape), list(x.stride())) and x.stride(dim) == 1
