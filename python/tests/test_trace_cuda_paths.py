@@ -108,3 +108,16 @@ def test_a_short_sort_copies_an_arange_into_its_indices_first():
     assert events(t, start) == [
         ("alloc", 16 * 196 * 4), ("alloc", 16 * 196 * 8), ("alloc", 196 * 8), ("free_completed", 196 * 8), ("free_completed", 16 * 196 * 4),
     ]
+
+
+def test_cumsum_of_an_int_mask_copies_its_input_into_the_results_dtype():
+    """ReduceOps.cpp, impl_func_cum_ops: the kernel runs on self.to(result dtype), an int64 copy of
+    an int32 input made after the result and freed on return (RoBERTa's position ids)."""
+    with vramlab.trace(gpu="h100") as t:
+        mask = torch.ones(12, 384, dtype=torch.int32, device="cuda")
+        start = len(t.snapshot()["device_traces"][0])
+        total = torch.cumsum(mask, dim=1)
+        same = torch.cumsum(total, dim=1)
+    assert total.dtype == torch.int64 and same.dtype == torch.int64
+    n = 12 * 384 * 8
+    assert events(t, start) == [("alloc", n), ("alloc", n), ("free_completed", n), ("alloc", n)]
