@@ -121,3 +121,17 @@ def test_cumsum_of_an_int_mask_copies_its_input_into_the_results_dtype():
     assert total.dtype == torch.int64 and same.dtype == torch.int64
     n = 12 * 384 * 8
     assert events(t, start) == [("alloc", n), ("alloc", n), ("free_completed", n), ("alloc", n)]
+
+
+def test_a_parameter_moved_in_channels_last_goes_through_a_contiguous_temporary():
+    """Copy.cu, copy_kernel_cuda: a host-to-GPU copy into a non-contiguous destination writes a
+    contiguous temporary on the GPU, then copies it into place; a contiguous one is one memcpy."""
+    weight = torch.randn(64, 32, 3, 3)
+    with vramlab.trace(gpu="h100") as t:
+        start = len(t.snapshot()["device_traces"][0])
+        moved = weight.to("cuda", memory_format=torch.channels_last)
+        plain = weight.to("cuda")
+    n = 64 * 32 * 9 * 4
+    assert moved.is_contiguous(memory_format=torch.channels_last) and plain.is_contiguous()
+    assert events(t, start) == [("alloc", n), ("alloc", n), ("free_completed", n), ("alloc", n)]
+
