@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 mod common;
 
+use experiments::pytorch::TraceAction;
 use experiments::{snapshot_bytes, PolicyResult, ReplayedTrace, Trace, Verdict};
 use proptest::prelude::*;
 
@@ -104,7 +105,7 @@ fn check_cut(whole: &Whole, cut: usize) -> Result<(), TestCaseError> {
     let operations_after = window
         .events
         .iter()
-        .filter(|e| matches!(e.action, "segment_alloc" | "segment_map"))
+        .filter(|e| matches!(e.action, TraceAction::SegmentAlloc | TraceAction::SegmentMap))
         .count() as u64;
     prop_assert_eq!(ours.num_device_alloc, operations_after);
     prop_assert_eq!(result.segment_sizes.len() as u64, operations_after);

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
+use crate::pytorch::TraceAction;
 use crate::record::{BackendKind, DeviceInfo};
 use crate::trace::{Trace, TraceSource, TraceWarnings};
 use crate::units::format_bytes;
@@ -101,7 +102,7 @@ pub struct ReplayedEvent {
     /// `alloc`, `free_requested`, `free_completed`, `segment_alloc`, `segment_free`,
     /// `segment_map`, `segment_unmap`, `oom`, or `retry` (a synchronising retry: vramlab's mark,
     /// not written into snapshots).
-    pub action: &'static str,
+    pub action: TraceAction,
     /// The address concerned (for `oom`, the bytes the device had free).
     pub addr: u64,
     /// Bytes: requested for allocations and frees, the segment's for segment operations.

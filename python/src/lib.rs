@@ -11,6 +11,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use allocators::Replay;
+use experiments::pytorch::TraceAction;
 use experiments::{Profile, Trace};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError};
 use pyo3::intern;
@@ -175,7 +176,7 @@ fn snapshot_of_dict(
     let keys = experiments::SnapshotEvents::FIELDS.map(|field| PyString::new(py, field));
     // An event's action text, kept for each action object met: snapshots share one string
     // object per action among their events, so the text is read once per object, not per event.
-    let mut actions: Vec<(Bound<'_, PyAny>, String)> = Vec::new();
+    let mut actions: Vec<(Bound<'_, PyAny>, String, Option<TraceAction>)> = Vec::new();
     let mut events = experiments::SnapshotEvents::new(device);
     let mut seen = 0usize;
     for (d, list) in devices.iter().enumerate() {
@@ -195,18 +196,19 @@ fn snapshot_of_dict(
                 return Ok(None);
             };
             let text;
-            let action = match actions.iter().find(|(object, _)| object.is(&action)) {
-                Some((_, known)) => known.as_str(),
+            let (action, parsed) = match actions.iter().find(|(object, ..)| object.is(&action)) {
+                Some((_, known, parsed)) => (known.as_str(), *parsed),
                 None => {
                     let Ok(string) = action.downcast_exact::<PyString>() else {
                         return Ok(None);
                     };
                     text = string.to_cow()?.into_owned();
+                    let parsed = TraceAction::parse(&text);
                     // Objects of their own for each event are not kept: the list stays short.
                     if actions.len() < SHARED_ACTIONS {
-                        actions.push((action, text.clone()));
+                        actions.push((action, text.clone(), parsed));
                     }
-                    text.as_str()
+                    (text.as_str(), parsed)
                 }
             };
             let mut numbers = [None; 4];
@@ -218,7 +220,7 @@ fn snapshot_of_dict(
                     }
                 }
             }
-            let source = if action == "alloc" {
+            let source = if parsed == Some(TraceAction::Alloc) {
                 program_line_of(event.get_item(intern!(py, "frames"))?)?
             } else {
                 None

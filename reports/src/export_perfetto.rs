@@ -24,9 +24,9 @@ pub fn perfetto_json(record: &ReplayRecord) -> Value {
             }));
         }
         let replayed = result.replayed.iter().flat_map(|r| &r.events);
-        for e in replayed.filter(|e| !matches!(e.action, "alloc" | "free_requested" | "free_completed")) {
+        for e in replayed.filter(|e| !e.action.is_block()) {
             events.push(json!({
-                "ph": "i", "s": "p", "name": e.action, "pid": pid, "tid": 0, "ts": e.at,
+                "ph": "i", "s": "p", "name": e.action.name(), "pid": pid, "tid": 0, "ts": e.at,
                 "args": {"bytes": e.size, "addr": format!("{:#x}", e.addr), "stream": e.stream},
             }));
         }

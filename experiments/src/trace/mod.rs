@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
+use crate::pytorch::TraceAction;
 
 pub use snapshot::SnapshotEvents;
 pub use snapshot_writer::{snapshot_bytes, write_snapshot};
@@ -88,12 +89,18 @@ pub enum DeviceAction {
 impl DeviceAction {
     /// PyTorch's name for it in a snapshot's `device_traces`.
     pub fn name(self) -> &'static str {
-        match self {
-            DeviceAction::SegmentAlloc => "segment_alloc",
-            DeviceAction::SegmentFree => "segment_free",
-            DeviceAction::SegmentMap => "segment_map",
-            DeviceAction::SegmentUnmap => "segment_unmap",
-            DeviceAction::Oom => "oom",
+        TraceAction::from(self).name()
+    }
+}
+
+impl From<DeviceAction> for TraceAction {
+    fn from(action: DeviceAction) -> TraceAction {
+        match action {
+            DeviceAction::SegmentAlloc => TraceAction::SegmentAlloc,
+            DeviceAction::SegmentFree => TraceAction::SegmentFree,
+            DeviceAction::SegmentMap => TraceAction::SegmentMap,
+            DeviceAction::SegmentUnmap => TraceAction::SegmentUnmap,
+            DeviceAction::Oom => TraceAction::Oom,
         }
     }
 }

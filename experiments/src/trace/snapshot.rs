@@ -15,6 +15,7 @@ use super::pickle::{self, Event, EventSink, Pickle, Value};
 use super::start::{self, BlockState, FinalSegment, StartBlock, StartSegment};
 use super::{DeviceAction, Pairing, RecordedOp, Trace, TraceEvent, TraceSource};
 use crate::error::{Error, Result};
+use crate::pytorch::TraceAction;
 use crate::{AllocConf, TorchRelease};
 
 /// Opens the snapshot's bytes from the start, as often as asked (a file, or memory).
@@ -799,7 +800,12 @@ fn push_event(
         }
     };
     let (addr, size, stream) = (pickle::ADDR, pickle::SIZE, pickle::STREAM);
-    if action == "oom" {
+    let Some(action) = TraceAction::parse(action).filter(|&a| a != TraceAction::Retry) else {
+        // `retry` is vramlab's mark in a replay, never written into a snapshot.
+        builder.skip_unknown(action);
+        return Ok(());
+    };
+    if action == TraceAction::Oom {
         // An `oom` names the bytes the device had free (`device_free`; `addr` in some versions);
         // one that names neither bounds the cap by its request alone (u64::MAX: unknown).
         let free = if event.field(pickle::DEVICE_FREE).is_some() {
@@ -809,8 +815,8 @@ fn push_event(
         } else {
             u64::MAX
         };
-        builder.push("oom", free, number(size)?, number(stream)?);
-    } else if action == "alloc" {
+        builder.push(TraceAction::Oom, free, number(size)?, number(stream)?);
+    } else if action == TraceAction::Alloc {
         // The program's line, from the frames an event read whole carries (the fast path reads
         // only events whose frames are empty).
         let source = source.or_else(|| {
@@ -823,10 +829,8 @@ fn push_event(
         builder.push_from(action, number(addr)?, number(size)?, number(stream)?, source);
     } else if SnapshotBuilder::wants(action) {
         builder.push(action, number(addr)?, number(size)?, number(stream)?);
-    } else if SnapshotBuilder::passes_over(action) {
-        builder.skip();
     } else {
-        builder.skip_unknown(action);
+        builder.skip();
     }
     Ok(())
 }
@@ -1053,29 +1057,23 @@ impl SnapshotBuilder {
         }
     }
 
-    /// Whether an event with this `action` carries addresses and sizes the replay uses (the
-    /// others, `snapshot`, `user_defined`..., are only counted).
-    pub(super) fn wants(action: &str) -> bool {
-        matches!(
-            action,
-            "alloc"
-                | "free_requested"
-                | "free_completed"
-                | "segment_alloc"
-                | "segment_map"
-                | "segment_free"
-                | "segment_unmap"
-                | "oom"
-                | "empty_cache"
-                | "reset_peak"
-        )
-    }
-
-    /// Whether an event with this `action` is one PyTorch writes that carries nothing the
-    /// replay uses (`snapshot`: where `_snapshot()` was taken; `user_defined`: the program's
-    /// own annotation).
-    pub(super) fn passes_over(action: &str) -> bool {
-        matches!(action, "snapshot" | "user_defined")
+    /// Whether an event with this `action` carries addresses and sizes the replay uses; the
+    /// others PyTorch writes carry nothing the replay uses (`snapshot`: where `_snapshot()` was
+    /// taken; `user_defined`: the program's own annotation), and are only counted.
+    pub(super) fn wants(action: TraceAction) -> bool {
+        match action {
+            TraceAction::Alloc
+            | TraceAction::FreeRequested
+            | TraceAction::FreeCompleted
+            | TraceAction::SegmentAlloc
+            | TraceAction::SegmentMap
+            | TraceAction::SegmentFree
+            | TraceAction::SegmentUnmap
+            | TraceAction::Oom
+            | TraceAction::EmptyCache
+            | TraceAction::ResetPeak => true,
+            TraceAction::Snapshot | TraceAction::UserDefined | TraceAction::Retry => false,
+        }
     }
 
     /// An event this reader passes over (it still counts in event indices).
@@ -1097,17 +1095,17 @@ impl SnapshotBuilder {
     }
 
     /// The next event of the device trace (for `oom`, `addr` is the device's free bytes).
-    pub(super) fn push(&mut self, action: &str, addr: u64, size: u64, stream: u64) {
+    pub(super) fn push(&mut self, action: TraceAction, addr: u64, size: u64, stream: u64) {
         self.push_from(action, addr, size, stream, None)
     }
 
     /// [`Self::push`], with the program's line that made an allocation where its frames name one.
-    pub(super) fn push_from(&mut self, action: &str, addr: u64, size: u64, stream: u64, source: Option<String>) {
+    pub(super) fn push_from(&mut self, action: TraceAction, addr: u64, size: u64, stream: u64, source: Option<String>) {
         let index = self.index;
         self.index += 1;
         let at = self.pairing.events.len();
-        if matches!(action, "segment_free" | "segment_unmap") {
-            self.freed_while_live(index, action, addr, size);
+        if matches!(action, TraceAction::SegmentFree | TraceAction::SegmentUnmap) {
+            self.freed_while_live(index, action.name(), addr, size);
         }
         let mut record = |action| {
             self.recorded_ops.push(RecordedOp {
@@ -1119,7 +1117,7 @@ impl SnapshotBuilder {
             })
         };
         match action {
-            "alloc" => {
+            TraceAction::Alloc => {
                 if size == 0 {
                     self.pairing.warnings.push(format!(
                         "event {index}: an allocation of 0 B at {addr:#x}: PyTorch's allocator records none (a request for 0 bytes returns no memory); replayed as asked"
@@ -1132,34 +1130,34 @@ impl SnapshotBuilder {
                 }
                 self.pairing.alloc(index, addr, size, stream)
             }
-            "free_requested" => {
+            TraceAction::FreeRequested => {
                 self.requests_recorded = true;
                 self.pairing.free_requested(index, addr, Some((size, stream)))
             }
-            "free_completed" => {
+            TraceAction::FreeCompleted => {
                 self.spans.remove(&addr);
                 self.pairing.free_on(index, addr, Some(size), Some(stream))
             }
-            "segment_alloc" => {
+            TraceAction::SegmentAlloc => {
                 self.segment_sizes.push(size);
                 record(DeviceAction::SegmentAlloc);
             }
-            "segment_map" => {
+            TraceAction::SegmentMap => {
                 self.segment_sizes.push(size);
                 record(DeviceAction::SegmentMap);
             }
-            "segment_free" => record(DeviceAction::SegmentFree),
-            "segment_unmap" => record(DeviceAction::SegmentUnmap),
+            TraceAction::SegmentFree => record(DeviceAction::SegmentFree),
+            TraceAction::SegmentUnmap => record(DeviceAction::SegmentUnmap),
             // Written by vramlab's tracer, which has no segments to show the program's
             // `torch.cuda.empty_cache()` by (PyTorch's memory_viz passes over it).
-            "empty_cache" => self
+            TraceAction::EmptyCache => self
                 .pairing
                 .events
                 .push(TraceEvent::EmptyCache { within_request: false }),
             // Written by vramlab's tracer where the program reset the peak statistics
             // (`torch.cuda.reset_peak_memory_stats()`), which PyTorch's snapshots do not record.
-            "reset_peak" => self.peak_resets.push(self.pairing.events.len()),
-            "oom" => {
+            TraceAction::ResetPeak => self.peak_resets.push(self.pairing.events.len()),
+            TraceAction::Oom => {
                 if size == 0 {
                     self.pairing.warnings.push(format!(
                         "event {index}: an out-of-memory error for 0 B: PyTorch's allocator fails no request for 0 bytes; replayed as recorded"
@@ -1169,10 +1167,8 @@ impl SnapshotBuilder {
                 self.alloc_addrs.push(u64::MAX);
                 self.pairing.failed_alloc(size, stream);
             }
-            other => {
-                self.index -= 1;
-                self.skip_unknown(other);
-            }
+            // Not among those the replay uses ([`Self::wants`]): passed over.
+            TraceAction::Snapshot | TraceAction::UserDefined | TraceAction::Retry => {}
         }
     }
 

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::files::write_atomically;
+use crate::pytorch::TraceAction;
 use crate::replay_record::ReplayedTrace;
 
 /// A pickle being written: opcodes appended to a buffer.
@@ -148,11 +149,15 @@ pub fn snapshot_bytes(replayed: &ReplayedTrace, settings: Option<&str>) -> Vec<u
         w.entry("device_traces", |w| {
             w.list(&[()], |w, _| {
                 // `retry` marks are vramlab's own (for the Perfetto export), not PyTorch actions.
-                let events: Vec<_> = replayed.events.iter().filter(|e| e.action != "retry").collect();
+                let events: Vec<_> = replayed
+                    .events
+                    .iter()
+                    .filter(|e| e.action != TraceAction::Retry)
+                    .collect();
                 w.list(&events, |w, e| {
                     w.dict(|w| {
-                        w.entry("action", |w| w.str(e.action));
-                        if e.action == "oom" {
+                        w.entry("action", |w| w.str(e.action.name()));
+                        if e.action == TraceAction::Oom {
                             w.entry("device_free", |w| w.int(e.addr));
                         } else {
                             w.entry("addr", |w| w.int(e.addr));
