@@ -730,6 +730,7 @@ pub(crate) fn replay_leaving_copies(
         events: r.events,
         segments: final_segments.unwrap_or_default(),
         pools: trace.pools.clone(),
+        annotations: trace.annotations.clone(),
     });
     // Taken before anything below is returned, as the unlimited run ends.
     let unlimited = copier.and_then(|copier| {

@@ -43,6 +43,7 @@ fn check_cut(whole: &Whole, cut: usize) -> Result<(), TestCaseError> {
         events: whole.replayed.events.iter().filter(|e| e.at >= cut).copied().collect(),
         segments: whole.replayed.segments.clone(),
         pools: whole.replayed.pools.clone(),
+        annotations: Vec::new(),
     };
     let bytes = snapshot_bytes(&window, whole.settings.as_deref());
     let trace = Trace::from_bytes("cut", &bytes, None).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -202,6 +203,7 @@ fn every_committed_snapshot_cut_at_nine_points() {
                 events: whole.replayed.events.iter().filter(|e| e.at >= cut).copied().collect(),
                 segments: whole.replayed.segments.clone(),
                 pools: whole.replayed.pools.clone(),
+                annotations: Vec::new(),
             };
             let trace = Trace::from_bytes("cut", &snapshot_bytes(&window, whole.settings.as_deref()), None).unwrap();
             let undetermined = trace

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::files::write_atomically;
 use crate::pytorch::TraceAction;
 use crate::record::{BackendKind, DeviceInfo};
-use crate::trace::{Trace, TraceSource, TraceWarnings};
+use crate::trace::{Annotation, Trace, TraceSource, TraceWarnings};
 use crate::units::format_bytes;
 
 /// Allocated and reserved bytes after one trace event.
@@ -120,6 +120,8 @@ pub struct ReplayedTrace {
     pub segments: Vec<SegmentView>,
     /// PyTorch's ids of the private pools segments name by index (pool k is `pools[k - 1]`).
     pub pools: Vec<(i64, i64)>,
+    /// The phases the program marked in the trace (its snapshot's `external_annotations`).
+    pub annotations: Vec<Annotation>,
 }
 
 /// How a replay compares with what the recording allocator did.

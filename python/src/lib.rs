@@ -174,6 +174,13 @@ fn snapshot_of_dict(
     };
     // The event's keys as the Rust reader names them (one list, so the two cannot drift).
     let keys = experiments::SnapshotEvents::FIELDS.map(|field| PyString::new(py, field));
+    // `time_us`, the last, only places annotations: read only where the snapshot has some, so
+    // that the others are read at the speed they were.
+    let annotated = match snapshot.get_item(intern!(py, "external_annotations"))? {
+        Some(marks) => marks.downcast::<PyList>().map_or(true, |list| !list.is_empty()),
+        None => false,
+    };
+    let read = if annotated { keys.len() } else { keys.len() - 1 };
     // An event's action text, kept for each action object met: snapshots share one string
     // object per action among their events, so the text is read once per object, not per event.
     let mut actions: Vec<(Bound<'_, PyAny>, String, Option<TraceAction>)> = Vec::new();
@@ -211,8 +218,8 @@ fn snapshot_of_dict(
                     (text.as_str(), parsed)
                 }
             };
-            let mut numbers = [None; 4];
-            for (number, key) in numbers.iter_mut().zip(&keys[1..]) {
+            let mut numbers = [None; 5];
+            for (number, key) in numbers.iter_mut().zip(&keys[1..read]) {
                 if let Some(value) = event.get_item(key)? {
                     match exact_int(&value) {
                         Some(n) => *number = Some(n),

@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use super::pickle::{self, Event, EventSink, Pickle, Value};
 use super::start::{self, BlockState, FinalSegment, StartBlock, StartSegment};
-use super::{DeviceAction, Pairing, RecordedOp, Trace, TraceEvent, TraceSource};
+use super::{Annotation, DeviceAction, Pairing, RecordedOp, Trace, TraceEvent, TraceSource};
 use crate::error::{Error, Result};
 use crate::pytorch::TraceAction;
 use crate::{AllocConf, TorchRelease};
@@ -221,6 +221,7 @@ fn assemble(
     let shown = release_shown(settings.as_deref(), pickle.get(root, "host_segments").is_some())
         .map_err(|e| Error::Trace(format!("{name}: allocator_settings: {e}")))?;
     let mut fields_said = settings_said;
+    let marks = read_marks(pickle, root, &mut fields_said);
     if let Some(fields @ Value::Dict(_)) = pickle.get(root, "allocator_settings") {
         let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
         if let Ok(conf) = AllocConf::parse_for(settings.as_deref().unwrap_or(""), release) {
@@ -249,7 +250,7 @@ fn assemble(
                 (a, b) => format!("private ({a}, {b}) {size}"),
             }
         });
-        let mut trace = builder.finish(name, settings.clone(), finals, d, shown.clone())?;
+        let mut trace = builder.finish(name, settings.clone(), finals, d, shown.clone(), &marks)?;
         trace.unknowns.extend(said.iter().cloned());
         trace.unknowns.extend(fields_said.iter().cloned());
         trace.unknowns.extend(segment_notes.of(d));
@@ -310,13 +311,15 @@ impl SnapshotEvents {
 
     /// The keys of a snapshot event this reads, `action` first, then the integers [`Self::push`]
     /// takes in this order: the one list of them, which the Python layer's dict path reads by.
-    pub const FIELDS: [&'static str; 5] = super::pickle::FIELDS;
+    pub const FIELDS: [&'static str; 6] = super::pickle::FIELDS;
 
     /// The next event of `device_traces[device]`: its `action` and, in order, its integer
-    /// `addr`, `size`, `stream` and `device_free` ([`Self::FIELDS`]) where the event has them (a caller whose event
+    /// `addr`, `size`, `stream`, `device_free` and `time_us` ([`Self::FIELDS`]) where the event has
+    /// them (`time_us` places the snapshot's annotations; a caller may leave it out where the
+    /// snapshot has none, as PyTorch's `external_annotations` tell) (a caller whose event
     /// is not a dict of a string action and integer fields reads the snapshot as a pickle
     /// instead). False once an event was refused (the reason comes with [`Self::finish`]).
-    pub fn push(&mut self, device: usize, action: &str, numbers: [Option<i128>; 4]) -> bool {
+    pub fn push(&mut self, device: usize, action: &str, numbers: [Option<i128>; 5]) -> bool {
         self.push_from(device, action, numbers, None)
     }
 
@@ -326,7 +329,7 @@ impl SnapshotEvents {
         &mut self,
         device: usize,
         action: &str,
-        numbers: [Option<i128>; 4],
+        numbers: [Option<i128>; 5],
         source: Option<String>,
     ) -> bool {
         if self.failure.is_some() {
@@ -349,8 +352,22 @@ impl SnapshotEvents {
                 text
             }
         };
-        let mut values = [Value::Str(action), Value::None, Value::None, Value::None, Value::None];
-        let mut fields = [0, pickle::ABSENT, pickle::ABSENT, pickle::ABSENT, pickle::ABSENT];
+        let mut values = [
+            Value::Str(action),
+            Value::None,
+            Value::None,
+            Value::None,
+            Value::None,
+            Value::None,
+        ];
+        let mut fields = [
+            0,
+            pickle::ABSENT,
+            pickle::ABSENT,
+            pickle::ABSENT,
+            pickle::ABSENT,
+            pickle::ABSENT,
+        ];
         for (at, number) in numbers.into_iter().enumerate() {
             if let Some(number) = number {
                 values[at + 1] = Value::Int(number);
@@ -800,6 +817,13 @@ fn push_event(
         }
     };
     let (addr, size, stream) = (pickle::ADDR, pickle::SIZE, pickle::STREAM);
+    // Where PyTorch's clock stood (the snapshot's annotations are placed by it); an event
+    // without it, or with another value there, places nothing.
+    if let Some(Value::Int(time)) = event.field(pickle::TIME_US) {
+        if let Ok(time) = u64::try_from(*time) {
+            builder.time = Some(time);
+        }
+    }
     let Some(action) = TraceAction::parse(action).filter(|&a| a != TraceAction::Retry) else {
         // `retry` is vramlab's mark in a replay, never written into a snapshot.
         builder.skip_unknown(action);
@@ -1011,6 +1035,83 @@ fn quoted(text: &str) -> String {
     out
 }
 
+/// One entry of a snapshot's `external_annotations` (PyTorch writes `stage`, `name`, `device`
+/// and `time_us`), before it is placed among a device's events.
+pub(super) struct Mark {
+    stage: String,
+    name: String,
+    /// `None`: the entry names no device (then it is every device's).
+    device: Option<usize>,
+    time_us: u64,
+}
+
+/// The snapshot's `external_annotations`, in order; an entry not of PyTorch's shape (a dict of
+/// a string `name` and an integer `time_us`) is passed over, and said.
+fn read_marks(pickle: &Pickle, root: &Value, said: &mut Vec<String>) -> Vec<Mark> {
+    let Some(items) = pickle
+        .get(root, "external_annotations")
+        .and_then(|list| pickle.items(list))
+    else {
+        return Vec::new();
+    };
+    let text = |entry: &Value, key: &str| match pickle.get(entry, key) {
+        Some(Value::Str(s)) => Some(s.to_string()),
+        _ => None,
+    };
+    let int = |entry: &Value, key: &str| match pickle.get(entry, key) {
+        Some(Value::Int(n)) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    let mut marks = Vec::with_capacity(items.len());
+    for entry in items {
+        if let (Some(name), Some(time_us)) = (text(entry, "name"), int(entry, "time_us")) {
+            marks.push(Mark {
+                stage: text(entry, "stage").unwrap_or_default(),
+                name,
+                device: int(entry, "device").and_then(|d| usize::try_from(d).ok()),
+                time_us,
+            });
+        }
+    }
+    if marks.len() < items.len() {
+        said.push(format!(
+            "{} of the snapshot's {} external_annotations are not of PyTorch's shape (a name and a time_us): they are left out of the exports",
+            items.len() - marks.len(),
+            items.len()
+        ));
+    }
+    marks
+}
+
+/// `device`'s annotations among its trace events, whose times `times` gives: a `START` before
+/// the events of its time, anything else after them. Where the events carry no time, none
+/// can be placed, and that is said in `unknowns`.
+fn place_marks(marks: &[Mark], device: usize, times: &[u64], unknowns: &mut Vec<String>) -> Vec<Annotation> {
+    let mine: Vec<&Mark> = marks.iter().filter(|m| m.device.is_none_or(|d| d == device)).collect();
+    if mine.is_empty() {
+        return Vec::new();
+    }
+    if times.is_empty() {
+        unknowns.push(format!(
+            "the snapshot's {} annotations cannot be placed among its events, which carry no time_us: they are left out of the exports",
+            mine.len()
+        ));
+        return Vec::new();
+    }
+    mine.into_iter()
+        .map(|m| Annotation {
+            at: if m.stage == "START" {
+                times.partition_point(|&t| t < m.time_us)
+            } else {
+                times.partition_point(|&t| t <= m.time_us)
+            },
+            stage: m.stage.clone(),
+            name: m.name.clone(),
+            time_us: m.time_us,
+        })
+        .collect()
+}
+
 /// Builds a [`Trace`] from a PyTorch snapshot's device-trace events, in order.
 pub(super) struct SnapshotBuilder {
     pairing: Pairing,
@@ -1031,6 +1132,11 @@ pub(super) struct SnapshotBuilder {
     sources: super::AllocSources,
     /// Where the program reset the peak statistics: the events before which it did.
     peak_resets: Vec<usize>,
+    /// PyTorch's clock (`time_us`) at the latest event that had it.
+    time: Option<u64>,
+    /// PyTorch's clock at each trace event made (from the first event with a time on; empty
+    /// where no event had one): where the snapshot's annotations go.
+    times: Vec<u64>,
 }
 
 impl Default for SnapshotBuilder {
@@ -1054,6 +1160,8 @@ impl SnapshotBuilder {
             index: 0,
             sources: super::AllocSources::default(),
             peak_resets: Vec::new(),
+            time: None,
+            times: Vec::new(),
         }
     }
 
@@ -1170,6 +1278,11 @@ impl SnapshotBuilder {
             // Not among those the replay uses ([`Self::wants`]): passed over.
             TraceAction::Snapshot | TraceAction::UserDefined | TraceAction::Retry => {}
         }
+        if let Some(time) = self.time {
+            if self.times.len() < self.pairing.events.len() {
+                self.times.resize(self.pairing.events.len(), time);
+            }
+        }
     }
 
     /// Says (a warning naming both events) where an allocation of `size` bytes at `addr` lies
@@ -1218,6 +1331,7 @@ impl SnapshotBuilder {
         finals: Vec<FinalSegment>,
         device: usize,
         shown: Option<(TorchRelease, String)>,
+        marks: &[Mark],
     ) -> Result<Trace> {
         let SnapshotBuilder {
             pairing,
@@ -1231,6 +1345,8 @@ impl SnapshotBuilder {
             index: _,
             sources,
             peak_resets,
+            time: _,
+            times,
         } = self;
         let mut unknowns = Vec::new();
         let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
@@ -1320,6 +1436,7 @@ impl SnapshotBuilder {
                     .collect(),
             })
             .collect();
+        trace.annotations = place_marks(marks, device, &times, &mut unknowns);
         let (placed, inferred) = place_program_actions(&mut trace, recorded_ops, &alloc_addrs, &rebuilt, &conf);
         trace.alloc_addrs = alloc_addrs;
         trace.sources = sources;
@@ -1430,6 +1547,8 @@ fn place_program_actions(
     let mut released: HashSet<u32> = HashSet::new();
     // The index the next event has in the trace as it will be.
     let mut position = 0usize;
+    // Where each event of the trace as it was goes (kept only where annotations ask).
+    let mut moved_to: Vec<usize> = Vec::new();
     let mut pool_of_id: Vec<u32> = Vec::new();
     let (mut untold, mut untold_bytes) = (0usize, 0u64);
     let mut allocs = 0usize;
@@ -1471,6 +1590,9 @@ fn place_program_actions(
             });
             op += 1;
         }
+        if rewrite && !trace.annotations.is_empty() {
+            moved_to.push(position);
+        }
         let Some(&event) = events.get(index) else { break };
         if let TraceEvent::Alloc { id, size, .. } = event {
             let addr = alloc_addrs.get(allocs).copied().unwrap_or(u64::MAX);
@@ -1503,6 +1625,11 @@ fn place_program_actions(
         position += 1;
     }
     trace.events = if rewrite { out } else { events };
+    for annotation in &mut trace.annotations {
+        if let Some(&moved) = moved_to.get(annotation.at) {
+            annotation.at = moved;
+        }
+    }
     trace.recorded_ops = shifted;
     trace.pool_of_id = pool_of_id;
     let mut unknowns = Vec::new();
@@ -2296,6 +2423,156 @@ mod tests {
     /// number (a negative or non-integer one is refused, naming it, where it was taken as 0 B
     /// free: a cap of the bytes held), and one that names no free memory bounds the cap by its
     /// request alone; allocations and errors of 0 B, which PyTorch never records, are warned of.
+    /// A snapshot of one device whose events (action, address, `time_us`) are of 512 B on
+    /// stream 0, with `marks` (stage, name, device, `time_us`; `None`: no time) as its
+    /// `external_annotations` where there are any.
+    fn annotated(events: &[(&str, u64, u64)], marks: &[(&str, &str, u64, Option<u64>)]) -> Vec<u8> {
+        use super::super::snapshot_writer::PickleWriter;
+        let mut w = PickleWriter::new();
+        w.dict(|w| {
+            w.entry("device_traces", |w| {
+                w.list(&[()], |w, _| {
+                    w.list(events, |w, &(action, addr, time)| {
+                        w.dict(|w| {
+                            w.entry("action", |w| w.str(action));
+                            w.entry("addr", |w| w.int(addr));
+                            w.entry("size", |w| w.int(512));
+                            w.entry("stream", |w| w.int(0));
+                            w.entry("time_us", |w| w.int(time));
+                        })
+                    })
+                })
+            });
+            if !marks.is_empty() {
+                w.entry("external_annotations", |w| {
+                    w.list(marks, |w, &(stage, name, device, time)| {
+                        w.dict(|w| {
+                            w.entry("stage", |w| w.str(stage));
+                            w.entry("name", |w| w.str(name));
+                            w.entry("device", |w| w.int(device));
+                            if let Some(time) = time {
+                                w.entry("time_us", |w| w.int(time));
+                            }
+                        })
+                    })
+                });
+            }
+        });
+        w.finish()
+    }
+
+    /// Issue 37: a snapshot's `external_annotations` (the phases `_record_memory_history`
+    /// records, such as `Optimizer.step#SGD.step`) are placed among its events by `time_us`: a
+    /// `START` before the events of its time, an `END` after them; another device's are not
+    /// this device's, an entry without a time is said and left out; a snapshot without any has
+    /// none, and says nothing of them.
+    #[test]
+    fn annotations_are_placed_among_the_events_by_their_time() {
+        const A: u64 = 1 << 34;
+        const B: u64 = A + 4096;
+        let events = [
+            ("alloc", A, 10),
+            ("alloc", B, 20),
+            ("free_requested", A, 30),
+            ("free_completed", A, 30),
+            ("free_requested", B, 40),
+            ("free_completed", B, 40),
+        ];
+        let marks = [
+            ("START", "forward", 0, Some(10)),
+            ("END", "forward", 0, Some(20)),
+            ("START", "Optimizer.step#SGD.step", 0, Some(25)),
+            ("START", "elsewhere", 1, Some(25)),
+            ("END", "Optimizer.step#SGD.step", 0, Some(99)),
+            ("END", "timeless", 0, None),
+        ];
+        let trace = Trace::from_bytes("a.pickle", &annotated(&events, &marks), None).unwrap();
+        // alloc, alloc, then each free's request and completion: 6 events.
+        assert_eq!(trace.events.len(), 6, "{:?}", trace.events);
+        let placed: Vec<(usize, &str, &str, u64)> = trace
+            .annotations
+            .iter()
+            .map(|a| (a.at, a.stage.as_str(), a.name.as_str(), a.time_us))
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                (0, "START", "forward", 10),
+                (2, "END", "forward", 20),
+                (2, "START", "Optimizer.step#SGD.step", 25),
+                (6, "END", "Optimizer.step#SGD.step", 99),
+            ]
+        );
+        assert!(
+            trace
+                .unknowns
+                .iter()
+                .any(|u| u.contains("1 of the snapshot's 6 external_annotations")),
+            "{:?}",
+            trace.unknowns
+        );
+        let plain = Trace::from_bytes("p.pickle", &annotated(&events, &[]), None).unwrap();
+        assert!(plain.annotations.is_empty());
+        assert!(
+            !plain.unknowns.iter().any(|u| u.contains("annotation")),
+            "{:?}",
+            plain.unknowns
+        );
+        assert_eq!(plain.events, trace.events);
+    }
+
+    /// The replay's record of its events, written as a snapshot, carries the annotations on
+    /// the replay's clock, and reads back with each where it was; without annotations the
+    /// snapshot names none (as before them).
+    #[test]
+    fn annotations_survive_the_snapshot_export() {
+        use crate::pytorch::TraceAction;
+        use crate::replay_record::{ReplayedEvent, ReplayedTrace};
+        const A: u64 = 1 << 34;
+        let event = |at, action, addr| ReplayedEvent {
+            at,
+            action,
+            addr,
+            size: 512,
+            stream: 0,
+        };
+        let mut replayed = ReplayedTrace {
+            events: vec![
+                event(0, TraceAction::Alloc, A),
+                event(1, TraceAction::Alloc, A + 512),
+                event(2, TraceAction::FreeRequested, A),
+                event(3, TraceAction::FreeCompleted, A),
+                event(4, TraceAction::FreeRequested, A + 512),
+                event(5, TraceAction::FreeCompleted, A + 512),
+            ],
+            ..ReplayedTrace::default()
+        };
+        let plain = crate::snapshot_bytes(&replayed, None);
+        assert!(!plain.windows(20).any(|w| w == b"external_annotations"));
+        let mark = |at, stage: &str, name: &str| Annotation {
+            at,
+            stage: stage.into(),
+            name: name.into(),
+            time_us: 1_795_303_315_013_678,
+        };
+        replayed.annotations = vec![
+            mark(0, "START", "forward"),
+            mark(2, "END", "forward"),
+            mark(2, "START", "step"),
+            mark(6, "END", "step"),
+        ];
+        let bytes = crate::snapshot_bytes(&replayed, None);
+        let back = Trace::from_bytes("x.pickle", &bytes, None).unwrap();
+        let places = |marks: &[Annotation]| -> Vec<(usize, String, String)> {
+            marks.iter().map(|a| (a.at, a.stage.clone(), a.name.clone())).collect()
+        };
+        assert_eq!(places(&back.annotations), places(&replayed.annotations));
+        // Without the annotations, the bytes are those written before them.
+        let mut without = replayed.clone();
+        without.annotations.clear();
+        assert_eq!(crate::snapshot_bytes(&without, None), plain);
+    }
+
     #[test]
     fn an_out_of_memory_errors_free_memory_is_read_strictly() {
         use super::super::snapshot_writer::PickleWriter;
