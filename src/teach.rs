@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
+use experiments::pytorch::TraceAction;
 use experiments::{
     format_bytes, Profile, ReplayRecord, TeachControl, TeachFact, TeachPage, TeachPanel, TeachView, Trace,
 };
@@ -92,16 +93,16 @@ struct MemoryState {
 impl MemoryState {
     fn apply(&mut self, op: &experiments::ReplayedEvent) {
         match op.action {
-            "alloc" => {
+            TraceAction::Alloc => {
                 self.blocks.insert(op.addr, op.size);
             }
-            "free_completed" => {
+            TraceAction::FreeCompleted => {
                 self.blocks.remove(&op.addr);
             }
-            "segment_alloc" | "segment_map" => {
+            TraceAction::SegmentAlloc | TraceAction::SegmentMap => {
                 self.segments.insert(op.addr, op.size);
             }
-            "segment_free" | "segment_unmap" => self.release(op.addr, op.size),
+            TraceAction::SegmentFree | TraceAction::SegmentUnmap => self.release(op.addr, op.size),
             _ => {}
         }
     }

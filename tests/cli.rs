@@ -883,6 +883,7 @@ fn perfetto_export_of_resnet18_follows_the_trace_event_format() {
     let mut names = std::collections::BTreeMap::new();
     let mut last_counter_ts = std::collections::BTreeMap::new();
     let (mut counters, mut instants) = (0, 0);
+    let mut annotations = std::collections::BTreeMap::new();
     for e in events {
         let ph = e["ph"].as_str().expect("every event has a phase");
         let pid = e["pid"].as_u64().expect("every event has an integer pid");
@@ -901,6 +902,17 @@ fn perfetto_export_of_resnet18_follows_the_trace_event_format() {
                 assert!(args["allocated"].as_u64() <= args["reserved"].as_u64(), "{e}");
                 let last = last_counter_ts.insert(pid, ts);
                 assert!(last.is_none_or(|l| l <= ts), "counter time goes forward: {e}");
+            }
+            // The phases the program marked (issue 37): resnet18's recording marks each
+            // optimizer step and zero_grad (`external_annotations`).
+            "i" if e["cat"] == "annotation" => {
+                *annotations.entry(pid).or_insert(0) += 1;
+                let stage = e["args"]["stage"].as_str().unwrap();
+                assert!(["START", "END"].contains(&stage), "{e}");
+                let name = e["name"].as_str().unwrap();
+                assert_eq!(name, format!("{stage} {}", e["args"]["annotation"].as_str().unwrap()));
+                assert!(name.contains("Optimizer."), "{e}");
+                assert!(e["ts"].is_u64() && e["args"]["time_us"].is_u64(), "{e}");
             }
             "i" => {
                 instants += 1;
@@ -928,6 +940,8 @@ fn perfetto_export_of_resnet18_follows_the_trace_event_format() {
         counters > 1000 && instants > 60,
         "{counters} counters, {instants} instants"
     );
+    // Every one of the 160 marks, in each policy's process.
+    assert_eq!(annotations.into_values().collect::<Vec<_>>(), [160, 160]);
 }
 
 #[test]

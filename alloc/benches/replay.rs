@@ -194,6 +194,7 @@ fn lost_start_speed(c: &mut Criterion) {
             events: replayed.events.iter().filter(|e| e.at >= cut).copied().collect(),
             segments: replayed.segments.clone(),
             pools: Vec::new(),
+            annotations: Vec::new(),
         };
         let bytes = experiments::snapshot_bytes(&window, Some(""));
         let imported = Trace::from_bytes("cut", &bytes, None).unwrap();

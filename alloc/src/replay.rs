@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use experiments::pytorch::TraceAction;
 use experiments::{
     BackendKind, BlockState, DeviceAction, FirstDifference, OperationView, PolicyResult, PolicySpec, RecordedCheck,
     RecordedOp, ReplayedEvent, ReplayedTrace, SegmentView, TimelinePoint, Trace, TraceEvent, Verdict,
@@ -224,7 +225,7 @@ struct Recorder {
 }
 
 impl Recorder {
-    fn push(&mut self, at: usize, action: &'static str, addr: u64, size: u64, stream: u64) {
+    fn push(&mut self, at: usize, action: TraceAction, addr: u64, size: u64, stream: u64) {
         self.events.push(ReplayedEvent {
             at,
             action,
@@ -248,7 +249,7 @@ impl Recorder {
                 }
                 DeviceAction::Oom => stream,
             };
-            self.push(op.at, op.action.name(), op.addr, op.size, stream);
+            self.push(op.at, op.action.into(), op.addr, op.size, stream);
         }
         self.ops_seen = ops.len();
     }
@@ -490,7 +491,7 @@ impl Observer for Observe<'_> {
     fn answered(&mut self, index: usize, size: u64, stream: u64, policy: &dyn Policy) {
         if let (Some(r), Some(before)) = (self.recorder.as_mut(), self.retries_before) {
             if policy.pytorch_stats().is_some_and(|s| s.num_alloc_retries > before) {
-                r.push(index, "retry", 0, size, stream);
+                r.push(index, TraceAction::Retry, 0, size, stream);
             }
         }
         if self.placement.checked {
@@ -514,7 +515,7 @@ impl Observer for Observe<'_> {
         }
         if let Some(r) = self.recorder.as_mut() {
             r.device_ops(meter.ops(), live.stream);
-            r.push(index, "alloc", live.block.addr, live.size, live.stream);
+            r.push(index, TraceAction::Alloc, live.block.addr, live.size, live.stream);
         }
         self.hooks
             .allocated(live.id, live.block)
@@ -552,16 +553,34 @@ impl Observer for Observe<'_> {
 
     fn let_go(&mut self, index: usize, live: &Live) {
         if let Some(r) = self.recorder.as_mut() {
-            r.push(index, "free_requested", live.block.addr, live.size, live.stream);
+            r.push(
+                index,
+                TraceAction::FreeRequested,
+                live.block.addr,
+                live.size,
+                live.stream,
+            );
         }
     }
 
     fn freeing(&mut self, index: usize, live: &Live) -> Result<(), Error> {
         if let Some(r) = self.recorder.as_mut() {
             if !live.let_go {
-                r.push(index, "free_requested", live.block.addr, live.size, live.stream);
+                r.push(
+                    index,
+                    TraceAction::FreeRequested,
+                    live.block.addr,
+                    live.size,
+                    live.stream,
+                );
             }
-            r.push(index, "free_completed", live.block.addr, live.size, live.stream);
+            r.push(
+                index,
+                TraceAction::FreeCompleted,
+                live.block.addr,
+                live.size,
+                live.stream,
+            );
         }
         self.hooks
             .freeing(live.id, live.block)
@@ -711,6 +730,7 @@ pub(crate) fn replay_leaving_copies(
         events: r.events,
         segments: final_segments.unwrap_or_default(),
         pools: trace.pools.clone(),
+        annotations: trace.annotations.clone(),
     });
     // Taken before anything below is returned, as the unlimited run ends.
     let unlimited = copier.and_then(|copier| {

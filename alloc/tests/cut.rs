@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 mod common;
 
+use experiments::pytorch::TraceAction;
 use experiments::{snapshot_bytes, PolicyResult, ReplayedTrace, Trace, Verdict};
 use proptest::prelude::*;
 
@@ -42,6 +43,7 @@ fn check_cut(whole: &Whole, cut: usize) -> Result<(), TestCaseError> {
         events: whole.replayed.events.iter().filter(|e| e.at >= cut).copied().collect(),
         segments: whole.replayed.segments.clone(),
         pools: whole.replayed.pools.clone(),
+        annotations: Vec::new(),
     };
     let bytes = snapshot_bytes(&window, whole.settings.as_deref());
     let trace = Trace::from_bytes("cut", &bytes, None).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -104,7 +106,7 @@ fn check_cut(whole: &Whole, cut: usize) -> Result<(), TestCaseError> {
     let operations_after = window
         .events
         .iter()
-        .filter(|e| matches!(e.action, "segment_alloc" | "segment_map"))
+        .filter(|e| matches!(e.action, TraceAction::SegmentAlloc | TraceAction::SegmentMap))
         .count() as u64;
     prop_assert_eq!(ours.num_device_alloc, operations_after);
     prop_assert_eq!(result.segment_sizes.len() as u64, operations_after);
@@ -201,6 +203,7 @@ fn every_committed_snapshot_cut_at_nine_points() {
                 events: whole.replayed.events.iter().filter(|e| e.at >= cut).copied().collect(),
                 segments: whole.replayed.segments.clone(),
                 pools: whole.replayed.pools.clone(),
+                annotations: Vec::new(),
             };
             let trace = Trace::from_bytes("cut", &snapshot_bytes(&window, whole.settings.as_deref()), None).unwrap();
             let undetermined = trace

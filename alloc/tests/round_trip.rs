@@ -82,3 +82,42 @@ fn a_capped_replay_exported_replays_to_the_same_errors() {
         round_trip("tests/traces/resnet18_default.pickle", conf, Some(1_600_000_000));
     }
 }
+
+/// Issue 37: the phases the program marked (resnet18's recording marks each optimizer step and
+/// zero_grad, 160 `external_annotations`) are in the replay's record, and its exported snapshot
+/// reads back with each mark before the same event; a trace without marks exports none.
+#[test]
+fn the_programs_annotations_survive_the_export() {
+    let path = reference("tests/traces/resnet18_default.pickle");
+    let first = replay(
+        Trace::load_input(&path.display().to_string(), None, 0).unwrap(),
+        "",
+        None,
+    );
+    let replayed = first.replayed.as_ref().expect("events kept");
+    assert_eq!(replayed.annotations.len(), 160);
+    assert!(replayed.annotations.windows(2).all(|w| w[0].at <= w[1].at));
+    let exported = experiments::snapshot_bytes(replayed, Some(""));
+    let back = Trace::all_from_bytes("exported.pickle", &exported, None).unwrap();
+    let places = |marks: &[experiments::Annotation]| -> Vec<(usize, String, String)> {
+        marks.iter().map(|a| (a.at, a.stage.clone(), a.name.clone())).collect()
+    };
+    assert_eq!(places(&back[0].annotations), places(&replayed.annotations));
+
+    let plain = replay(
+        Trace::load_input(
+            &reference("reports/reference/h100/real-jobs/two-streams.pickle.gz")
+                .display()
+                .to_string(),
+            None,
+            0,
+        )
+        .unwrap(),
+        "",
+        None,
+    );
+    let replayed = plain.replayed.as_ref().expect("events kept");
+    assert!(replayed.annotations.is_empty());
+    let bytes = experiments::snapshot_bytes(replayed, Some(""));
+    assert!(!bytes.windows(20).any(|w| w == b"external_annotations"));
+}

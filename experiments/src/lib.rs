@@ -67,8 +67,8 @@ pub use suite::{point_from_args, Experiment, Point, Suite};
 pub use teach::{TeachControl, TeachFact, TeachPage, TeachPanel, TeachView};
 pub use torch_release::{key_source, KeyEffect, KeyInfo, ReleaseChoice, TorchRelease, ALLOC_CONF_KEYS};
 pub use trace::{
-    program_line, snapshot_bytes, write_snapshot, AllocSources, BlockState, DeviceAction, InferredCap, RecordedOp,
-    Reservation, SnapshotEvents, StartBlock, StartSegment, StartState, SyntheticInfo, Trace, TraceEvent, TraceSource,
-    TraceWarnings, DEFAULT_MAX_TRACE_BYTES, SYNTHETIC_TRACES,
+    program_line, snapshot_bytes, write_snapshot, AllocSources, Annotation, BlockState, DeviceAction, InferredCap,
+    RecordedOp, Reservation, SnapshotEvents, StartBlock, StartSegment, StartState, SyntheticInfo, Trace, TraceEvent,
+    TraceSource, TraceWarnings, DEFAULT_MAX_TRACE_BYTES, SYNTHETIC_TRACES,
 };
 pub use units::{format_bytes, parse_bytes};

@@ -1,6 +1,6 @@
 //! PyTorch's vocabulary that more than one crate speaks, defined once: the caching allocator's
-//! sizes and the prefix a result of PyTorch's allocator is named by. Every other file takes
-//! them from here.
+//! sizes, the actions of a snapshot's `device_traces` ([`TraceAction`]) and the prefix a result
+//! of PyTorch's allocator is named by. Every other file takes them from here.
 
 /// "small" allocations are packed in 2 MiB blocks: the small pool's segment, and the page of
 /// expandable segments (`kSmallBuffer`, c10/core/AllocatorConfig.h:17 at 2.11).
@@ -17,6 +17,116 @@ pub const ROUND_LARGE: u64 = 2_097_152;
 /// The segment a 1-10 MiB request gets by default, and the least `max_split_size_mb` takes
 /// (`kLargeBuffer`, 20 MiB, c10/cuda/CUDACachingAllocator.cpp at 2.11).
 pub const LARGE_BUFFER: u64 = 20_971_520;
+
+/// An action of a snapshot's `device_traces`, as PyTorch writes it (`TraceEntry::Action`,
+/// c10/core/CachingDeviceAllocator.h:109 at 2.11, written as text by `_snapshot()`), and the few
+/// vramlab adds. The reader ([`TraceAction::parse`]), the replay's record of what it did
+/// (`ReplayedEvent`), the snapshot writer and the exports all speak it: the text is
+/// [`TraceAction::name`], here only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TraceAction {
+    /// `alloc`: the program was given a block.
+    Alloc,
+    /// `free_requested`: the program let go of a block.
+    FreeRequested,
+    /// `free_completed`: the block is free to be used again (after the streams that used it).
+    FreeCompleted,
+    /// `segment_alloc`: cudaMalloc of a segment.
+    SegmentAlloc,
+    /// `segment_free`: cudaFree of a segment.
+    SegmentFree,
+    /// `segment_map`: pages mapped into an expandable segment.
+    SegmentMap,
+    /// `segment_unmap`: pages unmapped from an expandable segment.
+    SegmentUnmap,
+    /// `snapshot`: where `_snapshot()` was taken.
+    Snapshot,
+    /// `oom`: a request the allocator could not satisfy (its `device_free` the bytes the
+    /// device had free).
+    Oom,
+    /// `user_defined`: the program's own mark (newer releases).
+    UserDefined,
+    /// `empty_cache`: vramlab's tracer, where the program called `torch.cuda.empty_cache()`.
+    EmptyCache,
+    /// `reset_peak`: vramlab's tracer, where the program reset the peak statistics.
+    ResetPeak,
+    /// `retry`: vramlab's mark of a synchronising retry in a replay (the Perfetto export shows
+    /// it); never written into a snapshot, and read from one as an action nobody writes.
+    Retry,
+}
+
+impl TraceAction {
+    /// Every action, in the order above.
+    pub const ALL: [TraceAction; 13] = [
+        TraceAction::Alloc,
+        TraceAction::FreeRequested,
+        TraceAction::FreeCompleted,
+        TraceAction::SegmentAlloc,
+        TraceAction::SegmentFree,
+        TraceAction::SegmentMap,
+        TraceAction::SegmentUnmap,
+        TraceAction::Snapshot,
+        TraceAction::Oom,
+        TraceAction::UserDefined,
+        TraceAction::EmptyCache,
+        TraceAction::ResetPeak,
+        TraceAction::Retry,
+    ];
+
+    /// Its text in a snapshot's `device_traces` (PyTorch's, or vramlab's for its own).
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceAction::Alloc => "alloc",
+            TraceAction::FreeRequested => "free_requested",
+            TraceAction::FreeCompleted => "free_completed",
+            TraceAction::SegmentAlloc => "segment_alloc",
+            TraceAction::SegmentFree => "segment_free",
+            TraceAction::SegmentMap => "segment_map",
+            TraceAction::SegmentUnmap => "segment_unmap",
+            TraceAction::Snapshot => "snapshot",
+            TraceAction::Oom => "oom",
+            TraceAction::UserDefined => "user_defined",
+            TraceAction::EmptyCache => "empty_cache",
+            TraceAction::ResetPeak => "reset_peak",
+            TraceAction::Retry => "retry",
+        }
+    }
+
+    /// The action a snapshot's text names; `None` for text no action has.
+    pub fn parse(text: &str) -> Option<TraceAction> {
+        Some(match text {
+            "alloc" => TraceAction::Alloc,
+            "free_requested" => TraceAction::FreeRequested,
+            "free_completed" => TraceAction::FreeCompleted,
+            "segment_alloc" => TraceAction::SegmentAlloc,
+            "segment_free" => TraceAction::SegmentFree,
+            "segment_map" => TraceAction::SegmentMap,
+            "segment_unmap" => TraceAction::SegmentUnmap,
+            "snapshot" => TraceAction::Snapshot,
+            "oom" => TraceAction::Oom,
+            "user_defined" => TraceAction::UserDefined,
+            "empty_cache" => TraceAction::EmptyCache,
+            "reset_peak" => TraceAction::ResetPeak,
+            "retry" => TraceAction::Retry,
+            _ => return None,
+        })
+    }
+
+    /// A block handed to or taken back from the program (`alloc`, `free_requested`,
+    /// `free_completed`), as opposed to the allocator's own dealings with the device and marks.
+    pub fn is_block(self) -> bool {
+        matches!(
+            self,
+            TraceAction::Alloc | TraceAction::FreeRequested | TraceAction::FreeCompleted
+        )
+    }
+}
+
+impl std::fmt::Display for TraceAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// How a replay names a result of PyTorch's allocator: this, then the settings string.
 pub const ALLOC_CONF_PREFIX: &str = "PYTORCH_ALLOC_CONF=";
@@ -84,6 +194,18 @@ mod tests {
             let text = String::from_utf8(out.stdout).unwrap();
             assert_eq!(text, format!("{setting}\nend\n"), "{line}");
         }
+    }
+
+    /// Each action's text reads back as the action, and no two share a text.
+    #[test]
+    fn every_action_round_trips_its_text() {
+        for action in TraceAction::ALL {
+            assert_eq!(TraceAction::parse(action.name()), Some(action), "{action}");
+        }
+        let names: std::collections::HashSet<_> = TraceAction::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(names.len(), TraceAction::ALL.len());
+        assert_eq!(TraceAction::parse("Alloc"), None);
+        assert_eq!(TraceAction::parse(""), None);
     }
 
     #[test]

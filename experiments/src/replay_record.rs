@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
+use crate::pytorch::TraceAction;
 use crate::record::{BackendKind, DeviceInfo};
-use crate::trace::{Trace, TraceSource, TraceWarnings};
+use crate::trace::{Annotation, Trace, TraceSource, TraceWarnings};
 use crate::units::format_bytes;
 
 /// Allocated and reserved bytes after one trace event.
@@ -101,7 +102,7 @@ pub struct ReplayedEvent {
     /// `alloc`, `free_requested`, `free_completed`, `segment_alloc`, `segment_free`,
     /// `segment_map`, `segment_unmap`, `oom`, or `retry` (a synchronising retry: vramlab's mark,
     /// not written into snapshots).
-    pub action: &'static str,
+    pub action: TraceAction,
     /// The address concerned (for `oom`, the bytes the device had free).
     pub addr: u64,
     /// Bytes: requested for allocations and frees, the segment's for segment operations.
@@ -119,6 +120,8 @@ pub struct ReplayedTrace {
     pub segments: Vec<SegmentView>,
     /// PyTorch's ids of the private pools segments name by index (pool k is `pools[k - 1]`).
     pub pools: Vec<(i64, i64)>,
+    /// The phases the program marked in the trace (its snapshot's `external_annotations`).
+    pub annotations: Vec<Annotation>,
 }
 
 /// How a replay compares with what the recording allocator did.

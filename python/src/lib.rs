@@ -11,6 +11,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use allocators::Replay;
+use experiments::pytorch::TraceAction;
 use experiments::{Profile, Trace};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError};
 use pyo3::intern;
@@ -173,9 +174,16 @@ fn snapshot_of_dict(
     };
     // The event's keys as the Rust reader names them (one list, so the two cannot drift).
     let keys = experiments::SnapshotEvents::FIELDS.map(|field| PyString::new(py, field));
+    // `time_us`, the last, only places annotations: read only where the snapshot has some, so
+    // that the others are read at the speed they were.
+    let annotated = match snapshot.get_item(intern!(py, "external_annotations"))? {
+        Some(marks) => marks.downcast::<PyList>().map_or(true, |list| !list.is_empty()),
+        None => false,
+    };
+    let read = if annotated { keys.len() } else { keys.len() - 1 };
     // An event's action text, kept for each action object met: snapshots share one string
     // object per action among their events, so the text is read once per object, not per event.
-    let mut actions: Vec<(Bound<'_, PyAny>, String)> = Vec::new();
+    let mut actions: Vec<(Bound<'_, PyAny>, String, Option<TraceAction>)> = Vec::new();
     let mut events = experiments::SnapshotEvents::new(device);
     let mut seen = 0usize;
     for (d, list) in devices.iter().enumerate() {
@@ -195,22 +203,23 @@ fn snapshot_of_dict(
                 return Ok(None);
             };
             let text;
-            let action = match actions.iter().find(|(object, _)| object.is(&action)) {
-                Some((_, known)) => known.as_str(),
+            let (action, parsed) = match actions.iter().find(|(object, ..)| object.is(&action)) {
+                Some((_, known, parsed)) => (known.as_str(), *parsed),
                 None => {
                     let Ok(string) = action.downcast_exact::<PyString>() else {
                         return Ok(None);
                     };
                     text = string.to_cow()?.into_owned();
+                    let parsed = TraceAction::parse(&text);
                     // Objects of their own for each event are not kept: the list stays short.
                     if actions.len() < SHARED_ACTIONS {
-                        actions.push((action, text.clone()));
+                        actions.push((action, text.clone(), parsed));
                     }
-                    text.as_str()
+                    (text.as_str(), parsed)
                 }
             };
-            let mut numbers = [None; 4];
-            for (number, key) in numbers.iter_mut().zip(&keys[1..]) {
+            let mut numbers = [None; 5];
+            for (number, key) in numbers.iter_mut().zip(&keys[1..read]) {
                 if let Some(value) = event.get_item(key)? {
                     match exact_int(&value) {
                         Some(n) => *number = Some(n),
@@ -218,7 +227,7 @@ fn snapshot_of_dict(
                     }
                 }
             }
-            let source = if action == "alloc" {
+            let source = if parsed == Some(TraceAction::Alloc) {
                 program_line_of(event.get_item(intern!(py, "frames"))?)?
             } else {
                 None

@@ -1,6 +1,7 @@
 //! Exports a replay in the Trace Event Format that ui.perfetto.dev and chrome://tracing open:
 //! one process per policy, a counter track of allocated and reserved bytes, and instant events
-//! for device allocations, frees, mappings, synchronising retries and out-of-memory.
+//! for device allocations, frees, mappings, synchronising retries and out-of-memory, and for the
+//! phases the program marked (a snapshot's `external_annotations`).
 
 use std::path::Path;
 
@@ -24,10 +25,23 @@ pub fn perfetto_json(record: &ReplayRecord) -> Value {
             }));
         }
         let replayed = result.replayed.iter().flat_map(|r| &r.events);
-        for e in replayed.filter(|e| !matches!(e.action, "alloc" | "free_requested" | "free_completed")) {
+        for e in replayed.filter(|e| !e.action.is_block()) {
             events.push(json!({
-                "ph": "i", "s": "p", "name": e.action, "pid": pid, "tid": 0, "ts": e.at,
+                "ph": "i", "s": "p", "name": e.action.name(), "pid": pid, "tid": 0, "ts": e.at,
                 "args": {"bytes": e.size, "addr": format!("{:#x}", e.addr), "stream": e.stream},
+            }));
+        }
+        // The phases the program marked (its snapshot's `external_annotations`), where its
+        // events are: `START Optimizer.step#AdamW.step` and its `END`.
+        for a in result.replayed.iter().flat_map(|r| &r.annotations) {
+            let name = if a.stage.is_empty() {
+                a.name.clone()
+            } else {
+                format!("{} {}", a.stage, a.name)
+            };
+            events.push(json!({
+                "ph": "i", "s": "p", "name": name, "cat": "annotation", "pid": pid, "tid": 0, "ts": a.at,
+                "args": {"stage": a.stage, "annotation": a.name, "time_us": a.time_us},
             }));
         }
     }

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::files::write_atomically;
+use crate::pytorch::TraceAction;
 
 pub use snapshot::SnapshotEvents;
 pub use snapshot_writer::{snapshot_bytes, write_snapshot};
@@ -88,12 +89,18 @@ pub enum DeviceAction {
 impl DeviceAction {
     /// PyTorch's name for it in a snapshot's `device_traces`.
     pub fn name(self) -> &'static str {
-        match self {
-            DeviceAction::SegmentAlloc => "segment_alloc",
-            DeviceAction::SegmentFree => "segment_free",
-            DeviceAction::SegmentMap => "segment_map",
-            DeviceAction::SegmentUnmap => "segment_unmap",
-            DeviceAction::Oom => "oom",
+        TraceAction::from(self).name()
+    }
+}
+
+impl From<DeviceAction> for TraceAction {
+    fn from(action: DeviceAction) -> TraceAction {
+        match action {
+            DeviceAction::SegmentAlloc => TraceAction::SegmentAlloc,
+            DeviceAction::SegmentFree => TraceAction::SegmentFree,
+            DeviceAction::SegmentMap => TraceAction::SegmentMap,
+            DeviceAction::SegmentUnmap => TraceAction::SegmentUnmap,
+            DeviceAction::Oom => TraceAction::Oom,
         }
     }
 }
@@ -241,6 +248,22 @@ impl TraceWarnings {
     }
 }
 
+/// A mark the program made in its snapshot (PyTorch's `external_annotations`: the start or end
+/// of a `record_function` range, such as `Optimizer.step#AdamW.step`, recorded by
+/// `_record_memory_history`), placed among the trace's events by its time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Annotation {
+    /// The trace event it comes before (how many events came before it): a `START` comes
+    /// before the events recorded at its time, an `END` after them.
+    pub at: usize,
+    /// `START` or `END`, as PyTorch writes it (any other text is kept as written).
+    pub stage: String,
+    /// The range's name.
+    pub name: String,
+    /// PyTorch's time of it, in microseconds (`time_us`).
+    pub time_us: u64,
+}
+
 /// An allocation trace, ready to replay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
@@ -285,6 +308,10 @@ pub struct Trace {
     /// `reset_peak`): PyTorch's `memory_stats()` peaks count from the last of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peak_resets: Vec<usize>,
+    /// The phases the program marked (a snapshot's `external_annotations`), in order, each
+    /// placed among the events; carried into the exports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<Annotation>,
     /// The device the trace is of (a snapshot's index).
     #[serde(default)]
     pub device: usize,
@@ -1093,6 +1120,7 @@ impl Pairing {
             final_segments: Vec::new(),
             unknowns: Vec::new(),
             peak_resets: Vec::new(),
+            annotations: Vec::new(),
             device: 0,
             alloc_addrs: Vec::new(),
             torch_shown: None,

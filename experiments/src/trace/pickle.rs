@@ -205,7 +205,7 @@ pub(crate) enum Event<'a> {
 }
 
 /// The keys the snapshot reader asks an event for, found as the fast path reads each event.
-pub(crate) const FIELDS: [&str; 5] = ["action", "addr", "size", "stream", "device_free"];
+pub(crate) const FIELDS: [&str; 6] = ["action", "addr", "size", "stream", "device_free", "time_us"];
 /// Places in [`FIELDS`].
 pub(crate) const ACTION: usize = 0;
 /// See [`ACTION`].
@@ -216,6 +216,8 @@ pub(crate) const SIZE: usize = 2;
 pub(crate) const STREAM: usize = 3;
 /// See [`ACTION`].
 pub(crate) const DEVICE_FREE: usize = 4;
+/// See [`ACTION`].
+pub(crate) const TIME_US: usize = 5;
 
 /// No entry holds the field.
 pub(crate) const ABSENT: u32 = u32::MAX;

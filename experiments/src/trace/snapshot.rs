@@ -13,8 +13,9 @@ use std::rc::Rc;
 
 use super::pickle::{self, Event, EventSink, Pickle, Value};
 use super::start::{self, BlockState, FinalSegment, StartBlock, StartSegment};
-use super::{DeviceAction, Pairing, RecordedOp, Trace, TraceEvent, TraceSource};
+use super::{Annotation, DeviceAction, Pairing, RecordedOp, Trace, TraceEvent, TraceSource};
 use crate::error::{Error, Result};
+use crate::pytorch::TraceAction;
 use crate::{AllocConf, TorchRelease};
 
 /// Opens the snapshot's bytes from the start, as often as asked (a file, or memory).
@@ -220,6 +221,7 @@ fn assemble(
     let shown = release_shown(settings.as_deref(), pickle.get(root, "host_segments").is_some())
         .map_err(|e| Error::Trace(format!("{name}: allocator_settings: {e}")))?;
     let mut fields_said = settings_said;
+    let marks = read_marks(pickle, root, &mut fields_said);
     if let Some(fields @ Value::Dict(_)) = pickle.get(root, "allocator_settings") {
         let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
         if let Ok(conf) = AllocConf::parse_for(settings.as_deref().unwrap_or(""), release) {
@@ -248,7 +250,7 @@ fn assemble(
                 (a, b) => format!("private ({a}, {b}) {size}"),
             }
         });
-        let mut trace = builder.finish(name, settings.clone(), finals, d, shown.clone())?;
+        let mut trace = builder.finish(name, settings.clone(), finals, d, shown.clone(), &marks)?;
         trace.unknowns.extend(said.iter().cloned());
         trace.unknowns.extend(fields_said.iter().cloned());
         trace.unknowns.extend(segment_notes.of(d));
@@ -309,13 +311,15 @@ impl SnapshotEvents {
 
     /// The keys of a snapshot event this reads, `action` first, then the integers [`Self::push`]
     /// takes in this order: the one list of them, which the Python layer's dict path reads by.
-    pub const FIELDS: [&'static str; 5] = super::pickle::FIELDS;
+    pub const FIELDS: [&'static str; 6] = super::pickle::FIELDS;
 
     /// The next event of `device_traces[device]`: its `action` and, in order, its integer
-    /// `addr`, `size`, `stream` and `device_free` ([`Self::FIELDS`]) where the event has them (a caller whose event
+    /// `addr`, `size`, `stream`, `device_free` and `time_us` ([`Self::FIELDS`]) where the event has
+    /// them (`time_us` places the snapshot's annotations; a caller may leave it out where the
+    /// snapshot has none, as PyTorch's `external_annotations` tell) (a caller whose event
     /// is not a dict of a string action and integer fields reads the snapshot as a pickle
     /// instead). False once an event was refused (the reason comes with [`Self::finish`]).
-    pub fn push(&mut self, device: usize, action: &str, numbers: [Option<i128>; 4]) -> bool {
+    pub fn push(&mut self, device: usize, action: &str, numbers: [Option<i128>; 5]) -> bool {
         self.push_from(device, action, numbers, None)
     }
 
@@ -325,7 +329,7 @@ impl SnapshotEvents {
         &mut self,
         device: usize,
         action: &str,
-        numbers: [Option<i128>; 4],
+        numbers: [Option<i128>; 5],
         source: Option<String>,
     ) -> bool {
         if self.failure.is_some() {
@@ -348,8 +352,22 @@ impl SnapshotEvents {
                 text
             }
         };
-        let mut values = [Value::Str(action), Value::None, Value::None, Value::None, Value::None];
-        let mut fields = [0, pickle::ABSENT, pickle::ABSENT, pickle::ABSENT, pickle::ABSENT];
+        let mut values = [
+            Value::Str(action),
+            Value::None,
+            Value::None,
+            Value::None,
+            Value::None,
+            Value::None,
+        ];
+        let mut fields = [
+            0,
+            pickle::ABSENT,
+            pickle::ABSENT,
+            pickle::ABSENT,
+            pickle::ABSENT,
+            pickle::ABSENT,
+        ];
         for (at, number) in numbers.into_iter().enumerate() {
             if let Some(number) = number {
                 values[at + 1] = Value::Int(number);
@@ -799,7 +817,19 @@ fn push_event(
         }
     };
     let (addr, size, stream) = (pickle::ADDR, pickle::SIZE, pickle::STREAM);
-    if action == "oom" {
+    // Where PyTorch's clock stood (the snapshot's annotations are placed by it); an event
+    // without it, or with another value there, places nothing.
+    if let Some(Value::Int(time)) = event.field(pickle::TIME_US) {
+        if let Ok(time) = u64::try_from(*time) {
+            builder.time = Some(time);
+        }
+    }
+    let Some(action) = TraceAction::parse(action).filter(|&a| a != TraceAction::Retry) else {
+        // `retry` is vramlab's mark in a replay, never written into a snapshot.
+        builder.skip_unknown(action);
+        return Ok(());
+    };
+    if action == TraceAction::Oom {
         // An `oom` names the bytes the device had free (`device_free`; `addr` in some versions);
         // one that names neither bounds the cap by its request alone (u64::MAX: unknown).
         let free = if event.field(pickle::DEVICE_FREE).is_some() {
@@ -809,8 +839,8 @@ fn push_event(
         } else {
             u64::MAX
         };
-        builder.push("oom", free, number(size)?, number(stream)?);
-    } else if action == "alloc" {
+        builder.push(TraceAction::Oom, free, number(size)?, number(stream)?);
+    } else if action == TraceAction::Alloc {
         // The program's line, from the frames an event read whole carries (the fast path reads
         // only events whose frames are empty).
         let source = source.or_else(|| {
@@ -823,10 +853,8 @@ fn push_event(
         builder.push_from(action, number(addr)?, number(size)?, number(stream)?, source);
     } else if SnapshotBuilder::wants(action) {
         builder.push(action, number(addr)?, number(size)?, number(stream)?);
-    } else if SnapshotBuilder::passes_over(action) {
-        builder.skip();
     } else {
-        builder.skip_unknown(action);
+        builder.skip();
     }
     Ok(())
 }
@@ -1007,6 +1035,83 @@ fn quoted(text: &str) -> String {
     out
 }
 
+/// One entry of a snapshot's `external_annotations` (PyTorch writes `stage`, `name`, `device`
+/// and `time_us`), before it is placed among a device's events.
+pub(super) struct Mark {
+    stage: String,
+    name: String,
+    /// `None`: the entry names no device (then it is every device's).
+    device: Option<usize>,
+    time_us: u64,
+}
+
+/// The snapshot's `external_annotations`, in order; an entry not of PyTorch's shape (a dict of
+/// a string `name` and an integer `time_us`) is passed over, and said.
+fn read_marks(pickle: &Pickle, root: &Value, said: &mut Vec<String>) -> Vec<Mark> {
+    let Some(items) = pickle
+        .get(root, "external_annotations")
+        .and_then(|list| pickle.items(list))
+    else {
+        return Vec::new();
+    };
+    let text = |entry: &Value, key: &str| match pickle.get(entry, key) {
+        Some(Value::Str(s)) => Some(s.to_string()),
+        _ => None,
+    };
+    let int = |entry: &Value, key: &str| match pickle.get(entry, key) {
+        Some(Value::Int(n)) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    let mut marks = Vec::with_capacity(items.len());
+    for entry in items {
+        if let (Some(name), Some(time_us)) = (text(entry, "name"), int(entry, "time_us")) {
+            marks.push(Mark {
+                stage: text(entry, "stage").unwrap_or_default(),
+                name,
+                device: int(entry, "device").and_then(|d| usize::try_from(d).ok()),
+                time_us,
+            });
+        }
+    }
+    if marks.len() < items.len() {
+        said.push(format!(
+            "{} of the snapshot's {} external_annotations are not of PyTorch's shape (a name and a time_us): they are left out of the exports",
+            items.len() - marks.len(),
+            items.len()
+        ));
+    }
+    marks
+}
+
+/// `device`'s annotations among its trace events, whose times `times` gives: a `START` before
+/// the events of its time, anything else after them. Where the events carry no time, none
+/// can be placed, and that is said in `unknowns`.
+fn place_marks(marks: &[Mark], device: usize, times: &[u64], unknowns: &mut Vec<String>) -> Vec<Annotation> {
+    let mine: Vec<&Mark> = marks.iter().filter(|m| m.device.is_none_or(|d| d == device)).collect();
+    if mine.is_empty() {
+        return Vec::new();
+    }
+    if times.is_empty() {
+        unknowns.push(format!(
+            "the snapshot's {} annotations cannot be placed among its events, which carry no time_us: they are left out of the exports",
+            mine.len()
+        ));
+        return Vec::new();
+    }
+    mine.into_iter()
+        .map(|m| Annotation {
+            at: if m.stage == "START" {
+                times.partition_point(|&t| t < m.time_us)
+            } else {
+                times.partition_point(|&t| t <= m.time_us)
+            },
+            stage: m.stage.clone(),
+            name: m.name.clone(),
+            time_us: m.time_us,
+        })
+        .collect()
+}
+
 /// Builds a [`Trace`] from a PyTorch snapshot's device-trace events, in order.
 pub(super) struct SnapshotBuilder {
     pairing: Pairing,
@@ -1027,6 +1132,11 @@ pub(super) struct SnapshotBuilder {
     sources: super::AllocSources,
     /// Where the program reset the peak statistics: the events before which it did.
     peak_resets: Vec<usize>,
+    /// PyTorch's clock (`time_us`) at the latest event that had it.
+    time: Option<u64>,
+    /// PyTorch's clock at each trace event made (from the first event with a time on; empty
+    /// where no event had one): where the snapshot's annotations go.
+    times: Vec<u64>,
 }
 
 impl Default for SnapshotBuilder {
@@ -1050,32 +1160,28 @@ impl SnapshotBuilder {
             index: 0,
             sources: super::AllocSources::default(),
             peak_resets: Vec::new(),
+            time: None,
+            times: Vec::new(),
         }
     }
 
-    /// Whether an event with this `action` carries addresses and sizes the replay uses (the
-    /// others, `snapshot`, `user_defined`..., are only counted).
-    pub(super) fn wants(action: &str) -> bool {
-        matches!(
-            action,
-            "alloc"
-                | "free_requested"
-                | "free_completed"
-                | "segment_alloc"
-                | "segment_map"
-                | "segment_free"
-                | "segment_unmap"
-                | "oom"
-                | "empty_cache"
-                | "reset_peak"
-        )
-    }
-
-    /// Whether an event with this `action` is one PyTorch writes that carries nothing the
-    /// replay uses (`snapshot`: where `_snapshot()` was taken; `user_defined`: the program's
-    /// own annotation).
-    pub(super) fn passes_over(action: &str) -> bool {
-        matches!(action, "snapshot" | "user_defined")
+    /// Whether an event with this `action` carries addresses and sizes the replay uses; the
+    /// others PyTorch writes carry nothing the replay uses (`snapshot`: where `_snapshot()` was
+    /// taken; `user_defined`: the program's own annotation), and are only counted.
+    pub(super) fn wants(action: TraceAction) -> bool {
+        match action {
+            TraceAction::Alloc
+            | TraceAction::FreeRequested
+            | TraceAction::FreeCompleted
+            | TraceAction::SegmentAlloc
+            | TraceAction::SegmentMap
+            | TraceAction::SegmentFree
+            | TraceAction::SegmentUnmap
+            | TraceAction::Oom
+            | TraceAction::EmptyCache
+            | TraceAction::ResetPeak => true,
+            TraceAction::Snapshot | TraceAction::UserDefined | TraceAction::Retry => false,
+        }
     }
 
     /// An event this reader passes over (it still counts in event indices).
@@ -1097,17 +1203,17 @@ impl SnapshotBuilder {
     }
 
     /// The next event of the device trace (for `oom`, `addr` is the device's free bytes).
-    pub(super) fn push(&mut self, action: &str, addr: u64, size: u64, stream: u64) {
+    pub(super) fn push(&mut self, action: TraceAction, addr: u64, size: u64, stream: u64) {
         self.push_from(action, addr, size, stream, None)
     }
 
     /// [`Self::push`], with the program's line that made an allocation where its frames name one.
-    pub(super) fn push_from(&mut self, action: &str, addr: u64, size: u64, stream: u64, source: Option<String>) {
+    pub(super) fn push_from(&mut self, action: TraceAction, addr: u64, size: u64, stream: u64, source: Option<String>) {
         let index = self.index;
         self.index += 1;
         let at = self.pairing.events.len();
-        if matches!(action, "segment_free" | "segment_unmap") {
-            self.freed_while_live(index, action, addr, size);
+        if matches!(action, TraceAction::SegmentFree | TraceAction::SegmentUnmap) {
+            self.freed_while_live(index, action.name(), addr, size);
         }
         let mut record = |action| {
             self.recorded_ops.push(RecordedOp {
@@ -1119,7 +1225,7 @@ impl SnapshotBuilder {
             })
         };
         match action {
-            "alloc" => {
+            TraceAction::Alloc => {
                 if size == 0 {
                     self.pairing.warnings.push(format!(
                         "event {index}: an allocation of 0 B at {addr:#x}: PyTorch's allocator records none (a request for 0 bytes returns no memory); replayed as asked"
@@ -1132,34 +1238,34 @@ impl SnapshotBuilder {
                 }
                 self.pairing.alloc(index, addr, size, stream)
             }
-            "free_requested" => {
+            TraceAction::FreeRequested => {
                 self.requests_recorded = true;
                 self.pairing.free_requested(index, addr, Some((size, stream)))
             }
-            "free_completed" => {
+            TraceAction::FreeCompleted => {
                 self.spans.remove(&addr);
                 self.pairing.free_on(index, addr, Some(size), Some(stream))
             }
-            "segment_alloc" => {
+            TraceAction::SegmentAlloc => {
                 self.segment_sizes.push(size);
                 record(DeviceAction::SegmentAlloc);
             }
-            "segment_map" => {
+            TraceAction::SegmentMap => {
                 self.segment_sizes.push(size);
                 record(DeviceAction::SegmentMap);
             }
-            "segment_free" => record(DeviceAction::SegmentFree),
-            "segment_unmap" => record(DeviceAction::SegmentUnmap),
+            TraceAction::SegmentFree => record(DeviceAction::SegmentFree),
+            TraceAction::SegmentUnmap => record(DeviceAction::SegmentUnmap),
             // Written by vramlab's tracer, which has no segments to show the program's
             // `torch.cuda.empty_cache()` by (PyTorch's memory_viz passes over it).
-            "empty_cache" => self
+            TraceAction::EmptyCache => self
                 .pairing
                 .events
                 .push(TraceEvent::EmptyCache { within_request: false }),
             // Written by vramlab's tracer where the program reset the peak statistics
             // (`torch.cuda.reset_peak_memory_stats()`), which PyTorch's snapshots do not record.
-            "reset_peak" => self.peak_resets.push(self.pairing.events.len()),
-            "oom" => {
+            TraceAction::ResetPeak => self.peak_resets.push(self.pairing.events.len()),
+            TraceAction::Oom => {
                 if size == 0 {
                     self.pairing.warnings.push(format!(
                         "event {index}: an out-of-memory error for 0 B: PyTorch's allocator fails no request for 0 bytes; replayed as recorded"
@@ -1169,9 +1275,12 @@ impl SnapshotBuilder {
                 self.alloc_addrs.push(u64::MAX);
                 self.pairing.failed_alloc(size, stream);
             }
-            other => {
-                self.index -= 1;
-                self.skip_unknown(other);
+            // Not among those the replay uses ([`Self::wants`]): passed over.
+            TraceAction::Snapshot | TraceAction::UserDefined | TraceAction::Retry => {}
+        }
+        if let Some(time) = self.time {
+            if self.times.len() < self.pairing.events.len() {
+                self.times.resize(self.pairing.events.len(), time);
             }
         }
     }
@@ -1222,6 +1331,7 @@ impl SnapshotBuilder {
         finals: Vec<FinalSegment>,
         device: usize,
         shown: Option<(TorchRelease, String)>,
+        marks: &[Mark],
     ) -> Result<Trace> {
         let SnapshotBuilder {
             pairing,
@@ -1235,6 +1345,8 @@ impl SnapshotBuilder {
             index: _,
             sources,
             peak_resets,
+            time: _,
+            times,
         } = self;
         let mut unknowns = Vec::new();
         let release = shown.as_ref().map_or_else(TorchRelease::default, |(r, _)| *r);
@@ -1324,6 +1436,7 @@ impl SnapshotBuilder {
                     .collect(),
             })
             .collect();
+        trace.annotations = place_marks(marks, device, &times, &mut unknowns);
         let (placed, inferred) = place_program_actions(&mut trace, recorded_ops, &alloc_addrs, &rebuilt, &conf);
         trace.alloc_addrs = alloc_addrs;
         trace.sources = sources;
@@ -1434,6 +1547,8 @@ fn place_program_actions(
     let mut released: HashSet<u32> = HashSet::new();
     // The index the next event has in the trace as it will be.
     let mut position = 0usize;
+    // Where each event of the trace as it was goes (kept only where annotations ask).
+    let mut moved_to: Vec<usize> = Vec::new();
     let mut pool_of_id: Vec<u32> = Vec::new();
     let (mut untold, mut untold_bytes) = (0usize, 0u64);
     let mut allocs = 0usize;
@@ -1475,6 +1590,9 @@ fn place_program_actions(
             });
             op += 1;
         }
+        if rewrite && !trace.annotations.is_empty() {
+            moved_to.push(position);
+        }
         let Some(&event) = events.get(index) else { break };
         if let TraceEvent::Alloc { id, size, .. } = event {
             let addr = alloc_addrs.get(allocs).copied().unwrap_or(u64::MAX);
@@ -1507,6 +1625,11 @@ fn place_program_actions(
         position += 1;
     }
     trace.events = if rewrite { out } else { events };
+    for annotation in &mut trace.annotations {
+        if let Some(&moved) = moved_to.get(annotation.at) {
+            annotation.at = moved;
+        }
+    }
     trace.recorded_ops = shifted;
     trace.pool_of_id = pool_of_id;
     let mut unknowns = Vec::new();
@@ -2300,6 +2423,156 @@ mod tests {
     /// number (a negative or non-integer one is refused, naming it, where it was taken as 0 B
     /// free: a cap of the bytes held), and one that names no free memory bounds the cap by its
     /// request alone; allocations and errors of 0 B, which PyTorch never records, are warned of.
+    /// A snapshot of one device whose events (action, address, `time_us`) are of 512 B on
+    /// stream 0, with `marks` (stage, name, device, `time_us`; `None`: no time) as its
+    /// `external_annotations` where there are any.
+    fn annotated(events: &[(&str, u64, u64)], marks: &[(&str, &str, u64, Option<u64>)]) -> Vec<u8> {
+        use super::super::snapshot_writer::PickleWriter;
+        let mut w = PickleWriter::new();
+        w.dict(|w| {
+            w.entry("device_traces", |w| {
+                w.list(&[()], |w, _| {
+                    w.list(events, |w, &(action, addr, time)| {
+                        w.dict(|w| {
+                            w.entry("action", |w| w.str(action));
+                            w.entry("addr", |w| w.int(addr));
+                            w.entry("size", |w| w.int(512));
+                            w.entry("stream", |w| w.int(0));
+                            w.entry("time_us", |w| w.int(time));
+                        })
+                    })
+                })
+            });
+            if !marks.is_empty() {
+                w.entry("external_annotations", |w| {
+                    w.list(marks, |w, &(stage, name, device, time)| {
+                        w.dict(|w| {
+                            w.entry("stage", |w| w.str(stage));
+                            w.entry("name", |w| w.str(name));
+                            w.entry("device", |w| w.int(device));
+                            if let Some(time) = time {
+                                w.entry("time_us", |w| w.int(time));
+                            }
+                        })
+                    })
+                });
+            }
+        });
+        w.finish()
+    }
+
+    /// Issue 37: a snapshot's `external_annotations` (the phases `_record_memory_history`
+    /// records, such as `Optimizer.step#SGD.step`) are placed among its events by `time_us`: a
+    /// `START` before the events of its time, an `END` after them; another device's are not
+    /// this device's, an entry without a time is said and left out; a snapshot without any has
+    /// none, and says nothing of them.
+    #[test]
+    fn annotations_are_placed_among_the_events_by_their_time() {
+        const A: u64 = 1 << 34;
+        const B: u64 = A + 4096;
+        let events = [
+            ("alloc", A, 10),
+            ("alloc", B, 20),
+            ("free_requested", A, 30),
+            ("free_completed", A, 30),
+            ("free_requested", B, 40),
+            ("free_completed", B, 40),
+        ];
+        let marks = [
+            ("START", "forward", 0, Some(10)),
+            ("END", "forward", 0, Some(20)),
+            ("START", "Optimizer.step#SGD.step", 0, Some(25)),
+            ("START", "elsewhere", 1, Some(25)),
+            ("END", "Optimizer.step#SGD.step", 0, Some(99)),
+            ("END", "timeless", 0, None),
+        ];
+        let trace = Trace::from_bytes("a.pickle", &annotated(&events, &marks), None).unwrap();
+        // alloc, alloc, then each free's request and completion: 6 events.
+        assert_eq!(trace.events.len(), 6, "{:?}", trace.events);
+        let placed: Vec<(usize, &str, &str, u64)> = trace
+            .annotations
+            .iter()
+            .map(|a| (a.at, a.stage.as_str(), a.name.as_str(), a.time_us))
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                (0, "START", "forward", 10),
+                (2, "END", "forward", 20),
+                (2, "START", "Optimizer.step#SGD.step", 25),
+                (6, "END", "Optimizer.step#SGD.step", 99),
+            ]
+        );
+        assert!(
+            trace
+                .unknowns
+                .iter()
+                .any(|u| u.contains("1 of the snapshot's 6 external_annotations")),
+            "{:?}",
+            trace.unknowns
+        );
+        let plain = Trace::from_bytes("p.pickle", &annotated(&events, &[]), None).unwrap();
+        assert!(plain.annotations.is_empty());
+        assert!(
+            !plain.unknowns.iter().any(|u| u.contains("annotation")),
+            "{:?}",
+            plain.unknowns
+        );
+        assert_eq!(plain.events, trace.events);
+    }
+
+    /// The replay's record of its events, written as a snapshot, carries the annotations on
+    /// the replay's clock, and reads back with each where it was; without annotations the
+    /// snapshot names none (as before them).
+    #[test]
+    fn annotations_survive_the_snapshot_export() {
+        use crate::pytorch::TraceAction;
+        use crate::replay_record::{ReplayedEvent, ReplayedTrace};
+        const A: u64 = 1 << 34;
+        let event = |at, action, addr| ReplayedEvent {
+            at,
+            action,
+            addr,
+            size: 512,
+            stream: 0,
+        };
+        let mut replayed = ReplayedTrace {
+            events: vec![
+                event(0, TraceAction::Alloc, A),
+                event(1, TraceAction::Alloc, A + 512),
+                event(2, TraceAction::FreeRequested, A),
+                event(3, TraceAction::FreeCompleted, A),
+                event(4, TraceAction::FreeRequested, A + 512),
+                event(5, TraceAction::FreeCompleted, A + 512),
+            ],
+            ..ReplayedTrace::default()
+        };
+        let plain = crate::snapshot_bytes(&replayed, None);
+        assert!(!plain.windows(20).any(|w| w == b"external_annotations"));
+        let mark = |at, stage: &str, name: &str| Annotation {
+            at,
+            stage: stage.into(),
+            name: name.into(),
+            time_us: 1_795_303_315_013_678,
+        };
+        replayed.annotations = vec![
+            mark(0, "START", "forward"),
+            mark(2, "END", "forward"),
+            mark(2, "START", "step"),
+            mark(6, "END", "step"),
+        ];
+        let bytes = crate::snapshot_bytes(&replayed, None);
+        let back = Trace::from_bytes("x.pickle", &bytes, None).unwrap();
+        let places = |marks: &[Annotation]| -> Vec<(usize, String, String)> {
+            marks.iter().map(|a| (a.at, a.stage.clone(), a.name.clone())).collect()
+        };
+        assert_eq!(places(&back.annotations), places(&replayed.annotations));
+        // Without the annotations, the bytes are those written before them.
+        let mut without = replayed.clone();
+        without.annotations.clear();
+        assert_eq!(crate::snapshot_bytes(&without, None), plain);
+    }
+
     #[test]
     fn an_out_of_memory_errors_free_memory_is_read_strictly() {
         use super::super::snapshot_writer::PickleWriter;

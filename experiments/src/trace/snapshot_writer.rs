@@ -1,11 +1,13 @@
-//! Writes a replay as a PyTorch memory snapshot (`segments` and `device_traces`, pickled), so a
-//! what-if replay opens in PyTorch's memory_viz next to the real one. The pickle holds plain
+//! Writes a replay as a PyTorch memory snapshot (`segments`, `device_traces` and, where the
+//! trace had them, the program's `external_annotations`, pickled), so a what-if replay opens in
+//! PyTorch's memory_viz next to the real one. The pickle holds plain
 //! data only (dicts, lists, strings, integers, booleans, None, tuples), protocol 2.
 
 use std::path::Path;
 
 use crate::error::Result;
 use crate::files::write_atomically;
+use crate::pytorch::TraceAction;
 use crate::replay_record::ReplayedTrace;
 
 /// A pickle being written: opcodes appended to a buffer.
@@ -148,11 +150,15 @@ pub fn snapshot_bytes(replayed: &ReplayedTrace, settings: Option<&str>) -> Vec<u
         w.entry("device_traces", |w| {
             w.list(&[()], |w, _| {
                 // `retry` marks are vramlab's own (for the Perfetto export), not PyTorch actions.
-                let events: Vec<_> = replayed.events.iter().filter(|e| e.action != "retry").collect();
+                let events: Vec<_> = replayed
+                    .events
+                    .iter()
+                    .filter(|e| e.action != TraceAction::Retry)
+                    .collect();
                 w.list(&events, |w, e| {
                     w.dict(|w| {
-                        w.entry("action", |w| w.str(e.action));
-                        if e.action == "oom" {
+                        w.entry("action", |w| w.str(e.action.name()));
+                        if e.action == TraceAction::Oom {
                             w.entry("device_free", |w| w.int(e.addr));
                         } else {
                             w.entry("addr", |w| w.int(e.addr));
@@ -166,6 +172,27 @@ pub fn snapshot_bytes(replayed: &ReplayedTrace, settings: Option<&str>) -> Vec<u
                 })
             })
         });
+        // The program's marks, on the replay's clock (PyTorch writes none where there are
+        // none, and neither does this): a `START` at its event's index, so that it comes before
+        // that event, an `END` at the one before, so that it comes after it (as the reader places
+        // them).
+        if !replayed.annotations.is_empty() {
+            w.entry("external_annotations", |w| {
+                w.list(&replayed.annotations, |w, a| {
+                    w.dict(|w| {
+                        w.entry("stage", |w| w.str(&a.stage));
+                        w.entry("name", |w| w.str(&a.name));
+                        w.entry("device", |w| w.int(0));
+                        let time = if a.stage == "START" {
+                            a.at
+                        } else {
+                            a.at.saturating_sub(1)
+                        };
+                        w.entry("time_us", |w| w.int(time as u64));
+                    })
+                })
+            });
+        }
         if let Some(settings) = settings {
             w.entry("allocator_settings", |w| {
                 w.dict(|w| w.entry(super::snapshot::SETTINGS_KEYS[1], |w| w.str(settings)))
