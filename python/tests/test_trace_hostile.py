@@ -24,6 +24,14 @@ PACKAGE = os.path.join(HERE, "vramlab") + os.sep
 SMALL = "import torch\nx = torch.zeros(1000, device='cuda')\n"
 
 
+def _default_dispositions():
+    # A test run under nohup (or any parent ignoring these) would hand the ignoring on to the
+    # program, which then outlives the signal as it should: the tests want the default.
+    for name in ("SIGTERM", "SIGHUP", "SIGALRM", "SIGINT"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+
+
 def trace_cli(tmp_path, script, *extra, out="snap.pickle", timeout=300):
     program = tmp_path / "program.py"
     if isinstance(script, bytes):
@@ -32,7 +40,10 @@ def trace_cli(tmp_path, script, *extra, out="snap.pickle", timeout=300):
         program.write_text(script)
     command = [sys.executable, "-m", "vramlab.trace", *extra] + (["--out", out] if out is not None else []) + [str(program)]
     env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        command, capture_output=True, text=True, cwd=tmp_path, timeout=timeout, env=env, stdin=subprocess.DEVNULL,
+        preexec_fn=_default_dispositions if os.name == "posix" else None,
+    )
 
 
 def no_tracer_frames(stderr):
