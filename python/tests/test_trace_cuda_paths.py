@@ -135,3 +135,34 @@ def test_a_parameter_moved_in_channels_last_goes_through_a_contiguous_temporary(
     assert moved.is_contiguous(memory_format=torch.channels_last) and plain.is_contiguous()
     assert events(t, start) == [("alloc", n), ("alloc", n), ("free_completed", n), ("alloc", n)]
 
+
+
+def test_batch_norm_1d_backward_reduces_first_and_frees_its_sums_last():
+    """Normalization.cu batch_norm_backward_cuda on a [N, C] input (channels innermost, so not the
+    fused kernel): sum_dy, sum_dy_xmu and the weight's and bias's gradients, then the input's, then
+    the two sums freed (the order the H100 showed for ISSUE35E's triplet embedder)."""
+    with vramlab.trace(gpu="h100") as t:
+        bn = torch.nn.BatchNorm1d(2048).to("cuda")
+        x = torch.randn(512, 2048, device="cuda", requires_grad=True)
+        y = bn(x).sum()
+        start = len(t.snapshot()["device_traces"][0])
+        y.backward()
+    c, n = 2048 * 4, 512 * 2048 * 4
+    allocs = [e for e in events(t, start) if e[1] in (c, n)]
+    assert allocs[:7] == [("alloc", c)] * 4 + [("alloc", n), ("free_completed", c), ("free_completed", c)]
+
+
+def test_channels_last_bfloat16_batch_norm_stages_its_statistics_across_blocks():
+    """Normalization.cuh batch_norm_stats_channels_last_cuda_template: a reduction split over
+    grid.y = 128 blocks stages 4 * C * 128 floats and C / 32 semaphores (65,536 and 4 bytes for 32
+    channels, as on the H100), after the outputs and freed before the forward returns."""
+    with vramlab.trace(gpu="h100") as t:
+        bn = torch.nn.BatchNorm2d(32).to("cuda", torch.bfloat16)
+        x = torch.randn(32, 32, 80, 80, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+        start = len(t.snapshot()["device_traces"][0])
+        y = bn(x)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    out, stats = 32 * 32 * 80 * 80 * 2, 32 * 4
+    assert events(t, start) == [
+        ("alloc", out), ("alloc", stats), ("alloc", stats), ("alloc", 65536), ("alloc", 4), ("free_completed", 4), ("free_completed", 65536),
+    ]

@@ -1,0 +1,172 @@
+"""Batch norm on PyTorch's own CUDA kernels (not cuDNN's), which PyTorch 2.11 takes for bfloat16,
+for inputs of fewer than three dimensions (``nn.BatchNorm1d`` on ``[N, C]``), for batches past
+cuDNN's limits and where cuDNN is off (``_select_batch_norm_backend``,
+``aten/src/ATen/native/Normalization.cpp``). Where the input is laid out with the channels
+innermost (channels-last, or a contiguous ``[N, C]``: ``batch_norm_use_channels_last_kernels``),
+its kernels allocate beyond their outputs (``aten/src/ATen/native/cuda/Normalization.cuh``, shipped
+in the wheel's headers; ``Normalization.cu``):
+
+- training forward, statistics (``batch_norm_stats_channels_last_cuda_template``): where the grid
+  splits the reduction (``flexible_launch_configs`` with ``coop_flag``, ``grid.y > 1``) a staging
+  buffer of ``4 * C * grid.y`` accumulation-type values and ``grid.x`` int semaphores, after the
+  outputs, freed before the kernel returns;
+- backward, unless the fused kernel runs (it does for other layouts when the input's gradient is
+  wanted): ``batch_norm_backward_reduce`` first (the channels-last template: ``sum_dy``,
+  ``sum_dy_xmu``, then the weight's and bias's gradients, then a staging buffer of
+  ``2 * C * grid.y`` and the semaphores; the general one: each where asked for), then the input's
+  gradient, then ``sum_dy_xmu`` and ``sum_dy`` freed. The meta kernel makes the three gradients
+  alone, input's first.
+
+Seen on ISSUE35E: BatchNorm1d's backward in a triplet-loss embedder (each step's order and two
+8 KiB sums), and the staging buffers of a channels-last ResNet-26d under bfloat16 autocast.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Tuple
+
+from . import Call, Rule, register
+from .kernels import fits_32bit_indexing
+
+# Normalization.cuh (CUDA, not ROCm): MAX_BLOCK_SIZE, ELEMENTS_PER_THREAD, OPTIMAL_TILE_W, MAX_H_BLOCK.
+MAX_BLOCK_SIZE = 512
+ELEMENTS_PER_THREAD = 16
+OPTIMAL_TILE_W = 32
+MAX_H_BLOCK = 128
+# _select_batch_norm_backend's limits on the batch for cuDNN (training, evaluation).
+CUDNN_MAX_BATCH = (880801, 65535)
+
+
+def _last_pow2(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def flexible_launch_configs(reduction: int, stride: int, coop: bool) -> Tuple[int, int]:
+    """Normalization.cuh's flexible_launch_configs: the grid's (x, y)."""
+    block_x = min(_last_pow2(stride), OPTIMAL_TILE_W)
+    block_y = min(_last_pow2(_ceil_div(reduction, ELEMENTS_PER_THREAD)), MAX_BLOCK_SIZE // block_x)
+    if block_x * block_y != MAX_BLOCK_SIZE:
+        block_x = min(_last_pow2(stride), MAX_BLOCK_SIZE // block_y)
+    grid_x = _ceil_div(stride, block_x)
+    grid_y = min(_ceil_div(reduction, block_y * ELEMENTS_PER_THREAD), MAX_H_BLOCK)
+    if coop and grid_y < 8:
+        grid_y = 1
+    return grid_x, grid_y
+
+
+class BatchNormRules:
+    """What the native kernels decide from the tensors' layouts and types."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+
+    def native(self, x: Any, weight: Optional[Any], has_bias: bool, running: bool, training: bool) -> bool:
+        """Not cuDNN, by _select_batch_norm_backend (2.11)."""
+        torch = self.torch
+        half, bf16 = torch.float16, torch.bfloat16
+        cudnn = (
+            x.dtype != bf16
+            and weight is not None
+            and weight.dtype != bf16
+            and (x.dtype != half or weight.dtype == torch.float32)
+            and has_bias
+            and (running or training)
+            and x.dim() >= 3
+            and x.size(0) <= CUDNN_MAX_BATCH[0 if training else 1]
+            and bool(torch.backends.cudnn.enabled)
+            and x.numel() < 2**31 - 1
+        )
+        return not cudnn
+
+    def channels_last_kernels(self, t: Any) -> bool:
+        torch = self.torch
+        if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
+            return True
+        if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
+            return True
+        return t.dim() >= 2 and t.is_contiguous() and t.stride(1) == 1
+
+    def fits_32bit(self, t: Any) -> bool:
+        return fits_32bit_indexing(list(t.shape), list(t.stride()), t.element_size())
+
+    def staging(self, x: Any, per_channel: int, acc_size: int) -> List[int]:
+        """The staging buffer and semaphores of a cooperative channels-last reduction, or none."""
+        channels = x.size(1)
+        grid_x, grid_y = flexible_launch_configs(x.numel() // channels, channels, coop=True)
+        return [per_channel * channels * grid_y * acc_size, grid_x * 4] if grid_y > 1 else []
+
+
+@register
+class NativeBatchNorm(Rule):
+    ops = {"native_batch_norm", "native_batch_norm_backward"}
+    source = "aten/src/ATen/native/Normalization.cpp (_select_batch_norm_backend); cuda/Normalization.cu and Normalization.cuh (the channels-last kernels)"
+    order = 60
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self.kernels = BatchNormRules(session.torch)
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        if call.op != "native_batch_norm" or not made:
+            return
+        torch, kernels = self.torch, self.kernels
+        x, weight, bias, running_mean, _, training = call.args[:6]
+        if not (isinstance(x, torch.Tensor) and x.device.type == "meta") or x.numel() == 0 or not training:
+            return
+        if not kernels.native(x, weight, bias is not None, running_mean is not None, True):
+            return
+        # batch_norm_choose_impl: ChannelsLast for 32-bit indexable inputs laid out channels-last.
+        if not (kernels.fits_32bit(x) and kernels.channels_last_kernels(x)):
+            return
+        save_mean = out[1]
+        call.record.scratch(kernels.staging(x, 4, save_mean.element_size()), call.frame)
+
+    def track(self, call: Call, out: Any, made: List[Any]) -> bool:
+        if call.op != "native_batch_norm_backward" or not made:
+            return False
+        torch, kernels = self.torch, self.kernels
+        grad_out, x, weight, running_mean, _, save_mean, save_invstd, train, _, mask = call.args[:10]
+        if not (isinstance(x, torch.Tensor) and x.device.type == "meta") or x.numel() == 0 or not train:
+            return False
+        if not kernels.native(x, weight, weight is not None, running_mean is not None, True):
+            return False
+        fused = mask[0] and not kernels.channels_last_kernels(x) and kernels.fits_32bit(x) and kernels.fits_32bit(grad_out)
+        if fused:
+            return False
+        record, frame = call.record, call.frame
+        grads = list(out)
+        channels = x.size(1)
+        acc = save_mean.element_size()
+        channels_last_reduce = (
+            kernels.fits_32bit(grad_out)
+            and kernels.channels_last_kernels(grad_out)
+            and kernels.channels_last_kernels(x)
+            and (weight is None or weight.is_contiguous())
+            and save_mean.is_contiguous()
+            and save_invstd.is_contiguous()
+        )
+        sums: List[Tuple[int, int]] = []
+        dropped: List[Tuple[int, int]] = []
+        if channels_last_reduce or mask[0]:
+            sums = [(record.alloc(channels * acc, frame), channels * acc) for _ in range(2)]
+        for index in (1, 2):
+            grad = grads[index]
+            if isinstance(grad, torch.Tensor) and any(grad is m for m in made):
+                record.track(grad, frame)
+            elif channels_last_reduce and weight is not None:
+                # Made by the channels-last reduction whatever the mask; the engine drops it.
+                size = channels * weight.element_size()
+                dropped.append((record.alloc(size, frame), size))
+        if channels_last_reduce:
+            record.scratch(kernels.staging(x, 2, acc), frame)
+        if isinstance(grads[0], torch.Tensor) and any(grads[0] is m for m in made):
+            record.track(grads[0], frame)
+        for addr, size in reversed(sums):
+            record.free(addr, size)
+        for addr, size in dropped:
+            record.free(addr, size)
+        return True
