@@ -166,3 +166,45 @@ def test_channels_last_bfloat16_batch_norm_stages_its_statistics_across_blocks()
     assert events(t, start) == [
         ("alloc", out), ("alloc", stats), ("alloc", stats), ("alloc", 65536), ("alloc", 4), ("free_completed", 4), ("free_completed", 65536),
     ]
+
+
+def test_embedding_copies_indices_it_cannot_view_flat():
+    """Embedding.cpp, embedding_symint: index_select over indices.reshape(-1), a copy where the
+    indices are expanded (Hugging Face's token_type_ids buffer), freed after the lookup."""
+    with vramlab.trace(gpu="h100") as t:
+        table = torch.nn.Embedding(2, 256).to("cuda")
+        types = torch.zeros(1, 128, dtype=torch.long, device="cuda").expand(16, 128)
+        plain = torch.zeros(16, 128, dtype=torch.long, device="cuda")
+        start = len(t.snapshot()["device_traces"][0])
+        a = table(types)
+        b = table(plain)
+    out, copy = 16 * 128 * 256 * 4, 16 * 128 * 8
+    assert a.shape == b.shape == (16, 128, 256)
+    assert events(t, start) == [("alloc", copy), ("alloc", out), ("free_completed", copy), ("alloc", out)]
+
+
+@pytest.mark.parametrize("pos_weight", [False, True])
+def test_bce_with_logits_makes_its_temporaries_forward_and_steps_in_place_backward(pos_weight):
+    """Loss.cpp: log_sigmoid's output, (pos_weight - 1) * target, the unreduced loss, the mean,
+    then the temporaries freed in reverse; FunctionsManual.cpp's backward: sigmoid (and
+    pos_weight * target), every later step in place."""
+    with vramlab.trace(gpu="h100") as t:
+        x = torch.randn(16, 128, device="cuda", requires_grad=True)
+        y = torch.ones(16, 128, device="cuda")
+        weights = torch.ones(128, device="cuda") if pos_weight else None
+        start = len(t.snapshot()["device_traces"][0])
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(x, y, pos_weight=weights)
+        middle = len(t.snapshot()["device_traces"][0])
+        loss.backward()
+    n = 16 * 128 * 4
+    if pos_weight:
+        assert events(t, start, middle) == [
+            ("alloc", n), ("alloc", 512), ("alloc", n), ("free_completed", 512), ("alloc", n), ("alloc", 4),
+            ("free_completed", n), ("free_completed", n), ("free_completed", n),
+        ]
+    else:
+        assert events(t, start, middle) == [("alloc", n), ("alloc", n), ("alloc", 4), ("free_completed", n), ("free_completed", n)]
+    backward = [size for action, size in events(t, middle) if action == "alloc" and size == n]
+    # The gradient of x (sigmoid's output, stepped in place), and pos_weight * target and the
+    # t + 1 it starts from where there is a pos_weight.
+    assert len(backward) == (3 if pos_weight else 1), backward

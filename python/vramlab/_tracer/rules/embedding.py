@@ -212,6 +212,35 @@ class EmbeddingBagForwardOrder(Rule):
         return ordered if len(ordered) == len(made) else made
 
 
+@register
+class EmbeddingIndicesFlattened(Rule):
+    """``embedding`` (aten/src/ATen/native/Embedding.cpp, embedding_symint) looks rows up with
+    ``weight.index_select(0, indices.reshape(-1))`` for indices of more than one dimension: indices
+    that cannot be viewed flat (a buffer expanded over the batch, as Hugging Face's
+    ``token_type_ids``) are copied first, freed once the lookup is made. The meta kernel looks up
+    without the copy."""
+
+    ops = {"embedding"}
+    source = "aten/src/ATen/native/Embedding.cpp (embedding_symint)"
+    order = 60
+
+    def track(self, call: Call, out: Any, made: List[Any]) -> bool:
+        torch = self.torch
+        indices = call.args[1] if len(call.args) > 1 else None
+        if len(made) != 1 or not isinstance(indices, torch.Tensor) or indices.device.type != "meta" or indices.dim() <= 1:
+            return False
+        try:
+            indices.view(-1)
+            return False
+        except RuntimeError:
+            pass
+        size = indices.numel() * indices.element_size()
+        addr = call.record.alloc(size, call.frame)
+        call.record.track(made[0], call.frame)
+        call.record.free(addr, size)
+        return True
+
+
 # By release (the first that has them): the plans above, read for 2.11.
 PLANS = {(2, 11): (embedding_dense_backward_plan, embedding_bag_dense_backward_plan)}
 

@@ -346,24 +346,29 @@ class KernelScratch(Rule):
         return _numel(self.torch.broadcast_shapes(x.shape, target.shape)) * x.element_size()
 
     def _reduction(self, x: Any, dims: Any, out_elsize: int, mean: bool, frame: Any) -> None:
-        """The global buffer and semaphores of `gpu_reduce_kernel` for a CUDA sum or mean of `x`."""
-        torch, session = self.torch, self.session
-        arg_size = accumulation_size(x.dtype, torch)
-        if arg_size is None:
-            return
-        shape, strides, elsize = list(x.shape), list(x.stride()), x.element_size()
-        if not fits_32bit_indexing(shape, strides, elsize):
-            session.note(
-                "{count} reductions over more than 2^31 elements are in the trace without the buffers their split kernels allocate: peak reserved may be higher by up to their size"
-            )
-            return
-        # sum_functor loads 16-bit inputs 8 at a time, other types and MeanOps 4 (vt0 = 4).
-        vector = 8 if elsize == 2 and not mean else 4
-        sizes = reduce_buffers(
-            shape, strides, x.storage_offset(), elsize, reduced_dims(x.dim(), dims), out_elsize, arg_size, vector,
-            session.gpu["multiprocessors"], session.threads_per_sm,
+        reduction_scratch(self.session, x, dims, out_elsize, mean, frame)
+
+
+def reduction_scratch(session: Any, x: Any, dims: Any, out_elsize: int, mean: bool, frame: Any) -> None:
+    """The global buffer and semaphores of `gpu_reduce_kernel` for a CUDA sum or mean of `x`,
+    allocated and freed in the trace."""
+    torch = session.torch
+    arg_size = accumulation_size(x.dtype, torch)
+    if arg_size is None:
+        return
+    shape, strides, elsize = list(x.shape), list(x.stride()), x.element_size()
+    if not fits_32bit_indexing(shape, strides, elsize):
+        session.note(
+            "{count} reductions over more than 2^31 elements are in the trace without the buffers their split kernels allocate: peak reserved may be higher by up to their size"
         )
-        session.record.scratch(sizes, frame)
+        return
+    # sum_functor loads 16-bit inputs 8 at a time, other types and MeanOps 4 (vt0 = 4).
+    vector = 8 if elsize == 2 and not mean else 4
+    sizes = reduce_buffers(
+        shape, strides, x.storage_offset(), elsize, reduced_dims(x.dim(), dims), out_elsize, arg_size, vector,
+        session.gpu["multiprocessors"], session.threads_per_sm,
+    )
+    session.record.scratch(sizes, frame)
 
 
 @register
