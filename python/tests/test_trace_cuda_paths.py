@@ -208,3 +208,87 @@ def test_bce_with_logits_makes_its_temporaries_forward_and_steps_in_place_backwa
     # The gradient of x (sigmoid's output, stepped in place), and pos_weight * target and the
     # t + 1 it starts from where there is a pos_weight.
     assert len(backward) == (3 if pos_weight else 1), backward
+
+
+def test_a_bool_mask_summed_into_int64_is_copied_first_but_half_into_float_is_not():
+    """ReduceOps.cpp, make_reduction_from_out_ty: the kernel reads self.to(the result's dtype), a
+    copy made after the result and freed on return, except 16-bit floats into float32 on CUDA."""
+    with vramlab.trace(gpu="h100") as t:
+        mask = torch.ones(4, 48, dtype=torch.bool, device="cuda")
+        half = torch.ones(4, 48, dtype=torch.float16, device="cuda")
+        start = len(t.snapshot()["device_traces"][0])
+        count = mask.sum()
+        middle = len(t.snapshot()["device_traces"][0])
+        total = half.sum(dtype=torch.float32)
+    assert count.dtype == torch.int64 and total.dtype == torch.float32
+    assert events(t, start, middle) == [("alloc", 8), ("alloc", 4 * 48 * 8), ("free_completed", 4 * 48 * 8)]
+    assert events(t, middle) == [("alloc", 4)]
+
+
+def test_isin_against_few_test_elements_compares_every_pair():
+    """TensorCompare.cu, isin_default_kernel_gpu: eq over every (element, test) pair, any(-1), then
+    the copy into the result; both temporaries freed in reverse."""
+    with vramlab.trace(gpu="h100") as t:
+        tokens = torch.zeros(4, 4000, dtype=torch.long, device="cuda")
+        stop = torch.tensor([2, 7], device="cuda")
+        start = len(t.snapshot()["device_traces"][0])
+        hit = torch.isin(tokens, stop)
+    n = 4 * 4000
+    assert hit.dtype == torch.bool
+    assert events(t, start) == [("alloc", n), ("alloc", n * 2), ("alloc", n), ("free_completed", n), ("free_completed", n * 2)]
+
+
+def test_index_tensors_of_different_strides_are_copied_contiguous_before_the_result():
+    """TensorAdvancedIndexing.cpp, AdvancedIndex: on CUDA two index tensors whose broadcast strides
+    differ are each made contiguous before the result, freed after it; alike ones are not."""
+    with vramlab.trace(gpu="h100") as t:
+        padding = torch.ones(4, 48, dtype=torch.bool, device="cuda")
+        batch = torch.arange(4, device="cuda")[:, None].expand(4, 48)
+        keys = torch.arange(48, device="cuda")[None, :].expand(4, 48)
+        start = len(t.snapshot()["device_traces"][0])
+        picked = padding[batch, keys]
+        middle = len(t.snapshot()["device_traces"][0])
+        alike = padding[batch.contiguous(), keys.contiguous()]
+    copy = 4 * 48 * 8
+    assert picked.shape == alike.shape == (4, 48)
+    assert events(t, start, middle) == [("alloc", copy), ("alloc", copy), ("alloc", 192), ("free_completed", copy), ("free_completed", copy)]
+    assert [e for e in events(t, middle) if e[0] == "alloc"][-1] == ("alloc", 192)
+
+
+def test_a_module_on_the_gpu_converted_to_half_frees_each_parameter_before_the_next():
+    """module.py, Module._apply: on the GPU each parameter takes its converted data by
+    param.data = ..., freeing the old before the next is made; tied parameters stay shared."""
+    with vramlab.trace(gpu="h100") as t:
+        model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 16)).to("cuda")
+        start = len(t.snapshot()["device_traces"][0])
+        model.half()
+        tied = torch.nn.Linear(4, 4)
+        other = torch.nn.Linear(4, 4)
+        other.weight = tied.weight
+        both = torch.nn.ModuleList([tied, other]).to("cuda")
+    assert both[0].weight is both[1].weight
+    assert events(t, start)[:8] == [
+        ("alloc", 4096), ("free_completed", 8192), ("alloc", 64), ("free_completed", 128),
+        ("alloc", 1024), ("free_completed", 2048), ("alloc", 32), ("free_completed", 64),
+    ]
+
+
+def test_cudnn_attention_for_a_single_query_takes_no_workspace():
+    """Measured on the H100 (cuDNN 9.19, ISSUE35E's generate): a decoding step's cuDNN attention
+    (one query) makes its seed, offset and output only; a prompt's (48 queries) also a 256-byte
+    workspace, freed before it returns."""
+    with vramlab.trace(gpu="h100") as t:
+        k = torch.randn(4, 8, 48, 64, device="cuda", dtype=torch.bfloat16)
+        mask = torch.ones(4, 1, 1, 48, dtype=torch.bool, device="cuda")
+        with torch.no_grad():
+            q = torch.randn(4, 8, 1, 64, device="cuda", dtype=torch.bfloat16)
+            start = len(t.snapshot()["device_traces"][0])
+            one = torch.nn.functional.scaled_dot_product_attention(q, k, k, attn_mask=mask)
+            middle = len(t.snapshot()["device_traces"][0])
+            prompt = torch.randn(4, 8, 48, 64, device="cuda", dtype=torch.bfloat16)
+            full_mask = torch.ones(4, 1, 48, 48, dtype=torch.bool, device="cuda")
+            between = len(t.snapshot()["device_traces"][0])
+            many = torch.nn.functional.scaled_dot_product_attention(prompt, k, k, attn_mask=full_mask)
+    assert one.shape == (4, 8, 1, 64) and many.shape == (4, 8, 48, 64)
+    assert 256 not in [size for action, size in events(t, start, middle) if action == "alloc"]
+    assert 256 in [size for action, size in events(t, between) if action == "alloc"]

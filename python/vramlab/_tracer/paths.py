@@ -52,11 +52,26 @@ def optimizer_paths(session: Any) -> Table:
     module_apply = torch.nn.Module._apply
 
     def moving(module: Any, *args: Any, **kwargs: Any) -> Any:
+        # The trace swaps parameters on conversion so that a host module moved to the GPU keeps
+        # each parameter's identity (session.py). A module already on the GPU converted in place
+        # (`.half()`, `.to(torch.bfloat16)`) takes PyTorch's own path there, `param.data = new`,
+        # which frees each old parameter before the next is made; a swap would free it one
+        # conversion later (the old data lives on in `_apply`'s local until the next parameter).
+        own = [p for p in module._parameters.values() if p is not None]
+        with torch._C.DisableTorchFunction():
+            # The tensors' own devices, not what the trace's mode answers for them (cuda).
+            on_gpu = [p.is_meta for p in own]
+        swap_was = torch.__future__.get_swap_module_params_on_conversion()
+        if own and all(on_gpu):
+            torch.__future__.set_swap_module_params_on_conversion(False)
+        elif own:
+            torch.__future__.set_swap_module_params_on_conversion(True)
         session.in_module_move += 1
         try:
             return module_apply(module, *args, **kwargs)
         finally:
             session.in_module_move -= 1
+            torch.__future__.set_swap_module_params_on_conversion(swap_was)
 
     table[(torch.nn.Module, "_apply")] = moving
     return table

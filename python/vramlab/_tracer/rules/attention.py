@@ -13,7 +13,8 @@ attention runs on cuDNN. The flags ``torch.backends.cuda.*_sdp_enabled()`` (and 
 What cuDNN attention allocates (measured on an H100 with torch 2.11 and cuDNN 9.19, and matching
 ``_scaled_dot_product_cudnn_attention_cuda``): the forward makes its dropout seed and offset (8 B
 each, even without dropout), the output, the log-sum-exp (``[B, H, Lq, 1]`` float32, only when a
-gradient will be needed), then a 256-byte cuDNN workspace it frees before returning; the backward
+gradient will be needed), then a 256-byte cuDNN workspace it frees before returning (none for a
+single query: the decoding steps of ISSUE35E's generate); the backward
 makes dq, dk, dv, then a workspace. The backward workspace's size is cuDNN's own choice: the
 trace uses a fit to three measured shapes (``4·B·Hq·Lq·D + 4·B·Hq·Lq + 256``, plus ``4·B·Hq·Lk·D``
 with fewer key heads), says so in the snapshot, and is checked on held-out programs in
@@ -506,7 +507,10 @@ class AttentionKernels(Rule):
             self._flash_backward_scratch(call, frame)
             return
         if call.op == "_scaled_dot_product_cudnn_attention":
-            record.scratch([CUDNN_FORWARD_WORKSPACE], frame)
+            # Measured on the H100 (cuDNN 9.19): a single query (a decoding step) runs with no
+            # workspace; 48 queries (a prompt) and every training length recorded take 256 B.
+            if call.args[0].size(2) > 1:
+                record.scratch([CUDNN_FORWARD_WORKSPACE], frame)
         elif call.op == "_scaled_dot_product_cudnn_attention_backward":
             record.scratch([cudnn_backward_workspace(call.args[1], call.args[2])], frame)
         elif call.op == "_scaled_dot_product_efficient_attention_backward":

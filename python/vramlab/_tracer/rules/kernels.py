@@ -293,8 +293,24 @@ class KernelScratch(Rule):
         first = made[0]
         if op in ("sum", "mean"):
             x = bound["self"]
-            if isinstance(x, torch.Tensor) and x.device.type == "meta" and x.is_floating_point():
+            if not (isinstance(x, torch.Tensor) and x.device.type == "meta"):
+                return
+            # make_reduction_from_out_ty (ReduceOps.cpp): the kernel reads self.to(the result's
+            # dtype), a copy made after the result and freed on return, except 16-bit floats
+            # summed into float32 on CUDA (a bool mask's sum into int64 copies it).
+            in_dtype = first.dtype
+            if x.dtype in (torch.float16, torch.bfloat16) and first.dtype == torch.float32:
+                in_dtype = x.dtype
+            copy = None
+            if x.dtype != in_dtype and x.numel():
+                converted = torch.empty_like(x, dtype=in_dtype)
+                size = converted.untyped_storage().nbytes()
+                copy = (record.alloc(size, frame), size)
+                x = converted
+            if x.is_floating_point():
                 self._reduction(x, bound.get("dim"), first.element_size(), op == "mean", frame)
+            if copy is not None:
+                record.free(*copy)
         elif op == "_softmax_backward_data":
             # softmax_backward_cuda_out first multiplies the gradient by the output into a
             # temporary (log_softmax's backward does not).
