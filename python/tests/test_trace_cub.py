@@ -118,12 +118,14 @@ def test_a_traced_sort_allocates_as_the_h100_recorded():
     assert traced[:12] == recorded[:12]
 
 
-def test_small_sorts_allocate_nothing_more():
-    # Sort.h: a sorted dimension of at most 4096 is sorted in place.
+def test_small_sorts_allocate_only_the_arange_of_their_indices():
+    # Sort.h: a sorted dimension of at most 4096 is sorted in place, after Sort.cpp's
+    # fillSliceWithIndex has copied an arange of it into the indices (8 bytes per element of the
+    # dimension; the H100 made it under every argsort of ISSUE35E's masked autoencoder).
     with vramlab.trace(gpu="h100") as t:
         x = torch.empty(64, 4096, device="cuda")
         torch.sort(x)
-    assert [size for action, size in allocations(t.snapshot()) if action == "alloc"] == [64 * 4096 * 4] * 2 + [64 * 4096 * 8]
+    assert [size for action, size in allocations(t.snapshot()) if action == "alloc"] == [64 * 4096 * 4] * 2 + [64 * 4096 * 8, 4096 * 8]
 
 
 def test_argsort_is_a_sort():
