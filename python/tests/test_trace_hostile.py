@@ -226,6 +226,48 @@ def test_a_pool_of_forked_workers_leaves_no_part_written_files(tmp_path):
     no_tracer_frames(done.stderr)
 
 
+SPAWNED = (
+    "import multiprocessing as mp\nimport torch\nx = torch.zeros(1000, device='cuda')\n{extra}"
+    "def f(i):\n    return i * 2\n"
+    "if __name__ == '__main__':\n"
+    "    with mp.get_context('{method}').Pool(2) as p:\n        print(p.map(f, range(4)))\n"
+)
+
+
+def test_a_spawn_pool_whose_script_uses_the_gpu_at_its_top_level_runs_its_children_traced(tmp_path):
+    # Each child re-runs the script; outside the trace its top-level GPU use failed and the pool
+    # restarted dying workers for ever.
+    done = trace_cli(tmp_path, SPAWNED.format(extra="", method="spawn"), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "[0, 2, 4, 6]" in done.stdout
+    sizes, _ = allocated(tmp_path / "snap.pickle")
+    assert sizes == [4000]
+    # Workers ended by the pool's terminate write nothing; none is left part-written.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["program.py", "snap.pickle"]
+    no_tracer_frames(done.stderr)
+
+
+def test_a_spawned_child_that_cannot_start_stops_the_trace_in_one_line(tmp_path):
+    extra = "if __name__ != '__main__':\n    raise RuntimeError('only in children')\n"
+    done = trace_cli(tmp_path, SPAWNED.format(extra=extra, method="spawn"), timeout=120)
+    assert done.returncode == 1, done.stderr
+    line = [l for l in done.stderr.splitlines() if l.startswith("error:")]
+    assert len(line) == 1, done.stderr
+    assert "'spawn' method" in line[0] and "program.py:5: RuntimeError: only in children" in line[0], line
+    assert "the trace up to there is kept" in line[0] and "program.py:9" in line[0], line
+    sizes, _ = allocated(tmp_path / "snap.pickle")
+    assert sizes == [4000]
+
+
+def test_a_forkserver_pool_is_refused_in_one_line(tmp_path):
+    done = trace_cli(tmp_path, SPAWNED.format(extra="", method="forkserver"), timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "'forkserver' start method" in done.stderr and "program.py:7" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    sizes, _ = allocated(tmp_path / "snap.pickle")
+    assert sizes == [4000]
+
+
 def test_the_gpu_used_from_another_thread_is_said_once_without_the_tracers_frames(tmp_path):
     script = SMALL + "import threading\nth = threading.Thread(target=lambda: torch.empty(10, device='cuda'))\nth.start(); th.join()\n"
     done = trace_cli(tmp_path, script)

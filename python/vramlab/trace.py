@@ -81,6 +81,8 @@ SHOWN_CHARACTERS = 300
 # The signals whose default action ends the process without Python's exit path: while the program
 # runs, each (where the program has not set a handler of its own) ends it as an exception does, so
 # the trace up to there is written; then the process ends by the same signal, as it would have.
+# How long the program's own cleanup may take after such a signal before the process ends anyway.
+SIGNAL_GRACE_S = 10
 ENDING_SIGNALS = ("SIGTERM", "SIGHUP", "SIGALRM", "SIGUSR1", "SIGUSR2", "SIGXCPU", "SIGVTALRM", "SIGPROF")
 
 
@@ -386,6 +388,26 @@ def main(argv: Optional[List[str]] = None) -> int:
             real_exit(code)
 
     def ended(signum: int, frame: Any) -> None:
+        if os.getpid() == owner and not ended_by:
+            # The program's own cleanup runs as the exception unwinds it; where that hangs (a pool
+            # waiting on a worker that never answers), the process still ends, SIGNAL_GRACE_S
+            # seconds later, with the trace up to the signal already written.
+            try:
+                tracer.stopped = tracer.stopped or f"ended by {signal.Signals(signum).name}"
+                save()
+                saved.clear()
+            except BaseException:  # noqa: BLE001 - the save after the unwinding says why
+                pass
+            import threading
+
+            def too_late() -> None:
+                print(f"error: the program was ended by {signal.Signals(signum).name} and its own cleanup did not end within {SIGNAL_GRACE_S} s; the trace up to the signal is kept in {shown(target)}", file=sys.stderr)
+                sys.stderr.flush()
+                real_exit(128 + signum)
+
+            timer = threading.Timer(SIGNAL_GRACE_S, too_late)
+            timer.daemon = True
+            timer.start()
         raise _Signalled(signum)
 
     def later(signum: int, frame: Any) -> None:
@@ -411,8 +433,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=lambda: in_child() if os._exit is exit_after_saving else None)
     os._exit = exit_after_saving  # type: ignore[assignment]
+    from ._tracer.spawned import SpawnedChildren
+
+    # Children started by the 'spawn' method re-run the script: under a trace of their own, and a
+    # child that cannot start stops this one (never a pool restarting dying workers for ever).
+    spawned = SpawnedChildren({"gpu": options.gpu, "answer_reads": options.answer_reads, "world_size": options.world_size, "rank": options.rank}, out)
     try:
-        with tracer:
+        with tracer, spawned:
             runpy.run_path(options.script, run_name="__main__")
     except UnfollowedError as e:
         message = f"error: {shown(_said(e), 2000)}"
