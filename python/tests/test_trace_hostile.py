@@ -268,6 +268,44 @@ def test_a_forkserver_pool_is_refused_in_one_line(tmp_path):
     assert sizes == [4000]
 
 
+FOREVER = "import torch\nwhile True:\n    x = torch.zeros(1000, device='cuda')\n    del x\n"
+
+
+@pytest.mark.parametrize("how", ["option", "variable"])
+def test_a_program_that_never_ends_stops_at_the_event_bound_with_its_trace_kept(tmp_path, how, monkeypatch):
+    if how == "variable":
+        monkeypatch.setenv("VRAMLAB_TRACE_MAX_EVENTS", "1000")
+        done = trace_cli(tmp_path, FOREVER, timeout=120)
+    else:
+        done = trace_cli(tmp_path, FOREVER, "--max-events", "1000", timeout=120)
+    assert done.returncode == 1, done.stderr
+    errors = [l for l in done.stderr.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and "bound of 1,000 events at" in errors[0] and "program.py:3" in errors[0], done.stderr
+    assert "the trace up to there is kept" in errors[0] and "Traceback" not in done.stderr
+    sizes, snapshot = allocated(tmp_path / "snap.pickle")
+    # The last tensor's free, as the stop unwinds the program, follows the bound.
+    assert 1000 <= len(snapshot["device_traces"][0]) <= 1002 and len(sizes) == 334
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "many"])
+def test_a_bad_event_bound_is_refused_before_the_program_runs(tmp_path, value, monkeypatch):
+    monkeypatch.setenv("VRAMLAB_TRACE_MAX_EVENTS", value)
+    done = trace_cli(tmp_path, SMALL)
+    assert done.returncode == 2 and "VRAMLAB_TRACE_MAX_EVENTS" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "snap.pickle").exists()
+    assert trace_cli(tmp_path, SMALL, "--max-events", "0").returncode == 2
+
+
+def test_the_event_bound_of_the_api_stops_inside_the_trace_and_keeps_it():
+    with pytest.raises(vramlab.UnfollowedError, match="bound of 30 events"):
+        with vramlab.trace(max_events=30) as t:
+            while True:
+                torch.zeros(10, device="cuda")
+    assert len(t.snapshot()["device_traces"][0]) == 30
+    with pytest.raises(ValueError, match="max_events"):
+        vramlab.trace(max_events=0)
+
+
 def test_the_gpu_used_from_another_thread_is_said_once_without_the_tracers_frames(tmp_path):
     script = SMALL + "import threading\nth = threading.Thread(target=lambda: torch.empty(10, device='cuda'))\nth.start(); th.join()\n"
     done = trace_cli(tmp_path, script)

@@ -266,6 +266,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         metavar="CAP",
         help='with --sweep or --nproc: the memory the job may use on each GPU ("72 GiB", "80GB" read as GiB, bytes, or a share of --gpu\'s memory: "90%%", 0.9); by default all of the GPU\'s',
     )
+    parser.add_argument(
+        "--max-events",
+        type=int,
+        metavar="N",
+        help="stop the program (non-zero exit, the trace so far written) when the trace reaches N events; by default $VRAMLAB_TRACE_MAX_EVENTS, else 2,000,000 (a program that never ends would grow the host's memory for ever)",
+    )
     parser.add_argument("--nproc", type=int, help=f"trace a torchrun script once per rank, each in a process of its own (N ranks, one GPU each; at most {MOST_RANKS})")
     parser.add_argument("--world-size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
@@ -303,6 +309,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if options.nproc is not None and not 1 <= options.nproc <= MOST_RANKS:
         print(f"error: --nproc {options.nproc}: give 1 to {MOST_RANKS} ranks (one host's GPUs, which PyTorch numbers below {MOST_RANKS}; a process each)", file=sys.stderr)
         return 2
+    if options.max_events is not None:
+        if options.max_events < 1:
+            print(f"error: --max-events {options.max_events}: give a whole number of events, at least 1", file=sys.stderr)
+            return 2
+        # Read by every trace this command starts (the sweep's and the ranks' processes too).
+        os.environ["VRAMLAB_TRACE_MAX_EVENTS"] = str(options.max_events)
     if options.sweep is not None:
         from ._tracer.sweep import sweep_script
 
