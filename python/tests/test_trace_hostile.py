@@ -226,6 +226,86 @@ def test_a_pool_of_forked_workers_leaves_no_part_written_files(tmp_path):
     no_tracer_frames(done.stderr)
 
 
+SPAWNED = (
+    "import multiprocessing as mp\nimport torch\nx = torch.zeros(1000, device='cuda')\n{extra}"
+    "def f(i):\n    return i * 2\n"
+    "if __name__ == '__main__':\n"
+    "    with mp.get_context('{method}').Pool(2) as p:\n        print(p.map(f, range(4)))\n"
+)
+
+
+def test_a_spawn_pool_whose_script_uses_the_gpu_at_its_top_level_runs_its_children_traced(tmp_path):
+    # Each child re-runs the script; outside the trace its top-level GPU use failed and the pool
+    # restarted dying workers for ever.
+    done = trace_cli(tmp_path, SPAWNED.format(extra="", method="spawn"), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "[0, 2, 4, 6]" in done.stdout
+    sizes, _ = allocated(tmp_path / "snap.pickle")
+    assert sizes == [4000]
+    # Workers ended by the pool's terminate write nothing; none is left part-written.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["program.py", "snap.pickle"]
+    no_tracer_frames(done.stderr)
+
+
+def test_a_spawned_child_that_cannot_start_stops_the_trace_in_one_line(tmp_path):
+    extra = "if __name__ != '__main__':\n    raise RuntimeError('only in children')\n"
+    done = trace_cli(tmp_path, SPAWNED.format(extra=extra, method="spawn"), timeout=120)
+    assert done.returncode == 1, done.stderr
+    line = [l for l in done.stderr.splitlines() if l.startswith("error:")]
+    assert len(line) == 1, done.stderr
+    assert "'spawn' method" in line[0] and "program.py:5: RuntimeError: only in children" in line[0], line
+    assert "the trace up to there is kept" in line[0] and "program.py:9" in line[0], line
+    sizes, _ = allocated(tmp_path / "snap.pickle")
+    assert sizes == [4000]
+
+
+def test_a_forkserver_pool_is_refused_in_one_line(tmp_path):
+    done = trace_cli(tmp_path, SPAWNED.format(extra="", method="forkserver"), timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "'forkserver' start method" in done.stderr and "program.py:7" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    sizes, _ = allocated(tmp_path / "snap.pickle")
+    assert sizes == [4000]
+
+
+FOREVER = "import torch\nwhile True:\n    x = torch.zeros(1000, device='cuda')\n    del x\n"
+
+
+@pytest.mark.parametrize("how", ["option", "variable"])
+def test_a_program_that_never_ends_stops_at_the_event_bound_with_its_trace_kept(tmp_path, how, monkeypatch):
+    if how == "variable":
+        monkeypatch.setenv("VRAMLAB_TRACE_MAX_EVENTS", "1000")
+        done = trace_cli(tmp_path, FOREVER, timeout=120)
+    else:
+        done = trace_cli(tmp_path, FOREVER, "--max-events", "1000", timeout=120)
+    assert done.returncode == 1, done.stderr
+    errors = [l for l in done.stderr.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and "bound of 1,000 events at" in errors[0] and "program.py:3" in errors[0], done.stderr
+    assert "the trace up to there is kept" in errors[0] and "Traceback" not in done.stderr
+    sizes, snapshot = allocated(tmp_path / "snap.pickle")
+    # The last tensor's free, as the stop unwinds the program, follows the bound.
+    assert 1000 <= len(snapshot["device_traces"][0]) <= 1002 and len(sizes) == 334
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "many"])
+def test_a_bad_event_bound_is_refused_before_the_program_runs(tmp_path, value, monkeypatch):
+    monkeypatch.setenv("VRAMLAB_TRACE_MAX_EVENTS", value)
+    done = trace_cli(tmp_path, SMALL)
+    assert done.returncode == 2 and "VRAMLAB_TRACE_MAX_EVENTS" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "snap.pickle").exists()
+    assert trace_cli(tmp_path, SMALL, "--max-events", "0").returncode == 2
+
+
+def test_the_event_bound_of_the_api_stops_inside_the_trace_and_keeps_it():
+    with pytest.raises(vramlab.UnfollowedError, match="bound of 30 events"):
+        with vramlab.trace(max_events=30) as t:
+            while True:
+                torch.zeros(10, device="cuda")
+    assert len(t.snapshot()["device_traces"][0]) == 30
+    with pytest.raises(ValueError, match="max_events"):
+        vramlab.trace(max_events=0)
+
+
 def test_the_gpu_used_from_another_thread_is_said_once_without_the_tracers_frames(tmp_path):
     script = SMALL + "import threading\nth = threading.Thread(target=lambda: torch.empty(10, device='cuda'))\nth.start(); th.join()\n"
     done = trace_cli(tmp_path, script)

@@ -81,6 +81,8 @@ SHOWN_CHARACTERS = 300
 # The signals whose default action ends the process without Python's exit path: while the program
 # runs, each (where the program has not set a handler of its own) ends it as an exception does, so
 # the trace up to there is written; then the process ends by the same signal, as it would have.
+# How long the program's own cleanup may take after such a signal before the process ends anyway.
+SIGNAL_GRACE_S = 10
 ENDING_SIGNALS = ("SIGTERM", "SIGHUP", "SIGALRM", "SIGUSR1", "SIGUSR2", "SIGXCPU", "SIGVTALRM", "SIGPROF")
 
 
@@ -264,6 +266,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         metavar="CAP",
         help='with --sweep or --nproc: the memory the job may use on each GPU ("72 GiB", "80GB" read as GiB, bytes, or a share of --gpu\'s memory: "90%%", 0.9); by default all of the GPU\'s',
     )
+    parser.add_argument(
+        "--max-events",
+        type=int,
+        metavar="N",
+        help="stop the program (non-zero exit, the trace so far written) when the trace reaches N events; by default $VRAMLAB_TRACE_MAX_EVENTS, else 2,000,000 (a program that never ends would grow the host's memory for ever)",
+    )
     parser.add_argument("--nproc", type=int, help=f"trace a torchrun script once per rank, each in a process of its own (N ranks, one GPU each; at most {MOST_RANKS})")
     parser.add_argument("--world-size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
@@ -301,6 +309,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if options.nproc is not None and not 1 <= options.nproc <= MOST_RANKS:
         print(f"error: --nproc {options.nproc}: give 1 to {MOST_RANKS} ranks (one host's GPUs, which PyTorch numbers below {MOST_RANKS}; a process each)", file=sys.stderr)
         return 2
+    if options.max_events is not None:
+        if options.max_events < 1:
+            print(f"error: --max-events {options.max_events}: give a whole number of events, at least 1", file=sys.stderr)
+            return 2
+        # Read by every trace this command starts (the sweep's and the ranks' processes too).
+        os.environ["VRAMLAB_TRACE_MAX_EVENTS"] = str(options.max_events)
     if options.sweep is not None:
         from ._tracer.sweep import sweep_script
 
@@ -386,6 +400,26 @@ def main(argv: Optional[List[str]] = None) -> int:
             real_exit(code)
 
     def ended(signum: int, frame: Any) -> None:
+        if os.getpid() == owner and not ended_by:
+            # The program's own cleanup runs as the exception unwinds it; where that hangs (a pool
+            # waiting on a worker that never answers), the process still ends, SIGNAL_GRACE_S
+            # seconds later, with the trace up to the signal already written.
+            try:
+                tracer.stopped = tracer.stopped or f"ended by {signal.Signals(signum).name}"
+                save()
+                saved.clear()
+            except BaseException:  # noqa: BLE001 - the save after the unwinding says why
+                pass
+            import threading
+
+            def too_late() -> None:
+                print(f"error: the program was ended by {signal.Signals(signum).name} and its own cleanup did not end within {SIGNAL_GRACE_S} s; the trace up to the signal is kept in {shown(target)}", file=sys.stderr)
+                sys.stderr.flush()
+                real_exit(128 + signum)
+
+            timer = threading.Timer(SIGNAL_GRACE_S, too_late)
+            timer.daemon = True
+            timer.start()
         raise _Signalled(signum)
 
     def later(signum: int, frame: Any) -> None:
@@ -411,8 +445,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=lambda: in_child() if os._exit is exit_after_saving else None)
     os._exit = exit_after_saving  # type: ignore[assignment]
+    from ._tracer.spawned import SpawnedChildren
+
+    # Children started by the 'spawn' method re-run the script: under a trace of their own, and a
+    # child that cannot start stops this one (never a pool restarting dying workers for ever).
+    spawned = SpawnedChildren({"gpu": options.gpu, "answer_reads": options.answer_reads, "world_size": options.world_size, "rank": options.rank}, out)
     try:
-        with tracer:
+        with tracer, spawned:
             runpy.run_path(options.script, run_name="__main__")
     except UnfollowedError as e:
         message = f"error: {shown(_said(e), 2000)}"

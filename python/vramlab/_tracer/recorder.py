@@ -21,6 +21,32 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .where import where
 
+# The most events a trace records by default (VRAMLAB_TRACE_MAX_EVENTS, --max-events,
+# trace(max_events=)): a program that never ends (a `while True:` loop allocating and freeing)
+# stops here in one line, the trace so far kept, instead of growing the host's memory without bound.
+# An event is about 0.6 KB of the host's memory: 2,000,000 is some 1.2 GB, hundreds of times the
+# events of a training step of the models traced so far.
+MAX_EVENTS = 2_000_000
+MAX_EVENTS_VARIABLE = "VRAMLAB_TRACE_MAX_EVENTS"
+
+
+def max_events(value: Optional[int] = None) -> int:
+    """The bound on a trace's events: `value`, else VRAMLAB_TRACE_MAX_EVENTS, else MAX_EVENTS."""
+    source = "max_events"
+    if value is None:
+        text = os.environ.get(MAX_EVENTS_VARIABLE, "").strip()
+        if not text:
+            return MAX_EVENTS
+        source = MAX_EVENTS_VARIABLE
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            raise ValueError(f"{MAX_EVENTS_VARIABLE}={text[:100]!r}: give a whole number of events (at least 1)") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{source}={value!r}: give a whole number of events (at least 1)")
+    return value
+
+
 # PyTorch's smallest block (CUDACachingAllocator.cpp: kMinBlockSize); also the alignment of every
 # block it hands out.
 MIN_BLOCK = 512
@@ -40,6 +66,7 @@ class Recorder:
         self.gpu = gpu
         self.memory_bytes = int(gpu["memory_bytes"])
         self.events: List[Dict[str, Any]] = []
+        self.max_events = MAX_EVENTS
         self.notes: Dict[str, int] = {}
         self.allocated = 0
         self.peak = 0
@@ -78,6 +105,12 @@ class Recorder:
             # allocator does (its reserve only adds to them), as a program that catches it sees.
             raise self.torch.OutOfMemoryError(
                 f"CUDA out of memory. Tried to allocate {size} bytes at {where(frame)}: the tensors alive would hold {self.allocated + size} of the {self.gpu['name']}'s {self.memory_bytes} bytes (vramlab.trace; the replay says where the caching allocator fails first)"
+            )
+        if len(self.events) >= self.max_events:
+            from ..errors import UnfollowedError
+
+            raise UnfollowedError(
+                f"the trace reached its bound of {self.max_events:,} events at {where(frame)} (a program that does not end, or one longer than the bound: raise it with --max-events N, {MAX_EVENTS_VARIABLE}=N or trace(max_events=N)); the trace up to there is kept"
             )
         addr = self._next_addr
         self._next_addr += max(MIN_BLOCK, block)

@@ -18,6 +18,7 @@ from . import compat, distributed, paths, standin, streams
 from .host import HostWatch
 from .libraries import Libraries
 from .recorder import Recorder, write_atomically
+from .recorder import max_events as recorder_max_events
 from .rules import Rules
 from .rules.autocast import Autocast
 from .rules.cells import RecurrentCells
@@ -47,9 +48,14 @@ class trace:
     snapshot says how many were: for programs that only print such values. A program whose
     allocations depend on them (a loop until the loss is small) is then traced along the path
     this answer takes, which may not be the GPU's. Data-dependent shapes still stop the trace.
+    max_events: the most events the trace records (by default VRAMLAB_TRACE_MAX_EVENTS, else
+    2,000,000): an allocation past it stops the program with ``UnfollowedError`` in one line, the
+    trace so far kept (a program that never ends would otherwise grow the host's memory for ever).
     """
 
-    def __init__(self, gpu: str = "h100", answer_reads: Optional[float] = None, world_size: Optional[int] = None, rank: Optional[int] = None) -> None:
+    def __init__(
+        self, gpu: str = "h100", answer_reads: Optional[float] = None, world_size: Optional[int] = None, rank: Optional[int] = None, max_events: Optional[int] = None
+    ) -> None:
         import torch
 
         if not isinstance(gpu, (str, os.PathLike)):
@@ -68,6 +74,7 @@ class trace:
         self.major, self.minor = (int(part) for part in str(self.gpu["compute_capability"]).split(".")[:2])
         self.threads_per_sm = threads_per_sm(self.major, self.minor)
         self.record = Recorder(torch, self.gpu, self._phase)
+        self.record.max_events = recorder_max_events(max_events)
         # One rank of a distributed program (distributed.py): its own GPU is cuda:{rank}, as
         # torchrun's LOCAL_RANK on one host.
         self.world_size, self.rank = distributed.check_rank(world_size, rank)
