@@ -564,16 +564,10 @@ impl Observer for Observe<'_> {
     }
 
     fn freeing(&mut self, index: usize, live: &Live) -> Result<(), Error> {
+        if !live.let_go {
+            self.let_go(index, live);
+        }
         if let Some(r) = self.recorder.as_mut() {
-            if !live.let_go {
-                r.push(
-                    index,
-                    TraceAction::FreeRequested,
-                    live.block.addr,
-                    live.size,
-                    live.stream,
-                );
-            }
             r.push(
                 index,
                 TraceAction::FreeCompleted,
