@@ -292,3 +292,45 @@ def test_cudnn_attention_for_a_single_query_takes_no_workspace():
     assert one.shape == (4, 8, 1, 64) and many.shape == (4, 8, 48, 64)
     assert 256 not in [size for action, size in events(t, start, middle) if action == "alloc"]
     assert 256 in [size for action, size in events(t, between) if action == "alloc"]
+
+
+def test_logsumexp_runs_its_explicit_composite_as_cuda_does():
+    """ReduceOps.cpp, logsumexp_out_impl (CUDA has no kernel of its own: the CompositeExplicitAutograd
+    one runs): the row maxima, the check of their absolute values against infinity (a bool
+    temporary), the shifted exponentials and their sum into the result, in that order."""
+    with vramlab.trace(gpu="h100") as t:
+        x = torch.randn(512, 6, device="cuda", requires_grad=True)
+        start = len(t.snapshot()["device_traces"][0])
+        y = x.logsumexp(-1, keepdim=True)
+    rows = 512 * 4
+    assert y.shape == (512, 1)
+    assert events(t, start) == [
+        ("alloc", rows), ("alloc", rows), ("alloc", 512), ("free_completed", 512), ("free_completed", rows),
+        ("alloc", 512 * 6 * 4), ("alloc", rows), ("free_completed", 512 * 6 * 4), ("free_completed", rows),
+    ]
+
+
+def test_affine_grid_makes_its_base_grid_and_linspaces_as_cuda_does():
+    """AffineGridGenerator.cpp (a CompositeExplicitAutograd kernel on CUDA): an (N, H, W, 3) base
+    grid, each side's linspace scaled (three temporaries of that side, freed after the copy into
+    the grid), the bmm's result, then the base grid freed."""
+    with vramlab.trace(gpu="h100") as t:
+        theta = torch.randn(8, 2, 3, device="cuda")
+        start = len(t.snapshot()["device_traces"][0])
+        grid = torch.nn.functional.affine_grid(theta, [8, 3, 32, 48], align_corners=False)
+    assert grid.shape == (8, 32, 48, 2)
+    base, out = 8 * 32 * 48 * 3 * 4, 8 * 32 * 48 * 2 * 4
+    side = lambda n: [("alloc", n * 4)] * 3 + [("free_completed", n * 4)] * 3  # noqa: E731
+    workspaces = {32 << 20, 1 << 20}  # cuBLAS's, made at the trace's first multiply (rules/cublas.py)
+    made = [e for e in events(t, start) if e[1] not in workspaces]
+    assert made == [("alloc", base), *side(48), *side(32), ("alloc", out), ("free_completed", base)]
+
+
+def test_a_distributions_argument_checks_pass_and_say_so():
+    """torch.distributions validates its arguments and samples by default (distribution.py,
+    torch._is_all_true); of values the trace does not have, the checks are answered as passed."""
+    with vramlab.trace(gpu="h100") as t:
+        logits = torch.randn(64, 6, device="cuda")
+        dist = torch.distributions.Categorical(logits=logits)
+        dist.log_prob(torch.zeros(64, dtype=torch.long, device="cuda"))
+    assert any("torch._is_all_true" in note for note in t.snapshot()["vramlab_notes"])

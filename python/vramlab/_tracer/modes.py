@@ -157,6 +157,12 @@ class Allocations(TorchDispatchMode):
                 if op == "linear":
                     return session.linear(*args, **kwargs)
                 return func.decompose(*args, **kwargs)
+        composite = explicit_composite_on_cuda(torch, func) if on_gpu and not session.rules.own(op) else None
+        if composite is not None:
+            # CUDA runs it as other operators, which allocate what the GPU allocates; the same
+            # kernel on meta would make them below the mode.
+            with self:
+                return func._op_dk(composite, *args, **kwargs)
         call = Call(session, func, op, args, kwargs, on_gpu)
         rules = session.rules.of(op)
         if on_gpu:
@@ -204,3 +210,27 @@ def runs_as_composite_on_cuda(torch: Any, func: Any) -> bool:
     return has(name, "CompositeImplicitAutograd") and not any(
         has(name, key) for key in ("CUDA", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
     )
+
+
+def explicit_composite_on_cuda(torch: Any, func: Any) -> Any:
+    """The dispatch key of the kernel CUDA runs `func` by where it is a CompositeExplicitAutograd
+    one (no CUDA kernel of its own): a function of other operators, each of which the mode then
+    sees (logsumexp's amax, its shifted exp and sum; affine_grid_generator's base grid). None for
+    views and in-place operators, whose allocations are their results if anything, and for those
+    taking a number, whose kernels wrap it in a tensor that Python dispatch hands the mode back as
+    a number (remainder.Scalar's call of remainder.Tensor would not take it)."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    name = func.name()
+    if has(name, "CUDA"):
+        return None
+    schema = func._schema
+    outs = any(a.is_out for a in schema.arguments)
+    if not outs and any(r.alias_info is not None for r in schema.returns):
+        return None
+    for a in schema.arguments:
+        if "number" in str(a.type) or (a.alias_info is not None and a.alias_info.is_write and not a.is_out):
+            return None
+    for key in ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"):
+        if has(name, key):
+            return getattr(torch._C.DispatchKey, key)
+    return None

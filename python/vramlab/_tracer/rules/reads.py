@@ -174,10 +174,32 @@ class HealthyFiniteCheck(FunctionRule):
         return out
 
 
-def answer_healthy(session: Any, out: Any, value: bool) -> None:
-    """`out`, a check for NaN or infinity of values the trace does not have, holds `value`."""
+@register
+class PassedAssertions(Rule):
+    """``torch._is_all_true``, the operator PyTorch's own value checks end in: a distribution's
+    argument and sample validation (``torch/distributions/distribution.py``, on by default) and
+    ``torch._check_tensor_all``, each raising where it is False. Of values the trace does not have
+    it is answered True, as in a program that passes them (an RL policy's Categorical validates its
+    logits on every step); a program the GPU would stop there is traced as going on, which the
+    snapshot says."""
+
+    ops = {"_is_all_true"}
+    source = "torch/distributions/distribution.py and torch._check_tensor_all: the checks pass"
+    order = 10
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        if len(made) == 1 and made[0] is out:
+            answer_healthy(
+                self.session, out, True,
+                "{count} of PyTorch's value checks (torch._is_all_true: distributions' argument validation, torch._check_tensor_all) of values the trace does not have were answered as passed (a program the GPU would stop at a failed check is traced as going on)",
+            )
+
+
+HEALTHY_NOTE = "{count} checks for NaN or infinity (isnan, isinf, isfinite) of values the trace does not have were answered as a healthy step's: none (a step the GPU would skip for a NaN is traced as taken)"
+
+
+def answer_healthy(session: Any, out: Any, value: bool, note: str = HEALTHY_NOTE) -> None:
+    """`out`, a check of values the trace does not have, holds `value`, as a healthy step's."""
     if session.shadows.view(out) is None:
         session.shadows.adopt(out, session.torch.full(out.shape, value, dtype=out.dtype))
-        session.note(
-            "{count} checks for NaN or infinity (isnan, isinf, isfinite) of values the trace does not have were answered as a healthy step's: none (a step the GPU would skip for a NaN is traced as taken)"
-        )
+        session.note(note)
