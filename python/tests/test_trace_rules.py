@@ -1,6 +1,7 @@
 """The tracer's package (vramlab/_tracer): its layout, its torch releases, and the rules that are
 not checked by whole workloads (test_trace.py): each test names the PyTorch source it follows."""
 
+import importlib
 import os
 import pathlib
 import pickle
@@ -62,6 +63,10 @@ def test_a_rule_is_one_module(tmp_path, monkeypatch):
         "    def after(self, call, out, made):\n"
         "        call.record.scratch([4096], call.frame)\n"
     )
+    # Every rule module imported first: a module imported later (by the trace below) would add
+    # its rules after this list was taken, and the restore would drop them for the process.
+    for module in rules_package.rule_modules():
+        importlib.import_module(f"{rules_package.__name__}.{module}")
     monkeypatch.setattr(rules_package, "__path__", list(rules_package.__path__) + [str(extra)])
     registered = list(rules_package._RULES)
     try:
@@ -243,6 +248,27 @@ def test_attention_on_the_math_path_computes_in_float32_under_autocast():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             torch.nn.functional.scaled_dot_product_attention(q, q, q)
     assert ("alloc", 2 * 4 * 256 * 256 * 4) in allocations(t.snapshot())
+
+
+def test_a_shadow_is_its_own_storages_and_dies_with_it():
+    """Known values are kept by storage address (vramlab/_tracer/values.py), and addresses are
+    reused. A 0-byte storage is never an allocation, so the recorder never tells the shadows it
+    died: its shadow must still go with it, or a later storage at that address (an activation, or
+    generate's `unfinished_sequences.max() == 0`) reads as known, with uninitialised values. CI
+    on another machine saw exactly that: generate ran on, where its stop depends on the data."""
+    import gc
+
+    from vramlab._tracer.values import Shadows
+
+    shadows = Shadows(torch)
+    for shape in [(0,), (3,)]:
+        t = torch.empty(shape, device="meta")
+        shadows.adopt(t, torch.ones(shape))
+        assert shadows.view(t) is not None
+        key = t.untyped_storage()._cdata
+        del t
+        gc.collect()
+        assert key not in shadows._storages, f"the shadow of a dead {shape} storage outlived it"
 
 
 def test_generate_of_a_fixed_length_runs_without_answer_reads():

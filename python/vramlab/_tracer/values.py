@@ -17,7 +17,8 @@ not the CPU's.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+import weakref
+from typing import Any, Dict, Optional, Tuple
 
 # A shadow's storage at most, in bytes: integer and boolean tensors (ids, masks, labels) and
 # others (float masks built from them, scalars).
@@ -37,19 +38,37 @@ _FILLED_WITH = {"full_like": 1, "new_full": 2}
 _ABSORBING = {"bitwise_or": True, "logical_or": True, "bitwise_and": False, "logical_and": False}
 
 class Shadows:
+    """The shadows, by storage. A storage's address (``_cdata``) is reused once it dies, and the
+    recorder does not see every death (a storage of 0 bytes is never an allocation), so each
+    shadow also holds a weak reference to its own storage: a dead one's shadow is dropped when it
+    dies, and never lent to a newer storage at the same address, whose values would then be
+    whatever the dead one's were (a 0-byte shadow grown by ``set_`` holds uninitialised memory)."""
+
     def __init__(self, torch: Any) -> None:
         self._torch = torch
-        self._storages: Dict[int, Any] = {}
+        self._storages: Dict[int, Tuple[Any, Any]] = {}
 
     def forget(self, key: int) -> None:
         self._storages.pop(key, None)
+
+    def _shadow(self, storage: Any) -> Optional[Any]:
+        entry = self._storages.get(storage._cdata)
+        if entry is None:
+            return None
+        if entry[0]() is not storage:
+            del self._storages[storage._cdata]
+            return None
+        return entry[1]
+
+    def shadowed(self, t: Any) -> bool:
+        return self._shadow(t.untyped_storage()) is not None
 
     def _limit(self, dtype: Any) -> int:
         return OTHER_LIMIT if dtype.is_floating_point or dtype.is_complex else INTEGER_LIMIT
 
     def view(self, t: Any) -> Optional[Any]:
         """The CPU tensor holding `t`'s values, or None where they are not known."""
-        storage = self._storages.get(t.untyped_storage()._cdata)
+        storage = self._shadow(t.untyped_storage())
         if storage is None:
             return None
         torch = self._torch
@@ -60,7 +79,13 @@ class Shadows:
         storage = t.untyped_storage()
         if storage.nbytes() > self._limit(t.dtype):
             return None
-        self._storages[storage._cdata] = self._torch.UntypedStorage(storage.nbytes())
+        key = storage._cdata
+
+        def died(ref: Any) -> None:
+            if self._storages.get(key, (None,))[0] is ref:
+                del self._storages[key]
+
+        self._storages[key] = (weakref.ref(storage, died), self._torch.UntypedStorage(storage.nbytes()))
         return self.view(t)
 
     def adopt(self, t: Any, values: Any) -> None:
@@ -132,7 +157,7 @@ class Shadows:
         for made, values in zip(torch.utils._pytree.tree_leaves(out), results):
             if not (isinstance(made, torch.Tensor) and made.device.type == "meta" and isinstance(values, torch.Tensor)):
                 continue
-            if made.untyped_storage()._cdata in self._storages:
+            if self.shadowed(made):
                 continue  # a view of, or a write into, a storage already shadowed (updated above)
             if values.shape == made.shape:
                 self.adopt(made, values)
