@@ -1079,6 +1079,7 @@ from trace_workloads_35c import ISSUE35C  # noqa: E402
 from trace_workloads_35d import ISSUE35D  # noqa: E402
 from trace_workloads_35e import ISSUE35E  # noqa: E402
 from trace_workloads_35f import ISSUE35F  # noqa: E402
+from trace_workloads_35g import ISSUE35G  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1102,5 +1103,6 @@ GROUPS = {
     "issue35d": ISSUE35D,
     "issue35e": ISSUE35E,
     "issue35f": ISSUE35F,
+    "issue35g": ISSUE35G,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
