@@ -250,6 +250,27 @@ def test_attention_on_the_math_path_computes_in_float32_under_autocast():
     assert ("alloc", 2 * 4 * 256 * 256 * 4) in allocations(t.snapshot())
 
 
+def test_unsorted_packed_sequences_are_followed_with_their_copies():
+    """pack_padded_sequence(enforce_sorted=False) sorts the batch by length and keeps the inverse
+    permutation (torch.nn.utils.rnn.invert_permutation: an empty_like tensor scattered into whole,
+    so its values are known from the sort of the CPU lengths); pad_packed_sequence copies it to the
+    host. _pack_padded_sequence (PackedSequence.cpp) makes a contiguous copy of each block of steps
+    where the batch narrows, then their cat: on the GPU, and so in the trace."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    with vramlab.trace() as t:
+        x = torch.randn(4, 10, 8, device="cuda")
+        packed = pack_padded_sequence(x, torch.tensor([10, 3, 7, 5]), batch_first=True, enforce_sorted=False)
+        out, lengths = pad_packed_sequence(packed, batch_first=True)
+    assert out.shape == (4, 10, 8) and lengths.tolist() == [10, 3, 7, 5]
+    sizes = [size for action, size in allocations(t.snapshot()) if action == "alloc"]
+    # Sorted lengths 10, 7, 5, 3: 3 steps of 4 rows, 2 of 3, 2 of 2 (8 floats a row), then the 25
+    # rows' cat; the last block, 3 steps of one row, is contiguous as it is (no copy).
+    blocks = [3 * 4 * 32, 2 * 3 * 32, 2 * 2 * 32, 25 * 32]
+    start = sizes.index(blocks[0])
+    assert sizes[start : start + len(blocks)] == blocks
+
+
 def test_a_shadow_is_its_own_storages_and_dies_with_it():
     """Known values are kept by storage address (vramlab/_tracer/values.py), and addresses are
     reused. A 0-byte storage is never an allocation, so the recorder never tells the shadows it
@@ -271,7 +292,7 @@ def test_a_shadow_is_its_own_storages_and_dies_with_it():
         assert key not in shadows._storages, f"the shadow of a dead {shape} storage outlived it"
 
 
-def test_generate_of_a_fixed_length_runs_without_answer_reads():
+def test_generate_runs_to_its_maximum_length_exact_where_fixed_and_as_an_upper_bound_elsewhere():
     """min_new_tokens == max_new_tokens: MinNewTokensLengthLogitsProcessor masks the EOS token
     (transformers/generation/logits_process.py), so the EOS criterion cannot fire and generate
     runs to max_new_tokens; the trace knows it without the data."""
@@ -284,12 +305,67 @@ def test_generate_of_a_fixed_length_runs_without_answer_reads():
             out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), min_new_tokens=5, max_new_tokens=5, do_sample=False, pad_token_id=0)
     assert out.shape == (2, 13)
     assert any("generate() calls ran to their maximum length" in n for n in t.snapshot()["vramlab_notes"])
-    # Without the fixed length, the EOS criterion's value is unknown: one line, as before.
+    # Without the fixed length, when the EOS token comes is the data's: traced to the maximum
+    # length, and said to be an upper bound (a batch stops only once every sequence has ended).
+    with vramlab.trace() as t:
+        model = transformers.GPT2LMHeadModel(config).cuda().eval()
+        with torch.no_grad():
+            out = model.generate(input_ids=torch.randint(0, 128, (2, 8)).cuda(), max_new_tokens=5, do_sample=True, pad_token_id=0)
+    assert out.shape == (2, 13)
+    notes = t.snapshot()["vramlab_notes"]
+    assert any("traced to their maximum length" in n and "upper bound" in n for n in notes)
+    assert not any("ran to their maximum length" in n for n in notes)
+    # A stopping criterion of the program's own, on values the trace does not have, still stops.
+
+    class StopOnToken(transformers.StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return bool((input_ids[:, -1] == 7).all())
+
     with pytest.raises(UnfollowedError, match="reads values back"):
         with vramlab.trace():
             model = transformers.GPT2LMHeadModel(config).cuda().eval()
             with torch.no_grad():
-                model.generate(input_ids=torch.randint(0, 128, (2, 8)).cuda(), max_new_tokens=5, do_sample=False, pad_token_id=0)
+                model.generate(input_ids=torch.randint(0, 128, (2, 8)).cuda(), max_new_tokens=5, do_sample=False, pad_token_id=0, stopping_criteria=transformers.StoppingCriteriaList([StopOnToken()]))
+
+
+def test_trainers_logged_values_are_answered_nan_and_its_process_is_not_a_launched_rank(monkeypatch):
+    """Hugging Face's Trainer reads the loss and the gradient norm back only to log them
+    (transformers/trainer.py: _maybe_log_save_evaluate, _finalize_training): answered NaN, and said.
+    A plain trace sets no torchrun variables: with LOCAL_RANK set, accelerate takes the process for
+    a distributed one and Trainer wraps the model in DistributedDataParallel, which the GPU's plain
+    run does not."""
+    transformers = pytest.importorskip("transformers", reason="Trainer needs transformers")
+    pytest.importorskip("accelerate", reason="Trainer needs accelerate")
+    import tempfile
+
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, 128, (16,))
+            return {"input_ids": ids, "labels": ids}
+
+    config = transformers.GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=128, n_positions=64)
+    with vramlab.trace() as t:
+        # Made inside the trace: TrainingArguments picks its device when made (cuda, here).
+        args = transformers.TrainingArguments(
+            output_dir=tempfile.mkdtemp(), per_device_train_batch_size=4, max_steps=2, logging_steps=1, save_strategy="no",
+            report_to="none", disable_tqdm=True,
+        )
+        seen = {name: os.environ.get(name) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+        trainer = transformers.Trainer(model=transformers.GPT2LMHeadModel(config), args=args, train_dataset=Tokens())
+        output = trainer.train()
+    assert seen == {"RANK": None, "LOCAL_RANK": None, "WORLD_SIZE": None}
+    assert not isinstance(trainer.model_wrapped, torch.nn.parallel.DistributedDataParallel)
+    assert output.training_loss != output.training_loss  # NaN: the trace has no loss to report
+    assert any("Trainer reads only to log" in n for n in t.snapshot()["vramlab_notes"])
+    # A traced rank of a launched job has them, as torchrun sets them.
+    with vramlab.trace(world_size=2, rank=1):
+        assert (os.environ.get("RANK"), os.environ.get("LOCAL_RANK"), os.environ.get("WORLD_SIZE")) == ("1", "1", "2")
 
 
 @pytest.mark.parametrize("early_stopping", [False, True, "never"])

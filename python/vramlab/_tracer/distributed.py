@@ -77,6 +77,8 @@ class Distributed:
 
     def enter(self) -> None:
         s = self.session
+        if not s.launched:
+            return
         env = {
             "RANK": str(s.rank),
             "WORLD_SIZE": str(s.world_size),

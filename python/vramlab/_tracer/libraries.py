@@ -71,19 +71,23 @@ def generation_paths(session: Any, utils: Any) -> Table:
 
     def stopping_criteria(model: Any, generation_config: Any, *args: Any, **kwargs: Any) -> Any:
         criteria = original(model, generation_config, *args, **kwargs)
-        if eos_impossible(generation_config):
-            for i, criterion in enumerate(criteria):
-                if isinstance(criterion, eos_class):
-                    criteria[i] = KnownFalse(criterion)
-                    session.note(
-                        "{count} generate() calls ran to their maximum length: their configs (min_new_tokens >= max_new_tokens, or min_length >= max_length) keep the end-of-sequence token from being generated earlier, so its stopping criterion is known False (transformers' MinNewTokensLengthLogitsProcessor / MinLengthLogitsProcessor)"
-                    )
+        fixed = eos_impossible(generation_config)
+        # Beam search keeps finished beams apart by their scores: with the end-of-sequence token
+        # possible, which beams end when is the data's (only the fixed length is followed there).
+        beams = (getattr(generation_config, "num_beams", 1) or 1) > 1
+        for i, criterion in enumerate(criteria):
+            if isinstance(criterion, eos_class) and (fixed or not beams):
+                criteria[i] = KnownFalse(criterion)
+                session.note(FIXED_LENGTH_NOTE if fixed else LONGEST_NOTE)
         return criteria
 
     table = {(mixin, "_get_stopping_criteria"): stopping_criteria}
     table.update(beam_search_paths(session, mixin))
     return table
 
+
+FIXED_LENGTH_NOTE = "{count} generate() calls ran to their maximum length: their configs (min_new_tokens >= max_new_tokens, or min_length >= max_length) keep the end-of-sequence token from being generated earlier, so its stopping criterion is known False (transformers' MinNewTokensLengthLogitsProcessor / MinLengthLogitsProcessor)"
+LONGEST_NOTE = "{count} generate() calls were traced to their maximum length (max_new_tokens or max_length), an upper bound: when each sequence generates its end-of-sequence token depends on the data, which a trace has none of. On the GPU a batch stops sooner only once every sequence in it has ended, and then allocates no more than this trace (fewer steps, a shorter cache); min_new_tokens equal to max_new_tokens makes the length exact"
 
 BEAM_NOTE = "{count} beam searches ran to their maximum length: their configs keep the end-of-sequence token from being generated earlier, so no beam finishes before max_length, every step's test of unfinished beams is known True until then, and every returned beam is full length (transformers' _beam_search)"
 
@@ -153,10 +157,13 @@ class ReadsInside:
     """Answers every value read while a given function runs (its code on the stack) with one
     value, and says so in the notes."""
 
-    def __init__(self, session: Any, code: Any, value: Any, note: str) -> None:
+    def __init__(self, session: Any, code: Any, value: Any, note: str, floating_only: bool = False) -> None:
         self.session, self.code, self.value, self.note = session, code, value, note
+        self.floating_only = floating_only
 
     def answer(self, tensor: Any) -> Any:
+        if self.floating_only and not tensor.dtype.is_floating_point:
+            return None
         frame: Optional[FrameType] = sys._getframe(1)
         while frame is not None and frame.f_code is not self.code:
             frame = frame.f_back
@@ -173,22 +180,49 @@ def padding_warning_paths(session: Any, modeling_utils: Any) -> Table:
     if check is None:
         return {}
     reads = ReadsInside(session, check.__code__, False, PADDING_WARNING_NOTE)
+    return {(model, "warn_if_padding_and_no_attention_mask"): answering(session, check, reads)}
 
-    @functools.wraps(check)
-    def warn_if_padding_and_no_attention_mask(self: Any, input_ids: Any, attention_mask: Any) -> Any:
+
+def answering(session: Any, function: Any, reads: ReadsInside) -> Callable[..., Any]:
+    """`function`, with `reads` answering the values read while it runs."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         session.read_answers.append(reads.answer)
         try:
-            return check(self, input_ids, attention_mask)
+            return function(*args, **kwargs)
         finally:
             session.read_answers.remove(reads.answer)
 
-    return {(model, "warn_if_padding_and_no_attention_mask"): warn_if_padding_and_no_attention_mask}
+    return wrapper
+
+
+TRAINER_LOG_NOTE = "{count} values Hugging Face's Trainer reads only to log and report them (the loss and the gradient norm, in Trainer._maybe_log_save_evaluate and _finalize_training) were answered NaN: a trace has no data, and they decide no allocation"
+
+# Trainer's methods whose reads of floating-point values are its logs and its returned metrics
+# (transformers/trainer.py, 5.x): `tr_loss ... .mean().item()`, `grad_norm.item()`,
+# `self._total_loss_scalar += self._tr_loss.item()`. Evaluation inside them copies its outputs to
+# the host, which still stops the trace.
+TRAINER_LOGGING = ("_maybe_log_save_evaluate", "_finalize_training")
+
+
+def trainer_paths(session: Any, trainer_module: Any) -> Table:
+    """transformers.trainer, once imported."""
+    trainer = getattr(trainer_module, "Trainer", None)
+    table: Table = {}
+    for name in TRAINER_LOGGING:
+        method = vars(trainer).get(name) if trainer is not None else None
+        if method is not None:
+            reads = ReadsInside(session, method.__code__, float("nan"), TRAINER_LOG_NOTE, floating_only=True)
+            table[(trainer, name)] = answering(session, method, reads)
+    return table
 
 
 # Module name -> the patches to make once it is imported.
 RULES: Dict[str, Callable[[Any, Any], Table]] = {
     "transformers.generation.utils": generation_paths,
     "transformers.modeling_utils": padding_warning_paths,
+    "transformers.trainer": trainer_paths,
 }
 
 

@@ -78,6 +78,10 @@ class trace:
         # One rank of a distributed program (distributed.py): its own GPU is cuda:{rank}, as
         # torchrun's LOCAL_RANK on one host.
         self.world_size, self.rank = distributed.check_rank(world_size, rank)
+        # A rank of a launched job (torchrun's variables set) only where one was asked for: a plain
+        # process has none, and libraries decide by them (accelerate, and so Trainer, take a
+        # process with LOCAL_RANK set for a distributed one and wrap the model in DDP).
+        self.launched = world_size is not None or rank is not None
         self.device_index = self.rank
         self.record.device, self.record.devices = self.device_index, self.world_size
         self.host_copies_kept = 0

@@ -129,6 +129,8 @@ class Shadows:
         random = torch.Tag.nondeterministic_seeded in func.tags or op.startswith(("empty", "new_empty"))
         # What every element of is rewritten needs no shadow before.
         overwritten = args[0] if op in _OVERWRITES and args and _whole(args[0]) else None
+        if overwritten is None and op == "scatter_" and "reduce" not in kwargs and self._scatter_covers(args):
+            overwritten = args[0]
         if overwritten is None and "out" in kwargs and isinstance(kwargs["out"], torch.Tensor) and _whole(kwargs["out"]):
             overwritten = kwargs["out"]
         known = not random and all(self.view(a) is not None for a in stand_ins if a is not overwritten)
@@ -161,6 +163,22 @@ class Shadows:
                 continue  # a view of, or a write into, a storage already shadowed (updated above)
             if values.shape == made.shape:
                 self.adopt(made, values)
+
+    def _scatter_covers(self, args: Any) -> bool:
+        """Whether an in-place scatter (``self.scatter_(dim, index, src)``) writes every element
+        of a tensor that is its whole storage, by an index whose values are known: so its values
+        after are known from the index and the source alone, whatever it held. What
+        torch.nn.utils.rnn.invert_permutation does to an empty_like tensor, which
+        pack_padded_sequence(enforce_sorted=False) uses to restore the batch's order."""
+        torch = self._torch
+        if len(args) < 3 or not isinstance(args[0], torch.Tensor) or not _whole(args[0]) or not isinstance(args[2], torch.Tensor):
+            return False
+        index = self.view(args[2])
+        if index is None:
+            return False
+        written = torch.zeros(args[0].shape, dtype=torch.bool)
+        written.scatter_(args[1], index, True)
+        return bool(written.all())
 
     def _absorbed(self, value: bool, args: Any, out: Any) -> Any:
         """The result of an `or` (value True) or `and` (value False) one of whose operands is
