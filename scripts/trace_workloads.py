@@ -1079,7 +1079,7 @@ from trace_workloads_35c import ISSUE35C  # noqa: E402
 from trace_workloads_35d import ISSUE35D  # noqa: E402
 from trace_workloads_35e import ISSUE35E  # noqa: E402
 from trace_workloads_35f import ISSUE35F  # noqa: E402
-from trace_workloads_35g import ISSUE35G  # noqa: E402
+from trace_workloads_35g import ISSUE35G, ISSUE35G_SEEN  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1104,5 +1104,6 @@ GROUPS = {
     "issue35e": ISSUE35E,
     "issue35f": ISSUE35F,
     "issue35g": ISSUE35G,
+    "issue35g_seen": ISSUE35G_SEEN,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}

@@ -183,16 +183,20 @@ def padding_warning_paths(session: Any, modeling_utils: Any) -> Table:
     return {(model, "warn_if_padding_and_no_attention_mask"): answering(session, check, reads)}
 
 
-def answering(session: Any, function: Any, reads: ReadsInside) -> Callable[..., Any]:
-    """`function`, with `reads` answering the values read while it runs."""
+def answering(session: Any, function: Any, reads: ReadsInside, host: bool = False) -> Callable[..., Any]:
+    """`function`, with `reads` answering the values read while it runs (and, with `host`, the
+    values it copies to the host)."""
+    lists = [session.read_answers] + ([session.host_answers] if host else [])
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        session.read_answers.append(reads.answer)
+        for answers in lists:
+            answers.append(reads.answer)
         try:
             return function(*args, **kwargs)
         finally:
-            session.read_answers.remove(reads.answer)
+            for answers in lists:
+                answers.remove(reads.answer)
 
     return wrapper
 
@@ -206,6 +210,9 @@ TRAINER_LOG_NOTE = "{count} values Hugging Face's Trainer reads only to log and 
 TRAINER_LOGGING = ("_maybe_log_save_evaluate", "_finalize_training")
 
 
+TRAINER_EVALUATION_NOTE = "{count} floating-point values Hugging Face's Trainer.evaluation_loop reads or copies to the host (losses and predictions, for its metrics) were answered NaN: a trace has no data, and its metrics are not the GPU's; integer ones (labels) are not answered, and stop the trace"
+
+
 def trainer_paths(session: Any, trainer_module: Any) -> Table:
     """transformers.trainer, once imported."""
     trainer = getattr(trainer_module, "Trainer", None)
@@ -215,6 +222,13 @@ def trainer_paths(session: Any, trainer_module: Any) -> Table:
         if method is not None:
             reads = ReadsInside(session, method.__code__, float("nan"), TRAINER_LOG_NOTE, floating_only=True)
             table[(trainer, name)] = answering(session, method, reads)
+    # The evaluation loop gathers losses (and, with compute_metrics, logits and labels) on the GPU,
+    # then copies them to the host for the metrics: what it holds on the GPU is the trace's, the
+    # values only the metrics'.
+    loop = vars(trainer).get("evaluation_loop") if trainer is not None else None
+    if loop is not None:
+        reads = ReadsInside(session, loop.__code__, float("nan"), TRAINER_EVALUATION_NOTE, floating_only=True)
+        table[(trainer, "evaluation_loop")] = answering(session, loop, reads, host=True)
     return table
 
 

@@ -103,6 +103,8 @@ class trace:
         # Library rules that know a value the program reads (libraries.py): each takes the tensor
         # read and gives its value, or None.
         self.read_answers: List[Any] = []
+        # Likewise for a GPU tensor's values copied to the host (.cpu()): a fill value, or None.
+        self.host_answers: List[Any] = []
         self._patches = standin.Patches()
         self._registered: List[RegisteredKernels] = []
         self._hooks: List[Any] = []
