@@ -108,9 +108,11 @@ def _trace(name):
         pytest.importorskip("transformers", reason="the Hugging Face workload needs transformers")
     if name.startswith("tv_") or "vit" in name:
         pytest.importorskip("torchvision", reason="the torchvision workload needs torchvision")
-    for library in ("timm", "peft"):
+    for library in ("timm", "peft", "accelerate"):
         if library in name:
             pytest.importorskip(library, reason=f"the workload needs {library}")
+    if "_trainer_" in name:
+        pytest.importorskip("accelerate", reason="Hugging Face's Trainer needs accelerate")
     with vramlab.trace(gpu="h100") as t:
         WORKLOADS[name]("cuda")
     return t.snapshot()
@@ -769,7 +771,8 @@ def test_convolutions_allocate_their_measured_workspaces_in_pytorchs_order():
     [
         (lambda: torch.nn.Conv2d(3, 8, 3).cuda().double()(torch.randn(3, 3, 17, 17, device="cuda", dtype=torch.float64)), "outside the measured table and the fitted model"),
         (lambda: torch.nn.ConvTranspose2d(8, 8, 3, stride=2, output_padding=1).cuda()(torch.randn(2, 8, 8, 8, device="cuda")), "transposed"),
-        (lambda: torch.nn.Conv1d(8, 8, 3).cuda()(torch.randn(2, 8, 32, device="cuda")), "1-d convolutions"),
+        (lambda: torch.nn.Conv3d(4, 8, 3).cuda()(torch.randn(2, 4, 8, 8, 8, device="cuda")), "3-d convolutions"),
+        (lambda: torch.nn.Conv1d(8, 8, 3, dilation=2).cuda()(torch.randn(2, 8, 32, device="cuda")), "outside the measured table and the fitted model"),
     ],
 )
 def test_convolutions_outside_the_table_are_traced_without_workspaces_and_said(program, why):
@@ -791,6 +794,23 @@ def test_convolutions_outside_the_table_take_the_fitted_models_workspaces_and_sa
     out = 16 * 64 * 64 * 64 * 4
     assert forward and sizes[sizes.index(out) + 1] == forward
     assert any("model fitted to it" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_1d_convolutions_take_the_fitted_models_workspaces_as_cudnns_2d_ones_and_say_so():
+    """A 1-d convolution runs on cuDNN as the 2-D one of height 1 (Convolution.cpp: view1d_as_2d,
+    view4d; its input made contiguous first): the fitted model's workspaces for that shape, after
+    the output, with a note giving the model's accuracy on 1-d convolutions kept out of its fit."""
+    from vramlab._tracer.rules import conv_model
+
+    with vramlab.trace() as t:
+        # A text CNN's: embeddings (batch, time, 300) seen as (batch, 300, time).
+        x = torch.randn(64, 400, 300, device="cuda").transpose(1, 2)
+        torch.nn.Conv1d(300, 256, 3).cuda()(x)
+    forward = conv_model.workspaces("h100", "float32", 64, 300, 1, 400, 256, 1, 3, (1, 1), (0, 0), (1, 1), 1)[0]
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    copy, out = 64 * 300 * 400 * 4, 64 * 256 * 398 * 4
+    assert forward and sizes[-3:] == [copy, out, forward]
+    assert any("1-d convolutions" in n and "kept out of the fit" in n for n in t.snapshot()["vramlab_notes"])
 
 
 def test_transposed_convolutions_take_the_models_extrapolation_and_say_so():

@@ -1,7 +1,11 @@
 import pandas as pd, numpy as np, itertools, collections, pickle
 d=pd.read_pickle('d.pkl').reset_index(drop=True)
 d['NW4']=d.n*d.k*(d.c//d.g)*d.r*d.s*4; d['Wrs']=d.W*((d.r*d.s)>1)
-feats=['X','Y','Wrs','W','I','NW4']
+# The same transforms with the channels padded for the tensor cores (multiples of 8 in 16 bits,
+# 4 in float32): found in the 1-d rows (C = 406 in bf16: X + Y + W' + 16 with C 408, K 8).
+al=np.where(d.dtype=='float32',4,8); cp=-(-d.c//al)*al; kp=-(-d.k//al)*al
+d['Xp']=d.n*cp*d.h*d.w*d.e; d['Yp']=d.n*kp*d.ho*d.wo*d.e; d['Wps']=kp*(cp//d.g)*d.r*d.s*d.e*((d.r*d.s)>1)
+feats=['X','Y','Wrs','W','I','NW4','Xp','Yp','Wps']
 coefs=[0,0.25,0.5,1,2,4]
 combos=[c for c in itertools.product(coefs,repeat=len(feats)) if 0<sum(x!=0 for x in c)<=3]
 F=d[feats].to_numpy(dtype=np.float64); C=np.array(combos,dtype=np.float64).T

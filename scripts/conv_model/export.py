@@ -11,5 +11,5 @@ for col,name in [('fw','forward'),('dg','input_grad'),('wg','weight_grad')]:
     trees[name]={'classes':classes,'feature':t.feature.tolist(),'threshold':[round(float(x),6) for x in t.threshold],
                  'left':t.children_left.tolist(),'right':t.children_right.tolist(),'leaf':leaf}
     print(name,t.node_count,len(classes))
-json.dump({'features':FEATS,'terms':['X','Y','W_if_RS>1','W','I','NW4'],'trees':trees},
+json.dump({'features':FEATS,'terms':['X','Y','W_if_RS>1','W','I','NW4','Xp','Yp','Wp_if_RS>1'],'trees':trees},
           gzip.open('deliver/conv_model_trees.json.gz','wt'),separators=(',',':'))

@@ -5,13 +5,15 @@ cov=pickle.load(open('cover4.pkl','rb'))
 DT={'float32':0,'bfloat16':1,'float16':2}
 def featurize(d):
     f=pd.DataFrame({'gpu':(d.gpu=='h200').astype(int),'dt':d.dtype.map(DT),'n':d.n,'c':d.c,'h':d.h,'w':d.w,'k':d.k,'r':d.r,'s':d.s,
-       'st':d.sh,'pad':d.ph,'g':d.g,'cg':d.c//d.g,'kg':d.k//d.g,'ho':d.ho,'wo':d.wo})
+       'st':d.sh,'pad':d.ph,'g':d.g,'cg':d.c//d.g,'kg':d.k//d.g,'ho':d.ho,'wo':d.wo,
+       # the width's own stride and padding: a 1-d convolution is cuDNN's 2-D one of height 1
+       'stw':d.sw,'padw':d.pw})
     f['rs']=f.r*f.s; f['npix']=f.n*f.ho*f.wo; f['crs']=f.cg*f.rs; f['X']=d.X; f['Y']=d.Y; f['W']=d.W; f['hw']=f.h*f.w
     f['nw4']=d.NW4
     return f
 FEATS=None
 feat=featurize(d); FEATS=list(feat.columns)
-V=d[['X','Y','Wrs','W','I','NW4']].to_numpy(float)
+V=d[['X','Y','Wrs','W','I','NW4','Xp','Yp','Wps']].to_numpy(float)
 def value(label, i):
     k=ast.literal_eval(label)
     if k[0]=='const': return k[1]

@@ -4,8 +4,10 @@ direction, a closed-form size per "plan family" plus a decision tree that picks 
 
 Fitted on: the committed measurements reports/reference/{h100,h200}/conv-workspaces/*.jsonl.gz
 (torch 2.11.0+cu130, cuDNN 9.19; benchmark off, deterministic off, TF32 allowed, contiguous NCHW,
-non-transposed, dilation 1 in practice), cuDNN-backend rows only: 48,619 distinct
-(gpu, dtype, n, shape) rows (H100 33,000; H200 15,619). Rows PyTorch sends to CudaDepthwise2d
+non-transposed, dilation 1 in practice), cuDNN-backend rows only, but for the more-* files and
+the *-heldout groups: 70,210 distinct (gpu, dtype, n, shape) rows (H100 2-D 33,000 and 1-d, as
+2-D of height 1, 21,591; H200 15,619). The figures below are the first fit's (2-D rows only);
+the refit's, with the 1-d rows and the padded-channel terms (Xp, Yp, Wp'), are in FINDINGS.md. Rows PyTorch sends to CudaDepthwise2d
 (depthwise float32/bfloat16 and some float16) have no workspace: `workspaces` answers (0, 0, 0)
 for them without the tree.
 
@@ -98,10 +100,15 @@ def _plain(gpu, dtype, n, c, h, w, k, r, s, stride, padding, dilation, groups):
     nw4 = n * k * cg * r * s * 4
     named = {"gpu": 1 if gpu == "h200" else 0, "dt": _DT[dtype], "n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s,
              "st": sh, "pad": ph, "g": groups, "cg": cg, "kg": kg, "ho": ho, "wo": wo, "rs": r * s, "npix": n * ho * wo,
-             "crs": cg * r * s, "X": X, "Y": Y, "W": W, "hw": h * w, "nw4": nw4}
+             "crs": cg * r * s, "X": X, "Y": Y, "W": W, "hw": h * w, "nw4": nw4, "stw": sw, "padw": pw}
     model = _model()
     feats = [named[f] for f in model["features"]]
-    terms = [X, Y, W if r * s > 1 else 0, W, n * c * r * s * ho * wo * e, nw4]
+    # The transforms again with the channels padded for the tensor cores (multiples of 8 in 16
+    # bits, 4 in float32), as the 1-d measurements show them.
+    align = 4 if dtype == "float32" else 8
+    cp, kp = -(-c // align) * align, -(-k // align) * align
+    xp, yp, wp = n * cp * h * w * e, n * kp * ho * wo * e, kp * (cp // groups) * r * s * e
+    terms = [X, Y, W if r * s > 1 else 0, W, n * c * r * s * ho * wo * e, nw4, xp, yp, wp if r * s > 1 else 0]
     return tuple(_predict(model["trees"][d], feats, terms) for d in ("forward", "input_grad", "weight_grad")), terms
 
 

@@ -45,9 +45,11 @@ def outside_defaults(torch: Any, x: Any, weight: Any, transposed: bool) -> Optio
     cudnn = torch.backends.cudnn
     if transposed:
         return "transposed convolutions"
-    if x.dim() != 4:
+    if x.dim() not in (3, 4):
         return f"{x.dim() - 2}-d convolutions"
-    if not (x.is_contiguous() and weight.is_contiguous()):
+    # A 1-d convolution's input is made contiguous first (Convolution.cpp, before view4d): a copy
+    # _contiguous_copies traces.
+    if not ((x.dim() == 3 or x.is_contiguous()) and weight.is_contiguous()):
         return "channels-last or strided tensors"
     if not cudnn.enabled or cudnn.benchmark or cudnn.deterministic:
         return "cuDNN settings other than the defaults (benchmark or deterministic on, or cuDNN off)"
@@ -62,6 +64,14 @@ MEASURED_KERNELS = {1, 2, 3, 4, 5, 7}
 MEASURED_STRIDES = {1, 2, 4}
 
 
+ONE_D_NOTE = "{count} 1-d convolutions (forward or backward) have the fitted model's workspaces, as the 2-D convolutions of height 1 cuDNN runs for them: on 300 1-d convolutions measured on the H100 and kept out of the fit, byte-exact for 73% of forwards, 76% of input gradients and 55% of weight gradients (reports/reference/conv-model/FINDINGS.md)"
+
+
+def measured_kind_1d(width: int, stride: Any, dilation: Any) -> bool:
+    """Whether a 1-d convolution's kernel width, stride and dilation are of the kinds measured."""
+    return width in MEASURED_KERNELS_1D and int(stride[-1]) in MEASURED_STRIDES_1D and int(dilation[-1]) == 1
+
+
 def measured_kind(r: int, s: int, stride: Any, dilation: Any) -> bool:
     """Whether a convolution's kernel, stride and dilation are of the kinds the table measured."""
 
@@ -71,6 +81,27 @@ def measured_kind(r: int, s: int, stride: Any, dilation: Any) -> bool:
 
     (sh, sw), (dh, dw) = pair(stride), pair(dilation)
     return r == s and r in MEASURED_KERNELS and sh == sw and sh in MEASURED_STRIDES and dh == dw == 1
+
+
+# The 1-d kernels and strides scripts/measure_conv1d.py drew (reports/reference/h100/conv-workspaces/
+# conv1d-2026-11-28.jsonl.gz), dilation 1: the fitted model answers for 1-d convolutions only
+# within them.
+MEASURED_KERNELS_1D = {1, 2, 3, 4, 5, 7, 9, 10, 11, 15, 31}
+MEASURED_STRIDES_1D = {1, 2, 3, 4, 5}
+
+
+def as_2d(bound: Dict[str, Any], x: Any, weight: Any) -> Tuple[List[int], List[int], Any, Any, Any]:
+    """A 1-d convolution as the 2-D one of height 1 cuDNN runs (Convolution.cpp: view1d_as_2d,
+    view4d): input, weight, stride, padding and dilation; a 2-D one as it is."""
+
+    def one(v: Any) -> int:
+        return int(v[0] if isinstance(v, (list, tuple)) else v)
+
+    if x.dim() != 3:
+        return list(x.shape), list(weight.shape), bound["stride"], bound["padding"], bound["dilation"]
+    n, c, length = x.shape
+    k, cg, width = weight.shape
+    return [n, c, 1, length], [k, cg, 1, width], [1, one(bound["stride"])], [0, one(bound["padding"])], [1, one(bound["dilation"])]
 
 
 def channels_last(torch: Any, t: Any) -> bool:
@@ -134,9 +165,9 @@ class Convolutions(Rule):
             entry = self._transposed(bound, x, weight, measured["profile"])
             why = None if entry is not None else "transposed convolutions outside the fitted model (output padding, strided or channels-last tensors, cuDNN settings other than the defaults)"
         elif why is None and measured is not None:
-            n, c, h, w = x.shape
-            k, cg, r, s = weight.shape
-            entry = measured["entries"].get(key(x.dtype, [n, c, h, w], [k, cg, r, s], bound["stride"], bound["padding"], bound["dilation"], bound["groups"]))
+            (n, c, h, w), (k, cg, r, s), stride, padding, dilation = as_2d(bound, x, weight)
+            one_d = x.dim() == 3
+            entry = None if one_d else measured["entries"].get(key(x.dtype, [n, c, h, w], [k, cg, r, s], stride, padding, dilation, bound["groups"]))
             if entry is None:
                 # Outside the table, the fitted model (conv_model.py). Byte-exact it is rarely
                 # better than a workspace of 0 on shapes drawn at random (scripts/conv_model/heldout.py),
@@ -148,10 +179,12 @@ class Convolutions(Rule):
                 # convolution, dilated ones) its trees extrapolate, and on ViT-B/16's patch
                 # convolution it gave 21 MB where the H100 took none.
                 fitted = None
-                if measured_kind(r, s, bound["stride"], bound["dilation"]):
-                    fitted = conv_model.workspaces(measured["profile"], str(x.dtype).replace("torch.", ""), n, c, h, w, k, r, s, bound["stride"], bound["padding"], bound["dilation"], int(bound["groups"]))
+                if measured_kind_1d(s, stride, dilation) if one_d else measured_kind(r, s, stride, dilation):
+                    fitted = conv_model.workspaces(measured["profile"], str(x.dtype).replace("torch.", ""), n, c, h, w, k, r, s, stride, padding, dilation, int(bound["groups"]))
                 if fitted is not None and any(size is not None for size in fitted):
                     entry = ["fitted", *(size or 0 for size in fitted)]
+                    if one_d:
+                        session.note(ONE_D_NOTE)
                 else:
                     why = "shapes or dtypes outside the measured table and the fitted model"
         if entry is None or measured is None:
