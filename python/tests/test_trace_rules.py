@@ -383,12 +383,15 @@ def test_beam_search_of_a_fixed_length_runs_to_its_maximum_length(early_stopping
     assert out.shape == (4, 13)
     notes = t.snapshot()["vramlab_notes"]
     assert sum("beam searches ran to their maximum length" in n for n in notes) == 1 and notes[[("beam searches" in n) for n in notes].index(True)].startswith("1 ")
-    # A length the data decides is still not known.
-    with pytest.raises(UnfollowedError, match="reads values back"):
-        with vramlab.trace():
-            model = transformers.GPT2LMHeadModel(config).cuda().eval()
-            with torch.no_grad():
-                model.generate(input_ids=torch.randint(2, 128, (2, 8)).cuda(), num_beams=3, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    # A length the data decides: traced to the maximum, and said to be an upper bound.
+    with vramlab.trace() as t:
+        model = transformers.GPT2LMHeadModel(config).cuda().eval()
+        with torch.no_grad():
+            out = model.generate(input_ids=torch.randint(2, 128, (2, 8)).cuda(), num_beams=3, early_stopping=early_stopping, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert out.shape == (2, 13)
+    notes = t.snapshot()["vramlab_notes"]
+    assert any("beam searches were traced to their maximum length, an upper bound" in n for n in notes)
+    assert not any("beam searches ran to their maximum length" in n for n in notes)
 
 
 def test_a_host_running_short_of_memory_stops_the_program_in_one_line(monkeypatch):

@@ -89,6 +89,8 @@ def generation_paths(session: Any, utils: Any) -> Table:
 FIXED_LENGTH_NOTE = "{count} generate() calls ran to their maximum length: their configs (min_new_tokens >= max_new_tokens, or min_length >= max_length) keep the end-of-sequence token from being generated earlier, so its stopping criterion is known False (transformers' MinNewTokensLengthLogitsProcessor / MinLengthLogitsProcessor)"
 LONGEST_NOTE = "{count} generate() calls were traced to their maximum length (max_new_tokens or max_length), an upper bound: when each sequence generates its end-of-sequence token depends on the data, which a trace has none of. On the GPU a batch stops sooner only once every sequence in it has ended, and then allocates no more than this trace (fewer steps, a shorter cache); min_new_tokens equal to max_new_tokens makes the length exact"
 
+LONGEST_BEAM_NOTE = "{count} beam searches were traced to their maximum length, an upper bound: which beams end when is the data's, which a trace has none of; each step's test of unfinished beams was answered True until max_length, and every returned beam taken as full length. On the GPU a search ends sooner only when its beams are done, and then allocates no more than this trace (fewer steps); min_new_tokens equal to max_new_tokens makes it exact"
+
 BEAM_NOTE = "{count} beam searches ran to their maximum length: their configs keep the end-of-sequence token from being generated earlier, so no beam finishes before max_length, every step's test of unfinished beams is known True until then, and every returned beam is full length (transformers' _beam_search)"
 
 
@@ -126,14 +128,15 @@ def beam_search_paths(session: Any, mixin: Any) -> Table:
 
     @functools.wraps(beam_search)
     def fixed_length_beam_search(model: Any, input_ids: Any, logits_processor: Any, stopping_criteria: Any, generation_config: Any, *args: Any, **kwargs: Any) -> Any:
-        if not eos_impossible(generation_config) or not getattr(generation_config, "max_length", None):
+        if not getattr(generation_config, "max_length", None):
             return beam_search(model, input_ids, logits_processor, stopping_criteria, generation_config, *args, **kwargs)
+        fixed = eos_impossible(generation_config)
         beams = FixedLengthBeams(beam_search.__code__, int(input_ids.shape[-1]), int(generation_config.max_length))
         running.append(beams)
         session.read_answers.append(beams.answer)
         try:
             output = beam_search(model, input_ids, logits_processor, stopping_criteria, generation_config, *args, **kwargs)
-            session.note(BEAM_NOTE)
+            session.note(BEAM_NOTE if fixed else LONGEST_BEAM_NOTE)
             return output
         finally:
             running.remove(beams)
