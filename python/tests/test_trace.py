@@ -312,6 +312,24 @@ def test_checkpoints_load_onto_the_gpu_and_are_never_overwritten(tmp_path):
     assert any("not written" in n for n in t.snapshot()["vramlab_notes"])
 
 
+def test_a_checkpoint_saved_in_the_trace_loads_back_from_it(tmp_path):
+    """A program that saves its best model and loads it back: the file is not written, but what it
+    would hold (tensors without data) is kept, and torch.load of the same path reads it, each
+    storage one allocation on the GPU as from a real file; other paths still go to the disk."""
+    path = tmp_path / "best.pt"
+    with vramlab.trace() as t:
+        model = torch.nn.Linear(256, 128).cuda()
+        torch.save(model.state_dict(), path)
+        state = torch.load(str(path), map_location="cuda")
+        assert state["weight"].is_cuda and state["weight"].shape == (128, 256)
+        model.load_state_dict(state)
+        with pytest.raises(FileNotFoundError):
+            torch.load(tmp_path / "other.pt")
+    assert not path.exists()
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    assert sizes == [128 * 256 * 4, 128 * 4] * 2
+
+
 def test_more_than_the_gpu_holds_raises_cudas_out_of_memory():
     """Tensors alive beyond the profile's memory fail on the GPU whatever the allocator does: the
     program sees torch.OutOfMemoryError, as on the GPU, and can recover."""

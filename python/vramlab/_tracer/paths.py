@@ -6,6 +6,7 @@ autocast's device type, and the fast paths' check for torch function modes. Each
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from typing import Any, Dict, List
@@ -119,7 +120,9 @@ def serialization_paths(session: Any) -> Table:
     them on the stand-in device, each one allocation, in the file's order. torch.save of stand-ins
     copies their values to the host on the GPU, which allocates nothing there; a trace has no
     values, so a file is not written (it would replace a real checkpoint) and a buffer gets the
-    tensors without data, both noted."""
+    tensors without data, both noted. What a file would have held is kept in memory (tensors
+    without data: a few bytes each), and a torch.load of that path later in the trace reads it,
+    as a program that saves its best checkpoint and loads it back does."""
     torch = session.torch
     from torch import serialization
 
@@ -144,8 +147,13 @@ def serialization_paths(session: Any) -> Table:
         target = args[1] if len(args) > 1 else kwargs.get("f")
         if isinstance(target, (str, bytes, os.PathLike)):
             session.note(
-                "{count} torch.save calls to files were not written (a trace has no values, and the file would replace a real checkpoint); copying to the host allocates nothing on the GPU"
+                "{count} torch.save calls to files were not written (a trace has no values, and the file would replace a real checkpoint); copying to the host allocates nothing on the GPU, and a torch.load of the same path in the trace reads what was saved"
             )
+            buffer = io.BytesIO()
+            rest = {k: v for k, v in kwargs.items() if k not in ("obj", "f")}
+            with torch.overrides._pop_mode_temporarily():
+                save(args[0] if args else kwargs["obj"], buffer, *args[2:], **rest)
+            saved_files[os.path.realpath(os.fsdecode(target))] = buffer.getvalue()
             return None
         session.note(
             "{count} torch.save calls wrote the GPU's tensors without their values into the program's buffers (a trace has none); copying to the host allocates nothing on the GPU"
@@ -153,7 +161,19 @@ def serialization_paths(session: Any) -> Table:
         with torch.overrides._pop_mode_temporarily():
             return save(*args, **kwargs)
 
-    return {(serialization, "_package_registry"): registry, (torch, "save"): save_without_values}
+    load = torch.load
+    saved_files: Dict[str, bytes] = {}
+
+    def load_saved(*args: Any, **kwargs: Any) -> Any:
+        source = args[0] if args else kwargs.get("f")
+        if isinstance(source, (str, bytes, os.PathLike)):
+            saved = saved_files.get(os.path.realpath(os.fsdecode(source)))
+            if saved is not None:
+                rest = {k: v for k, v in kwargs.items() if k != "f"}
+                return load(io.BytesIO(saved), *args[1:], **rest)
+        return load(*args, **kwargs)
+
+    return {(serialization, "_package_registry"): registry, (torch, "save"): save_without_values, (torch, "load"): load_saved}
 
 
 def program_paths(session: Any) -> Table:
