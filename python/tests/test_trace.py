@@ -789,7 +789,7 @@ def test_convolutions_allocate_their_measured_workspaces_in_pytorchs_order():
     [
         (lambda: torch.nn.Conv2d(3, 8, 3).cuda().double()(torch.randn(3, 3, 17, 17, device="cuda", dtype=torch.float64)), "outside the measured table and the fitted model"),
         (lambda: torch.nn.ConvTranspose2d(8, 8, 3, stride=2, output_padding=1).cuda()(torch.randn(2, 8, 8, 8, device="cuda")), "transposed"),
-        (lambda: torch.nn.Conv3d(4, 8, 3).cuda()(torch.randn(2, 4, 8, 8, 8, device="cuda")), "3-d convolutions"),
+        (lambda: torch.nn.Conv3d(4, 8, 3, dilation=2).cuda()(torch.randn(2, 4, 8, 8, 8, device="cuda")), "3-d convolutions outside the fitted model"),
         (lambda: torch.nn.Conv1d(8, 8, 3, dilation=2).cuda()(torch.randn(2, 8, 32, device="cuda")), "outside the measured table and the fitted model"),
     ],
 )
@@ -829,6 +829,25 @@ def test_1d_convolutions_take_the_fitted_models_workspaces_as_cudnns_2d_ones_and
     copy, out = 64 * 300 * 400 * 4, 64 * 256 * 398 * 4
     assert forward and sizes[-3:] == [copy, out, forward]
     assert any("1-d convolutions" in n and "kept out of the fit" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_3d_convolutions_take_the_3d_models_workspaces_and_say_so():
+    """A 3-d convolution gets the workspaces of the model fitted to 3-d convolutions measured on
+    the H100 (rules/conv_model.py, workspaces_3d), after its output, with a note giving its
+    held-out figures; a transposed one its extrapolation."""
+    from vramlab._tracer.rules import conv_model
+
+    with vramlab.trace(gpu="h100") as t:
+        # A video network's stem: 3x7x7, stride (1, 2, 2).
+        torch.nn.Conv3d(3, 64, (3, 7, 7), stride=(1, 2, 2), padding=(1, 3, 3), bias=False).cuda()(torch.randn(8, 3, 16, 112, 112, device="cuda"))
+    forward = conv_model.workspaces_3d("h100", "float32", 8, 3, 16, 112, 112, 64, 3, 7, 7, (1, 2, 2), (1, 3, 3), (1, 1, 1), 1)[0]
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    out = 8 * 64 * 16 * 56 * 56 * 4
+    assert forward and sizes[sizes.index(out) + 1] == forward
+    assert any("3-d convolutions" in n and "kept out of its fit" in n for n in t.snapshot()["vramlab_notes"])
+    with vramlab.trace(gpu="h100") as t:
+        torch.nn.ConvTranspose3d(32, 16, 2, stride=2).cuda()(torch.randn(2, 32, 8, 16, 16, device="cuda"))
+    assert any("transposed 3-d convolutions have workspaces extrapolated" in n for n in t.snapshot()["vramlab_notes"])
 
 
 def test_transposed_convolutions_take_the_models_extrapolation_and_say_so():

@@ -150,6 +150,54 @@ def workspaces(gpu, dtype, n, c, h, w, k, r, s, stride=1, padding=0, dilation=1,
     return result
 
 
+_MODEL_3D = None
+
+
+def _model_3d():
+    global _MODEL_3D
+    if _MODEL_3D is None:
+        with gzip.open(os.path.join(_HERE, "conv_model_3d_trees.json.gz"), "rt") as f:
+            _MODEL_3D = json.load(f)
+        for tree in _MODEL_3D["trees"].values():
+            tree["parsed"] = [_parse(c) for c in tree["classes"]]
+    return _MODEL_3D
+
+
+def _triple(v):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return int(v[0]), int(v[len(v) // 2]), int(v[-1])
+
+
+def workspaces_3d(gpu, dtype, n, c, d, h, w, k, t, r, s, stride=1, padding=0, dilation=1, groups=1):
+    """(forward, input_grad, weight_grad) workspace bytes cuDNN 9.19 allocates for a 3-d convolution
+    under PyTorch 2.11's defaults on the H100, or None where the model does not know (an element is
+    None where only that direction is unknown). Fitted by scripts/conv_model/fit3d.py to the
+    conv3d-design rows scripts/measure_conv3d.py measured (reports/reference/conv-model/FINDINGS.md
+    gives its held-out figures); dilation 1 only. PyTorch's own depthwise kernels
+    (CudaDepthwise3d: float32 and bfloat16 depthwise) allocate none."""
+    gpu, dtype = str(gpu).lower(), str(dtype).replace("torch.", "")
+    if gpu != "h100" or dtype not in _ELT or _triple(dilation) != (1, 1, 1):
+        return None
+    if groups == c and groups == k and groups > 1 and dtype in ("float32", "bfloat16"):
+        return (0, 0, 0)
+    (sd, sh, sw), (pd_, ph, pw) = _triple(stride), _triple(padding)
+    e = _ELT[dtype]
+    do, ho, wo = (d + 2 * pd_ - t) // sd + 1, (h + 2 * ph - r) // sh + 1, (w + 2 * pw - s) // sw + 1
+    cg, kg, trs = c // groups, k // groups, t * r * s
+    X, Y, W = n * c * d * h * w * e, n * k * do * ho * wo * e, k * cg * trs * e
+    align = 4 if dtype == "float32" else 8
+    cp, kp = -(-c // align) * align, -(-k // align) * align
+    terms = [X, Y, W if trs > 1 else 0, W, n * c * trs * do * ho * wo * e, n * k * cg * trs * 4,
+             n * cp * d * h * w * e, n * kp * do * ho * wo * e, kp * (cp // groups) * trs * e if trs > 1 else 0]
+    named = {"dt": _DT[dtype], "n": n, "c": c, "d": d, "h": h, "w": w, "k": k, "t": t, "r": r, "s": s, "sd": sd, "sh": sh,
+             "sw": sw, "pdd": pd_, "ph": ph, "pw": pw, "g": groups, "cg": cg, "kg": kg, "do": do, "ho": ho, "wo": wo,
+             "trs": trs, "npix": n * do * ho * wo, "crs": cg * trs, "X": X, "Y": Y, "W": W, "vol": d * h * w,
+             "nw4": n * k * cg * trs * 4}
+    model = _model_3d()
+    feats = [named[f] for f in model["features"]]
+    return tuple(_predict(model["trees"][direction], feats, terms) for direction in ("forward", "input_grad", "weight_grad"))
+
+
 if __name__ == "__main__":
     # The DCGAN layer (512 -> 256, 4x4 -> 8x8, kernel 4 stride 2 padding 1) at batch 64 in float32.
     print(workspaces("h100", "float32", 64, 512, 4, 4, 256, 4, 4, 2, 1, 1, 1, transposed=True, extrapolate=True))

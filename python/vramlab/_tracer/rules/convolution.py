@@ -45,7 +45,7 @@ def outside_defaults(torch: Any, x: Any, weight: Any, transposed: bool) -> Optio
     cudnn = torch.backends.cudnn
     if transposed:
         return "transposed convolutions"
-    if x.dim() not in (3, 4):
+    if x.dim() not in (3, 4, 5):
         return f"{x.dim() - 2}-d convolutions"
     # A 1-d convolution's input is made contiguous first (Convolution.cpp, before view4d): a copy
     # _contiguous_copies traces.
@@ -70,6 +70,17 @@ ONE_D_NOTE = "{count} 1-d convolutions (forward or backward) have the fitted mod
 def measured_kind_1d(width: int, stride: Any, dilation: Any) -> bool:
     """Whether a 1-d convolution's kernel width, stride and dilation are of the kinds measured."""
     return width in MEASURED_KERNELS_1D and int(stride[-1]) in MEASURED_STRIDES_1D and int(dilation[-1]) == 1
+
+
+THREE_D_NOTE = "{count} 3-d convolutions (forward or backward) have the workspaces of a model fitted to 46,060 3-d convolutions measured on the H100 (rules/conv_model.py, workspaces_3d): on 300 kept out of its fit, byte-exact for 78% of forwards, 85% of input gradients and 25% of weight gradients (most of the rest unknown, traced as none): peak memory may differ by up to the largest workspace"
+THREE_D_TRANSPOSED_NOTE = "{count} transposed 3-d convolutions have workspaces extrapolated from the 3-d model (as the convolution cuDNN runs for them, not measured): peak memory may differ by up to the largest workspace"
+# The kernel sizes and strides (per dimension) scripts/measure_conv3d.py drew, dilation 1.
+MEASURED_KERNELS_3D = {1, 2, 3, 5, 7}
+MEASURED_STRIDES_3D = {1, 2}
+
+
+def measured_kind_3d(kernel: Any) -> bool:
+    return all(int(v) in MEASURED_KERNELS_3D for v in kernel)
 
 
 def measured_kind(r: int, s: int, stride: Any, dilation: Any) -> bool:
@@ -161,7 +172,13 @@ class Convolutions(Rule):
         entry = None
         why = outside_defaults(torch, x, weight, bool(bound["transposed"]))
         measured = table(session.gpu["name"])
-        if why == "transposed convolutions" and measured is not None:
+        if why is None and measured is not None and x.dim() == 5:
+            entry = self._three_d(bound, x, weight, measured["profile"])
+            why = None if entry is not None else "3-d convolutions outside the fitted model (a GPU other than the H100, kernels, strides or dilations of kinds not measured)"
+        elif why == "transposed convolutions" and measured is not None and x.dim() == 5:
+            entry = self._three_d(bound, x, weight, measured["profile"], transposed=True)
+            why = None if entry is not None else "transposed 3-d convolutions outside the fitted model (output padding, kinds not measured, a GPU other than the H100)"
+        elif why == "transposed convolutions" and measured is not None:
             entry = self._transposed(bound, x, weight, measured["profile"])
             why = None if entry is not None else "transposed convolutions outside the fitted model (output padding, strided or channels-last tensors, cuDNN settings other than the defaults)"
         elif why is None and measured is not None:
@@ -236,6 +253,32 @@ class Convolutions(Rule):
                 size = t.numel() * t.element_size()
                 copies.append((call.record.alloc(size, call.frame), size))
         return copies
+
+    def _three_d(self, bound: Dict[str, Any], x: Any, weight: Any, profile: str, transposed: bool = False) -> Optional[List[Any]]:
+        """A 3-d convolution's workspaces from the 3-d model (conv_model.workspaces_3d), within
+        the measured kinds; a transposed one as the convolution cuDNN runs for it (its forward is
+        that convolution's input gradient, and the reverse), extrapolated as for 2-D."""
+        torch, session = self.torch, self.session
+        if any(bound.get("output_padding") or [0]) or not all(measured_kind_3d(v) for v in (weight.shape[2:],)):
+            return None
+        stride, padding, dilation = (list(v) if isinstance(v, (list, tuple)) else [v] * 3 for v in (bound["stride"], bound["padding"], bound["dilation"]))
+        if any(int(v) not in MEASURED_STRIDES_3D for v in stride) or any(int(v) != 1 for v in dilation):
+            return None
+        n, c, d, h, w = x.shape
+        groups = int(bound["groups"])
+        t, r, s = weight.shape[2:]
+        dtype = str(x.dtype).replace("torch.", "")
+        if transposed:
+            k = weight.shape[1] * groups
+            out = [(size - 1) * int(st) - 2 * int(p) + kernel for size, st, p, kernel in zip((d, h, w), stride, padding, (t, r, s))]
+            fitted = conv_model.workspaces_3d(profile, dtype, n, k, *out, c, t, r, s, stride, padding, dilation, groups)
+            fitted = None if fitted is None else (fitted[1], fitted[0], fitted[2])
+        else:
+            fitted = conv_model.workspaces_3d(profile, dtype, n, c, d, h, w, weight.shape[0], t, r, s, stride, padding, dilation, groups)
+        if fitted is None or all(size is None for size in fitted):
+            return None
+        session.note(THREE_D_TRANSPOSED_NOTE if transposed else THREE_D_NOTE)
+        return ["model", *(size or 0 for size in fitted)]
 
     def _transposed(self, bound: Dict[str, Any], x: Any, weight: Any, profile: str) -> Optional[List[Any]]:
         """A transposed convolution's workspaces as those of the convolution cuDNN runs for it
