@@ -2,7 +2,9 @@
 against the shapes scripts/measure_conv_more.py measured on the H100 after it was committed
 (reports/reference/h100/conv-workspaces/more-2026-11-27.jsonl.gz): byte-exact hits per direction,
 for the random held-out shapes the model claims (NCHW, not transposed, benchmark off) and, as
-extrapolation, for the transposed and channels-last rows. Run: python scripts/conv_model/heldout.py"""
+extrapolation, for the transposed and channels-last rows; and the 1-d and 3-d convolutions
+scripts/measure_conv1d.py and measure_conv3d.py measured first and kept out of every fit
+(conv1d-heldout, conv3d-heldout). Run: python scripts/conv_model/heldout.py"""
 
 import collections
 import gzip
@@ -32,6 +34,36 @@ def main():
         if "error" in row or not row["backend"].endswith(("Cudnn", "CudnnTranspose", "CudaDepthwise2d")):
             continue
         c, h, w, k, r, s, stride, padding, dilation, groups = row["shape"]
+        tally_row(tally, row, c, h, w, k, r, s, stride, padding, dilation, groups)
+    # The 1-d and 3-d convolutions scripts/measure_conv1d.py and measure_conv3d.py measured first
+    # and kept out of every fit.
+    for name, group in (("conv1d-2026-11-28.jsonl.gz", "conv1d-heldout"), ("conv3d-2026-11-28.jsonl.gz", "conv3d-heldout")):
+        for line in gzip.open(os.path.join(os.path.dirname(MEASURED), name), "rt"):
+            row = json.loads(line)
+            if "error" in row or row["group"] != group:
+                continue
+            if row["dims"] == 3:
+                c, d, h, w, k, t, r, s, stride, padding, dilation, groups = row["shape"]
+                predicted = conv_model.workspaces_3d("h100", row["dtype"], row["n"], c, d, h, w, k, t, r, s, stride, padding, dilation, groups)
+                count(tally[f"{group} / 3-d"], predicted, measured_workspaces(row))
+            else:
+                c, h, w, k, r, s, stride, padding, dilation, groups = row["shape"]
+                predicted = conv_model.workspaces("h100", row["dtype"], row["n"], c, h, w, k, r, s, stride, padding, dilation, groups)
+                count(tally[f"{group} / 1-d"], predicted, measured_workspaces(row))
+    report(tally)
+
+
+def count(entry, predicted, truth):
+    entry[2] += 1
+    for i in range(3):
+        entry[3][i] += truth[i] == 0
+        answered = predicted is not None and predicted[i] is not None
+        entry[1][i] += answered
+        entry[0][i] += answered and predicted[i] == truth[i]
+
+
+def tally_row(tally, row, c, h, w, k, r, s, stride, padding, dilation, groups):
+    if True:
         kind = "transposed" if row["transposed"] else ("channels-last" if row["channels_last"] else "NCHW")
         if row["benchmark"]:
             kind += ", benchmark on"
@@ -41,14 +73,10 @@ def main():
             "h100", row["dtype"], row["n"], c, h, w, k, r, s, stride, padding, dilation, groups,
             transposed=row["transposed"], channels_last=row["channels_last"], extrapolate=extrapolate,
         )
-        truth = measured_workspaces(row)
-        entry = tally[group]
-        entry[2] += 1
-        for i in range(3):
-            entry[3][i] += truth[i] == 0
-            answered = predicted is not None and predicted[i] is not None
-            entry[1][i] += answered
-            entry[0][i] += answered and predicted[i] == truth[i]
+        count(tally[group], predicted, measured_workspaces(row))
+
+
+def report(tally):
     print("Each cell: byte-exact / answered by the model; in brackets, rows a workspace of 0 (the tracer's")
     print("answer without the model) would get right.")
     print()
