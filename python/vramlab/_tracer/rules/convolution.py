@@ -270,8 +270,8 @@ class Convolutions(Rule):
         dtype = str(x.dtype).replace("torch.", "")
         if transposed:
             k = weight.shape[1] * groups
-            out = [(size - 1) * int(st) - 2 * int(p) + kernel for size, st, p, kernel in zip((d, h, w), stride, padding, (t, r, s))]
-            fitted = conv_model.workspaces_3d(profile, dtype, n, k, *out, c, t, r, s, stride, padding, dilation, groups)
+            do, ho, wo = ((size - 1) * int(st) - 2 * int(p) + kernel for size, st, p, kernel in zip((d, h, w), stride, padding, (t, r, s)))
+            fitted = conv_model.workspaces_3d(profile, dtype, n, k, do, ho, wo, c, t, r, s, stride, padding, dilation, groups)
             fitted = None if fitted is None else (fitted[1], fitted[0], fitted[2])
         else:
             fitted = conv_model.workspaces_3d(profile, dtype, n, c, d, h, w, weight.shape[0], t, r, s, stride, padding, dilation, groups)
