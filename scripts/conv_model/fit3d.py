@@ -119,7 +119,7 @@ def main():
     json.dump({'features': list(feat.columns), 'terms': TERMS, 'trees': trees}, gzip.open(OUT, 'wt'), separators=(',', ':'))
     # Held out: the conv3d-heldout rows (every backend), through the shipped predictor.
     import conv_model
-    conv_model._MODEL_3D = None
+    conv_model._MODELS.pop("conv_model_3d_trees.json.gz", None)
     held = df[df.group == 'conv3d-heldout'].reset_index(drop=True)
     tally = collections.Counter()
     for row in held.itertuples():

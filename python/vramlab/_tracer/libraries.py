@@ -206,32 +206,30 @@ def answering(session: Any, function: Any, reads: ReadsInside, host: bool = Fals
 
 TRAINER_LOG_NOTE = "{count} values Hugging Face's Trainer reads only to log and report them (the loss and the gradient norm, in Trainer._maybe_log_save_evaluate and _finalize_training) were answered NaN: a trace has no data, and they decide no allocation"
 
-# Trainer's methods whose reads of floating-point values are its logs and its returned metrics
-# (transformers/trainer.py, 5.x): `tr_loss ... .mean().item()`, `grad_norm.item()`,
-# `self._total_loss_scalar += self._tr_loss.item()`. Evaluation inside them copies its outputs to
-# the host, which still stops the trace.
-TRAINER_LOGGING = ("_maybe_log_save_evaluate", "_finalize_training")
-
-
 TRAINER_EVALUATION_NOTE = "{count} floating-point values Hugging Face's Trainer.evaluation_loop reads or copies to the host (losses and predictions, for its metrics) were answered NaN: a trace has no data, and its metrics are not the GPU's; integer ones (labels) are not answered, and stop the trace"
+
+# Trainer's methods (transformers/trainer.py, 5.x) whose floating-point values are answered NaN,
+# with the note, and whether their copies to the host are too. The first two read only logs and
+# the returned metrics (`tr_loss ... .mean().item()`, `grad_norm.item()`,
+# `self._total_loss_scalar += self._tr_loss.item()`); the evaluation loop gathers losses (and,
+# with compute_metrics, logits and labels) on the GPU, then copies them to the host for the
+# metrics: what it holds on the GPU is the trace's, the values only the metrics'.
+TRAINER_ANSWERED = (
+    ("_maybe_log_save_evaluate", TRAINER_LOG_NOTE, False),
+    ("_finalize_training", TRAINER_LOG_NOTE, False),
+    ("evaluation_loop", TRAINER_EVALUATION_NOTE, True),
+)
 
 
 def trainer_paths(session: Any, trainer_module: Any) -> Table:
     """transformers.trainer, once imported."""
     trainer = getattr(trainer_module, "Trainer", None)
     table: Table = {}
-    for name in TRAINER_LOGGING:
+    for name, note, host in TRAINER_ANSWERED:
         method = vars(trainer).get(name) if trainer is not None else None
         if method is not None:
-            reads = ReadsInside(session, method.__code__, float("nan"), TRAINER_LOG_NOTE, floating_only=True)
-            table[(trainer, name)] = answering(session, method, reads)
-    # The evaluation loop gathers losses (and, with compute_metrics, logits and labels) on the GPU,
-    # then copies them to the host for the metrics: what it holds on the GPU is the trace's, the
-    # values only the metrics'.
-    loop = vars(trainer).get("evaluation_loop") if trainer is not None else None
-    if loop is not None:
-        reads = ReadsInside(session, loop.__code__, float("nan"), TRAINER_EVALUATION_NOTE, floating_only=True)
-        table[(trainer, "evaluation_loop")] = answering(session, loop, reads, host=True)
+            reads = ReadsInside(session, method.__code__, float("nan"), note, floating_only=True)
+            table[(trainer, name)] = answering(session, method, reads, host=host)
     return table
 
 

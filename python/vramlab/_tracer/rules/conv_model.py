@@ -48,19 +48,24 @@ import json
 import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_MODEL = None
+_MODELS: dict = {}
 _ELT = {"float32": 4, "bfloat16": 2, "float16": 2}
 _DT = {"float32": 0, "bfloat16": 1, "float16": 2}
 
 
-def _model():
-    global _MODEL
-    if _MODEL is None:
-        with gzip.open(os.path.join(_HERE, "conv_model_trees.json.gz"), "rt") as f:
-            _MODEL = json.load(f)
-        for tree in _MODEL["trees"].values():
+def _load(name):
+    """A shipped model (its trees parsed), read once."""
+    if name not in _MODELS:
+        with gzip.open(os.path.join(_HERE, name), "rt") as f:
+            model = json.load(f)
+        for tree in model["trees"].values():
             tree["parsed"] = [_parse(c) for c in tree["classes"]]
-    return _MODEL
+        _MODELS[name] = model
+    return _MODELS[name]
+
+
+def _model():
+    return _load("conv_model_trees.json.gz")
 
 
 def _parse(label):
@@ -90,6 +95,13 @@ def _predict(tree, feats, terms):
     return int(sum(c * t for c, t in zip(coefs, terms))) + tail
 
 
+def _padded(dtype, channels):
+    """Channels padded for the tensor cores, as cuDNN's layout transforms hold them: to a multiple
+    of 8 in 16 bits, of 4 in float32 (found in the 1-d measurements; FINDINGS.md)."""
+    align = 4 if dtype == "float32" else 8
+    return -(-channels // align) * align
+
+
 def _plain(gpu, dtype, n, c, h, w, k, r, s, stride, padding, dilation, groups):
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
     e = _ELT[dtype]
@@ -103,10 +115,8 @@ def _plain(gpu, dtype, n, c, h, w, k, r, s, stride, padding, dilation, groups):
              "crs": cg * r * s, "X": X, "Y": Y, "W": W, "hw": h * w, "nw4": nw4, "stw": sw, "padw": pw}
     model = _model()
     feats = [named[f] for f in model["features"]]
-    # The transforms again with the channels padded for the tensor cores (multiples of 8 in 16
-    # bits, 4 in float32), as the 1-d measurements show them.
-    align = 4 if dtype == "float32" else 8
-    cp, kp = -(-c // align) * align, -(-k // align) * align
+    # The transforms again with the channels padded for the tensor cores.
+    cp, kp = _padded(dtype, c), _padded(dtype, k)
     xp, yp, wp = n * cp * h * w * e, n * kp * ho * wo * e, kp * (cp // groups) * r * s * e
     terms = [X, Y, W if r * s > 1 else 0, W, n * c * r * s * ho * wo * e, nw4, xp, yp, wp if r * s > 1 else 0]
     return tuple(_predict(model["trees"][d], feats, terms) for d in ("forward", "input_grad", "weight_grad")), terms
@@ -150,19 +160,6 @@ def workspaces(gpu, dtype, n, c, h, w, k, r, s, stride=1, padding=0, dilation=1,
     return result
 
 
-_MODEL_3D = None
-
-
-def _model_3d():
-    global _MODEL_3D
-    if _MODEL_3D is None:
-        with gzip.open(os.path.join(_HERE, "conv_model_3d_trees.json.gz"), "rt") as f:
-            _MODEL_3D = json.load(f)
-        for tree in _MODEL_3D["trees"].values():
-            tree["parsed"] = [_parse(c) for c in tree["classes"]]
-    return _MODEL_3D
-
-
 def _triple(v):
     v = list(v) if isinstance(v, (list, tuple)) else [v]
     return int(v[0]), int(v[len(v) // 2]), int(v[-1])
@@ -185,15 +182,14 @@ def workspaces_3d(gpu, dtype, n, c, d, h, w, k, t, r, s, stride=1, padding=0, di
     do, ho, wo = (d + 2 * pd_ - t) // sd + 1, (h + 2 * ph - r) // sh + 1, (w + 2 * pw - s) // sw + 1
     cg, kg, trs = c // groups, k // groups, t * r * s
     X, Y, W = n * c * d * h * w * e, n * k * do * ho * wo * e, k * cg * trs * e
-    align = 4 if dtype == "float32" else 8
-    cp, kp = -(-c // align) * align, -(-k // align) * align
+    cp, kp = _padded(dtype, c), _padded(dtype, k)
     terms = [X, Y, W if trs > 1 else 0, W, n * c * trs * do * ho * wo * e, n * k * cg * trs * 4,
              n * cp * d * h * w * e, n * kp * do * ho * wo * e, kp * (cp // groups) * trs * e if trs > 1 else 0]
     named = {"dt": _DT[dtype], "n": n, "c": c, "d": d, "h": h, "w": w, "k": k, "t": t, "r": r, "s": s, "sd": sd, "sh": sh,
              "sw": sw, "pdd": pd_, "ph": ph, "pw": pw, "g": groups, "cg": cg, "kg": kg, "do": do, "ho": ho, "wo": wo,
              "trs": trs, "npix": n * do * ho * wo, "crs": cg * trs, "X": X, "Y": Y, "W": W, "vol": d * h * w,
              "nw4": n * k * cg * trs * 4}
-    model = _model_3d()
+    model = _load("conv_model_3d_trees.json.gz")
     feats = [named[f] for f in model["features"]]
     return tuple(_predict(model["trees"][direction], feats, terms) for direction in ("forward", "input_grad", "weight_grad"))
 

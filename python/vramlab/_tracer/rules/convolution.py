@@ -258,8 +258,8 @@ class Convolutions(Rule):
         """A 3-d convolution's workspaces from the 3-d model (conv_model.workspaces_3d), within
         the measured kinds; a transposed one as the convolution cuDNN runs for it (its forward is
         that convolution's input gradient, and the reverse), extrapolated as for 2-D."""
-        torch, session = self.torch, self.session
-        if any(bound.get("output_padding") or [0]) or not all(measured_kind_3d(v) for v in (weight.shape[2:],)):
+        session = self.session
+        if any(bound.get("output_padding") or [0]) or not measured_kind_3d(weight.shape[2:]):
             return None
         stride, padding, dilation = (list(v) if isinstance(v, (list, tuple)) else [v] * 3 for v in (bound["stride"], bound["padding"], bound["dilation"]))
         if any(int(v) not in MEASURED_STRIDES_3D for v in stride) or any(int(v) != 1 for v in dilation):
