@@ -29,30 +29,18 @@ stems, pointwise layers, Conformer-style depthwise convolutions):
   dilation 1.
 A draw whose input, output or weight would pass 1 GiB, or whose output is empty, is drawn again."""
 
-import json
 import math
 import random
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
-from measure_conv_more import events_during
+from measure_conv_more import events_during, measure_groups, pick
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 KERNELS = [(1, 20), (2, 5), (3, 25), (4, 5), (5, 10), (7, 8), (9, 5), (10, 7), (11, 5), (15, 5), (31, 5)]
 ELEMENT = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2}
-
-
-def _pick(rng, weighted):
-    total = sum(w for _, w in weighted)
-    x = rng.uniform(0, total)
-    for value, w in weighted:
-        x -= w
-        if x <= 0:
-            return value
-    return weighted[-1][0]
 
 
 def draw(rng):
@@ -60,7 +48,7 @@ def draw(rng):
     while True:
         dtype = rng.choice(DTYPES)
         n = rng.choice([1, 2, 4, 8, 16, 32, 64])
-        kind = _pick(rng, [("plain", 75), ("depthwise", 15), ("grouped", 10)])
+        kind = pick(rng, [("plain", 75), ("depthwise", 15), ("grouped", 10)])
         c = round(2 ** rng.uniform(0, 10))
         k = round(2 ** rng.uniform(0, 10))
         c = -(-c // 8) * 8 if rng.random() < 0.6 else c
@@ -72,8 +60,8 @@ def draw(rng):
             groups = rng.choice([2, 4, 8, 16])
             c, k = -(-c // groups) * groups, -(-k // groups) * groups
         length = round(2 ** rng.uniform(4, 14))
-        kernel = _pick(rng, KERNELS)
-        stride = 1 if kernel == 1 else min(kernel, _pick(rng, [(1, 70), (2, 20), (rng.choice([3, 4, 5]), 10)]))
+        kernel = pick(rng, KERNELS)
+        stride = 1 if kernel == 1 else min(kernel, pick(rng, [(1, 70), (2, 20), (rng.choice([3, 4, 5]), 10)]))
         padding = 0 if rng.random() < 0.4 else kernel // 2
         out = (length + 2 * padding - kernel) // stride + 1
         e = ELEMENT[dtype]
@@ -108,25 +96,12 @@ def measure(dtype, n, conv):
 def main():
     path = sys.argv[1]
     seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 330.0
-    start = time.time()
     jobs = [("conv1d-heldout", random.Random(20261128), 300), ("conv1d-design", random.Random(20261129), math.inf)]
-    with open(path, "w") as sink:
-        for group, rng, count in jobs:
-            done = 0
-            while done < count and time.time() - start < seconds:
-                dtype, n, conv = draw(rng)
-                t0 = time.time()
-                try:
-                    row = measure(dtype, n, conv)
-                except Exception as e:  # noqa: BLE001 - a convolution the GPU refuses is a row too
-                    row = {"dtype": str(dtype).replace("torch.", ""), "n": n, "dims": 1, "conv1d": conv, "error": str(e)[:300]}
-                    torch.cuda.empty_cache()
-                row["group"] = group
-                row["seconds"] = round(time.time() - t0, 4)
-                sink.write(json.dumps(row) + "\n")
-                sink.flush()
-                done += 1
-            print(group, done, "rows", round(time.time() - start, 1), "s", flush=True)
+
+    def failed(dtype, n, conv, error):
+        return {"dtype": str(dtype).replace("torch.", ""), "n": n, "dims": 1, "conv1d": conv, "error": error}
+
+    measure_groups(path, jobs, seconds, draw, measure, failed)
 
 
 if __name__ == "__main__":

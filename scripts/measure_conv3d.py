@@ -22,16 +22,14 @@ The distribution (3-D U-Nets and autoencoders for volumes, video networks), in t
   dilation 1.
 A draw whose input, output or weight would pass 1 GiB, or whose output is empty, is drawn again."""
 
-import json
 import math
 import random
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
-from measure_conv_more import events_during
+from measure_conv_more import events_during, measure_groups, pick
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 KERNELS = [((3, 3, 3), 50), ((1, 1, 1), 20), ((1, 3, 3), 10), ((3, 1, 1), 5), ((3, 7, 7), 5), ((2, 2, 2), 5), ((5, 5, 5), 5)]
@@ -39,22 +37,12 @@ STRIDES = [((1, 1, 1), 65), ((2, 2, 2), 25), ((1, 2, 2), 10)]
 ELEMENT = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2}
 
 
-def _pick(rng, weighted):
-    total = sum(w for _, w in weighted)
-    x = rng.uniform(0, total)
-    for value, w in weighted:
-        x -= w
-        if x <= 0:
-            return value
-    return weighted[-1][0]
-
-
 def draw(rng):
     """One convolution: (dtype, n, shape in the rows' form)."""
     while True:
         dtype = rng.choice(DTYPES)
         n = rng.choice([1, 2, 4, 8, 16])
-        kind = _pick(rng, [("plain", 85), ("depthwise", 10), ("grouped", 5)])
+        kind = pick(rng, [("plain", 85), ("depthwise", 10), ("grouped", 5)])
         c = round(2 ** rng.uniform(0, 9))
         k = round(2 ** rng.uniform(0, 9))
         c = -(-c // 8) * 8 if rng.random() < 0.7 else c
@@ -68,8 +56,8 @@ def draw(rng):
         depth = round(2 ** rng.uniform(2, 6))
         h = round(2 ** rng.uniform(3, 7))
         w = h if rng.random() < 0.8 else round(2 ** rng.uniform(3, 7))
-        kernel = _pick(rng, KERNELS)
-        stride = [min(s, t) for s, t in zip(_pick(rng, STRIDES), kernel)]
+        kernel = pick(rng, KERNELS)
+        stride = [min(s, t) for s, t in zip(pick(rng, STRIDES), kernel)]
         padding = [t // 2 for t in kernel] if rng.random() < 0.7 else [0, 0, 0]
         out = [(size + 2 * p - t) // s + 1 for size, p, t, s in zip((depth, h, w), padding, kernel, stride)]
         e = ELEMENT[dtype]
@@ -104,25 +92,12 @@ def measure(dtype, n, shape):
 def main():
     path = sys.argv[1]
     seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 330.0
-    start = time.time()
     jobs = [("conv3d-heldout", random.Random(20261130), 300), ("conv3d-design", random.Random(20261131), math.inf)]
-    with open(path, "w") as sink:
-        for group, rng, count in jobs:
-            done = 0
-            while done < count and time.time() - start < seconds:
-                dtype, n, shape = draw(rng)
-                t0 = time.time()
-                try:
-                    row = measure(dtype, n, shape)
-                except Exception as e:  # noqa: BLE001 - a convolution the GPU refuses is a row too
-                    row = {"dtype": str(dtype).replace("torch.", ""), "n": n, "dims": 3, "shape": shape, "error": str(e)[:300]}
-                    torch.cuda.empty_cache()
-                row["group"] = group
-                row["seconds"] = round(time.time() - t0, 4)
-                sink.write(json.dumps(row) + "\n")
-                sink.flush()
-                done += 1
-            print(group, done, "rows", round(time.time() - start, 1), "s", flush=True)
+
+    def failed(dtype, n, shape, error):
+        return {"dtype": str(dtype).replace("torch.", ""), "n": n, "dims": 3, "shape": shape, "error": error}
+
+    measure_groups(path, jobs, seconds, draw, measure, failed)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,41 @@ def events_during(fn):
     return kept, out
 
 
+def pick(rng, weighted):
+    """One value of [(value, weight), ...], drawn by `rng`."""
+    total = sum(w for _, w in weighted)
+    x = rng.uniform(0, total)
+    for value, w in weighted:
+        x -= w
+        if x <= 0:
+            return value
+    return weighted[-1][0]
+
+
+def measure_groups(path, jobs, seconds, draw, measure, failed):
+    """Runs each (group, rng, count) of `jobs` in order until `seconds` are spent: `draw(rng)` gives
+    (dtype, n, spec), `measure(dtype, n, spec)` its row, `failed(dtype, n, spec, error)` the row of a
+    convolution the GPU refuses. Every row is written as a JSON line and flushed at once."""
+    start = time.time()
+    with open(path, "w") as sink:
+        for group, rng, count in jobs:
+            done = 0
+            while done < count and time.time() - start < seconds:
+                dtype, n, spec = draw(rng)
+                t0 = time.time()
+                try:
+                    row = measure(dtype, n, spec)
+                except Exception as e:  # noqa: BLE001 - a convolution the GPU refuses is a row too
+                    row = failed(dtype, n, spec, str(e)[:300])
+                    torch.cuda.empty_cache()
+                row["group"] = group
+                row["seconds"] = round(time.time() - t0, 4)
+                sink.write(json.dumps(row) + "\n")
+                sink.flush()
+                done += 1
+            print(group, done, "rows", round(time.time() - start, 1), "s", flush=True)
+
+
 def measure(dtype, n, shape, transposed=False, output_padding=(0, 0), channels_last=False, benchmark=False):
     c, h, w, k, r, s, stride, padding, dilation, groups = shape
     torch.backends.cudnn.benchmark = benchmark
