@@ -4,13 +4,15 @@ starts), its memory_stats(), and the driver's view (torch.cuda.mem_get_info) aft
 context alone and at the end, whose used memory minus PyTorch's reserved is the memory outside
 the caching allocator (CUDA context, NCCL's communicators and buffers, cuBLAS's own).
 
-    python scripts/record_distributed.py OUT [--nproc N] [--only NAME,...] [--budget SECONDS] [--workloads MODULE]
+    python scripts/record_distributed.py OUT [--nproc N] [--only NAME,...] [--budget SECONDS] [--workloads MODULE | --scripts DIR]
 
 launches, for each workload and each allocator setting (default, expandable_segments:True), one
 `python -m torch.distributed.run --nproc_per_node N` of this file, which writes
 OUT/<workload>/rank{r}-{setting}.pickle.gz and .json, and prints one line per launch. A launch that
 fails or passes its time limit is said and the next one runs; launches stop when --budget seconds
-have passed, so that the caller's time limit is kept. NVLink multicast (NVLS) and symmetric
+have passed, so that the caller's time limit is kept. With --scripts, each workload is a torchrun
+script of that folder, run unchanged; its rank is recorded where it destroys its process group, or
+at its end. NVLink multicast (NVLS) and symmetric
 memory's multicast stay off (the machines require it)."""
 
 import argparse
@@ -19,6 +21,7 @@ import importlib
 import json
 import os
 import pickle
+import runpy
 import signal
 import subprocess
 import sys
@@ -39,9 +42,6 @@ def worker(name, out_dir):
     import torch
     import torch.distributed as dist
 
-    sys.path.insert(0, HERE)
-    ALL = importlib.import_module(os.environ.get("VRAMLAB_WORKLOADS", "trace_workloads_36")).ALL
-
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
@@ -49,7 +49,36 @@ def worker(name, out_dir):
     after_context, total = used(torch, local)
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, context="all", stacks="python")
     started = time.time()
+    scripts = os.environ.get("VRAMLAB_SCRIPTS")
+    if scripts:
+        # A torchrun script as its user runs it. Its own destroy_process_group is where it ends:
+        # the recording is taken just before, while NCCL's memory is still held.
+        recorded = []
+        destroy = dist.destroy_process_group
+
+        def record_then_destroy(*args, **kwargs):
+            if not recorded:
+                recorded.append(record(torch, name, out_dir, rank, world_size, local, total, after_context, started))
+            return destroy(*args, **kwargs)
+
+        dist.destroy_process_group = record_then_destroy
+        sys.argv = [os.path.join(scripts, name + ".py")]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+        if not recorded:
+            record(torch, name, out_dir, rank, world_size, local, total, after_context, started)
+            if dist.is_initialized():
+                destroy()
+        return
+    sys.path.insert(0, HERE)
+    ALL = importlib.import_module(os.environ.get("VRAMLAB_WORKLOADS", "trace_workloads_36")).ALL
     ALL[name](rank, world_size)
+    record(torch, name, out_dir, rank, world_size, local, total, after_context, started)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def record(torch, name, out_dir, rank, world_size, local, total, after_context, started):
+    """Writes this rank's snapshot, memory_stats and the driver's used memory."""
     torch.cuda.synchronize()
     seconds = time.time() - started
     snapshot = torch.cuda.memory._snapshot()
@@ -90,8 +119,7 @@ def worker(name, out_dir):
     }
     with open(stem + ".json", "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
-    dist.barrier()
-    dist.destroy_process_group()
+    return stem
 
 
 def launcher(argv):
@@ -102,10 +130,16 @@ def launcher(argv):
     parser.add_argument("--budget", type=float, default=450.0, help="seconds after which no launch starts")
     parser.add_argument("--limit", type=float, default=150.0, help="seconds one launch may take")
     parser.add_argument("--workloads", default="trace_workloads_36", help="the module of scripts/ holding ALL and WORLD_SIZES")
+    parser.add_argument("--scripts", default="", help="a folder of torchrun scripts, each a workload named by its file (instead of --workloads)")
     options = parser.parse_args(argv)
-    sys.path.insert(0, HERE)
-    module = importlib.import_module(options.workloads)
-    ALL, WORLD_SIZES = module.ALL, module.WORLD_SIZES
+    scripts = os.path.abspath(options.scripts) if options.scripts else ""
+    if scripts:
+        ALL = {p[:-3]: None for p in sorted(os.listdir(scripts)) if p.endswith(".py")}
+        WORLD_SIZES = {name: (2, 4) for name in ALL}
+    else:
+        sys.path.insert(0, HERE)
+        module = importlib.import_module(options.workloads)
+        ALL, WORLD_SIZES = module.ALL, module.WORLD_SIZES
 
     nproc = options.nproc
     if not nproc:
@@ -128,7 +162,7 @@ def launcher(argv):
                 print(line, flush=True)
                 log.append(line)
                 continue
-            env = dict(os.environ, PYTORCH_ALLOC_CONF=setting, VRAMLAB_WORKLOADS=options.workloads, **QUIET_ENV)
+            env = dict(os.environ, PYTORCH_ALLOC_CONF=setting, VRAMLAB_WORKLOADS=options.workloads, VRAMLAB_SCRIPTS=scripts, **QUIET_ENV)
             env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
             command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", os.path.abspath(__file__), "--worker", name, options.out]
             t0 = time.time()
