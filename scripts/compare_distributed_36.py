@@ -4,7 +4,11 @@ that rank and world size (scripts/trace_workloads_36.py), replayed under the rec
 setting, and PyTorch's peak allocated and reserved compared; the memory outside the caching
 allocator (CUDA context, NCCL) that the driver saw is listed beside them, as a trace cannot see it.
 
-    python scripts/compare_distributed_36.py DIR [--only NAME,...] [--workloads MODULE]
+    python scripts/compare_distributed_36.py DIR [--only NAME,...] [--workloads MODULE | --scripts DIR] [--gpu NAME]
+
+With --scripts, each workload is a torchrun script of that folder, traced as its user would trace it:
+`python -m vramlab.trace --gpu NAME --nproc N --out FOLDER SCRIPT`, whose table says which ranks
+traced to their end; a rank that did not is a refused row, with the first line of its error.
 
 Prints a Markdown table (MiB; differences in percent of the GPU's figure)."""
 
@@ -12,7 +16,11 @@ import argparse
 import json
 import os
 import pathlib
+import pickle
+import re
+import subprocess
 import sys
+import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -22,13 +30,16 @@ def main():
     parser.add_argument("folder")
     parser.add_argument("--only", default="")
     parser.add_argument("--workloads", default="trace_workloads_36", help="the module of scripts/ holding ALL")
+    parser.add_argument("--scripts", default="", help="a folder of torchrun scripts, each traced by the command line")
+    parser.add_argument("--gpu", default="h100", help="the GPU the recordings were made on")
     options = parser.parse_args()
     sys.path.insert(0, str(HERE))
     import importlib
 
     import vramlab
 
-    ALL = importlib.import_module(options.workloads).ALL
+    ALL = {} if options.scripts else importlib.import_module(options.workloads).ALL
+    scratch = tempfile.mkdtemp(prefix="compare36-")
 
     only = set(filter(None, options.only.split(",")))
     rows = []
@@ -40,9 +51,11 @@ def main():
         if only and name not in only:
             continue
         key = (name, ws, rank)
+        if key not in traces and options.scripts:
+            traces.update(traced_script(pathlib.Path(options.scripts) / f"{name}.py", name, ws, options.gpu, scratch))
         if key not in traces:
             try:
-                with vramlab.trace(gpu="h100", world_size=ws, rank=rank) as t:
+                with vramlab.trace(gpu=options.gpu, world_size=ws, rank=rank) as t:
                     ALL[name](rank, ws)
                 traces[key] = t.snapshot()
             except Exception as e:  # noqa: BLE001 - a workload the trace refuses is a row too
@@ -73,6 +86,31 @@ def main():
         ga, gr = max(x[0] for x in ranks), max(x[1] for x in ranks)
         ta, tr = max(x[2] for x in ranks), max(x[3] for x in ranks)
         print(f"| {name} | {ws} | {setting} | {ga / 2**20:,.1f} | {ta / 2**20:,.1f} | {100 * (ta - ga) / ga:+.2f}% | {gr / 2**20:,.1f} | {tr / 2**20:,.1f} | {100 * (tr - gr) / gr:+.2f}% |")
+
+
+def traced_script(script, name, world_size, gpu, scratch):
+    """{(name, world_size, rank): snapshot, or the first line of the rank's error} of one script
+    traced by the command line for every rank."""
+    out = pathlib.Path(scratch) / name
+    run = subprocess.run(
+        [sys.executable, "-m", "vramlab.trace", "--gpu", gpu, "--nproc", str(world_size), "--out", str(out), str(script)],
+        capture_output=True, text=True,
+    )
+    said = run.stdout + run.stderr
+    errors = {}
+    for line in said.splitlines():
+        found = re.match(r"\[rank (\d+)\] error: (.*)", line)
+        if found:
+            errors.setdefault(int(found[1]), found[2].split("; the trace up to there")[0][:120])
+    traces = {}
+    for rank in range(world_size):
+        row = re.search(rf"^\s+{rank}\s+[\d,.]+ MiB\s+\d+\s+(\S+)", said, re.M)
+        if row and row[1] == "ok":
+            with open(out / f"rank{rank}.pickle", "rb") as f:
+                traces[(name, world_size, rank)] = pickle.load(f)
+        else:
+            traces[(name, world_size, rank)] = errors.get(rank, f"the trace did not finish ({row[1] if row else 'no table'})")
+    return traces
 
 
 if __name__ == "__main__":
