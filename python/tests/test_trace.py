@@ -1219,15 +1219,22 @@ def test_no_mode_is_left_on_the_stack_after_a_trace():
     assert torch.overrides._get_current_function_mode_stack() == before
 
 
-def test_the_programs_own_meta_tensors_are_said_to_be_counted():
-    """A model built on the meta device (no memory) looks to the trace like its own stand-ins for
-    CUDA tensors: what they hold is counted, and the snapshot says so rather than staying silent."""
+def test_the_programs_own_meta_tensors_are_not_gpu_memory():
+    """A model built on the meta device (no memory) is the program's, not a stand-in for CUDA
+    tensors: neither it nor what is computed from it alone is recorded, and the snapshot says so;
+    to_empty(device="cuda") then allocates the parameters on the GPU, as on the GPU."""
     with vramlab.trace() as t:
         with torch.device("meta"):
             model = torch.nn.Linear(1024, 1024)
+        doubled = model.weight * 2
+        assert doubled.device.type == "meta"
         model.to_empty(device="cuda")
+        y = model(torch.empty(8, 1024, device="cuda"))
+    events = t.snapshot()["device_traces"][0]
+    sizes = [e["size"] for e in events if e["action"] == "alloc"]
+    assert sizes[:3] == [1024 * 1024 * 4, 1024 * 4, 8 * 1024 * 4], sizes
     notes = t.snapshot()["vramlab_notes"]
-    assert any("made on the meta device are counted as GPU memory" in n for n in notes), notes
+    assert any("made on the meta device" in n and "were not recorded" in n for n in notes), notes
     with vramlab.trace() as t:
         torch.nn.Linear(1024, 1024).cuda()
     assert not any("meta device" in n for n in t.snapshot()["vramlab_notes"])

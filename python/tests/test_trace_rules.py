@@ -843,3 +843,28 @@ def test_flash_attention_allocates_as_the_h100_did_with_flash_forced():
         forward, backward = compare.traced(case)
         assert forward == [e[:2] for e in case["forward"]], case
         assert backward == [e[:2] for e in case["backward"]], case
+
+
+def test_rms_norm_allocates_what_the_fused_cuda_kernel_does():
+    """nn.RMSNorm on CUDA runs _fused_rms_norm (its output, then one float32 rstd per row) and the
+    fused backward (the input's gradient, then the weight's), not the float32 decomposition the
+    meta device would run (measured on two H200s: reports/reference/h200x2/distributed-x2e,
+    fsdp2_prefetch_bf16); where autograd is off, the same two outputs."""
+    with vramlab.trace() as t:
+        norm = torch.nn.RMSNorm(768).cuda().to(torch.bfloat16)
+        x = torch.randn(4, 512, 768, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        start = len(allocations(t.snapshot()))
+        y = norm(x)
+        forward = allocations(t.snapshot())[start:]
+        assert y.dtype == torch.bfloat16
+        y.backward(torch.ones_like(y))
+        backward = allocations(t.snapshot())[start + len(forward) + 1:]
+        assert x.grad.shape == x.shape and norm.weight.grad.shape == (768,)
+        with torch.no_grad():
+            before = len(allocations(t.snapshot()))
+            norm(x)
+            inference = allocations(t.snapshot())[before:]
+    activation = 4 * 512 * 768 * 2
+    assert forward == [("alloc", activation), ("alloc", 4 * 512 * 4)], forward
+    assert [a for a in backward if a[0] == "alloc"][:2] == [("alloc", activation), ("alloc", 768 * 2)], backward
+    assert [a for a in inference if a[0] == "alloc"] == [("alloc", activation), ("alloc", 4 * 512 * 4)], inference

@@ -32,14 +32,17 @@ Gloo, and a world size other than the trace's."""
 
 from __future__ import annotations
 
+
 import os
 from typing import Any, Dict, List, Optional
 
 from ..errors import UnfollowedError
+from .sharding import backward_paths, fsdp1_paths, mesh_paths, offload_paths, random_tracker_paths
 from .standin import Table
 from .where import here, user_frame
 
 BACKEND = "vramlab"
+RNG_STATE_NOTE = "{count} random generators' states broadcast from rank 0 (accelerate's synchronize_rng_state, DTensor's RNG tracker) kept this rank's own: a trace draws no numbers, and every rank's generator is the same fixed one"
 ACCEPTED_BACKENDS = {None, "nccl", "gloo", "cuda:nccl,cpu:gloo", "cpu:gloo,cuda:nccl", "undefined"}
 # The environment torchrun gives each rank (torch/distributed/run.py, elastic agent).
 ENVIRONMENT = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
@@ -169,8 +172,14 @@ class Distributed:
             )
             return original_init(BACKEND, store=dist.HashStore(), rank=session.rank, world_size=session.world_size, **kw)
 
-        for owner in (dist, dist.distributed_c10d):
-            table[(owner, "init_process_group")] = init_process_group
+        # init_device_mesh starts the default group itself where the program has not, through
+        # device_mesh's own reference to init_process_group (device_mesh.py:
+        # _setup_world_group_and_device).
+        import torch.distributed.device_mesh as device_mesh
+
+        for owner in (dist, dist.distributed_c10d, device_mesh):
+            if getattr(owner, "init_process_group", None) is original_init:
+                table[(owner, "init_process_group")] = init_process_group
         # DDP checks that every rank's parameters have the same shapes by reading gathered metadata
         # back on the host (torch/distributed/utils.py: _verify_param_shape_across_processes).
         import torch.distributed.utils as dist_utils
@@ -245,6 +254,7 @@ class Distributed:
             if hasattr(multiprocessing, name):
                 table[(multiprocessing, name)] = spawn_refused
         table.update(mesh_paths(session))
+        table.update(random_tracker_paths(session))
         table.update(offload_paths(session))
         table.update(fsdp1_paths(session))
         try:
@@ -356,8 +366,12 @@ def make_group(owner: Distributed) -> Any:
             return done(tensors)
 
         def broadcast(self, tensors: Any, opts: Any = None) -> Any:
-            # The root's own tensors keep their values.
-            return done(tensors, keeps=getattr(opts, "rootRank", -1) == self.rank())
+            # The root's own tensors keep their values; so do every rank's while a generator's
+            # state is broadcast (session.same_state_broadcasts).
+            root = getattr(opts, "rootRank", -1) == self.rank()
+            if not root and owner.session.same_state_broadcasts:
+                owner.session.note(RNG_STATE_NOTE)
+            return done(tensors, keeps=root or bool(owner.session.same_state_broadcasts))
 
         def reduce(self, tensors: Any, opts: Any = None) -> Any:
             return done(tensors)
@@ -479,108 +493,4 @@ def device_table(session: Any) -> Table:
         }.items():
             if hasattr(accelerator, name):
                 table[(accelerator, name)] = value
-    return table
-
-
-def backward_paths(session: Any) -> Table:
-    """Python that the autograd engine runs in the backward (tensor hooks, custom Functions'
-    backward, FSDP2's pre- and post-backward and its final callback) runs without the program's
-    torch function modes (the engine does not carry them): run inside the trace's, it names devices
-    as the forward did ("cuda" is the stand-in device), as it would on the GPU."""
-    torch = session.torch
-
-    on_the_gpu = session.on_the_gpu
-
-    table: Table = {}
-    register_hook = torch.Tensor.register_hook
-
-    def register(tensor: Any, hook: Any) -> Any:
-        return register_hook(tensor, on_the_gpu(hook))
-
-    table[(torch.Tensor, "register_hook")] = register
-    backward_function = torch.autograd.function.BackwardCFunction
-    table[(backward_function, "apply")] = on_the_gpu(backward_function.apply)
-    try:
-        from torch.distributed.fsdp._fully_shard import _fsdp_state
-    except ImportError:
-        return table
-    state = _fsdp_state.FSDPState
-    for name in ("_pre_backward", "_root_post_backward_final_callback"):
-        if hasattr(state, name):
-            table[(state, name)] = on_the_gpu(getattr(state, name))
-    return table
-
-
-def offload_paths(session: Any) -> Table:
-    """FSDP2's CPU offload: the sharded parameters move to the host when sharded and the reduced
-    gradients after each reduce-scatter; their host copies are made without values
-    (rules/collectives.py: HostCopiesKept)."""
-    table: Table = {}
-    try:
-        from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param
-    except ImportError:
-        return table
-
-    def keeping(fn: Any) -> Any:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            session.host_copies_kept += 1
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                session.host_copies_kept -= 1
-
-        return run
-
-    if hasattr(_fsdp_param.FSDPParam, "_init_sharded_param"):
-        table[(_fsdp_param.FSDPParam, "_init_sharded_param")] = keeping(_fsdp_param.FSDPParam._init_sharded_param)
-    if hasattr(_fsdp_collectives, "foreach_reduce"):
-        reduce = keeping(_fsdp_collectives.foreach_reduce)
-        table[(_fsdp_collectives, "foreach_reduce")] = reduce
-        from torch.distributed.fsdp._fully_shard import _fsdp_param_group
-
-        if getattr(_fsdp_param_group, "foreach_reduce", None) is _fsdp_collectives.foreach_reduce:
-            table[(_fsdp_param_group, "foreach_reduce")] = reduce
-    return table
-
-
-TRACES = [0]
-
-
-def mesh_paths(session: Any) -> Table:
-    """Device meshes made in a trace are its own: a mesh is equal to (and hashes as) any mesh of the
-    same shape and ranks, whichever rank made it, and DTensor caches plans by mesh (sharding
-    propagation, redistribution), so a second trace in the same process (another rank) would find
-    the first one's mesh and its process groups, gone with it. As PyTorch does for threads each
-    playing a rank (the "threaded" backend), each mesh carries an identity of its trace."""
-    try:
-        from torch.distributed.device_mesh import DeviceMesh
-    except ImportError:
-        return {}
-    TRACES[0] += 1
-    token = ("vramlab.trace", TRACES[0])
-    made = DeviceMesh.__init__
-
-    def init(mesh: Any, *args: Any, **kwargs: Any) -> None:
-        made(mesh, *args, **kwargs)
-        mesh._thread_id = token
-        mesh._hash = None
-
-    return {(DeviceMesh, "__init__"): init}
-
-
-def fsdp1_paths(session: Any) -> Table:
-    """FSDP1 (FullyShardedDataParallel, fsdp/_runtime_utils.py): its post-backward hooks (on each
-    flat parameter's AccumulateGrad node, or a multi-grad hook for use_orig_params' reshard-only
-    path) and the final callback it queues on the autograd engine run without the program's torch
-    function modes, as FSDP2's do (backward_paths): run inside the trace's, they see the flat
-    parameters on the GPU, as on the GPU. They are looked up in the module when FSDP registers them
-    (functools.partial of the module's global), so the module's names are replaced."""
-    try:
-        from torch.distributed.fsdp import _runtime_utils
-    except ImportError:
-        return {}
-    table: Table = {}
-    for name in ("_post_backward_hook", "_post_backward_reshard_only_hook", "_post_backward_final_callback"):
-        if hasattr(_runtime_utils, name):
-            table[(_runtime_utils, name)] = session.on_the_gpu(getattr(_runtime_utils, name))
     return table

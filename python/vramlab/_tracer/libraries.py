@@ -32,7 +32,8 @@ import sys
 from types import FrameType
 from typing import Any, Callable, Dict, Optional
 
-from .standin import Table
+from .sharding import checkpoint_state_paths
+from .standin import Table, counting
 
 
 def eos_impossible(config: Any) -> bool:
@@ -204,20 +205,22 @@ def answering(session: Any, function: Any, reads: ReadsInside, host: bool = Fals
     return wrapper
 
 
-TRAINER_LOG_NOTE = "{count} values Hugging Face's Trainer reads only to log and report them (the loss and the gradient norm, in Trainer._maybe_log_save_evaluate and _finalize_training) were answered NaN: a trace has no data, and they decide no allocation"
+TRAINER_LOG_NOTE = "{count} values Hugging Face's Trainer reads only to log and report them (the loss, the gradient norm and the count of floating-point operations, in Trainer._maybe_log_save_evaluate, _finalize_training and store_flos) were answered NaN: a trace has no data, and they decide no allocation"
 
 TRAINER_EVALUATION_NOTE = "{count} floating-point values Hugging Face's Trainer.evaluation_loop reads or copies to the host (losses and predictions, for its metrics) were answered NaN: a trace has no data, and its metrics are not the GPU's; integer ones (labels) are not answered, and stop the trace"
 
-# Trainer's methods (transformers/trainer.py, 5.x) whose floating-point values are answered NaN,
-# with the note, and whether their copies to the host are too. The first two read only logs and
-# the returned metrics (`tr_loss ... .mean().item()`, `grad_norm.item()`,
-# `self._total_loss_scalar += self._tr_loss.item()`); the evaluation loop gathers losses (and,
-# with compute_metrics, logits and labels) on the GPU, then copies them to the host for the
-# metrics: what it holds on the GPU is the trace's, the values only the metrics'.
+# Trainer's methods (transformers/trainer.py, 5.x) whose values are answered NaN, with the note,
+# whether their copies to the host are too, and whether integer values are. The first two read
+# only logs and the returned metrics (`tr_loss ... .mean().item()`, `grad_norm.item()`,
+# `self._total_loss_scalar += self._tr_loss.item()`); store_flos, under DDP, sums every rank's
+# count of operations (an integer) for the logs; the evaluation loop gathers losses (and, with
+# compute_metrics, logits and labels) on the GPU, then copies them to the host for the metrics:
+# what it holds on the GPU is the trace's, the values only the metrics'.
 TRAINER_ANSWERED = (
-    ("_maybe_log_save_evaluate", TRAINER_LOG_NOTE, False),
-    ("_finalize_training", TRAINER_LOG_NOTE, False),
-    ("evaluation_loop", TRAINER_EVALUATION_NOTE, True),
+    ("_maybe_log_save_evaluate", TRAINER_LOG_NOTE, False, False),
+    ("_finalize_training", TRAINER_LOG_NOTE, False, False),
+    ("store_flos", TRAINER_LOG_NOTE, False, True),
+    ("evaluation_loop", TRAINER_EVALUATION_NOTE, True, False),
 )
 
 
@@ -225,12 +228,22 @@ def trainer_paths(session: Any, trainer_module: Any) -> Table:
     """transformers.trainer, once imported."""
     trainer = getattr(trainer_module, "Trainer", None)
     table: Table = {}
-    for name, note, host in TRAINER_ANSWERED:
+    for name, note, host, integers in TRAINER_ANSWERED:
         method = vars(trainer).get(name) if trainer is not None else None
         if method is not None:
-            reads = ReadsInside(session, method.__code__, float("nan"), note, floating_only=True)
+            reads = ReadsInside(session, method.__code__, float("nan"), note, floating_only=not integers)
             table[(trainer, name)] = answering(session, method, reads, host=host)
     return table
+
+
+def accelerate_random_paths(session: Any, random_module: Any) -> Table:
+    """accelerate.utils.random, once imported: synchronize_rng_state (at each epoch of a prepared
+    DataLoader) moves a generator's state to the GPU, broadcasts rank 0's and copies it back to
+    set it; the broadcast leaves this rank's state, which every rank's trace has the same of."""
+    sync = getattr(random_module, "synchronize_rng_state", None)
+    if sync is None:
+        return {}
+    return {(random_module, "synchronize_rng_state"): counting(session, "same_state_broadcasts", sync)}
 
 
 # Module name -> the patches to make once it is imported.
@@ -238,6 +251,8 @@ RULES: Dict[str, Callable[[Any, Any], Table]] = {
     "transformers.generation.utils": generation_paths,
     "transformers.modeling_utils": padding_warning_paths,
     "transformers.trainer": trainer_paths,
+    "accelerate.utils.random": accelerate_random_paths,
+    "torch.distributed.checkpoint.state_dict": checkpoint_state_paths,
 }
 
 

@@ -48,7 +48,7 @@ class OnTheGpu(TorchFunctionMode):
             raise UnfollowedError(f"{name} at {here()}: {session.host.short}; the trace up to there is kept")
         if name == "__get__" and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
             said = self.says.get(getattr(getattr(func, "__self__", None), "__name__", ""))
-            if said is not None:
+            if said is not None and not session.record.program_meta(args[0]):
                 return said
         if func is self.mha_forward:
             name = "multi_head_attention_forward"
@@ -83,14 +83,17 @@ class OnTheGpu(TorchFunctionMode):
                 dtype = getattr(to, "dtype", None) if not isinstance(to, str) else legacy_dtype(torch, to)
                 if isinstance(dtype, torch.dtype):
                     return args[0].to(device="meta", dtype=dtype, non_blocking=bool(kwargs.get("non_blocking", False)))
+        explicit = None
         if "device" in kwargs:
             device = kwargs["device"]
             if (isinstance(device, torch.device) and device.type == "meta") or (isinstance(device, str) and device.split(":")[0] == "meta"):
                 # The program's own meta tensors (`with torch.device("meta")`, a model built
-                # without memory) look like the trace's stand-ins for CUDA ones.
-                session.note(
-                    "{count} tensors the program itself made on the meta device are counted as GPU memory until freed (a trace cannot tell them from its stand-ins for CUDA tensors): peak allocated may be higher than the GPU's by what they hold while alive"
-                )
+                # without memory) are not GPU memory, though the trace's stand-ins for CUDA
+                # tensors are on meta too: Allocations keeps them apart.
+                explicit = "meta"
+                session.note(PROGRAM_META_NOTE)
+            elif device is not None and torch.device(device).type != "cpu":
+                explicit = "gpu"
             if isinstance(device, int) and not isinstance(device, bool):
                 # A device given as a number is a CUDA device's index.
                 session.one_gpu(device)
@@ -101,6 +104,8 @@ class OnTheGpu(TorchFunctionMode):
             session.one_gpu(args[1] if len(args) > 1 else kwargs.get("device"))
             return args[0].to("meta")
         if func in (torch.Tensor.to, torch.Tensor.new_empty, torch.Tensor.new_zeros):
+            if any(isinstance(a, (str, torch.device)) and a != "meta" and torch.device(a).type == "cuda" for a in args[1:]):
+                explicit = "gpu"
             args = tuple(session.redirect(a) for a in args)
         if func is torch.Tensor.pin_memory:
             return args[0]
@@ -114,7 +119,13 @@ class OnTheGpu(TorchFunctionMode):
             # x[i] = 1.0 on a CUDA tensor makes the value on the CPU
             # (python_variable_indexing.cpp), not on the device.
             args = (args[0], args[1], torch.tensor(args[2], dtype=args[0].dtype))
-        result = func(*args, **kwargs)
+        outer = session.explicit_device
+        if explicit is not None:
+            session.explicit_device = explicit
+        try:
+            result = func(*args, **kwargs)
+        finally:
+            session.explicit_device = outer
         streams = getattr(session, "_streams", None)
         if streams is not None and streams.current is not streams.default and torch.is_grad_enabled():
             # Its backward runs on this stream (streams.py: backward_on_current).
@@ -122,11 +133,15 @@ class OnTheGpu(TorchFunctionMode):
         return result
 
 
+PROGRAM_META_NOTE = "{count} tensors the program itself made on the meta device (a model built without memory), and what was computed from them alone, were not recorded: they hold no GPU memory"
+
+
 class Allocations(TorchDispatchMode):
     def __init__(self, session: Any) -> None:
         super().__init__()
         self.session = session
         self.torch = session.torch
+        self.fake_key = session.torch._C._TorchDispatchModeKey.FAKE
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         if any(is_traceable_wrapper_subclass_type(t) for t in types):
@@ -163,6 +178,16 @@ class Allocations(TorchDispatchMode):
             # kernel on meta would make them below the mode.
             with self:
                 return func._op_dk(composite, *args, **kwargs)
+        if self._program_meta(leaves) or torch._C._get_dispatch_mode(self.fake_key) is not None:
+            # The program's own meta tensors, what is computed from them alone, and what
+            # FakeTensorMode computes (PyTorch's code learning shapes without memory: DTensor's
+            # sharding propagation; an infrastructure mode, it comes after this one): not GPU
+            # memory, and nothing the GPU's kernels would do.
+            out = func(*args, **kwargs)
+            for t in torch.utils._pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                    session.record.mark_program_meta(t.untyped_storage())
+            return out
         call = Call(session, func, op, args, kwargs, on_gpu)
         rules = session.rules.of(op)
         if on_gpu:
@@ -199,6 +224,18 @@ class Allocations(TorchDispatchMode):
         for rule in rules:
             rule.after(call, out, made)
         return out
+
+
+    def _program_meta(self, leaves: Any) -> bool:
+        """Whether an operator works on the program's own meta tensors: asked for on meta by the
+        program, or every meta tensor among its inputs is the program's, and it was not asked to
+        make its result on the GPU (``to_empty(device="cuda")``)."""
+        explicit = self.session.explicit_device
+        if explicit is not None:
+            return explicit == "meta"
+        record, torch = self.session.record, self.torch
+        metas = [a for a in leaves if isinstance(a, torch.Tensor) and a.device.type == "meta"]
+        return bool(metas) and all(record.program_meta(a) for a in metas)
 
 
 def runs_as_composite_on_cuda(torch: Any, func: Any) -> bool:

@@ -84,6 +84,9 @@ class Recorder:
         self._next_addr = 1 << 40
         # Per live storage (by its _cdata): a weak reference, its block's address and size.
         self._live: Dict[int, Tuple[Any, int, int]] = {}
+        # Storages the program itself made on the meta device (a model built without memory), and
+        # those computed from them alone: not GPU memory, never recorded.
+        self._program_meta: Dict[int, Any] = {}
         self.phases: Dict[int, str] = {}
         self._phase = phase
         # Called with a storage's key when it dies (the values it was known to hold go with it).
@@ -160,9 +163,27 @@ class Recorder:
         is larger than the meta tensor's), and its free when the storage dies."""
         self.track_storage(tensor.untyped_storage(), frame, size)
 
+    def mark_program_meta(self, storage: Any) -> None:
+        key = storage._cdata
+        if key in self._live:
+            return
+
+        def died(_ref: Any, key: int = key) -> None:
+            self._program_meta.pop(key, None)
+
+        self._program_meta[key] = weakref.ref(storage, died)
+
+    def program_meta(self, tensor: Any) -> bool:
+        """Whether `tensor`'s storage is one the program itself made on the meta device."""
+        storage = tensor.untyped_storage()
+        ref = self._program_meta.get(storage._cdata)
+        return ref is not None and ref() is storage
+
     def track_storage(self, storage: Any, frame: Frame, size: Optional[int] = None) -> None:
         key = storage._cdata
         if key in self._live or storage.nbytes() == 0:
+            return
+        if key in self._program_meta and self._program_meta[key]() is storage:
             return
         size = storage.nbytes() if size is None else size
         addr = self.alloc(size, frame)

@@ -22,6 +22,8 @@ from .recorder import max_events as recorder_max_events
 from .rules import Rules
 from .rules.autocast import Autocast
 from .rules.cells import RecurrentCells
+from .rules.rms_norm import FusedRmsNorm
+from .rules.sync_batch_norm import SyncBatchNormKernels, sync_batch_norm_paths
 from .rules.composites import CudaComposites
 from .rules.kernels import threads_per_sm
 from .rules.linear import LinearPath
@@ -85,6 +87,11 @@ class trace:
         self.device_index = self.rank
         self.record.device, self.record.devices = self.device_index, self.world_size
         self.host_copies_kept = 0
+        # "meta" while the program asks for its own meta tensors, "gpu" while it asks for a GPU
+        # device, None otherwise (modes.py: OnTheGpu, Allocations._program_meta).
+        self.explicit_device: Optional[str] = None
+        # Raised while a random generator's state is broadcast (distributed.py: RNG_STATE_NOTE).
+        self.same_state_broadcasts = 0
         self.shadows = Shadows(torch)
         self.record.on_death.append(self.shadows.forget)
         self.settings = standin.environment_settings()
@@ -103,6 +110,9 @@ class trace:
         # Library rules that know a value the program reads (libraries.py): each takes the tensor
         # read and gives its value, or None.
         self.read_answers: List[Any] = []
+        # Functions of a boolean mask whose values the trace does not have: True where it is
+        # answered all set (a library's mask known to keep every element), else None.
+        self.mask_answers: List[Any] = []
         # Likewise for a GPU tensor's values copied to the host (.cpu()): a fill value, or None.
         self.host_answers: List[Any] = []
         self._patches = standin.Patches()
@@ -418,6 +428,7 @@ class trace:
         table.update(paths.checkpoint_paths(self))
         table.update(paths.program_paths(self))
         table.update(paths.optimizer_paths(self))
+        table.update(sync_batch_norm_paths(self))
         # torch.cuda.memory's (and torch.cuda.random's) own names for the same queries: torch.cuda's
         # are re-exports, and PyTorch's code calls either.
         for (owner, name), value in list(table.items()):
@@ -428,7 +439,7 @@ class trace:
         kernels = Autocast(torch, here, self.release)
         kernels.install()
         self.autocast = kernels
-        for kernels_for in (RecurrentCells, CudaComposites, LinearPath, InPlaceWithoutMeta):
+        for kernels_for in (RecurrentCells, CudaComposites, LinearPath, InPlaceWithoutMeta, SyncBatchNormKernels, FusedRmsNorm):
             registered = kernels_for(torch)
             registered.install()
             self._registered.append(registered)

@@ -5,6 +5,8 @@ refusal naming the program's line: the trace never reaches a driver."""
 
 from __future__ import annotations
 
+import functools
+
 import os
 import threading
 from typing import Any, Callable, Dict, List, Tuple
@@ -13,6 +15,20 @@ from ..errors import UnfollowedError
 from .where import here
 
 Table = Dict[Tuple[Any, str], Any]
+
+
+def counting(session: Any, attribute: str, fn: Any) -> Any:
+    """`fn`, with the session's counter `attribute` raised while it runs."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        setattr(session, attribute, getattr(session, attribute) + 1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            setattr(session, attribute, getattr(session, attribute) - 1)
+
+    return run
 
 
 class Patches:

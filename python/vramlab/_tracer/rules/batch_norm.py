@@ -93,6 +93,17 @@ class BatchNormRules:
     def fits_32bit(self, t: Any) -> bool:
         return fits_32bit_indexing(list(t.shape), list(t.stride()), t.element_size())
 
+    def channels_last_reduce(self, grad_out: Any, x: Any, mean: Any, invstd: Any, weight: Optional[Any]) -> bool:
+        """Whether batch_norm_backward_reduce takes its channels-last template (Normalization.cu)."""
+        return (
+            self.fits_32bit(grad_out)
+            and self.channels_last_kernels(grad_out)
+            and self.channels_last_kernels(x)
+            and (weight is None or weight.is_contiguous())
+            and mean.is_contiguous()
+            and invstd.is_contiguous()
+        )
+
     def staging(self, x: Any, per_channel: int, acc_size: int) -> List[int]:
         """The staging buffer and semaphores of a cooperative channels-last reduction, or none."""
         channels = x.size(1)
@@ -141,14 +152,7 @@ class NativeBatchNorm(Rule):
         grads = list(out)
         channels = x.size(1)
         acc = save_mean.element_size()
-        channels_last_reduce = (
-            kernels.fits_32bit(grad_out)
-            and kernels.channels_last_kernels(grad_out)
-            and kernels.channels_last_kernels(x)
-            and (weight is None or weight.is_contiguous())
-            and save_mean.is_contiguous()
-            and save_invstd.is_contiguous()
-        )
+        channels_last_reduce = kernels.channels_last_reduce(grad_out, x, save_mean, save_invstd, weight)
         sums: List[Tuple[int, int]] = []
         dropped: List[Tuple[int, int]] = []
         if channels_last_reduce or mask[0]:

@@ -115,6 +115,9 @@ class Reads(Rule):
         for index in args[1]:
             if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
                 known = self.session.known_shape(torch.ops.aten.nonzero.default, (index,), {})
+                if known is None and any(answer(index) for answer in self.session.mask_answers):
+                    self.session.shadows.adopt(index, torch.ones(index.shape, dtype=index.dtype))
+                    known = self.session.known_shape(torch.ops.aten.nonzero.default, (index,), {})
                 if known is None:
                     raise UnfollowedError(
                         f"{op} at {here()}: indexing with a boolean mask makes a shape from the mask's values, and a trace without data has none; the trace up to there is kept"
