@@ -315,6 +315,9 @@ def test_a_rank_sees_its_own_gpu():
             lambda: (dist.init_process_group("nccl"), (lambda n: (dist.all_reduce(n), torch.empty(int(n.item()), device="cuda")))(torch.randint(1, 9, (1,), device="cuda"))),
             "reads values back",
         ),
+        # Objects the root rank sends: a placeholder on a receiving rank cannot be filled.
+        (lambda: (dist.init_process_group("nccl"), dist.broadcast_object_list([None], src=0)), "broadcast_object_list"),
+        (lambda: (dist.init_process_group("nccl"), dist.scatter_object_list([None], None, src=0)), "scatter_object_list"),
     ],
 )
 def test_unfollowed_distributed_cases_stop_in_one_line(program, needle):
@@ -681,3 +684,21 @@ def test_a_torchrun_script_against_its_two_gpu_recording(name, setting, tmp_path
         gpu = max(m["memory_stats"][key] for m in metas)
         traced_peak = max(o[key] for o in ours)
         assert abs(traced_peak - gpu) <= limit * gpu, f"{name} {setting} {key}: {traced_peak} against {gpu}"
+
+
+def test_object_collectives_keep_what_this_rank_has():
+    """all_gather_object gives every slot this rank's object (each rank is traced alone); the root
+    of broadcast_object_list keeps its objects, and a receiving rank whose placeholders are objects
+    keeps them, as if the root's were the same, which the snapshot says."""
+
+    def program():
+        dist.init_process_group("nccl")
+        gathered = [None, None]
+        dist.all_gather_object(gathered, {"rank": dist.get_rank()})
+        assert gathered == [{"rank": 1}, {"rank": 1}]
+        settings = [{"lr": 0.1}]
+        dist.broadcast_object_list(settings, src=0)
+        assert settings == [{"lr": 0.1}]
+
+    t, _ = events_of(program, world_size=2, rank=1)
+    assert any("broadcast_object_list on a receiving rank" in n for n in t.snapshot()["vramlab_notes"])

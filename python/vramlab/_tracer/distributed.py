@@ -32,7 +32,8 @@ Gloo, and a world size other than the trace's."""
 
 from __future__ import annotations
 
-
+import functools
+import inspect
 import os
 from typing import Any, Dict, List, Optional
 
@@ -253,6 +254,7 @@ class Distributed:
         for name in ("spawn", "start_processes"):
             if hasattr(multiprocessing, name):
                 table[(multiprocessing, name)] = spawn_refused
+        table.update(object_paths(session))
         table.update(mesh_paths(session))
         table.update(random_tracker_paths(session))
         table.update(offload_paths(session))
@@ -494,3 +496,48 @@ def device_table(session: Any) -> Table:
             if hasattr(accelerator, name):
                 table[(accelerator, name)] = value
     return table
+
+
+def object_paths(session: Any) -> Table:
+    """broadcast_object_list and scatter_object_list on a rank that receives: the objects are the
+    root rank's, which a trace of this rank alone does not have (its list holds placeholders,
+    usually None, and the sizes it would read back are uninitialised memory). Where every
+    placeholder is already an object, this rank's are kept, as if the root's were the same; where
+    one is None, the trace stops in one line. The root runs PyTorch's own."""
+    dist = session.torch.distributed
+    c10d = dist.distributed_c10d
+    table: Table = {}
+
+    def root_rank(src: Any, group: Any, group_src: Any) -> int:
+        if src is not None:
+            return int(src)
+        if group_src is not None and group is not None:
+            return int(c10d.get_global_rank(group, group_src))
+        return int(group_src or 0)
+
+    def receiving(name: str, original: Any, list_arg: str) -> Any:
+        @functools.wraps(original)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            bound = inspect.signature(original).bind(*args, **kwargs)
+            values = bound.arguments
+            if root_rank(values.get("src"), values.get("group"), values.get("group_src")) == dist.get_rank():
+                return original(*args, **kwargs)
+            received = values.get(list_arg) or []
+            if any(o is None for o in received):
+                raise UnfollowedError(
+                    f"{name} at {here()}: rank {session.rank}'s trace does not have the objects the root rank sends (each rank is traced alone, and a placeholder here is None); the trace up to there is kept"
+                )
+            session.note(f"{{count}} calls of {name} on a receiving rank kept this rank's own objects, as if the root's were the same (each rank is traced alone)")
+            return None
+
+        return run
+
+    for name, list_arg in (("broadcast_object_list", "object_list"), ("scatter_object_list", "scatter_object_output_list")):
+        original = getattr(c10d, name, None)
+        if original is not None:
+            wrapped = receiving(name, original, list_arg)
+            for owner in (dist, c10d):
+                if getattr(owner, name, None) is original:
+                    table[(owner, name)] = wrapped
+    return table
+
