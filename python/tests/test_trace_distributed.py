@@ -631,7 +631,20 @@ def test_accelerate_s_sampler_state_sync_is_followed_on_every_rank():
             model(x).sum().backward()
             break
 
-    t, events = events_of(program, world_size=2, rank=1)
+    # accelerate keeps its state in process-wide singletons: another test's (not distributed)
+    # would be this one's.
+    from accelerate.state import AcceleratorState, GradientState, PartialState
+
+    def reset():
+        AcceleratorState._reset_state(True)
+        PartialState._reset_state()
+        GradientState._reset_state()
+
+    reset()
+    try:
+        t, events = events_of(program, world_size=2, rank=1)
+    finally:
+        reset()
     assert any("random generators' states broadcast" in n for n in t.snapshot()["vramlab_notes"])
     assert any(e["action"] == "alloc" and e["size"] == 4 * 64 * 4 for e in events)
 

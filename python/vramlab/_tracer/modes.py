@@ -90,8 +90,9 @@ class OnTheGpu(TorchFunctionMode):
                 # The program's own meta tensors (`with torch.device("meta")`, a model built
                 # without memory) are not GPU memory, though the trace's stand-ins for CUDA
                 # tensors are on meta too: Allocations keeps them apart.
-                explicit = "meta"
-                session.note(PROGRAM_META_NOTE)
+                explicit = "gpu" if session.stand_in_meta else "meta"
+                if not session.stand_in_meta:
+                    session.note(PROGRAM_META_NOTE)
             elif device is not None and torch.device(device).type != "cpu":
                 explicit = "gpu"
             if isinstance(device, int) and not isinstance(device, bool):

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any, Dict, List
 
-from .standin import Table
+from .standin import Table, counting
 from .where import here, user_frame
 
 
@@ -130,8 +130,10 @@ def serialization_paths(session: Any) -> Table:
         if location != "cuda" and not location.startswith("cuda:"):
             return None
         session.one_gpu(location)
-        placed = torch.UntypedStorage(storage.nbytes(), device="meta")
-        session.record.track(torch.empty(0, dtype=torch.uint8, device="meta").set_(placed), user_frame())
+        # Made below the trace's function mode: a stand-in, not the program's own meta tensor.
+        with torch._C.DisableTorchFunction():
+            placed = torch.UntypedStorage(storage.nbytes(), device="meta")
+            session.record.track(torch.empty(0, dtype=torch.uint8, device="meta").set_(placed), user_frame())
         return placed
 
     registry = [
@@ -170,7 +172,9 @@ def serialization_paths(session: Any) -> Table:
             saved = saved_files.get(os.path.realpath(os.fsdecode(source)))
             if saved is not None:
                 rest = {k: v for k, v in kwargs.items() if k != "f"}
-                return load(io.BytesIO(saved), *args[1:], **rest)
+                # Its tensors were saved as stand-ins (meta, without storage): rebuilt on meta,
+                # they stand in for the GPU's again, not for the program's own meta tensors.
+                return counting(session, "stand_in_meta", load)(io.BytesIO(saved), *args[1:], **rest)
         return load(*args, **kwargs)
 
     return {(serialization, "_package_registry"): registry, (torch, "save"): save_without_values, (torch, "load"): load_saved}

@@ -90,6 +90,9 @@ class trace:
         # "meta" while the program asks for its own meta tensors, "gpu" while it asks for a GPU
         # device, None otherwise (modes.py: OnTheGpu, Allocations._program_meta).
         self.explicit_device: Optional[str] = None
+        # Raised while tensors made on meta by PyTorch's own code stand in for the GPU's (a
+        # checkpoint the trace saved, loaded back: paths.py).
+        self.stand_in_meta = 0
         # Raised while a random generator's state is broadcast (distributed.py: RNG_STATE_NOTE).
         self.same_state_broadcasts = 0
         self.shadows = Shadows(torch)
