@@ -220,12 +220,15 @@ class Distributed:
             rebuild = Reducer._rebuild_buckets
 
             def rebuild_buckets(reducer: Any) -> Any:
-                # The buckets the rebuild replaces are kept allocated to the end of the trace. On
-                # four H100s (reports/reference/h100/distributed-x4*/COMPARE.md) whether a rank
-                # freed its construction-time buckets at the rebuild varied by rank and by run
-                # (14 of the 24 rank-settings of three DDP workloads kept them to the end; the
-                # largest rank did in 5 of their 6 runs). The largest rank decides whether a job
-                # fits, and keeping them is never below the GPU.
+                # The buckets the rebuild replaces are kept allocated to the end of the trace.
+                # Whether a rank frees them at the rebuild depends on timing: the last step's NCCL
+                # work holds them until its watchdog thread lets it go (frees without Python
+                # frames, from that thread, in the recordings). On four H100s
+                # (reports/reference/h100/distributed-x4*/COMPARE.md) the largest rank kept them in
+                # 5 of 6 runs of three DDP workloads; on two H200s
+                # (reports/reference/h200x2/distributed-x2e) every rank freed them at the rebuild
+                # in 4 of 6 runs of three. The largest rank decides whether a job fits, and keeping
+                # them is never below the GPU: the note gives what a run that frees them saves.
                 session.host_copies_kept += 1
                 record = session.record
                 held = len(record.held_to_end)
@@ -238,7 +241,7 @@ class Distributed:
                     kept = record.held_to_end[held:]
                     if kept:
                         session.note(
-                            "{count} DDP bucket rebuilds kept the buckets they replaced allocated to the end of the trace, as the GPU's largest rank does (a rank frees them at the rebuild only when NCCL no longer holds them, which varies by rank and run): "
+                            "{count} DDP bucket rebuilds kept the buckets they replaced allocated to the end of the trace, the upper envelope (a rank frees them at the rebuild only once NCCL's watchdog has let the last step's work go, which varies by rank and run; a run whose ranks all free them peaks lower by up to what they hold): "
                             + f"{sum(kept)} bytes here"
                         )
 
