@@ -715,3 +715,21 @@ def test_object_collectives_keep_what_this_rank_has():
 
     t, _ = events_of(program, world_size=2, rank=1)
     assert any("broadcast_object_list on a receiving rank" in n for n in t.snapshot()["vramlab_notes"])
+
+
+def test_the_peak_if_ddp_frees_its_replaced_buckets_is_said_beside_the_envelope():
+    """The trace keeps the buckets DDP's rebuild replaces (the upper envelope); where a run frees
+    them at the rebuild, the peak is lower by up to what they hold: the summary gives that figure
+    too, computed from where they died."""
+
+    def program():
+        dist.init_process_group("nccl")
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1024, 1024).cuda())
+        for _ in range(2):
+            model(torch.randn(64, 1024, device="cuda")).sum().backward()
+
+    t, _ = events_of(program, world_size=2, rank=0)
+    released = t.record.peak_releasing_held()
+    buckets = 1024 * 1024 * 4 + 1024 * 4
+    assert t.peak_allocated - buckets <= released < t.peak_allocated
+    assert "if DDP's replaced buckets are freed at the rebuild" in t.summary()

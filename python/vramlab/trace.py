@@ -500,6 +500,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"note: this process is a fork of the one that started the trace; its snapshot is {shown(written)}", file=sys.stderr)
     events = len(tracer.record.events)
     print(f"trace: {events} events, peak allocated {tracer.peak_allocated:,} B ({tracer.peak_allocated / 2**20:,.1f} MiB) -> {shown(written)}", file=sys.stderr)
+    if tracer.record.held_deaths:
+        released = tracer.record.peak_releasing_held()
+        if released < tracer.peak_allocated:
+            print(
+                f"if DDP's replaced buckets are freed at the rebuild (as in runs whose steps leave NCCL's watchdog time to let them go; it varies by rank and run): peak allocated {released:,} B ({released / 2**20:,.1f} MiB)",
+                file=sys.stderr,
+            )
     where = tracer.breakdown()
     if where["peak_allocated"]:
         parts = ", ".join(f"{name} {size / 2**20:,.1f} MiB" for name, size in where["live_at_peak"].items())

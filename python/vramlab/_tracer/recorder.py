@@ -95,6 +95,8 @@ class Recorder:
         # trace instead (held_to_end), with their sizes.
         self.holding_before: Optional[int] = None
         self.held_to_end: List[int] = []
+        # Where each of them died: (the number of events recorded by then, address, size).
+        self.held_deaths: List[Tuple[int, int, int]] = []
         # The number of events recorded when each training step ended (the first optimizer to
         # step marks them: a GAN's two optimizers make one step).
         self.step_ends: List[int] = []
@@ -199,6 +201,7 @@ class Recorder:
                 forget(key)
             if self.holding_before is not None and live[1] < self.holding_before:
                 self.held_to_end.append(live[2])
+                self.held_deaths.append((len(self.events), live[1], live[2]))
                 return
             self.free(live[1], live[2])
 
@@ -254,6 +257,25 @@ class Recorder:
             "vramlab_notes": notes,
             "vramlab_step_ends": list(self.step_ends),
         }
+
+    def peak_releasing_held(self) -> int:
+        """The peak allocated had the blocks held to the end been freed where they died (DDP's
+        replaced buckets in a run that frees them at the rebuild)."""
+        deaths: Dict[int, List[int]] = {}
+        for index, addr, _ in self.held_deaths:
+            deaths.setdefault(index, []).append(addr)
+        live: Dict[int, int] = {}
+        allocated = peak = 0
+        for index, event in enumerate(self.events):
+            for addr in deaths.get(index, ()):
+                allocated -= live.pop(addr, 0)
+            if event["action"] == "alloc":
+                live[event["addr"]] = rounded(event["size"])
+                allocated += live[event["addr"]]
+                peak = max(peak, allocated)
+            elif event["action"] == "free_requested" and event["addr"] in live:
+                allocated -= live.pop(event["addr"])
+        return peak
 
     def breakdown(self) -> Dict[str, Any]:
         live: Dict[int, int] = {}
