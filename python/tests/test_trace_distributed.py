@@ -649,50 +649,63 @@ def test_accelerate_s_sampler_state_sync_is_followed_on_every_rank():
     assert any(e["action"] == "alloc" and e["size"] == 4 * 64 * 4 for e in events)
 
 
-# Issue 36's fifth group (scripts/workloads_36e, recorded on two H200s): torchrun scripts traced
-# by the command line, as their users would, each rank against its recording.
-SCRIPTS_36E = ROOT / "scripts" / "workloads_36e"
-RECORDINGS_36E = ROOT / "reports" / "reference" / "h200x2" / "distributed-x2e"
+# Issue 36's fifth and sixth groups (scripts/workloads_36e and _36f, recorded on two H200s):
+# torchrun scripts traced by the command line, as their users would, each rank against its
+# recording (a script that failed on the GPU has none).
+GROUPS_2GPU = {
+    "36e": (ROOT / "scripts" / "workloads_36e", ROOT / "reports" / "reference" / "h200x2" / "distributed-x2e"),
+    "36f": (ROOT / "scripts" / "workloads_36f", ROOT / "reports" / "reference" / "h200x2" / "distributed-x2f"),
+}
 SCRIPT_NEEDS = {
     "ddp_resnet_syncbn": ("torchvision",),
+    "ddp_syncbn_channels_last_fp16": ("torchvision",),
     "ddp_vit_timm_ema": ("timm",),
     "ddp_bert_fp16_scaler": ("transformers",),
     "fsdp2_eval_full_state_dict": ("transformers",),
     "fsdp2_offload_bf16_llama": ("transformers",),
     "accelerate_ddp_bf16": ("transformers", "accelerate"),
+    "accelerate_accumulate_bert": ("transformers", "accelerate"),
     "trainer_ddp_bert_mlm": ("transformers", "accelerate"),
+    "trainer_ddp_gpt2_eval_fp16": ("transformers", "accelerate"),
 }
-# Runs whose ranks all freed DDP's replaced buckets at the rebuild (or, for the ViT's default
-# reserved, freed them from NCCL's watchdog thread before its peak), where the trace keeps them
-# (distributed.py: rebuild_buckets; the group's COMPARE.md).
-BUCKETS_FREED_36E = {
+# Runs whose ranks all freed DDP's replaced buckets before their peaks (the ViT's rank 1 from
+# NCCL's watchdog thread before its reserved peak), where the trace keeps them (distributed.py:
+# rebuild_buckets; the groups' COMPARE.md).
+BUCKETS_FREED_2GPU = {
     ("accelerate_ddp_bf16", "default"), ("accelerate_ddp_bf16", "expandable"),
     ("ddp_bert_fp16_scaler", "default"), ("ddp_bert_fp16_scaler", "expandable"),
-    ("ddp_vit_timm_ema", "default"),
+    ("ddp_vit_timm_ema", "default"), ("accelerate_accumulate_bert", "expandable"),
 }
-CASES_36E = [(path.stem, setting) for path in sorted(SCRIPTS_36E.glob("*.py")) for setting in SETTINGS]
-SNAPSHOTS_36E: dict = {}
+CASES_2GPU = [
+    (group, folder.name, setting)
+    for group, (_, recordings) in GROUPS_2GPU.items()
+    for folder in sorted(recordings.glob("*"))
+    for setting in SETTINGS
+    if (folder / f"rank0-{setting}.json").is_file()
+]
+SNAPSHOTS_2GPU: dict = {}
 
 
-@pytest.mark.parametrize("name, setting", CASES_36E, ids=[f"{n}-{s}" for n, s in CASES_36E])
-def test_a_torchrun_script_against_its_two_gpu_recording(name, setting, tmp_path):
+@pytest.mark.parametrize("group, name, setting", CASES_2GPU, ids=[f"{n}-{s}" for _, n, s in CASES_2GPU])
+def test_a_torchrun_script_against_its_two_gpu_recording(group, name, setting, tmp_path):
     """Each rank traced by `python -m vramlab.trace --gpu h200 --nproc 2`, replayed under the
     recorded setting; the ranks compared as a set, the largest against the largest, within the
     tracer's limits (0.5% allocated, 2% reserved)."""
+    scripts, recordings = GROUPS_2GPU[group]
     for module in SCRIPT_NEEDS.get(name, ()):
         pytest.importorskip(module)
-    if (name, setting) in BUCKETS_FREED_36E:
+    if (name, setting) in BUCKETS_FREED_2GPU:
         pytest.xfail("every rank of this run freed DDP's replaced buckets before its peak, which the trace keeps")
-    if name not in SNAPSHOTS_36E:
+    if name not in SNAPSHOTS_2GPU:
         out = tmp_path / name
         run = subprocess.run(
-            [sys.executable, "-m", "vramlab.trace", "--gpu", "h200", "--nproc", "2", "--out", str(out), str(SCRIPTS_36E / f"{name}.py")],
+            [sys.executable, "-m", "vramlab.trace", "--gpu", "h200", "--nproc", "2", "--out", str(out), str(scripts / f"{name}.py")],
             capture_output=True, text=True, timeout=600, cwd=tmp_path,
         )
         assert run.returncode == 0, run.stderr[-2000:]
-        SNAPSHOTS_36E[name] = [pickle.loads((out / f"rank{r}.pickle").read_bytes()) for r in range(2)]
-    metas = [json.loads((RECORDINGS_36E / name / f"rank{r}-{setting}.json").read_text()) for r in range(2)]
-    ours = [vramlab.replay(s, alloc_conf=SETTINGS[setting])["results"][0]["pytorch_stats"] for s in SNAPSHOTS_36E[name]]
+        SNAPSHOTS_2GPU[name] = [pickle.loads((out / f"rank{r}.pickle").read_bytes()) for r in range(2)]
+    metas = [json.loads((recordings / name / f"rank{r}-{setting}.json").read_text()) for r in range(2)]
+    ours = [vramlab.replay(s, alloc_conf=SETTINGS[setting])["results"][0]["pytorch_stats"] for s in SNAPSHOTS_2GPU[name]]
     for key, limit in (("allocated_bytes.all.peak", 0.005), ("reserved_bytes.all.peak", 0.02)):
         gpu = max(m["memory_stats"][key] for m in metas)
         traced_peak = max(o[key] for o in ours)
