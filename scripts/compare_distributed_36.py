@@ -4,7 +4,7 @@ that rank and world size (scripts/trace_workloads_36.py), replayed under the rec
 setting, and PyTorch's peak allocated and reserved compared; the memory outside the caching
 allocator (CUDA context, NCCL) that the driver saw is listed beside them, as a trace cannot see it.
 
-    python scripts/compare_distributed_36.py DIR [--only NAME,...] [--workloads MODULE | --scripts DIR] [--gpu NAME]
+    python scripts/compare_distributed_36.py DIR [--only NAME,...] [--workloads MODULE | --scripts DIR] [--gpu NAME] [--events]
 
 With --scripts, each workload is a torchrun script of that folder, traced as its user would trace it:
 `python -m vramlab.trace --gpu NAME --nproc N --out FOLDER SCRIPT`, whose table says which ranks
@@ -32,6 +32,7 @@ def main():
     parser.add_argument("--workloads", default="trace_workloads_36", help="the module of scripts/ holding ALL")
     parser.add_argument("--scripts", default="", help="a folder of torchrun scripts, each traced by the command line")
     parser.add_argument("--gpu", default="h100", help="the GPU the recordings were made on")
+    parser.add_argument("--events", action="store_true", help="also compare each rank's events with its default-setting recording's, one by one")
     options = parser.parse_args()
     sys.path.insert(0, str(HERE))
     import importlib
@@ -86,6 +87,11 @@ def main():
         ga, gr = max(x[0] for x in ranks), max(x[1] for x in ranks)
         ta, tr = max(x[2] for x in ranks), max(x[3] for x in ranks)
         print(f"| {name} | {ws} | {setting} | {ga / 2**20:,.1f} | {ta / 2**20:,.1f} | {100 * (ta - ga) / ga:+.2f}% | {gr / 2**20:,.1f} | {tr / 2**20:,.1f} | {100 * (tr - gr) / gr:+.2f}% |")
+    if options.events:
+        print()
+        print("| workload | rank | GPU events (allocations and completed frees) | traced | stretches that differ | allocations the trace has more (+) or fewer (-) of, by size |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(event_rows(options.folder, traces)))
 
 
 def traced_script(script, name, world_size, gpu, scratch):
@@ -111,6 +117,42 @@ def traced_script(script, name, world_size, gpu, scratch):
         else:
             traces[(name, world_size, rank)] = errors.get(rank, f"the trace did not finish ({row[1] if row else 'no table'})")
     return traces
+
+
+def allocations(events):
+    """(action, size) of each allocation and completed free, in order."""
+    return [(e["action"], e["size"]) for e in events if e["action"] in ("alloc", "free_completed")]
+
+
+def event_rows(folder, traces):
+    """For each traced rank with a default-setting recording: the GPU's and the trace's
+    allocations and completed frees, how many stretches differ (0: the trace is the GPU's event
+    for event), and the sizes the differing stretches allocate more of on either side."""
+    import collections
+    import difflib
+    import gzip
+
+    rows = []
+    for (name, ws, rank), snapshot in sorted(traces.items()):
+        path = pathlib.Path(folder) / name / f"rank{rank}-default.pickle.gz"
+        if isinstance(snapshot, str) or not path.is_file():
+            continue
+        with gzip.open(path) as f:
+            recorded = pickle.load(f)
+        gpu = allocations(e for trace in recorded["device_traces"] for e in trace)
+        ours = allocations(e for trace in snapshot["device_traces"] for e in trace)
+        # The trace frees what is left when it ends; the recording is taken before that.
+        while ours and ours[-1][0] == "free_completed":
+            ours.pop()
+        matcher = difflib.SequenceMatcher(a=gpu, b=ours, autojunk=False)
+        differing = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+        more = collections.Counter()
+        for _, i1, i2, j1, j2 in differing:
+            more.update({size: -1 for action, size in gpu[i1:i2] if action == "alloc"})
+            more.update({size: 1 for action, size in ours[j1:j2] if action == "alloc"})
+        said = ", ".join(f"{'+' if n > 0 else ''}{n} x {size:,} B" for size, n in sorted(more.items(), key=lambda kv: -abs(kv[1]) * kv[0]) if n)[:160]
+        rows.append(f"| {name} | {rank} | {len(gpu):,} | {len(ours):,} | {len(differing)} | {said or 'none'} |")
+    return rows
 
 
 if __name__ == "__main__":

@@ -46,29 +46,30 @@ class FusedRmsNorm(RegisteredKernels):
         torch = self.torch
         accumulation = self._accumulation
 
-        class FusedRmsNormFunction(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx: Any, input: Any, weight: Optional[Any], normalized_shape: Sequence[int]) -> Any:
-                rows, stat_shape = _rows(input, normalized_shape)
-                # new_empty and empty_like name no device: made on the input's, as the kernel's.
-                output = torch.empty_like(input, memory_format=torch.contiguous_format)
-                rstd = input.new_empty(rows, dtype=accumulation(input.dtype)).view(stat_shape)
-                ctx.save_for_backward(input, rstd, weight)
-                ctx.mark_non_differentiable(rstd)
-                # No zeros for rstd's gradient (the fused backward takes none).
-                ctx.set_materialize_grads(False)
-                return output, rstd
+        def forward(ctx: Any, input: Any, weight: Optional[Any], normalized_shape: Sequence[int]) -> Any:
+            rows, stat_shape = _rows(input, normalized_shape)
+            # new_empty and empty_like name no device: made on the input's, as the kernel's.
+            output = torch.empty_like(input, memory_format=torch.contiguous_format)
+            rstd = input.new_empty(rows, dtype=accumulation(input.dtype)).view(stat_shape)
+            ctx.save_for_backward(input, rstd, weight)
+            ctx.mark_non_differentiable(rstd)
+            # No zeros for rstd's gradient (the fused backward takes none).
+            ctx.set_materialize_grads(False)
+            return output, rstd
 
-            @staticmethod
-            def backward(ctx: Any, grad_out: Any, grad_rstd: Any) -> Any:
-                input, rstd, weight = ctx.saved_tensors
-                wanted = ctx.needs_input_grad
-                grad_input = torch.empty_like(input, memory_format=torch.contiguous_format) if wanted[0] else None
-                grad_weight = torch.empty_like(weight, memory_format=torch.contiguous_format) if wanted[1] and weight is not None else None
-                return grad_input, grad_weight, None
+        def backward(ctx: Any, grad_out: Any, grad_rstd: Any) -> Any:
+            input, rstd, weight = ctx.saved_tensors
+            wanted = ctx.needs_input_grad
+            grad_input = torch.empty_like(input, memory_format=torch.contiguous_format) if wanted[0] else None
+            grad_weight = torch.empty_like(weight, memory_format=torch.contiguous_format) if wanted[1] and weight is not None else None
+            return grad_input, grad_weight, None
+
+        # An autograd Function made for this trace's torch (type() rather than a class statement,
+        # which stubtest would take for part of the package's interface).
+        function: Any = type("FusedRmsNormFunction", (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
 
         def fused(input: Any, normalized_shape: Sequence[int], weight: Optional[Any] = None, eps: Optional[float] = None) -> Any:
-            return FusedRmsNormFunction.apply(input, weight, list(normalized_shape))
+            return function.apply(input, weight, list(normalized_shape))
 
         return [("_fused_rms_norm", fused, "AutogradMeta")]
 
