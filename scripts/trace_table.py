@@ -1,6 +1,6 @@
 """The table of vramlab.trace against PyTorch's recorded peaks (README, docs/VALIDATION.md):
 each workload of scripts/trace_workloads.py traced on this machine (no GPU needed) and replayed,
-beside torch.cuda.memory_stats() recorded on the H100. Run: python scripts/trace_table.py"""
+beside torch.cuda.memory_stats() recorded on the H100 (or, with --gpu and --recordings, another GPU). Run: python scripts/trace_table.py"""
 
 import json
 import pathlib
@@ -25,7 +25,12 @@ for flag in sys.argv[1:]:
 RECORDINGS = ROOT / "reports/reference/h100/trace-workloads"
 if "--recordings" in sys.argv:
     RECORDINGS = pathlib.Path(sys.argv[sys.argv.index("--recordings") + 1]).resolve()
-    WORKLOADS = {n: f for n, f in ALL.items() if (RECORDINGS / f"{n}-default.json").exists()}
+    WORKLOADS = {n: f for n, f in WORKLOADS.items() if (RECORDINGS / f"{n}-default.json").exists()} or {
+        n: f for n, f in ALL.items() if (RECORDINGS / f"{n}-default.json").exists()
+    }
+
+# `--gpu NAME`: trace for that GPU's profile (recordings made on it, given by --recordings).
+GPU = sys.argv[sys.argv.index("--gpu") + 1] if "--gpu" in sys.argv else "h100"
 
 warnings.filterwarnings("ignore")
 print("| workload | setting | peak allocated: PyTorch / trace | peak reserved: PyTorch / trace |")
@@ -33,7 +38,7 @@ print("|---|---|---|---|")
 mib = lambda b: f"{b / 2**20:,.1f} MiB"
 for name, workload in WORKLOADS.items():
     try:
-        with vramlab.trace(gpu="h100") as t:
+        with vramlab.trace(gpu=GPU) as t:
             workload("cuda")
     except vramlab.UnfollowedError as e:
         print(f"| {name} | both | refused: {str(e).split(': ', 1)[1].split(';')[0].split(' (')[0]} | |")
