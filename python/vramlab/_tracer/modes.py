@@ -254,10 +254,11 @@ def runs_as_composite_on_cuda(torch: Any, func: Any) -> bool:
 # read in their sources (2.11 to 2.15): ReduceOps.cpp logsumexp_out_impl (row maxima, an infinity
 # check, the shifted exponentials, their sum) and AffineGridGenerator.cpp (the base grid and each
 # side's linspace), PackedSequence.cpp _pack_padded_sequence (a contiguous copy of each block of
-# time steps where the batch narrows, then their cat). Named one by one: taken for every such
+# time steps where the batch narrows, then their cat), Distance.cpp _euclidean_dist (cdist's path
+# for p=2 past 25 rows: squared norms, ones, both sides' cat, their matmul by cuBLAS). Named one by one: taken for every such
 # operator, the same path sent tensor parallelism's DTensor operators through kernels that
 # allocated 20-30% more than the H100 did.
-EXPLICIT_COMPOSITES = {"logsumexp", "affine_grid_generator", "_pack_padded_sequence"}
+EXPLICIT_COMPOSITES = {"logsumexp", "affine_grid_generator", "_pack_padded_sequence", "_euclidean_dist"}
 
 
 def explicit_composite_on_cuda(torch: Any, func: Any) -> Any:

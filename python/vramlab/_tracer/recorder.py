@@ -54,6 +54,11 @@ MIN_BLOCK = 512
 Frame = Optional[Dict[str, Any]]
 
 
+# How a note starts whose subject leaves the peak unknown, not only approximate (the CLI and the
+# summary print every note; these come first).
+UNKNOWN_PEAK = "UNKNOWN PEAK:"
+
+
 def rounded(size: int) -> int:
     return (size + MIN_BLOCK - 1) // MIN_BLOCK * MIN_BLOCK
 
@@ -84,6 +89,9 @@ class Recorder:
         self._next_addr = 1 << 40
         # Per live storage (by its _cdata): a weak reference, its block's address and size.
         self._live: Dict[int, Tuple[Any, int, int]] = {}
+        # Per live storage made inside a backward formula: the sequence number of the autograd
+        # node that was running (rules/engine.py tells a formula's own add from the engine's).
+        self._made_in_node: Dict[int, int] = {}
         # Storages the program itself made on the meta device (a model built without memory), and
         # those computed from them alone: not GPU memory, never recorded.
         self._program_meta: Dict[int, Any] = {}
@@ -193,9 +201,13 @@ class Recorder:
             self._died(key)
 
         self._live[key] = (weakref.ref(storage, died), addr, size)
+        node = self.torch._C._current_autograd_node()
+        if node is not None:
+            self._made_in_node[key] = node._sequence_nr()
 
     def _died(self, key: int) -> None:
         live = self._live.pop(key, None)
+        self._made_in_node.pop(key, None)
         if live is not None:
             for forget in self.on_death:
                 forget(key)
@@ -237,6 +249,10 @@ class Recorder:
             del self._live[key]
         self.free(addr, size)
 
+    def made_in_node(self, storage: Any) -> Optional[int]:
+        """The sequence number of the autograd node whose backward made `storage`, if one did."""
+        return self._made_in_node.get(storage._cdata)
+
     def tracked_size(self, storage: Any) -> Optional[int]:
         live = self._live.get(storage._cdata)
         return None if live is None else live[2]
@@ -248,8 +264,7 @@ class Recorder:
 
     def snapshot(self, header: List[str], settings: str) -> Dict[str, Any]:
         notes = list(header)
-        for what, count in sorted(self.notes.items()):
-            notes.append(what.format(count=count))
+        notes.extend(self.said_notes())
         return {
             "segments": [],
             "device_traces": [list(self.events) if d == self.device else [] for d in range(max(self.devices, self.device + 1))],
@@ -257,6 +272,12 @@ class Recorder:
             "vramlab_notes": notes,
             "vramlab_step_ends": list(self.step_ends),
         }
+
+    def said_notes(self) -> List[str]:
+        """What the trace did not follow exactly, each note with its count, those that leave the
+        peak unknown first."""
+        said = [what.format(count=count) for what, count in sorted(self.notes.items())]
+        return sorted(said, key=lambda note: not note.startswith(UNKNOWN_PEAK))
 
     def peak_releasing_held(self) -> int:
         """The peak allocated had the blocks held to the end been freed where they died (DDP's

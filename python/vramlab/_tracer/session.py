@@ -165,7 +165,8 @@ class trace:
         else:
             lines.append("  no training step (optimizer.step()) traced")
         if record.notes:
-            lines.append(f"  {len(record.notes)} note{'s' if len(record.notes) != 1 else ''} on what was not followed exactly: t.snapshot()['vramlab_notes']")
+            lines.append(f"  {len(record.notes)} note{'s' if len(record.notes) != 1 else ''} on what was not followed exactly (also in t.snapshot()['vramlab_notes']):")
+            lines.extend(f"    - {note}" for note in record.said_notes())
         if self.world_size > 1:
             lines.append(f"  rank {self.rank} of {self.world_size}")
         if self.stopped:

@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..recorder import UNKNOWN_PEAK
 from . import Call, Rule, conv_model, register
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,6 +44,8 @@ def key(dtype: Any, x_shape: List[int], w_shape: List[int], stride: Any, padding
 def outside_defaults(torch: Any, x: Any, weight: Any, transposed: bool) -> Optional[str]:
     """Why the measured table cannot answer for this convolution, or None where it may."""
     cudnn = torch.backends.cudnn
+    if cudnn.enabled and cudnn.benchmark:
+        return BENCHMARK
     if transposed:
         return "transposed convolutions"
     if x.dim() not in (3, 4, 5):
@@ -51,11 +54,23 @@ def outside_defaults(torch: Any, x: Any, weight: Any, transposed: bool) -> Optio
     # _contiguous_copies traces.
     if not ((x.dim() == 3 or x.is_contiguous()) and weight.is_contiguous()):
         return "channels-last or strided tensors"
-    if not cudnn.enabled or cudnn.benchmark or cudnn.deterministic:
-        return "cuDNN settings other than the defaults (benchmark or deterministic on, or cuDNN off)"
+    if not cudnn.enabled or cudnn.deterministic:
+        return "cuDNN settings other than the defaults (deterministic on, or cuDNN off)"
     if x.dtype == torch.float32 and not cudnn.allow_tf32:
         return "float32 without TF32"
     return None
+
+
+BENCHMARK = "cudnn.benchmark on"
+BENCHMARK_NOTE = (
+    f"{UNKNOWN_PEAK} torch.backends.cudnn.benchmark is on, so the first call of each convolution shape "
+    "(forward and each backward; {count} convolution calls here) times every candidate plan in one workspace as large as the largest "
+    "candidate's, up to the GPU's free memory (aten/src/ATen/native/cudnn/Conv_v8.cpp, generate_and_filter_plans), "
+    "then keeps the fastest plan with its own workspace: cuDNN's candidates and timings are not known without the GPU, "
+    "so peak allocated and reserved here are lower bounds and the GPU's can be several times higher "
+    "(ResNet-18 at batch 64 of 128x128 on an H200: 5.1x, reports/reference/h200/trace-workloads-35h); "
+    "trace with benchmark off for a figure to trust"
+)
 
 
 # The square kernels, strides and dilations the workspace measurements cover
@@ -204,7 +219,9 @@ class Convolutions(Rule):
                         session.note(ONE_D_NOTE)
                 else:
                     why = "shapes or dtypes outside the measured table and the fitted model"
-        if entry is None or measured is None:
+        if why == BENCHMARK:
+            session.note(BENCHMARK_NOTE)
+        elif entry is None or measured is None:
             session.note(
                 "{count} convolutions (forward or backward) are traced without cuDNN's workspaces: "
                 + (why or f"no convolution workspaces were measured on the {session.gpu['name']}")

@@ -2,7 +2,10 @@
 added in place into the one the engine holds alone (InputBuffer's accumulate, in place into a
 buffered gradient when it holds it alone and it is dense: torch/csrc/autograd/input_buffer.cpp).
 PyTorch makes a new tensor instead whenever a dispatch mode is on (isTensorSubclassLike), which
-the trace's is; on the GPU there is none, so the trace adds in place where the GPU would."""
+the trace's is; on the GPU there is none, so the trace adds in place where the GPU would. A backward formula's own add of a tensor it made
+(cholesky_backward's) is not the engine's: the recorder says which node's backward made each
+storage, and an add into one made by the running node is the formula's unless that node sends two
+gradients to one input (ISSUE35H's Gaussian process)."""
 
 from __future__ import annotations
 
@@ -35,12 +38,18 @@ class EngineAccumulation(Rule):
         torch, args = self.torch, call.args
         if call.func is not torch.ops.aten.add.Tensor or torch.is_grad_enabled() or call.kwargs.get("alpha", 1) != 1:
             return None
-        if torch._C._current_autograd_node() is None or len(args) != 2:
+        node = torch._C._current_autograd_node()
+        if node is None or len(args) != 2:
             return None
         a, b = args
         if not all(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in (a, b)):
             return None
         if a.shape != b.shape or a.dtype != b.dtype:
+            return None
+        if self.session.record.made_in_node(a.untyped_storage()) == node._sequence_nr() and not feeds_one_input_twice(node):
+            # Made by the running node's own formula, which cannot hand the engine two gradients
+            # of one input: the formula's add (cholesky_backward's gA + gA.tril(-1).mH()),
+            # out of place on the GPU too.
             return None
         # Engine work has no Python frame of the program's between it and backward(); a Python
         # backward (autograd.Function) adding its own gradients does.
@@ -65,6 +74,13 @@ class EngineAccumulation(Rule):
         if dense(a) and a._use_count() <= ALONE_USE_COUNT and torch._C._storage_Use_Count(a.untyped_storage()._cdata) <= ALONE_STORAGE_COUNT:
             return a
         return None
+
+
+def feeds_one_input_twice(node: Any) -> bool:
+    """Whether two of `node`'s outputs go to one input of one next node (x * x's MulBackward0),
+    which the engine accumulates while that node is still the current one."""
+    edges = [(id(fn), nr) for fn, nr in node.next_functions if fn is not None]
+    return len(set(edges)) < len(edges)
 
 
 def dense(t: Any) -> bool:

@@ -10,12 +10,25 @@ snapshot, so that a figure for a program that uses them is not read as exact.
   kept with the plan in PyTorch's plan cache (aten/src/ATen/native/cuda/CuFFTPlanCache.h,
   ``CuFFTConfig``; up to ``torch.backends.cuda.cufft_plan_cache.max_size`` plans per device), so
   it stays reserved after the call; its size is cuFFT's choice.
+
+What PyTorch's own code allocates around those calls is followed:
+
+- ``cholesky_solve`` of one system (``_cholesky_solve_helper_cuda_cusolver``,
+  aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp, 2.11 to 2.15; taken for one matrix
+  whatever the preferred backend, save an explicit MAGMA): an ``int`` info tensor by ``zeros({1})``,
+  the right-hand side's column-major copy (the result), then the factor's; the factor's copy and
+  the info are freed on return. Batches may take MAGMA's path instead, which is noted.
+- ``_linalg_check_errors`` (``linalg.cholesky``, ``linalg.inv`` and the other checked solvers;
+  BatchLinearAlgebra.cpp): ``infos.any()`` (one bool) of a bool copy of the infos, the copy freed
+  in the reduction, the bool after its value is read (the trace answers it as no error, as a run
+  that goes on).
 """
 
 from __future__ import annotations
 
 from typing import Any, List
 
+from ..where import user_frame
 from . import Call, Rule, register
 
 LINEAR_ALGEBRA = {
@@ -25,6 +38,45 @@ LINEAR_ALGEBRA = {
     "linalg_ldl_factor_ex", "linalg_ldl_solve", "lu_unpack", "triangular_solve", "linalg_solve_triangular",
 }
 FFTS = {"_fft_r2c", "_fft_c2r", "_fft_c2c"}
+
+
+@register
+class CholeskySolveCopies(Rule):
+    ops = {"cholesky_solve"}
+    source = "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp (_cholesky_solve_helper_cuda_cusolver)"
+    order = 55
+
+    def track(self, call: Call, out: Any, made: List[Any]) -> bool:
+        if len(made) != 1 or not call.on_gpu or made[0].dim() < 2:
+            return False
+        result, factor = made[0], call.bound()["input2"]
+        if result.numel() != result.shape[-2] * result.shape[-1]:
+            self.session.note(
+                "{count} batched cholesky_solve calls are traced without the copies and info tensor of the backend PyTorch picks for batches (cuSOLVER or MAGMA, BatchLinearAlgebra.cpp)"
+            )
+            return False
+        record = call.record
+        info_bytes = 4  # at::kInt
+        info = record.alloc(info_bytes, call.frame)
+        record.track(result, call.frame)
+        copy_bytes = factor.numel() * factor.element_size()
+        record.free(record.alloc(copy_bytes, call.frame), copy_bytes)
+        record.free(info, info_bytes)
+        return True
+
+
+@register
+class CheckErrorsReduction(Rule):
+    ops = {"_linalg_check_errors"}
+    source = "aten/src/ATen/native/BatchLinearAlgebra.cpp (_linalg_check_errors: infos.any().item())"
+    order = 55
+
+    def before(self, call: Call) -> Any:
+        torch = self.torch
+        infos = call.args[0] if call.args else None
+        if isinstance(infos, torch.Tensor) and infos.device.type == "meta" and infos.numel() > 0:
+            call.record.scratch([1, infos.numel()], user_frame())
+        return None
 
 
 @register
