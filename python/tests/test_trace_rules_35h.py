@@ -1,0 +1,177 @@
+"""The rules ISSUE35H's recordings led to (reports/reference/h200/trace-workloads-35h), each checked
+against the sequence PyTorch's CUDA source makes, on the CPU."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import vramlab  # noqa: E402
+
+
+def events(t, start=0):
+    return [(e["action"][0], e["size"]) for e in t.snapshot()["device_traces"][0] if e["action"] in ("alloc", "free_requested")][start:]
+
+
+def cublas_workspace():
+    from vramlab._tracer import compat
+    from vramlab._tracer.rules import cublas
+
+    return cublas.workspace_size(compat.release(torch), 9, 0)
+
+
+def mark(t):
+    return len(events(t))
+
+
+def test_cdist_past_25_rows_takes_the_matmul_path_with_its_temporaries():
+    """Distance.cpp, _euclidean_dist: squared norms (each from a temporary square), ones, both
+    sides' cat with them, then the matmul into the result; 25 rows or fewer stay on _cdist_forward."""
+    with vramlab.trace(gpu="h100") as t:
+        a = torch.randn(100, 8, device="cuda")
+        b = torch.randn(50, 8, device="cuda")
+        start = mark(t)
+        kept = torch.cdist(a, b)
+        mm = events(t, start)
+        start = mark(t)
+        kept_small = torch.cdist(a[:20], b[:20])
+        small = events(t, start)
+        del kept, kept_small
+    f = 4
+    assert mm[:13] == [
+        ("a", 100 * 8 * f), ("a", 100 * f), ("f", 100 * 8 * f), ("a", 100 * f),
+        ("a", 50 * 8 * f), ("a", 50 * f), ("f", 50 * 8 * f), ("a", 50 * f),
+        ("a", 100 * 8 * f), ("a", 100 * 10 * f), ("f", 100 * f), ("f", 100 * f), ("f", 100 * 8 * f),
+    ], mm
+    # x2's cat (its ones and norms freed), the result by cuBLAS, then both cats freed.
+    assert mm[13:16] == [("a", 50 * 10 * f), ("f", 50 * f), ("f", 50 * f)], mm
+    assert [e for e in mm[16:] if e[1] != cublas_workspace()] == [("a", 100 * 50 * f), ("f", 50 * 10 * f), ("f", 100 * 10 * f)], mm
+    assert small == [("a", 20 * 20 * f)], small
+
+
+def test_a_backward_formulas_own_add_is_out_of_place_and_the_engines_in_place():
+    """cholesky_backward's gA + gA.tril(-1).mH() makes a new tensor before 0.5 * (...), as on the
+    GPU; a gradient the engine accumulates (x used twice) is still added in place."""
+    n = 30 * 30 * 8
+    with vramlab.trace(gpu="h100") as t:
+        a = torch.randn(30, 30, device="cuda", dtype=torch.float64, requires_grad=True)
+        low = torch.linalg.cholesky(a)
+        start = mark(t)
+        low.sum().backward()
+    backward = events(t, start)
+    mm = backward.index(("a", n))
+    sequence = [e for e in backward[mm:] if e[1] == n][:12]
+    assert sequence == [("a", n), ("a", n), ("f", n), ("a", n), ("a", n), ("a", n), ("f", n), ("f", n), ("f", n), ("a", n), ("f", n), ("a", n)], sequence
+    with vramlab.trace(gpu="h100") as t:
+        x = torch.randn(1000, device="cuda", requires_grad=True)
+        start = mark(t)
+        (x.exp() + x.sin()).sum().backward()
+    # Forward: exp, sin, their sum. Backward: exp's gradient (grad * result), sin's (cos, then
+    # grad * cos), one added into the other in place: six, where out of place would make seven.
+    assert sum(1 for e in events(t, start) if e == ("a", 4000)) == 6, events(t, start)
+
+
+def test_cholesky_solve_copies_the_factor_beside_an_info_and_check_errors_reduces_the_infos():
+    """_cholesky_solve_helper_cuda_cusolver: info (zeros({1}), int), the right side's copy (the
+    result), the factor's copy, freed on return with the info; _linalg_check_errors: infos.any()
+    of a bool copy of the infos."""
+    with vramlab.trace(gpu="h100") as t:
+        low = torch.randn(40, 40, device="cuda")
+        rhs = torch.randn(40, 3, device="cuda")
+        start = mark(t)
+        torch.cholesky_solve(rhs, low)
+        solve = events(t, start)
+        start = mark(t)
+        torch.linalg.cholesky(torch.randn(40, 40, device="cuda"))
+        check = events(t, start)
+    # (the result, not kept here, is freed last)
+    assert solve[:5] == [("a", 4), ("a", 40 * 3 * 4), ("a", 40 * 40 * 4), ("f", 40 * 40 * 4), ("f", 4)], solve
+    # randn's matrix, the factor, its info, then the check's two bytes, then the info freed.
+    assert check[2:8] == [("a", 4), ("a", 1), ("a", 1), ("f", 1), ("f", 1), ("f", 4)], check
+
+
+def test_cudnn_benchmark_leaves_the_peak_unknown_and_says_so():
+    """Conv_v8.cpp's trial workspaces are cuDNN's choice: a plain note first, the CLI's peak 'at least'."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        with vramlab.trace(gpu="h100") as t:
+            conv = torch.nn.Conv2d(3, 8, 3).cuda()
+            conv(torch.randn(2, 3, 16, 16, device="cuda"))
+    finally:
+        torch.backends.cudnn.benchmark = before
+    notes = t.snapshot()["vramlab_notes"]
+    assert notes[1].startswith("UNKNOWN PEAK: torch.backends.cudnn.benchmark is on"), notes
+    assert "UNKNOWN PEAK" in t.summary()
+
+
+def test_cudnn_benchmark_makes_the_cli_say_at_least(tmp_path):
+    script = tmp_path / "bench.py"
+    script.write_text(
+        "import torch\ntorch.backends.cudnn.benchmark = True\n"
+        "torch.nn.Conv2d(3, 8, 3).cuda()(torch.randn(2, 3, 16, 16, device='cuda'))\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "vramlab.trace", "--gpu", "h100", "--out", str(tmp_path / "out"), str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "peak allocated at least " in done.stderr and "note: UNKNOWN PEAK:" in done.stderr, done.stderr
+
+
+def test_log_softmax_copies_a_channels_last_input_after_its_output():
+    """SoftMax.cu host_softmax: input_.contiguous() (cross entropy on channels-last logits)."""
+    with vramlab.trace(gpu="h100") as t:
+        logits = torch.randn(2, 19, 32, 32, device="cuda").to(memory_format=torch.channels_last)
+        start = mark(t)
+        torch.log_softmax(logits, dim=1)
+        copied = events(t, start)
+        start = mark(t)
+        torch.log_softmax(logits.contiguous(), dim=1)
+        plain = events(t, start)
+    size = 2 * 19 * 32 * 32 * 4
+    assert copied[:3] == [("a", size), ("a", size), ("f", size)], copied
+    assert plain.count(("a", size)) == 2, plain
+
+
+def test_bilinear_upsampling_backward_copies_a_gradient_in_neither_layout():
+    """UpSampleBilinear2d.cu: grad_output_.contiguous(suggest_memory_format()); a channel slice of
+    a channels-last concatenation's gradient is in neither layout. Same sizes: a plain copy."""
+    size = 2 * 8 * 32 * 32 * 4
+
+    def run(scale):
+        with vramlab.trace(gpu="h100") as t:
+            x = torch.randn(2, 8, 16 * scale, 16 * scale, device="cuda", requires_grad=True)
+            x_cl = x.to(memory_format=torch.channels_last)
+            other = torch.randn(2, 8, 32, 32, device="cuda").to(memory_format=torch.channels_last)
+            up = torch.nn.functional.interpolate(x_cl, size=(32, 32), mode="bilinear", align_corners=False)
+            joined = torch.cat([up, other], dim=1)
+            start = mark(t)
+            joined.sum().backward()
+        return events(t, start)
+
+    upsampled, same = run(1), run(2)
+    grad_input = 2 * 8 * 16 * 16 * 4
+    copy = upsampled.index(("a", grad_input)) + 1
+    assert upsampled[copy : copy + 2] == [("a", size), ("f", size)], upsampled
+    # The same size: the gradient copied into grad_input alone.
+    assert same.count(("a", size)) == 1, same
+
+
+def test_group_norm_folds_its_affine_into_two_accumulation_tensors():
+    """group_norm_kernel.cu: a and b, [N, C] in float32 for half inputs, after the outputs."""
+    with vramlab.trace(gpu="h100") as t:
+        norm = torch.nn.GroupNorm(4, 64).cuda().half()
+        x = torch.randn(16, 64, 8, 8, device="cuda", dtype=torch.half)
+        start = mark(t)
+        with torch.no_grad():
+            norm(x)
+        affine = events(t, start)
+        bare = torch.nn.GroupNorm(4, 64, affine=False).cuda().half()
+        start = mark(t)
+        with torch.no_grad():
+            bare(x)
+        plain = events(t, start)
+    full = 16 * 64 * 8 * 8 * 2
+    # (the outputs, not kept here, are freed after)
+    assert affine[:7] == [("a", full), ("a", 16 * 4 * 2), ("a", 16 * 4 * 2), ("a", 16 * 64 * 4), ("a", 16 * 64 * 4), ("f", 16 * 64 * 4), ("f", 16 * 64 * 4)], affine
+    assert plain[:4] == [("a", full), ("a", 16 * 4 * 2), ("a", 16 * 4 * 2), ("f", 16 * 4 * 2)], plain
