@@ -156,21 +156,25 @@ class Convolutions(Rule):
     def result(self, call: Call, out: Any) -> Any:
         """cuDNN's outputs in the memory format cudnn_conv_suggest_memory_format picks
         (aten/src/ATen/native/ConvUtils.h): channels-last where the input or the weight is, for
-        4-d tensors; the meta kernels make them contiguous. The same bytes, other strides, which
+        4-d tensors, else contiguous; the meta kernels lay them out otherwise. The same bytes, other strides, which
         the next convolution's workspace depends on."""
         torch = self.torch
         if call.op not in ("convolution", "convolution_backward"):
             return out
         bound = call.bound()
         x, weight = bound["input"], bound["weight"]
-        if not (isinstance(x, torch.Tensor) and x.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight))):
+        if not isinstance(x, torch.Tensor):
             return out
+        # Otherwise contiguous (determine_backend_memory_format, Convolution.cpp): the meta
+        # kernel of convolution_backward lays grad_input out like a strided grad_output (a
+        # permuted activation's gradient, ISSUE35H's FNO), which the GPU copies to contiguous.
+        layout = torch.channels_last if x.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight)) else torch.contiguous_format
 
         def relaid(t: Any) -> Any:
-            if not isinstance(t, torch.Tensor) or t.dim() != 4 or t.is_contiguous(memory_format=torch.channels_last):
+            if not isinstance(t, torch.Tensor) or t.is_contiguous(memory_format=layout) or (layout is torch.channels_last and t.dim() != 4):
                 return t
             with torch.utils._python_dispatch._disable_current_modes():
-                return torch.empty(t.shape, dtype=t.dtype, device=t.device, memory_format=torch.channels_last)
+                return torch.empty(t.shape, dtype=t.dtype, device=t.device, memory_format=layout)
 
         if call.op == "convolution":
             return relaid(out)
