@@ -178,6 +178,22 @@ def test_group_norm_folds_its_affine_into_two_accumulation_tensors():
     assert plain[:4] == [("a", full), ("a", 16 * 4 * 2), ("a", 16 * 4 * 2), ("f", 16 * 4 * 2)], plain
 
 
+def test_abs_of_a_complex_tensor_computes_into_a_complex_temporary():
+    """UnaryOps.cpp unary_op_impl_with_complex_to_float: the real result, then the complex
+    absolute value into a temporary of the input's size, freed on return."""
+    with vramlab.trace(gpu="h100") as t:
+        z = torch.randn(1000, dtype=torch.cfloat, device="cuda")
+        start = mark(t)
+        kept = z.abs()
+        complex_abs = events(t, start)
+        start = mark(t)
+        kept_real = z.real.abs()
+        real_abs = events(t, start)
+        del kept, kept_real
+    assert complex_abs == [("a", 4000), ("a", 8000), ("f", 8000)], complex_abs
+    assert real_abs == [("a", 4000)], real_abs
+
+
 ISSUE35H_IN_CI = ["gaussian_process_cholesky", "fno_fft_darcy"]
 
 
