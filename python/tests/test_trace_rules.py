@@ -635,11 +635,14 @@ def test_attention_prefers_cudnn_by_release():
 
 
 def test_autocast_lists_by_release():
-    """autocast_mode.h of 2.15 puts rms_norm and linalg_matrix_sqrth on the float32 list."""
+    """autocast_mode.h puts rms_norm on the float32 list from 2.12 (2.12.1, 2.13.0, 2.14.1 and
+    2.15.0's headers); 2.15 registers linalg_matrix_sqrth there too."""
     from vramlab._tracer.rules import autocast
 
     assert "rms_norm" not in autocast.policies((2, 11))
     assert autocast.policies((2, 15))["rms_norm"] == autocast.FP32
+    assert autocast.policies((2, 12))["rms_norm"] == autocast.FP32
+    assert "linalg_matrix_sqrth" not in autocast.policies((2, 13))
 
 
 def test_2_15_allocates_the_cublas_workspace_per_matmul(monkeypatch):

@@ -2,9 +2,11 @@
 
 The tracer stands in for CUDA below PyTorch's Python code and above its kernels, so it depends on
 private parts of PyTorch (dispatch keys, ``torch.cuda``/``torch.accelerator`` internals, the
-optimizers' device checks). Each release in ``SUPPORTED`` was read and is tested in CI: 2.11 (the
-GPU machines' release, so every GPU figure is 2.11's) and 2.15 (the newest on the registry), with
-the releases between taken as their neighbours' sources say. Outside the range the trace stops
+optimizers' device checks). CI tests 2.11 (the GPU machines' release, so every GPU figure is
+2.11's) and 2.15 (the newest on the registry). Between them: 2.13.0 was installed and the rules'
+tests and a fifth of the workload table run under it by hand (the autocast list's rms_norm, found
+there, is 2.12's); 2.12.1's and 2.14.1's wheels were read where a rule differs (autocast_mode.h,
+cuDNN pins, libtorch_cuda.so's cuBLAS settings); what was not read is said in the snapshot. Outside the range the trace stops
 in one line naming the installed release, rather than guessing.
 
 A rule that differs between releases is keyed here by release (``by_release``), and its test names

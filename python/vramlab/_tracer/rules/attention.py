@@ -57,9 +57,10 @@ from ..where import here
 from . import PASS, Call, FunctionRule, Rule, register, register_function
 
 # The cuDNN each release's CUDA wheel bundles (torch.backends.cudnn.version()): 2.11.0+cu130's
-# measured on the H100, 2.15.0+cu132's read from its libcudnn (9.26). A trace takes the one of the
-# installed release, as the GPU machine would load it.
-CUDNN_VERSIONS = {(2, 11): 91900, (2, 15): 92600}
+# measured on the H100, 2.13.0's and 2.15.0+cu132's read from their libcudnn (9.20, 9.26), 2.12.1's
+# and 2.14.1's from their wheels' pins (nvidia-cudnn-cu13 9.20.0.48, 9.24.0.43). A trace takes the
+# one of the installed release, as the GPU machine would load it.
+CUDNN_VERSIONS = {(2, 11): 91900, (2, 12): 92000, (2, 14): 92400, (2, 15): 92600}
 CUDNN_VERSION = CUDNN_VERSIONS[(2, 11)]
 # cuDNN's forward workspace for attention, measured (every shape tried on the H100).
 CUDNN_FORWARD_WORKSPACE = 256

@@ -71,10 +71,13 @@ for _name in "addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_p
 POLICIES["binary_cross_entropy"] = BANNED
 POLICIES["_cudnn_rnn"] = RECURRENT
 
-# Operators a later release adds to a list (autocast_mode.h of that release, read from its wheel's
-# torch/include): keyed by the first release that has them.
+# Operators a later release adds to a list, keyed by the first release that has them: rms_norm is
+# in autocast_mode.h of 2.12.1, 2.13.0, 2.14.1 and 2.15.0 (read from each wheel's torch/include)
+# and not 2.11's (pytorch#188955 dates the policy to 2.12); linalg_matrix_sqrth is an operator 2.13
+# does not have and 2.15 registers for AutocastCUDA (2.14 not checked: taken as 2.13).
 ADDED: Dict[Tuple[int, int], Dict[str, str]] = {
-    (2, 15): {"rms_norm": FP32, "linalg_matrix_sqrth": FP32},
+    (2, 12): {"rms_norm": FP32},
+    (2, 15): {"linalg_matrix_sqrth": FP32},
 }
 
 

@@ -18,7 +18,11 @@ The cuBLAS workspace's size is ``CUBLAS_WORKSPACE_CONFIG`` where set, read as Py
 (parseChosenWorkspaceSize: every ``:SIZE_KiB:COUNT`` match of the regex ``:([0-9]+):([0-9]+)``
 adds SIZE x 1024 x COUNT bytes; a value with no match gives the default, with PyTorch's warning),
 else PyTorch's default for the GPU's compute capability (`DEFAULTS`, by release). Releases 2.12 to
-2.14 were not read: they are taken as 2.11's rules (compat.by_release), which the snapshot says.
+2.14 keep workspaces per handle as 2.11 does: their wheels' libtorch_cuda.so (2.12.1, 2.13.0,
+2.14.1) have no ``TORCH_CUBLAS_WORKSPACE_CACHE``, which 2.15's per-call workspaces come with. Their
+default size for majors other than 9 was not read (PR #175344 of February 2026 gives majors 10 and
+12 the 32 MiB, PR #189312 of July 2026 major 11; which release each entered is not known here): for
+those GPUs the snapshot says the size is 2.11's. Hopper (major 9) has 32 MiB in every release.
 """
 
 from __future__ import annotations
@@ -159,9 +163,9 @@ class CublasWorkspaces(Rule):
         self.plan = Plan(session.release, session.major, session.minor)
         self.handles: set = set()
         self.lt_handles: set = set()
-        if (2, 11) < session.release < (2, 15):
+        if (2, 11) < session.release < (2, 15) and session.major != 9:
             session.note(
-                "{count} traces under a torch release between 2.11 and 2.15 take 2.11's cuBLAS workspace rules (those releases' sources were not read): the workspaces may be sized or kept otherwise"
+                "{count} traces under a torch release between 2.11 and 2.15 take 2.11's default cuBLAS workspace size for a GPU of compute capability other than 9.x (those releases' default was not read; PRs #175344 and #189312 raised it to 32 MiB for majors 10 to 12): each cuBLAS handle's workspace may be 32 MiB instead"
             )
 
     def after(self, call: Call, out: Any, made: List[Any]) -> None:

@@ -259,15 +259,15 @@ class EmbeddingBackwardScratch(Rule):
     def __init__(self, session: Any) -> None:
         super().__init__(session)
         self.dense, self.bag = by_release(PLANS, session.release)
-        if session.release > (2, 11):
-            session.note(
-                "{count} embedding backwards under a torch release after 2.11 take 2.11's rules (rules/embedding.py; later releases' sources were not read)"
-            )
 
     def track(self, call: Call, out: Any, made: List[Any]) -> bool:
         torch, session = self.torch, self.session
         if len(made) != 1:
             return False
+        if session.release > (2, 11):
+            session.note(
+                "{count} embedding backwards under a torch release after 2.11 take 2.11's rules (rules/embedding.py; later releases' sources were not read)"
+            )
         bound = call.bound()
         grad: Any = bound.get("grad_output", bound.get("grad"))
         indices: Any = bound.get("indices")
