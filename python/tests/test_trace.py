@@ -658,7 +658,10 @@ def test_recurrent_cells_allocate_as_the_h100_did():
     held_out = [json.loads(line) for line in gzip.open(folder / "cells-heldout.jsonl.gz", "rt")]
     cells = [row for row in seen if row.get("config", {}).get("cell")][1:] + [row for row in held_out if "config" in row][2:]
     assert len(cells) == 154 + 298
-    for row in cells:
+    # CI's time: every second cell (every 2 x VRAMLAB_TRACE_SAMPLE-th under a sampled run); all
+    # 452 with VRAMLAB_ALL_ROWS=1.
+    every = 1 if os.environ.get("VRAMLAB_ALL_ROWS") else 2 * SAMPLE
+    for row in cells[::every]:
         ours = _cell_events(row["config"])
         for phase in ("to_device", "forward", "backward"):
             assert ours[phase] == [[a, size] for a, size, _ in row[phase]], (row["config"], phase)
