@@ -1082,6 +1082,7 @@ from trace_workloads_35f import ISSUE35F  # noqa: E402
 from trace_workloads_35g import ISSUE35G, ISSUE35G_SEEN  # noqa: E402
 from trace_workloads_35h import ISSUE35H  # noqa: E402
 from trace_workloads_35i import ISSUE35I  # noqa: E402
+from trace_workloads_35j import ISSUE35J  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1109,5 +1110,6 @@ GROUPS = {
     "issue35g_seen": ISSUE35G_SEEN,
     "issue35h": ISSUE35H,
     "issue35i": ISSUE35I,
+    "issue35j": ISSUE35J,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}

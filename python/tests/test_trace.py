@@ -62,8 +62,8 @@ WORKLOADS = {
     if name not in GROUPS["issue35"] and name not in NOT_YET and (name not in GROUPS["issue35e"] or name in ISSUE35E_IN_CI)
     and (name not in GROUPS["issue35f"] or name in ISSUE35F_IN_CI)
     and (name not in GROUPS["issue35g"] or name in ISSUE35G_IN_CI)
-    # ISSUE35H and ISSUE35I were recorded on an H200: test_trace_rules_35h.py compares them.
-    and name not in GROUPS["issue35h"] and name not in GROUPS["issue35i"]
+    # ISSUE35H to ISSUE35J were recorded on an H200: test_trace_rules_35h.py compares them.
+    and name not in GROUPS["issue35h"] and name not in GROUPS["issue35i"] and name not in GROUPS["issue35j"]
 }
 # VRAMLAB_TRACE_SAMPLE=N: every Nth workload (CI's run under a second torch release).
 SAMPLE = int(os.environ.get("VRAMLAB_TRACE_SAMPLE", "1"))

@@ -231,14 +231,14 @@ class Distributed:
                 # them is never below the GPU: the note gives what a run that frees them saves.
                 session.host_copies_kept += 1
                 record = session.record
-                held = len(record.held_to_end)
+                held = len(record.held_deaths)
                 record.hold_older_blocks()
                 try:
                     return rebuild(reducer)
                 finally:
                     session.host_copies_kept -= 1
                     record.release_hold()
-                    kept = record.held_to_end[held:]
+                    kept = [size for _, _, size in record.held_deaths[held:]]
                     if kept:
                         session.note(
                             "{count} DDP bucket rebuilds kept the buckets they replaced allocated to the end of the trace, the upper envelope (a rank frees them at the rebuild only once NCCL's watchdog has let the last step's work go, which varies by rank and run; a run whose ranks all free them peaks lower by up to what they hold): "

@@ -100,10 +100,9 @@ class Recorder:
         # Called with a storage's key when it dies (the values it was known to hold go with it).
         self.on_death: List[Callable[[int], None]] = []
         # While set, blocks allocated before this address that die are kept to the end of the
-        # trace instead (held_to_end), with their sizes.
+        # trace instead, each with where it died: (the number of events recorded by then, address,
+        # size).
         self.holding_before: Optional[int] = None
-        self.held_to_end: List[int] = []
-        # Where each of them died: (the number of events recorded by then, address, size).
         self.held_deaths: List[Tuple[int, int, int]] = []
         # The number of events recorded when each training step ended (the first optimizer to
         # step marks them: a GAN's two optimizers make one step).
@@ -212,7 +211,6 @@ class Recorder:
             for forget in self.on_death:
                 forget(key)
             if self.holding_before is not None and live[1] < self.holding_before:
-                self.held_to_end.append(live[2])
                 self.held_deaths.append((len(self.events), live[1], live[2]))
                 return
             self.free(live[1], live[2])

@@ -157,8 +157,9 @@ class trace:
             f"  {len(record.events):,} events, {allocations:,} of them allocations; {mib(record.allocated)} allocated at the end",
             f"  peak allocated {mib(record.peak)} (the tensors' bytes, a lower bound of PyTorch's figure: vramlab.replay(t) gives PyTorch's peaks)",
         ]
-        if record.held_deaths and record.peak_releasing_held() < record.peak:
-            lines.append(f"  peak allocated {mib(record.peak_releasing_held())} if DDP's replaced buckets are freed at the rebuild (it varies by rank and run; the trace keeps them)")
+        released = record.peak_releasing_held() if record.held_deaths else record.peak
+        if released < record.peak:
+            lines.append(f"  peak allocated {mib(released)} if DDP's replaced buckets are freed at the rebuild (it varies by rank and run; the trace keeps them)")
         steps = len(record.step_ends)
         if steps:
             lines.append(f"  {steps} training step{'s' if steps != 1 else ''} traced (optimizer.step()): t.steady() says whether memory stopped growing")

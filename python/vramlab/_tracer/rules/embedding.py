@@ -50,6 +50,7 @@ from typing import Any, List, Optional, Tuple
 from ..compat import by_release
 from . import Call, Rule, register
 from .cub import exclusive_sum_temp, radix_sort_temp, unique_by_key_temp
+from .kernels import accumulation_type
 
 # EmbeddingBackwardKernel.cu: NROWS_PER_THREAD, MAX_ATOMIC_ACCUM_BLOCKS_PER_SM; SortingCommon.cuh:
 # MAX_BLOCK_SIZE (CUDA); the warp; Embedding.cu: the feature kernel's bound.
@@ -283,7 +284,7 @@ class EmbeddingBackwardScratch(Rule):
             )
         numel, num_weights, stride = indices.numel(), weight.size(0), weight.size(1)
         index_size = indices.element_size()
-        acc_size = 4 if grad.dtype in (torch.float16, torch.bfloat16) else grad.element_size()
+        acc_size = accumulation_type(grad.dtype, torch).itemsize
         grad_copy = 0 if grad.is_contiguous() else grad.numel() * grad.element_size()
         scale = bool(bound.get("scale_grad_by_freq", False))
         if scale:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, List
 
 from . import Call, Rule, register
+from .kernels import accumulation_type
 
 
 @register
@@ -29,6 +30,5 @@ class GroupNormScaleShift(Rule):
         n, c, hxw = int(bound["N"]), int(bound["C"]), int(bound["HxW"])
         if n == 0 or hxw == 1 or (bound.get("weight") is None and bound.get("bias") is None):
             return
-        accumulation = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-        size = n * c * torch.empty((), dtype=accumulation).element_size()
+        size = n * c * accumulation_type(x.dtype, torch).itemsize
         call.record.scratch([size, size], call.frame)

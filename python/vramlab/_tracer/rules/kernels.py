@@ -227,13 +227,17 @@ def reduced_dims(ndim: int, dims: Optional[Sequence[int]]) -> List[int]:
     return sorted({d % ndim for d in dims}) if ndim else []
 
 
+def accumulation_type(dtype: Any, torch: Any) -> Any:
+    """``at::toAccumulateType(dtype, /*is_cuda=*/true)`` for a floating ``dtype``: float32 for the
+    16-bit types, the type itself for float32 and float64 (c10/core/ScalarType's ``acc_type``)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 def accumulation_size(dtype: Any, torch: Any) -> Optional[int]:
-    """``sizeof(arg_t)`` of a CUDA sum or mean over ``dtype`` (``at::acc_type``: float for the
-    16-bit types and float32, double for float64); None where the trace does not model it."""
-    if dtype in (torch.float16, torch.bfloat16, torch.float32):
-        return 4
-    if dtype == torch.float64:
-        return 8
+    """``sizeof(arg_t)`` of a CUDA sum or mean over ``dtype`` (``accumulation_type``); None
+    where the trace does not model it (the integer types)."""
+    if dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        return accumulation_type(dtype, torch).itemsize
     return None
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from ..registered import RegisteredKernels
+from .kernels import accumulation_type
 
 
 def _rows(input: Any, normalized_shape: Sequence[int]) -> Tuple[int, List[int]]:
@@ -44,13 +45,12 @@ class FusedRmsNorm(RegisteredKernels):
 
     def kernels(self) -> List[Tuple[str, Callable[..., Any], str]]:
         torch = self.torch
-        accumulation = self._accumulation
 
         def forward(ctx: Any, input: Any, weight: Optional[Any], normalized_shape: Sequence[int]) -> Any:
             rows, stat_shape = _rows(input, normalized_shape)
             # new_empty and empty_like name no device: made on the input's, as the kernel's.
             output = torch.empty_like(input, memory_format=torch.contiguous_format)
-            rstd = input.new_empty(rows, dtype=accumulation(input.dtype)).view(stat_shape)
+            rstd = input.new_empty(rows, dtype=accumulation_type(input.dtype, torch)).view(stat_shape)
             ctx.save_for_backward(input, rstd, weight)
             ctx.mark_non_differentiable(rstd)
             # No zeros for rstd's gradient (the fused backward takes none).
@@ -72,7 +72,3 @@ class FusedRmsNorm(RegisteredKernels):
             return function.apply(input, weight, list(normalized_shape))
 
         return [("_fused_rms_norm", fused, "AutogradMeta")]
-
-    def _accumulation(self, dtype: Any) -> Any:
-        torch = self.torch
-        return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype

@@ -30,13 +30,9 @@ from typing import Any, Callable, List, Optional, Tuple
 from ..registered import RegisteredKernels
 from . import Call, Rule, register
 from .batch_norm import BatchNormRules
+from .kernels import accumulation_type
 
 SYNC_BATCH_NORM_NOTE = "{count} SyncBatchNorm steps kept every rank's gathered statistics (count_all[count_all >= 1]): a shape made from the other ranks' batch sizes, answered as every rank's input being non-empty like this rank's"
-
-
-def accumulation(torch: Any, dtype: Any) -> Any:
-    """at::toAccumulateType(dtype, /*is_cuda=*/true) for the floating types batch norm takes."""
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 class SyncBatchNormKernels(RegisteredKernels):
@@ -54,13 +50,13 @@ class SyncBatchNormKernels(RegisteredKernels):
 
     def _stats(self, input: Any, eps: float) -> Any:
         torch = self.torch
-        made = dict(dtype=accumulation(torch, input.dtype), device="meta")
+        made = dict(dtype=accumulation_type(input.dtype, torch), device="meta")
         channels = input.size(1)
         return torch.empty(channels, **made), torch.empty(channels, **made)
 
     def _gather_stats(self, input: Any, mean: Any, invstd: Any, running_mean: Optional[Any], running_var: Optional[Any], momentum: float, eps: float, counts: Any) -> Any:
         torch = self.torch
-        made = dict(dtype=accumulation(torch, mean.dtype), device="meta")
+        made = dict(dtype=accumulation_type(mean.dtype, torch), device="meta")
         features = mean.size(1)
         return torch.empty(features, **made), torch.empty(features, **made)
 
