@@ -197,6 +197,24 @@ def test_abs_of_a_complex_tensor_computes_into_a_complex_temporary():
 ISSUE35H_IN_CI = ["gaussian_process_cholesky", "fno_fft_darcy"]
 
 
+def test_a_matrix_exponential_keeps_its_result_and_leaves_the_peak_unknown():
+    """ISSUE35J's orthogonal parametrization (reports/reference/h200/trace-workloads-35j): mexp_impl
+    picks its approximant from the norm read on the host, so its temporaries are not known; the
+    result is traced, forward and backward (one of the 2n x 2n block matrix), and the note comes first, as 'UNKNOWN PEAK'."""
+    with vramlab.trace(gpu="h200") as t:
+        a = torch.randn(256, 256, device="cuda", requires_grad=True)
+        before = mark(t)
+        e = torch.linalg.matrix_exp(a - a.T)
+        made = events(t, before)
+        e.sum().backward()
+    assert ("a", 256 * 256 * 4) in made, made
+    notes = t.snapshot()["vramlab_notes"]
+    said = [n for n in notes if "matrix exponentials" in n]
+    assert len(said) == 1 and said[0].startswith("UNKNOWN PEAK: 2 matrix exponentials"), said
+    listed = [line.strip() for line in t.summary().splitlines() if line.startswith("    - ")]
+    assert listed[0].startswith("- UNKNOWN PEAK:"), listed
+
+
 @pytest.mark.parametrize("name", ISSUE35H_IN_CI)
 def test_issue35h_programs_the_mends_made_exact_give_the_h200s_peaks(name):
     """Traced for the H200 and replayed under both settings: PyTorch's recorded peaks to the byte

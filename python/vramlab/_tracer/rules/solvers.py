@@ -18,6 +18,12 @@ What PyTorch's own code allocates around those calls is followed:
   whatever the preferred backend, save an explicit MAGMA): an ``int`` info tensor by ``zeros({1})``,
   the right-hand side's column-major copy (the result), then the factor's; the factor's copy and
   the info are freed on return. Batches may take MAGMA's path instead, which is noted.
+- ``linalg_matrix_exp`` (also ``parametrizations.orthogonal``'s ``matrix_exp`` map, and its own
+  backward, the exponential of a 2n x 2n block matrix): for one matrix ATen reads the matrix's
+  1-norm back on the host and picks from it the degree of its approximant and the number of
+  squarings (aten/src/ATen/native/LinearAlgebra.cpp, ``mexp_impl``: ``norm.to(at::kCPU)``), so
+  the temporaries it makes depend on values: the trace keeps the result alone and says that the
+  peak is not known.
 - ``_linalg_check_errors`` (``linalg.cholesky``, ``linalg.inv`` and the other checked solvers;
   BatchLinearAlgebra.cpp): ``infos.any()`` (one bool) of a bool copy of the infos, the copy freed
   in the reduction, the bool after its value is read (the trace answers it as no error, as a run
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any, List
 
+from ..recorder import UNKNOWN_PEAK
 from ..where import user_frame
 from . import Call, Rule, register
 
@@ -96,3 +103,23 @@ class SolverWorkspaces(Rule):
             self.session.note(
                 "{count} linear-algebra calls (torch.linalg) are traced without cuSOLVER's or MAGMA's working buffers (sizes are the library's choice per shape): peak allocated and reserved may be higher by their size"
             )
+
+
+MATRIX_EXP_NOTE = (
+    f"{UNKNOWN_PEAK} {{count}} matrix exponentials (torch.linalg.matrix_exp, the orthogonal parametrization's "
+    "matrix_exp map, and their backwards) are traced with their results only: ATen picks the degree of its "
+    "approximant and the number of squarings from the matrix's norm, read back on the host (LinearAlgebra.cpp: "
+    "mexp_impl), so its temporaries depend on values a trace does not have; peak allocated and reserved may be "
+    "higher by them"
+)
+
+
+@register
+class MatrixExponential(Rule):
+    ops = {"linalg_matrix_exp"}
+    source = "aten/src/ATen/native/LinearAlgebra.cpp (mexp_impl: the degree and squarings chosen from the norm on the host)"
+    order = 60
+
+    def after(self, call: Call, out: Any, made: List[Any]) -> None:
+        if made:
+            self.session.note(MATRIX_EXP_NOTE)
