@@ -1,5 +1,5 @@
-"""The rules ISSUE35H's recordings led to (reports/reference/h200/trace-workloads-35h), each checked
-against the sequence PyTorch's CUDA source makes, on the CPU."""
+"""The rules ISSUE35H's and ISSUE35J's recordings led to (reports/reference/h200/trace-workloads-35h,
+-35j), each checked against the sequence PyTorch's CUDA source makes, on the CPU."""
 
 import pytest
 
@@ -195,6 +195,32 @@ def test_abs_of_a_complex_tensor_computes_into_a_complex_temporary():
 
 
 ISSUE35H_IN_CI = ["gaussian_process_cholesky", "fno_fft_darcy"]
+
+
+def test_random_integers_have_bounds_that_decide_comparisons_and_nothing_more():
+    """ISSUE35J's Wav2Vec2 for CTC (refused when held out): its labels drawn by randint(1, 32)
+    are checked by labels.max() >= vocab_size and selected by labels.masked_select(labels >= 0).
+    The draws' bounds decide both; a comparison they do not decide, or labels written since, are
+    still unknown, and a read of them still stops the trace."""
+    from vramlab import UnfollowedError
+
+    with vramlab.trace(gpu="h200") as t:
+        labels = torch.randint(1, 32, (4, 40), device="cuda")
+        assert not bool(labels.max() >= 32)
+        mask = labels >= 0
+        assert mask.sum(-1).tolist() == [40] * 4
+        before = mark(t)
+        picked = labels.masked_select(mask)
+        assert picked.shape == (160,)
+        # CUDA's masked_select is index with the mask: nonzero's indices, then the 160 picked.
+        assert ("a", 160 * 8) in events(t, before), events(t, before)
+        drawn = torch.empty(8, dtype=torch.long, device="cuda").random_(0, 10)
+        assert bool((drawn.amax() < 10) & (drawn.amin() >= 0))
+        with pytest.raises(UnfollowedError):
+            bool((labels >= 5).all())
+        labels[0, 0] = 100
+        with pytest.raises(UnfollowedError):
+            bool(labels.max() >= 32)
 
 
 def test_a_matrix_exponential_keeps_its_result_and_leaves_the_peak_unknown():

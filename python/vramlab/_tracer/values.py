@@ -13,6 +13,12 @@ never a model's weights or activations, so the trace still does no arithmetic wo
 A value read (``.item()``, ``bool(t)``) of a tensor with a shadow is answered from it; without
 one the trace stops, as before. Random operations never give shadows: the GPU's generator is
 not the CPU's.
+
+Random integers do have known bounds: ``randint(low, high)`` and ``random_(from, to)`` draw from
+``[low, high)``, and so do the maxima, minima and copies of what they drew. A comparison with a
+number that the bounds decide for every element (``labels >= 0`` of labels drawn from
+``[1, 32)``) has known values, all True or all False: programs check their labels this way
+(Hugging Face's CTC models: ``labels.max() >= vocab_size``, ``labels.masked_select(labels >= 0)``).
 """
 
 from __future__ import annotations
@@ -37,6 +43,19 @@ _FILLED_WITH = {"full_like": 1, "new_full": 2}
 # Operators whose result an operand can decide alone: `or` with all True, `and` with all False.
 _ABSORBING = {"bitwise_or": True, "logical_or": True, "bitwise_and": False, "logical_and": False}
 
+# Operators whose (first) result's elements are some of their input's: bounds carry over.
+_KEEPS_BOUNDS = {"max", "min", "amax", "amin", "clone", "_to_copy", "contiguous"}
+# Comparisons with a number, each as (all True, all False) given the bounds [lo, hi] and the
+# number c.
+_DECIDED = {
+    "ge": (lambda lo, hi, c: lo >= c, lambda lo, hi, c: hi < c),
+    "gt": (lambda lo, hi, c: lo > c, lambda lo, hi, c: hi <= c),
+    "le": (lambda lo, hi, c: hi <= c, lambda lo, hi, c: lo > c),
+    "lt": (lambda lo, hi, c: hi < c, lambda lo, hi, c: lo >= c),
+    "eq": (lambda lo, hi, c: lo == hi == c, lambda lo, hi, c: c < lo or c > hi),
+    "ne": (lambda lo, hi, c: c < lo or c > hi, lambda lo, hi, c: lo == hi == c),
+}
+
 class Shadows:
     """The shadows, by storage. A storage's address (``_cdata``) is reused once it dies, and the
     recorder does not see every death (a storage of 0 bytes is never an allocation), so each
@@ -47,9 +66,26 @@ class Shadows:
     def __init__(self, torch: Any) -> None:
         self._torch = torch
         self._storages: Dict[int, Tuple[Any, Any]] = {}
+        # Integer storages of random draws: (a weak reference to the storage, lowest, highest).
+        self._bounds: Dict[int, Tuple[Any, int, int]] = {}
 
     def forget(self, key: int) -> None:
         self._storages.pop(key, None)
+        self._bounds.pop(key, None)
+
+    def bounds(self, t: Any) -> Optional[Tuple[int, int]]:
+        """The lowest and highest values `t`'s elements can hold, where known."""
+        storage = t.untyped_storage()
+        entry = self._bounds.get(storage._cdata)
+        if entry is None or entry[0]() is not storage:
+            return None
+        return entry[1], entry[2]
+
+    def _bound(self, t: Any, lo: int, hi: int) -> None:
+        if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == self._torch.bool or lo > hi:
+            return
+        storage = t.untyped_storage()
+        self._bounds[storage._cdata] = (weakref.ref(storage), lo, hi)
 
     def _shadow(self, storage: Any) -> Optional[Any]:
         entry = self._storages.get(storage._cdata)
@@ -106,6 +142,39 @@ class Shadows:
             for t in torch.utils._pytree.tree_leaves(out):
                 if isinstance(t, torch.Tensor) and t.device.type == "meta":
                     self.forget(t.untyped_storage()._cdata)
+            return
+        self._after_bounds(func, op, args, kwargs, out)
+
+    def _after_bounds(self, func: Any, op: str, args: Any, kwargs: Dict[str, Any], out: Any) -> None:
+        """Bounds of random integers drawn, kept through maxima, minima and copies, and the values
+        of comparisons they decide."""
+        torch = self._torch
+        first = torch.utils._pytree.tree_leaves(out)[:1]
+        result = first[0] if first and isinstance(first[0], torch.Tensor) and first[0].device.type == "meta" else None
+        if result is None or self.view(result) is not None:
+            return
+        overload = func._overloadname
+        if op == "random_" and overload in ("from", "to"):
+            low, high = (args[1], args[2] if len(args) > 2 else kwargs.get("to")) if overload == "from" else (0, args[1])
+            if isinstance(low, int) and isinstance(high, int) and _whole(result):
+                self._bound(result, low, high - 1)
+        elif op == "randint" and overload in ("default", "low"):
+            low, high = (0, args[0]) if overload == "default" else (args[0], args[1])
+            if isinstance(low, int) and isinstance(high, int):
+                self._bound(result, low, high - 1)
+        elif op in _KEEPS_BOUNDS and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+            known = self.bounds(args[0])
+            if known is not None and not result.dtype.is_floating_point and result.dtype != torch.bool and _whole(result):
+                self._bound(result, *known)
+        elif op in _DECIDED and overload == "Scalar" and len(args) > 1 and isinstance(args[1], (int, float)) and not isinstance(args[1], bool):
+            known = self.bounds(args[0]) if isinstance(args[0], torch.Tensor) else None
+            if known is None:
+                return
+            all_true, all_false = _DECIDED[op]
+            for value, decided in ((True, all_true), (False, all_false)):
+                if decided(known[0], known[1], args[1]):
+                    self.adopt(result, torch.full(result.shape, value, dtype=torch.bool))
+                    return
 
     def _after(self, func: Any, op: str, args: Any, kwargs: Dict[str, Any], out: Any) -> None:
         torch = self._torch

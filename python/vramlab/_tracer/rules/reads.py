@@ -78,6 +78,12 @@ class Reads(Rule):
             known = session.known_shape(call.func, args, call.kwargs)
             if known is not None:
                 return known
+        if op == "masked_select" and len(args) > 1 and session.shadows.view(args[1]) is not None:
+            # CUDA's masked_select is index with the mask, both broadcast (IndexKernel.cu,
+            # masked_select_out_cuda_impl): its shape is the mask's alone, its values the input's.
+            shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
+            with session.modes[1]:
+                return torch.ops.aten.index.Tensor(args[0].expand(shape), [args[1].expand(shape)])
         raise UnfollowedError(
             f"{op} at {here()}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
             + ("" if op != "_local_scalar_dense" else " (a value only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)")
