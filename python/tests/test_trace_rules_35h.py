@@ -223,6 +223,24 @@ def test_random_integers_have_bounds_that_decide_comparisons_and_nothing_more():
             bool(labels.max() >= 32)
 
 
+def test_a_foreach_write_of_unknown_values_leaves_its_list_unknown():
+    """A foreach operation writes each tensor of its list (``Tensor(a!)[] self``): AdamW's
+    moments, zeros when made (known), are unknown once a gradient is folded in, and a read of
+    them stops the trace; written from known values they stay known, and read as the CPU
+    computes them."""
+    from vramlab import UnfollowedError
+
+    with vramlab.trace(gpu="h100") as t:
+        moments = [torch.zeros(4, device="cuda") for _ in range(2)]
+        torch._foreach_add_(moments, [torch.ones(4, device="cuda")] * 2)
+        assert moments[1].sum().item() == 4.0
+        grads = [torch.randn(4, device="cuda") for _ in range(2)]
+        torch._foreach_addcmul_(moments, grads, grads, value=0.5)
+        with pytest.raises(UnfollowedError):
+            moments[1].sum().item()
+    assert t.snapshot()
+
+
 def test_a_matrix_exponential_keeps_its_result_and_leaves_the_peak_unknown():
     """ISSUE35J's orthogonal parametrization (reports/reference/h200/trace-workloads-35j): mexp_impl
     picks its approximant from the norm read on the host, so its temporaries are not known; the

@@ -68,6 +68,7 @@ class Shadows:
         self._storages: Dict[int, Tuple[Any, Any]] = {}
         # Integer storages of random draws: (a weak reference to the storage, lowest, highest).
         self._bounds: Dict[int, Tuple[Any, int, int]] = {}
+        self._written: Dict[Any, Tuple[Tuple[int, ...], Tuple[str, ...]]] = {}
 
     def forget(self, key: int) -> None:
         self._storages.pop(key, None)
@@ -110,11 +111,15 @@ class Shadows:
         torch = self._torch
         return torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.shape, t.stride())
 
+    def _fits(self, t: Any) -> bool:
+        """Whether `t`'s storage is small enough to have a shadow."""
+        return t.untyped_storage().nbytes() <= self._limit(t.dtype)
+
     def _fresh(self, t: Any) -> Optional[Any]:
         """A new shadow for `t`'s storage, where it is small enough; its view of `t`."""
-        storage = t.untyped_storage()
-        if storage.nbytes() > self._limit(t.dtype):
+        if not self._fits(t):
             return None
+        storage = t.untyped_storage()
         key = storage._cdata
 
         def died(ref: Any) -> None:
@@ -172,7 +177,7 @@ class Shadows:
                 return
             all_true, all_false = _DECIDED[op]
             for value, decided in ((True, all_true), (False, all_false)):
-                if decided(known[0], known[1], args[1]):
+                if decided(known[0], known[1], args[1]) and self._fits(result):
                     self.adopt(result, torch.full(result.shape, value, dtype=torch.bool))
                     return
 
@@ -180,8 +185,9 @@ class Shadows:
         torch = self._torch
         leaves = torch.utils._pytree.tree_leaves((args, kwargs))
         stand_ins = [a for a in leaves if isinstance(a, torch.Tensor) and a.device.type == "meta"]
-        written = [a for i, a in enumerate(args) if i < len(func._schema.arguments) and _writes(func._schema.arguments[i])]
-        written += [v for k, v in kwargs.items() if isinstance(v, torch.Tensor) and any(a.name == k and _writes(a) for a in func._schema.arguments)]
+        positions, names = self._written_arguments(func)
+        # A foreach operation writes each tensor of its list (``Tensor(a!)[] self``).
+        written = torch.utils._pytree.tree_leaves([args[i] for i in positions if i < len(args)] + [kwargs[k] for k in names if k in kwargs])
         if op == "_to_copy" and args and isinstance(args[0], torch.Tensor) and args[0].device.type != "meta":
             # A model's weights moved to the GPU are not worth knowing (and would make the whole
             # model run on the CPU): floating-point tensors from the CPU are known as scalars only.
@@ -191,7 +197,7 @@ class Shadows:
         if (op in _FILLED or op in _FILLED_WITH) and isinstance(out, torch.Tensor) and out.device.type == "meta":
             # torch.ones_like(ids) is known whatever ids holds (a mask made beside random ids).
             fill = _FILLED[op] if op in _FILLED else args[_FILLED_WITH[op]] if len(args) > _FILLED_WITH[op] else None
-            if isinstance(fill, (bool, int, float)):
+            if isinstance(fill, (bool, int, float)) and self._fits(out):
                 self.adopt(out, torch.full(out.shape, fill, dtype=out.dtype))
             return
         # Uninitialised memory and random draws have no values the CPU could know.
@@ -216,6 +222,13 @@ class Shadows:
                 if isinstance(t, torch.Tensor) and t.device.type == "meta":
                     self.forget(t.untyped_storage()._cdata)
             return
+        # Run on the shadows only where it changes what is known: a write into one, or a result
+        # that is not a view of one and can have its own (a view's values are its storage's, and
+        # a result too large for a shadow would be dropped).
+        if not any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in written) and not any(
+            not self.shadowed(o) and self._fits(o) for o in made
+        ):
+            return
         try:
             cpu = torch.utils._pytree.tree_map(self._on_cpu, (args, kwargs))
             result = func(*cpu[0], **cpu[1])
@@ -232,6 +245,18 @@ class Shadows:
                 continue  # a view of, or a write into, a storage already shadowed (updated above)
             if values.shape == made.shape:
                 self.adopt(made, values)
+
+    def _written_arguments(self, func: Any) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
+        """The positions and names of the arguments `func` writes (its schema's ``(a!)``)."""
+        found = self._written.get(func)
+        if found is None:
+            arguments = func._schema.arguments
+            found = (
+                tuple(i for i, a in enumerate(arguments) if _writes(a)),
+                tuple(a.name for a in arguments if _writes(a)),
+            )
+            self._written[func] = found
+        return found
 
     def _scatter_covers(self, args: Any) -> bool:
         """Whether an in-place scatter (``self.scatter_(dim, index, src)``) writes every element
