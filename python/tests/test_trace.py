@@ -24,6 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "reports" / "reference" / "h100" / "trace-workloads"
 sys.path.insert(0, str(ROOT / "scripts"))
 from trace_workloads import ALL, GROUPS  # noqa: E402
+from sampling import sampled, share  # noqa: E402
 
 # The held-out workloads (committed before their GPU runs) are checked here too, so that a change
 # to the tracer that breaks them fails CI; their held-out figures are in RESULTS.md.
@@ -65,9 +66,9 @@ WORKLOADS = {
     # ISSUE35H to ISSUE35J were recorded on an H200: test_trace_rules_35h.py compares them.
     and name not in GROUPS["issue35h"] and name not in GROUPS["issue35i"] and name not in GROUPS["issue35j"]
 }
-# VRAMLAB_TRACE_SAMPLE=N: every Nth workload (CI's run under a second torch release).
-SAMPLE = int(os.environ.get("VRAMLAB_TRACE_SAMPLE", "1"))
-WORKLOADS = {name: workload for i, (name, workload) in enumerate(WORKLOADS.items()) if i % SAMPLE == 0}
+# VRAMLAB_TRACE_SAMPLE=N[:K]: every Nth workload from the Kth (sampling.py; CI's runs).
+SAMPLE = share()[0]
+WORKLOADS = dict(sampled(WORKLOADS.items()))
 
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Refused, with the reason, rather than answered wrong.
@@ -706,9 +707,11 @@ def test_attention_fast_paths_allocate_as_the_h100_did():
         # before its next allocation where 2.11 did after (row encoder_padding, event 13): not
         # investigated yet, and these measurements are 2.11's.
         pytest.skip(f"the fast-path calls were measured under torch 2.11; torch {torch.__version__} differs in one row (not investigated)")
-    every = 1 if os.environ.get("VRAMLAB_ALL_ROWS") else 4  # all 1,200: VRAMLAB_ALL_ROWS=1
+    # Every fourth row (every 4N-th under VRAMLAB_TRACE_SAMPLE=N); all 1,200 with
+    # VRAMLAB_ALL_ROWS=1.
+    every = 1 if os.environ.get("VRAMLAB_ALL_ROWS") else 4 * SAMPLE
     rows = [json.loads(line) for line in gzip.open(ROOT / "reports/reference/h100/mha-fastpath/mha.jsonl.gz", "rt")][1::every]
-    assert len(rows) == 1200 // every
+    assert len(rows) == len(range(1, 1200, every))
     refused = 0
     for row in rows:
         if "_nested_tensor_from_mask" in row["fast_ops"]:

@@ -30,6 +30,7 @@ from trace_workloads_36b import WORLD_SIZES as WORLD_SIZES_B  # noqa: E402
 from trace_workloads_36c import ALL as ALL_C  # noqa: E402
 from trace_workloads_36c import WORLD_SIZES as WORLD_SIZES_C  # noqa: E402
 from trace_workloads_36d import ALL as ALL_D  # noqa: E402
+from sampling import sampled  # noqa: E402
 
 # The fourth group's workloads are traced against their recordings (the largest rank's test
 # below), not each rank: CI's time.
@@ -90,7 +91,10 @@ def traced_once(name, world_size, rank):
 # At the world size each was recorded at (the largest it names), the first and the last rank:
 # every workload's ranks are alike but for uneven shards, which put the short one last (FSDP2's
 # padding, TP's chunks, HSDP's shard index). The two-GPU scripts below take world size 2.
-CASES = [(name, sizes[-1], rank) for name, sizes in WORLD_SIZES.items() for rank in sorted({0, sizes[-1] - 1})]
+# VRAMLAB_TRACE_SAMPLE=N[:K] takes a share of the workloads (sampling.py; CI's time), the same
+# ones here and against the four-GPU recordings below, which share their traces.
+IN_THIS_RUN = set(sampled(ALL))
+CASES = [(name, sizes[-1], rank) for name, sizes in WORLD_SIZES.items() if name in IN_THIS_RUN for rank in sorted({0, sizes[-1] - 1})]
 
 
 @pytest.mark.parametrize("name, world_size, rank", CASES, ids=[f"{n}-ws{w}-rank{r}" for n, w, r in CASES])
@@ -428,7 +432,14 @@ def test_ranks_that_diverge_do_not_hang(tmp_path):
 
 
 # Both groups of four-H100 recordings: (folder, setting) per workload, each rank's figures.
-RECORDED = sorted({(p.parent, p.stem.split("-", 1)[1]) for folder in ("distributed-x4", "distributed-x4b", "distributed-x4c", "distributed-x4d") for p in (RECORDINGS.parent / folder).glob("*/rank*-*.json")})
+RECORDED = sorted(
+    {
+        (p.parent, p.stem.split("-", 1)[1])
+        for folder in ("distributed-x4", "distributed-x4b", "distributed-x4c", "distributed-x4d")
+        for p in (RECORDINGS.parent / folder).glob("*/rank*-*.json")
+        if p.parent.name in IN_THIS_RUN
+    }
+)
 SETTINGS = {"default": "", "expandable": "expandable_segments:True"}
 # Where the driver placed the ranks' segments around NCCL's own cudaMalloc'd buffers, which a fresh
 # process's placement (alloc/src/placement.rs) does not have: the trace asks for the GPU's blocks in
