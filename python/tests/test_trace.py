@@ -117,7 +117,7 @@ def _trace(name):
     if "_trainer_" in name:
         pytest.importorskip("accelerate", reason="Hugging Face's Trainer needs accelerate")
     with vramlab.trace(gpu="h100") as t:
-        WORKLOADS[name]("cuda")
+        ALL[name]("cuda")
     return t.snapshot()
 
 
