@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -242,9 +243,43 @@ def test_a_spawn_pool_whose_script_uses_the_gpu_at_its_top_level_runs_its_childr
     assert "[0, 2, 4, 6]" in done.stdout
     sizes, _ = allocated(tmp_path / "snap.pickle")
     assert sizes == [4000]
-    # Workers ended by the pool's terminate write nothing; none is left part-written.
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["program.py", "snap.pickle"]
+    # A worker the pool's terminate ends in its task loop writes nothing; one that left the loop
+    # first (the pool's stop sentinel, a race) writes its own snapshot, whole, or none if the
+    # terminate comes while it writes: none is ever left part-written.
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names[:2] == ["program.py", "snap.pickle"], names
+    for name in names[2:]:
+        assert re.fullmatch(r"snap\.pickle\.\d+", name), names
+        assert allocated(tmp_path / name)[0] == [4000]
     no_tracer_frames(done.stderr)
+
+
+TERMINATED_WHILE_WRITING = """
+import os, signal, sys
+from vramlab._tracer.recorder import write_atomically
+from vramlab._tracer.spawned import _save_unless_terminated
+
+class Terminating:
+    def __reduce__(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # the pool's terminate, halfway through the pickle
+        return (int, ())
+
+class Tracer:
+    def save(self, path):
+        write_atomically(path, {"segments": [], "big": b"x" * 100000, "then": Terminating()})
+
+_save_unless_terminated(Tracer(), sys.argv[1])
+print("not reached")
+"""
+
+
+def test_a_spawned_child_terminated_while_it_writes_its_snapshot_leaves_no_part_and_dies_by_the_signal(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run([sys.executable, "-c", TERMINATED_WHILE_WRITING, str(out / "snap.pickle.7")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGTERM, (done.returncode, done.stderr)
+    assert "not reached" not in done.stdout
+    assert list(out.iterdir()) == []
 
 
 def test_a_spawned_child_that_cannot_start_stops_the_trace_in_one_line(tmp_path):

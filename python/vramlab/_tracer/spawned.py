@@ -188,10 +188,30 @@ def child(config: str, **kwds: Any) -> None:
         except SystemExit as e:
             code = e.code
     if tracer.record.events:
-        path = f"{settings['out']}.{os.getpid()}"
-        try:
-            tracer.save(path)
-            print(f"note: a process the traced program spawned (pid {os.getpid()}) allocated on the GPU in a process of its own; its snapshot is {path}", file=sys.stderr)
-        except OSError as e:
-            print(f"error: {path}: a spawned process's snapshot could not be written ({e.strerror or e})", file=sys.stderr)
+        _save_unless_terminated(tracer, f"{settings['out']}.{os.getpid()}")
     sys.exit(code)
+
+
+class _Terminated(BaseException):
+    """SIGTERM while a spawned child writes its snapshot."""
+
+
+def _save_unless_terminated(tracer: Any, path: str) -> None:
+    """Writes a child's snapshot. A pool's ``terminate`` (SIGTERM) can come while a worker that
+    left its task loop writes it: the part written is removed (write_atomically removes its
+    temporary file on any exception) and the child then ends by the signal, as it would have."""
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        tracer.save(path)
+        print(f"note: a process the traced program spawned (pid {os.getpid()}) allocated on the GPU in a process of its own; its snapshot is {path}", file=sys.stderr)
+    except OSError as e:
+        print(f"error: {path}: a spawned process's snapshot could not be written ({e.strerror or e})", file=sys.stderr)
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
