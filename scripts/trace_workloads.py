@@ -1083,6 +1083,7 @@ from trace_workloads_35g import ISSUE35G, ISSUE35G_SEEN  # noqa: E402
 from trace_workloads_35h import ISSUE35H  # noqa: E402
 from trace_workloads_35i import ISSUE35I  # noqa: E402
 from trace_workloads_35j import ISSUE35J  # noqa: E402
+from trace_workloads_35k import ISSUE35K  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1111,5 +1112,6 @@ GROUPS = {
     "issue35h": ISSUE35H,
     "issue35i": ISSUE35I,
     "issue35j": ISSUE35J,
+    "issue35k": ISSUE35K,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
