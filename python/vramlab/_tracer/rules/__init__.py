@@ -94,6 +94,16 @@ class Rule:
         return None
 
 
+def relaid(torch: Any, t: Any, layout: Any) -> Any:
+    """`t` as a kernel that makes its result in `layout` (a memory format) makes it: a new meta
+    tensor of the same shape and dtype, made below the trace's modes (so it records nothing), or
+    `t` itself where it is laid out so already."""
+    if not isinstance(t, torch.Tensor) or t.is_contiguous(memory_format=layout):
+        return t
+    with torch.utils._python_dispatch._disable_current_modes():
+        return torch.empty(t.shape, dtype=t.dtype, device=t.device, memory_format=layout)
+
+
 class FunctionRule:
     """A Python function of PyTorch's whose GPU path is chosen above ATen (by its ``__name__``)."""
 

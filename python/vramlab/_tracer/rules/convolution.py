@@ -14,7 +14,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..recorder import UNKNOWN_PEAK
-from . import Call, Rule, conv_model, register
+from . import Call, Rule, conv_model, register, relaid
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TABLES: Dict[str, Optional[Dict[str, Any]]] = {}
@@ -170,15 +170,12 @@ class Convolutions(Rule):
         # permuted activation's gradient, ISSUE35H's FNO), which the GPU copies to contiguous.
         layout = torch.channels_last if x.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight)) else torch.contiguous_format
 
-        def relaid(t: Any) -> Any:
-            if not isinstance(t, torch.Tensor) or t.is_contiguous(memory_format=layout) or (layout is torch.channels_last and t.dim() != 4):
-                return t
-            with torch.utils._python_dispatch._disable_current_modes():
-                return torch.empty(t.shape, dtype=t.dtype, device=t.device, memory_format=layout)
+        def laid(t: Any) -> Any:
+            return t if layout is torch.channels_last and isinstance(t, torch.Tensor) and t.dim() != 4 else relaid(torch, t, layout)
 
         if call.op == "convolution":
-            return relaid(out)
-        return tuple(relaid(t) for t in out)
+            return laid(out)
+        return tuple(laid(t) for t in out)
 
     def track(self, call: Call, out: Any, made: List[Any]) -> bool:
         if call.op not in ("convolution", "convolution_backward") or not made:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import Call, Rule, register
+from . import Call, Rule, register, relaid
 
 # Reduce.cuh: mnt_wrapper<T>::MAX_NUM_THREADS (512 but for complex<double>), at::cuda::warp_size(),
 # min_values_per_thread and max_values_per_thread in setReduceConfig (CUDA, not ROCm).
@@ -267,6 +267,15 @@ class KernelScratch(Rule):
     ops = {"sum", "mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm", "native_layer_norm_backward"} | LOSSES
     source = "ATen/native/cuda/Reduce.cuh, SoftMax.cu, SoftMax.cpp, layer_norm_kernel.cu, Loss.cpp, Convolution.cpp"
     order = 60
+
+    def result(self, call: Call, out: Any) -> Any:
+        """layer_norm_backward_cuda makes the input's gradient contiguous, like X (empty_like with
+        LEGACY_CONTIGUOUS_MEMORY_FORMAT); the meta kernel (torch/_decomp's
+        native_layer_norm_backward) lays it out like a strided gradient (Swin's, from the permute
+        after its last norm), which the next kernels would then copy."""
+        if call.op != "native_layer_norm_backward" or not isinstance(out, tuple) or not out:
+            return out
+        return (relaid(self.torch, out[0], self.torch.contiguous_format), *out[1:])
 
     def track(self, call: Call, out: Any, made: List[Any]) -> bool:
         if call.op in ("native_layer_norm", "native_layer_norm_backward") and made:
