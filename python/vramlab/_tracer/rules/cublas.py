@@ -17,7 +17,10 @@ program's back (aten/src/ATen/cuda/CublasHandlePool.cpp). How long they live cha
 The cuBLAS workspace's size is ``CUBLAS_WORKSPACE_CONFIG`` where set, read as PyTorch reads it
 (parseChosenWorkspaceSize: every ``:SIZE_KiB:COUNT`` match of the regex ``:([0-9]+):([0-9]+)``
 adds SIZE x 1024 x COUNT bytes; a value with no match gives the default, with PyTorch's warning),
-else PyTorch's default for the GPU's compute capability (`DEFAULTS`, by release). Releases 2.12 to
+else PyTorch's default for the GPU's compute capability (`DEFAULTS`, by release). The first cuBLAS call of a handle may be
+a solver's, not a multiply's: triangular solves and most LU solves run on cuBLAS
+(``LINALG_ON_CUBLAS``), and a normalizing flow's ``slogdet`` backward is the engine thread's only
+cuBLAS call. Releases 2.12 to
 2.14 keep workspaces per handle as 2.11 does: their wheels' libtorch_cuda.so (2.12.1, 2.13.0,
 2.14.1) have no ``TORCH_CUBLAS_WORKSPACE_CACHE``, which 2.15's per-call workspaces come with. Their
 default size for majors other than 9 was not read (PR #175344 of February 2026 gives majors 10 and
@@ -109,6 +112,25 @@ class Plan:
 
 
 MATMULS: FrozenSet[str] = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation"})
+# Linear algebra that takes the thread's cuBLAS handle on CUDA (BatchLinearAlgebraLibBlas.cpp:
+# getCurrentCUDABlasHandle, which gives a new handle its workspace under 2.11's rule): triangular
+# solves are cuBLAS's trsm always, and linalg_lu_solve takes cuBLAS on most of its paths.
+LINALG_ON_CUBLAS: FrozenSet[str] = frozenset({"linalg_solve_triangular", "triangular_solve", "linalg_lu_solve"})
+
+
+def lu_solve_takes_cublas(n: int, k: int, batches: int, no_transpose: bool) -> bool:
+    """Whether lu_solve_kernel (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp, default
+    backend) runs a cuBLAS path for an n x n factor and k right-hand sides: getrs batched or two
+    triangular solves, rather than looped cuSOLVER or MAGMA."""
+    if n == k:
+        return True
+    if n <= 8:
+        return not (no_transpose and k >= 256)
+    if n <= 64:
+        return not (batches <= 2 and (k <= 64 or not no_transpose or n <= 32))
+    if n <= 128:
+        return not (batches <= 2 and k <= 2)
+    return True
 WITH_BIAS: FrozenSet[str] = frozenset({"addmm", "_addmm_activation"})
 BATCHED: FrozenSet[str] = frozenset({"bmm", "baddbmm"})
 
@@ -154,8 +176,8 @@ def batched_operand_copies(result: Any, batch1: Any, batch2: Any) -> List[int]:
 
 @register
 class CublasWorkspaces(Rule):
-    ops = MATMULS
-    source = "aten/src/ATen/cuda/CublasHandlePool.cpp; measured on the H100 (torch 2.11)"
+    ops = MATMULS | LINALG_ON_CUBLAS
+    source = "aten/src/ATen/cuda/CublasHandlePool.cpp; measured on the H100 (torch 2.11); BatchLinearAlgebra.cpp's solvers on cuBLAS"
     order = 70
 
     def __init__(self, session: Any) -> None:
@@ -171,6 +193,18 @@ class CublasWorkspaces(Rule):
     def after(self, call: Call, out: Any, made: List[Any]) -> None:
         if not made:
             return
+        if call.op in LINALG_ON_CUBLAS:
+            # A solver asks for the handle alone: the workspace a new handle is given under the
+            # kept rule (ISSUE35K's Glow flow: slogdet's backward, on the engine's thread).
+            if not self._on_cublas(call):
+                return
+            if self.plan.per_call:
+                self.session.note(
+                    "{count} triangular or LU solves on cuBLAS are traced without a cuBLAS workspace: under this release's per-call workspaces, whether a solver's cuBLAS call allocates one (getCurrentCUDABlasHandleWithWorkspace) was not read"
+                )
+                return
+            self._workspaces(call)
+            return
         record, frame = call.record, call.frame
         copies = []
         if call.op in BATCHED and isinstance(out, self.torch.Tensor):
@@ -179,6 +213,16 @@ class CublasWorkspaces(Rule):
         self._workspaces(call)
         for addr, size in reversed(copies):
             record.free(addr, size)
+
+    def _on_cublas(self, call: Call) -> bool:
+        if call.op != "linalg_lu_solve":
+            return True
+        bound = call.bound()
+        lu, b = bound["LU"], bound["B"]
+        left, adjoint = bool(bound.get("left", True)), bool(bound.get("adjoint", False))
+        k = b.shape[-1] if left else b.shape[-2]
+        batches = b.numel() // max(1, b.shape[-1] * b.shape[-2])
+        return lu_solve_takes_cublas(int(lu.shape[-1]), int(k), batches, left != adjoint)
 
     def _workspaces(self, call: Call) -> None:
         record, frame, plan = call.record, call.frame, self.plan
