@@ -1084,6 +1084,7 @@ from trace_workloads_35h import ISSUE35H  # noqa: E402
 from trace_workloads_35i import ISSUE35I  # noqa: E402
 from trace_workloads_35j import ISSUE35J  # noqa: E402
 from trace_workloads_35k import ISSUE35K  # noqa: E402
+from trace_workloads_35l import ISSUE35L  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1113,5 +1114,6 @@ GROUPS = {
     "issue35i": ISSUE35I,
     "issue35j": ISSUE35J,
     "issue35k": ISSUE35K,
+    "issue35l": ISSUE35L,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
