@@ -43,6 +43,9 @@ for name, workload in WORKLOADS.items():
     except vramlab.UnfollowedError as e:
         print(f"| {name} | both | refused: {str(e).split(': ', 1)[1].split(';')[0].split(' (')[0]} | |")
         continue
+    except Exception as e:  # noqa: BLE001 (a tracer failure is a row of the table, not its end)
+        print(f"| {name} | both | failed: {type(e).__name__}: {str(e).splitlines()[0][:120]} | |")
+        continue
     for label, setting in [("default", ""), ("expandable", "expandable_segments:True")]:
         theirs = json.loads((RECORDINGS / f"{name}-{label}.json").read_text())["memory_stats"]
         ours = vramlab.replay(t.snapshot(), alloc_conf=setting)["results"][0]["pytorch_stats"]
