@@ -144,3 +144,33 @@ def test_lu_solve_takes_cublas_where_its_heuristic_says():
     assert lu_solve_takes_cublas(32, 4, 16, True)  # a batch, k <= 8: batched getrs
     assert not lu_solve_takes_cublas(100, 2, 1, True)
     assert lu_solve_takes_cublas(200, 3, 1, True)
+
+
+def test_save_on_cpu_parks_saved_tensors_on_the_host_and_copies_them_back_in_the_backward():
+    """ISSUE35L's activation offload (held out: PyTorch's "Found no NVIDIA driver", the pinned host
+    copy asked for below the function mode). Linear saves its input and weight.t(): the input's
+    copy goes to the host as it is, the transposed weight's through a contiguous GPU copy first
+    (Copy.cu); the GPU's input block is then freed as soon as the program drops the input, and the
+    backward copies both back into new blocks (graph.py, save_on_cpu)."""
+    batch, width_in, width_out = 64, 48, 32
+    x_size, w_size, out_size = batch * width_in * 4, width_out * width_in * 4, batch * width_out * 4
+    for pin_memory in (True, False):
+        with vramlab.trace(gpu="h100") as t:
+            layer = torch.nn.Linear(width_in, width_out, bias=False).cuda()
+            # A tensor autograd does not hold otherwise (a leaf is held by its AccumulateGrad).
+            x = torch.randn(batch, width_in, device="cuda", requires_grad=True) * 2.0
+            start = mark(t)
+            with torch.autograd.graph.save_on_cpu(pin_memory=pin_memory):
+                y = layer(x)
+            forward = events(t, start)
+            start = mark(t)
+            del x
+            dropped = events(t, start)
+            start = mark(t)
+            y.sum().backward()
+            backward = events(t, start)
+        # The weight's contiguous copy for the host, then the output (cuBLAS's workspace aside).
+        assert [e for e in forward if e[1] in (x_size, w_size, out_size)] == [("a", w_size), ("f", w_size), ("a", out_size)], forward
+        assert dropped == [("f", x_size)], dropped
+        # Both saved tensors come back as new blocks.
+        assert ("a", x_size) in backward and ("a", w_size) in backward, backward

@@ -62,7 +62,7 @@ class OnTheGpu(TorchFunctionMode):
             # Pinned host memory is the host's (CUDA's host allocator), not the GPU's: made as
             # plain host memory, which needs no driver.
             kwargs["pin_memory"] = False
-            session.note("{count} tensors asked for in pinned host memory (pin_memory=True) were made in plain host memory: pinned memory is the host's, not in a GPU snapshot")
+            session.note(PINNED_NOTE)
         if func in self.host_views and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
             if func is torch.Tensor.numpy:
                 # As PyTorch says it of a CUDA tensor.
@@ -134,6 +134,7 @@ class OnTheGpu(TorchFunctionMode):
         return result
 
 
+PINNED_NOTE = "{count} tensors asked for in pinned host memory (pin_memory=True) were made in plain host memory: pinned memory is the host's, not in a GPU snapshot"
 PROGRAM_META_NOTE = "{count} tensors the program itself made on the meta device (a model built without memory), and what was computed from them alone, were not recorded: they hold no GPU memory"
 
 
@@ -160,6 +161,12 @@ class Allocations(TorchDispatchMode):
         torch, session = self.torch, self.session
         op = func._schema.name.split("::")[-1]
         kwargs = kwargs or {}
+        if kwargs.get("pin_memory"):
+            # A factory PyTorch's own Python calls inside an operator the function mode is already
+            # handling (save_on_cpu's pack hook, run as autograd saves a tensor) reaches this mode
+            # without passing the function mode: the same pinned host memory, made plain.
+            kwargs = {**kwargs, "pin_memory": False}
+            session.note(PINNED_NOTE)
         leaves = torch.utils._pytree.tree_leaves((args, kwargs))
         # Only tensors standing in for CUDA ones have no values: the program's own CPU tensors (an
         # optimizer's step count) read back as they would.

@@ -180,6 +180,47 @@ def serialization_paths(session: Any) -> Table:
     return {(serialization, "_package_registry"): registry, (torch, "save"): save_without_values, (torch, "load"): load_saved}
 
 
+class Parked:
+    """A stand-in's saved tensor parked in host memory by save_on_cpu: its shape and dtype (a
+    trace has no values to copy)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: Any, dtype: Any) -> None:
+        self.shape, self.dtype = shape, dtype
+
+
+def saved_on_host(session: Any) -> Any:
+    """torch.autograd.graph.save_on_cpu as the GPU runs it (torch/autograd/graph.py): each tensor
+    autograd saves is copied to host memory as it is saved, so the GPU's block goes as soon as the
+    program lets the tensor go, and the backward copies it back into a new block of its size
+    (contiguous: pack_to_cpu makes the host copy with empty(size) or .cpu()). A copy to the host
+    from a strided GPU tensor (Linear's saved weight.t()) goes through a contiguous copy on the
+    GPU first, freed when the copy is done (aten/src/ATen/native/cuda/Copy.cu, copy_kernel_cuda:
+    src.expand_as(dst).contiguous()). A stand-in's host copy keeps its shape and dtype, and the
+    copy back is a new stand-in; the program's own CPU tensors are kept as PyTorch keeps them."""
+    torch = session.torch
+
+    class save_on_cpu(torch.autograd.graph.saved_tensors_hooks):  # noqa: N801 (PyTorch's name)
+        def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+            def pack(tensor: Any) -> Any:
+                if tensor.device.type == "meta":
+                    if not tensor.is_contiguous():
+                        session.record.scratch([tensor.numel() * tensor.element_size()], user_frame())
+                    return (tensor.device, Parked(tensor.shape, tensor.dtype))
+                return (tensor.device, tensor.cpu())
+
+            def unpack(packed: Any) -> Any:
+                device, host = packed
+                if isinstance(host, Parked):
+                    return torch.empty(host.shape, dtype=host.dtype, device=device)
+                return host.to(device, non_blocking=pin_memory)
+
+            super().__init__(pack, unpack)
+
+    return save_on_cpu
+
+
 def program_paths(session: Any) -> Table:
     """DataLoader pinning, torch.jit.trace's check, the fast paths' check for modes, the default
     device, and storage resizes."""
@@ -190,6 +231,7 @@ def program_paths(session: Any) -> Table:
     # A DataLoader that pins memory pins in a thread of its own: pinned host memory is not the
     # GPU's, so the batches are used as they are.
     table[(pinning, "pin_memory")] = lambda data, device=None: data
+    table[(torch.autograd.graph, "save_on_cpu")] = saved_on_host(session)
     # torch.jit.trace checks its graph by running it again and comparing values, which a trace
     # has none of: the graph is made without that check.
     jit_trace = torch.jit.trace
