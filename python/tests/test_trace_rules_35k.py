@@ -174,3 +174,24 @@ def test_save_on_cpu_parks_saved_tensors_on_the_host_and_copies_them_back_in_the
         assert dropped == [("f", x_size)], dropped
         # Both saved tensors come back as new blocks.
         assert ("a", x_size) in backward and ("a", w_size) in backward, backward
+
+
+def test_unfold_and_fold_start_at_the_inputs_size_and_resize():
+    """im2col_cuda and col2im_cuda make the result with empty_like(input), copy a strided input,
+    then resize_ the result: growing allocates the new block and frees the old, shrinking keeps
+    the block (Im2Col.cu, Col2Im.cu)."""
+    images_size = 2 * 3 * 16 * 16 * 4
+    columns_size = 2 * (3 * 4 * 4) * (7 * 7) * 4
+    with vramlab.trace(gpu="h100") as t:
+        images = torch.randn(2, 3, 16, 16, device="cuda")
+        start = mark(t)
+        columns = torch.nn.functional.unfold(images, 4, stride=2)
+        unfolded = events(t, start)
+        strided = columns.transpose(1, 2).contiguous().transpose(1, 2)
+        start = mark(t)
+        folded = torch.nn.functional.fold(strided, (16, 16), 4, stride=2)
+        refolded = events(t, start)
+        del folded
+    assert unfolded == [("a", images_size), ("a", columns_size), ("f", images_size)], unfolded
+    # The fold's result keeps a block of its columns' size; the strided columns' copy goes.
+    assert refolded == [("a", columns_size), ("a", columns_size), ("f", columns_size)], refolded
