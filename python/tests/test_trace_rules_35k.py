@@ -195,3 +195,21 @@ def test_unfold_and_fold_start_at_the_inputs_size_and_resize():
     assert unfolded == [("a", images_size), ("a", columns_size), ("f", images_size)], unfolded
     # The fold's result keeps a block of its columns' size; the strided columns' copy goes.
     assert refolded == [("a", columns_size), ("a", columns_size), ("f", columns_size)], refolded
+
+
+def test_a_module_with_the_legacy_weight_norm_or_spectral_norm_moves_to_the_gpu():
+    """ISSUE35M's legacy weight_norm MLP failed in the tracer ("Couldn't swap Linear.weight_g"):
+    the weight the hook computes is a plain attribute whose graph holds the parameters, which the
+    trace's parameter swap found referenced. PyTorch's .to() moves the parameters alone, and the
+    forward computes the weight again on the GPU."""
+    for reparametrize in (torch.nn.utils.weight_norm, torch.nn.utils.spectral_norm):
+        with vramlab.trace(gpu="h100") as t:
+            layer = reparametrize(torch.nn.Linear(64, 32))
+            start = mark(t)
+            layer.cuda()
+            moved = events(t, start)
+            layer(torch.randn(8, 64, device="cuda"))
+        sizes = sorted(size for action, size in moved if action == "a")
+        parameters = sorted(p.numel() * 4 for p in layer.parameters())
+        buffers = sorted(b.numel() * 4 for b in layer.buffers())
+        assert sizes == sorted(parameters + buffers), (reparametrize.__name__, moved)

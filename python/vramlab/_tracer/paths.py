@@ -51,6 +51,9 @@ def optimizer_paths(session: Any) -> Table:
         if getattr(module, "_get_capturable_supported_devices", None) is capturable:
             table[(module, "_get_capturable_supported_devices")] = lambda supports_xla=True: list(capturable(supports_xla)) + ["meta"]
     module_apply = torch.nn.Module._apply
+    from torch.nn.utils import spectral_norm as spectral_norm_module, weight_norm as weight_norm_module
+
+    reparametrizations = (sys.modules[weight_norm_module.__module__].WeightNorm, sys.modules[spectral_norm_module.__module__].SpectralNorm)
 
     def moving(module: Any, *args: Any, **kwargs: Any) -> Any:
         # The trace swaps parameters on conversion so that a host module moved to the GPU keeps
@@ -59,6 +62,15 @@ def optimizer_paths(session: Any) -> Table:
         # which frees each old parameter before the next is made; a swap would free it one
         # conversion later (the old data lives on in `_apply`'s local until the next parameter).
         own = [p for p in module._parameters.values() if p is not None]
+        for hook in module._forward_pre_hooks.values():
+            # The legacy weight_norm and spectral_norm keep the weight they compute as a plain
+            # attribute whose autograd graph holds their parameters, so a swap would find them
+            # referenced; PyTorch's .to() leaves that attribute as it is (the hook computes it again
+            # in the forward), and so does the trace, without its graph.
+            computed = getattr(module, hook.name, None) if isinstance(hook, reparametrizations) else None
+            if isinstance(computed, torch.Tensor) and not isinstance(computed, torch.nn.Parameter) and computed.grad_fn is not None:
+                setattr(module, hook.name, computed.detach())
+            del computed
         with torch._C.DisableTorchFunction():
             # The tensors' own devices, not what the trace's mode answers for them (cuda).
             on_gpu = [p.is_meta for p in own]
