@@ -213,3 +213,21 @@ def test_a_module_with_the_legacy_weight_norm_or_spectral_norm_moves_to_the_gpu(
         parameters = sorted(p.numel() * 4 for p in layer.parameters())
         buffers = sorted(b.numel() * 4 for b in layer.buffers())
         assert sizes == sorted(parameters + buffers), (reparametrize.__name__, moved)
+
+
+def test_a_list_index_of_a_gpu_tensor_is_copied_to_the_gpu_and_kept_for_the_backward():
+    """python_variable_indexing.cpp makes a list index with the indexed tensor's options
+    (sequenceToVariable): on the GPU, 8 bytes an entry, before the result; the indexing's backward
+    keeps it (ISSUE35L's Falcon: fused_qkv[..., [-2], :]). Without autograd it goes at once."""
+    with vramlab.trace(gpu="h100") as t:
+        x = torch.randn(4, 16, 10, 64, device="cuda", requires_grad=True)
+        start = mark(t)
+        kept = x[..., [-2], :]
+        with_grad = events(t, start)
+        with torch.no_grad():
+            start = mark(t)
+            y = x[:, [1, 3]]
+            without_grad = events(t, start)
+        del kept, y
+    assert with_grad == [("a", 8), ("a", 4 * 16 * 64 * 4)], with_grad
+    assert without_grad == [("a", 16), ("a", 4 * 2 * 10 * 64 * 4), ("f", 16)], without_grad

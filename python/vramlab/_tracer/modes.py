@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List
 
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass_type
@@ -38,6 +38,20 @@ class OnTheGpu(TorchFunctionMode):
         # What hands a tensor's memory to another library.
         self.host_views = tuple(f for f in (torch.Tensor.numpy, getattr(torch.Tensor, "__dlpack__", None), getattr(torch.Tensor, "__array__", None)) if f is not None)
         self.mha_forward = torch.nn.functional.multi_head_attention_forward
+
+    def _sequence_indices(self, index: Any) -> Any:
+        """An index whose lists of integers become index tensors on the GPU, as PyTorch makes them
+        (python_variable_indexing.cpp, sequenceToVariable: indexing_tensor_from_data with the
+        indexed tensor's options, so a CUDA tensor's list index is copied to the GPU, 8 bytes an
+        entry, and autograd keeps it with the indexing's backward)."""
+        def on_gpu(sequence: List[int]) -> Any:
+            return self.session.from_host(self.torch.tensor, (sequence,), {"device": "cuda"})
+
+        if _int_sequence(index):
+            return on_gpu(index)
+        if isinstance(index, tuple) and any(_int_sequence(i) for i in index):
+            return tuple(on_gpu(i) if _int_sequence(i) else i for i in index)
+        return index
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         torch, session = self.torch, self.session
@@ -110,6 +124,8 @@ class OnTheGpu(TorchFunctionMode):
             args = tuple(session.redirect(a) for a in args)
         if func is torch.Tensor.pin_memory:
             return args[0]
+        if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and len(args) >= 2 and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+            args = (args[0], self._sequence_indices(args[1]), *args[2:])
         if (
             func is torch.Tensor.__setitem__
             and len(args) == 3
@@ -132,6 +148,10 @@ class OnTheGpu(TorchFunctionMode):
             # Its backward runs on this stream (streams.py: backward_on_current).
             streams.backward_on_current(result)
         return result
+
+
+def _int_sequence(value: Any) -> bool:
+    return isinstance(value, list) and len(value) > 0 and all(isinstance(v, int) for v in value)
 
 
 PINNED_NOTE = "{count} tensors asked for in pinned host memory (pin_memory=True) were made in plain host memory: pinned memory is the host's, not in a GPU snapshot"

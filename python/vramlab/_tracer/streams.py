@@ -191,7 +191,7 @@ class Streams:
         them at every stream wait instead gave 5 of 16, every miss below the GPU."""
         if self.session.record.pending:
             self.session.note(
-                "{count} stream waits (wait_stream, wait_event) left frees of blocks used on other streams pending: the GPU completes them when its work passes the events recorded at the free, a timing the trace cannot know (per rank on the GPU, peak reserved varied by up to 5.4% around this trace's; peak allocated does not depend on it)"
+                "{count} stream waits (wait_stream, wait_event) left frees of blocks used on other streams pending: the GPU completes them when its work passes the events recorded at the free, a timing the trace cannot know, so peak reserved here is likely higher than the GPU's (per rank on the GPU it varied by up to 5.4% around this trace's; ISSUE35M's prefetching loop, whose GPU had completed each such free by its next allocation, reserved 20% less than its trace; peak allocated does not depend on it)"
             )
 
     def synchronised(self) -> None:
