@@ -212,8 +212,9 @@ def saved_on_host(session: Any) -> Any:
     src.expand_as(dst).contiguous()). A stand-in's host copy keeps its shape and dtype, and the
     copy back is a new stand-in; the program's own CPU tensors are kept as PyTorch keeps them."""
     torch = session.torch
+    hooks: Any = torch.autograd.graph.saved_tensors_hooks
 
-    class save_on_cpu(torch.autograd.graph.saved_tensors_hooks):  # noqa: N801 (PyTorch's name)
+    class save_on_cpu(hooks):  # type: ignore[misc]  # noqa: N801 (PyTorch's name)
         def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
             def pack(tensor: Any) -> Any:
                 if tensor.device.type == "meta":
