@@ -17,15 +17,15 @@ program's back (aten/src/ATen/cuda/CublasHandlePool.cpp). How long they live cha
 The cuBLAS workspace's size is ``CUBLAS_WORKSPACE_CONFIG`` where set, read as PyTorch reads it
 (parseChosenWorkspaceSize: every ``:SIZE_KiB:COUNT`` match of the regex ``:([0-9]+):([0-9]+)``
 adds SIZE x 1024 x COUNT bytes; a value with no match gives the default, with PyTorch's warning),
-else PyTorch's default for the GPU's compute capability (`DEFAULTS`, by release). The first cuBLAS call of a handle may be
-a solver's, not a multiply's: triangular solves and most LU solves run on cuBLAS
-(``LINALG_ON_CUBLAS``), and a normalizing flow's ``slogdet`` backward is the engine thread's only
-cuBLAS call. Releases 2.12 to
-2.14 keep workspaces per handle as 2.11 does: their wheels' libtorch_cuda.so (2.12.1, 2.13.0,
-2.14.1) have no ``TORCH_CUBLAS_WORKSPACE_CACHE``, which 2.15's per-call workspaces come with. Their
-default size for majors other than 9 was not read (PR #175344 of February 2026 gives majors 10 and
-12 the 32 MiB, PR #189312 of July 2026 major 11; which release each entered is not known here): for
-those GPUs the snapshot says the size is 2.11's. Hopper (major 9) has 32 MiB in every release.
+else PyTorch's default for the GPU's compute capability (`DEFAULTS`, by release). The first cuBLAS
+call of a handle may be a solver's, not a multiply's: triangular solves and most LU solves run on
+cuBLAS (``LINALG_ON_CUBLAS``), and a normalizing flow's ``slogdet`` backward is the engine
+thread's only cuBLAS call. Releases 2.12 to 2.14 keep workspaces per handle as 2.11 does: their
+wheels' libtorch_cuda.so (2.12.1, 2.13.0, 2.14.1) have no ``TORCH_CUBLAS_WORKSPACE_CACHE``, which
+2.15's per-call workspaces come with. Their default size for majors other than 9 was not read (PR
+#175344 of February 2026 gives majors 10 and 12 the 32 MiB, PR #189312 of July 2026 major 11; which
+release each entered is not known here): for those GPUs the snapshot says the size is 2.11's.
+Hopper (major 9) has 32 MiB in every release.
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ class Plan:
 
 
 MATMULS: FrozenSet[str] = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation"})
+WITH_BIAS: FrozenSet[str] = frozenset({"addmm", "_addmm_activation"})
+BATCHED: FrozenSet[str] = frozenset({"bmm", "baddbmm"})
 # Linear algebra that takes the thread's cuBLAS handle on CUDA (BatchLinearAlgebraLibBlas.cpp:
 # getCurrentCUDABlasHandle, which gives a new handle its workspace under 2.11's rule): triangular
 # solves are cuBLAS's trsm always, and linalg_lu_solve takes cuBLAS on most of its paths.
@@ -131,8 +133,6 @@ def lu_solve_takes_cublas(n: int, k: int, batches: int, no_transpose: bool) -> b
     if n <= 128:
         return not (batches <= 2 and k <= 2)
     return True
-WITH_BIAS: FrozenSet[str] = frozenset({"addmm", "_addmm_activation"})
-BATCHED: FrozenSet[str] = frozenset({"bmm", "baddbmm"})
 
 
 def _owned_copy(tensor: Any, transpose_result: bool, m: int, n: int) -> int:
