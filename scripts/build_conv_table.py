@@ -38,7 +38,10 @@ def entries(rows):
         if "error" in row or row["group"] != "table" and row["group"] != "sweep-n" and row["group"] != "sweep-hw":
             continue
         c, h, w, k, r, s, stride, padding, dilation, groups = row["shape"]
-        key = f"{row['dtype']}|{row['n']},{c},{h},{w}|{k},{c // groups},{r},{s}|{stride[0]},{stride[1]}|{padding[0]},{padding[1]}|{dilation[0]},{dilation[1]}|{groups}"
+        # Channels-last input and weight (scripts/measure_conv_timm.py --channels-last) are a
+        # table of their own: cuDNN takes other plans for them.
+        layout = "channels_last|" if row.get("channels_last") else ""
+        key = f"{layout}{row['dtype']}|{row['n']},{c},{h},{w}|{k},{c // groups},{r},{s}|{stride[0]},{stride[1]}|{padding[0]},{padding[1]}|{dilation[0]},{dilation[1]}|{groups}"
         forward = scratch(row["forward"])
         backward = scratch(row["backward"])
         # A forward lasts in its output; a backward for both makes the input's gradient, then the
@@ -69,7 +72,7 @@ def build(profile):
         "torch": versions[0],
         "cudnn": int(versions[2]),
         "source": f"reports/reference/{profile}/conv-workspaces: scripts/measure_conv_workspaces.py on the GPU",
-        "key": "dtype|input N,C,H,W|weight K,C/groups,R,S|stride|padding|dilation|groups (contiguous tensors, cuDNN's defaults: benchmark and deterministic off, TF32 allowed)",
+        "key": "[channels_last|]dtype|input N,C,H,W|weight K,C/groups,R,S|stride|padding|dilation|groups (contiguous tensors, or channels-last ones where the key starts so; cuDNN's defaults: benchmark and deterministic off, TF32 allowed)",
         "value": "backend, forward workspace, input-gradient workspace, weight-gradient workspace (bytes)",
         "entries": dict(sorted(entries(rows).items())),
     }

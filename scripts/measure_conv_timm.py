@@ -2,7 +2,7 @@
 models, as scripts/measure_conv_workspaces.py does for torchvision's (its `measure`: every
 allocation and free the caching allocator saw during one convolution's forward, and during its
 backward, one convolution at a time; benchmark and deterministic off, TF32 allowed, contiguous
-NCHW). The shapes are every F.conv2d call each model makes on the meta device (timm's own
+NCHW, or with --channels-last input and weight in channels-last). The shapes are every F.conv2d call each model makes on the meta device (timm's own
 "same"-padding convolutions included, as the padded input reaches cuDNN), per sample, at the
 resolutions given. Jobs run in the order: resolution-major over the models' shapes, then the
 batches and dtypes given; --shard I/K takes every K-th job from the I-th, so K processes on one
@@ -10,7 +10,7 @@ GPU split the grid (the measurement is of allocations, which other processes do 
 
     python scripts/measure_conv_timm.py --list [--models a,b] [--resolutions 224,128] > SHAPES.json
     python scripts/measure_conv_timm.py OUT.jsonl [--shapes SHAPES.json | --models a,b --resolutions 224,128]
-        [--shard I/K] [--seconds S] [--batches 32,16] [--dtypes bfloat16,float32]
+        [--shard I/K] [--seconds S] [--batches 32,16] [--dtypes bfloat16,float32] [--channels-last]
 
 Writes JSON lines as measure_conv_workspaces.py does (group "table"), flushed one by one, so a run
 stopped by its time keeps what it measured; scripts/build_conv_table.py reads them."""
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_conv_workspaces import _listed, measure  # noqa: E402
+from measure_conv_workspaces import _listed, events_during, measure  # noqa: E402
 
 MODELS = [
     "resnet50", "resnet18", "resnet26d", "resnext50_32x4d", "seresnext26d_32x4d", "regnety_016", "regnety_008",
@@ -69,6 +69,26 @@ class _Convolutions(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def measure_channels_last(dtype, n, shape):
+    """measure_conv_workspaces.measure with the input, the weight (and so the output and its
+    gradient) in channels-last, as a model moved with .to(memory_format=torch.channels_last) runs."""
+    c, h, w, k, r, s, stride, padding, dilation, groups = shape
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+    weight = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+    backend = str(torch._C._select_conv_backend(x, weight, None, stride, padding, dilation, False, [0, 0], groups, None))
+    out, forward = events_during(lambda: F.conv2d(x, weight, None, stride, padding, dilation, groups))
+    grad = torch.randn_like(out)
+    _, backward = events_during(
+        lambda: torch.ops.aten.convolution_backward(
+            grad, x, weight, None, stride, padding, dilation, False, [0, 0], groups, [True, True, False]
+        )
+    )
+    return {
+        "dtype": str(dtype).replace("torch.", ""), "n": n, "shape": shape, "backend": backend, "channels_last": True,
+        "out_channels_last": bool(out.is_contiguous(memory_format=torch.channels_last)), "forward": forward, "backward": backward,
+    }
+
+
 def model_shapes(models, resolutions):
     """Per resolution, the distinct convolution shapes of the models in the order first met."""
     import timm
@@ -76,8 +96,9 @@ def model_shapes(models, resolutions):
     by_resolution = {res: [] for res in resolutions}
     for name in models:
         try:
-            with torch.device("meta"):
-                net = timm.create_model(name, pretrained=False).eval()
+            # Built on the CPU and moved: some models compute their widths with operators the meta
+            # device lacks (RegNet's torch.unique).
+            net = timm.create_model(name, pretrained=False).eval().to("meta")
         except Exception as err:  # a model this timm lacks: said, the rest measured
             print(f"skip {name}: {err}", file=sys.stderr)
             continue
@@ -123,7 +144,7 @@ def main():
                 break
             t = time.time()
             try:
-                row = measure(getattr(torch, dtype), n, shape)
+                row = (measure_channels_last if "--channels-last" in sys.argv else measure)(getattr(torch, dtype), n, shape)
             except Exception as err:  # an out-of-memory or a refused shape: kept as an error row
                 row = {"dtype": dtype, "n": n, "shape": shape, "error": f"{type(err).__name__}: {err}"[:300]}
                 torch.cuda.empty_cache()

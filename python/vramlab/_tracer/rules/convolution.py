@@ -32,6 +32,25 @@ def table(device: str) -> Optional[Dict[str, Any]]:
     return _TABLES.get(device)
 
 
+# GPUs whose cuDNN chooses the same plans: a convolution one GPU's table lacks takes the other's
+# measured workspaces before the fitted model. Measured, not assumed: with torch 2.11 and cuDNN 9.19
+# the H100's and the H200's workspaces are byte-identical for 25,810 of the 26,120 convolutions both
+# tables hold (98.8%), and differ by more than 1 MiB for 114 (0.4%); the fitted model is byte-exact
+# on 71-85% of held-out shapes (scripts/conv_model/timm_heldout.py prints both).
+SAME_CHOICES = {"h100": "h200", "h200": "h100"}
+SAME_CHOICES_NOTE = (
+    "{count} convolutions (forward or backward) outside the {gpu}'s measured table have the workspaces cuDNN chose for "
+    "the same shapes on the {other}, as measured there (reports/reference/{other_profile}/conv-workspaces): the two GPUs' "
+    "choices are byte-identical for 98.8% of the 26,120 convolutions both were measured on and differ by more than 1 MiB for 0.4%"
+)
+
+
+def by_profile(profile: str) -> Optional[Dict[str, Any]]:
+    """The measured table of a GPU profile ("h100"), or None."""
+    table("")
+    return next((t for t in _TABLES.values() if t is not None and t["profile"] == profile), None)
+
+
 def key(dtype: Any, x_shape: List[int], w_shape: List[int], stride: Any, padding: Any, dilation: Any, groups: int) -> str:
     def pair(v: Any) -> str:
         v = list(v) if isinstance(v, (list, tuple)) else [v]
@@ -52,16 +71,24 @@ def outside_defaults(torch: Any, x: Any, weight: Any, transposed: bool) -> Optio
         return f"{x.dim() - 2}-d convolutions"
     # A 1-d convolution's input is made contiguous first (Convolution.cpp, before view4d): a copy
     # _contiguous_copies traces.
-    if not ((x.dim() == 3 or x.is_contiguous()) and weight.is_contiguous()):
-        return "channels-last or strided tensors"
+    laid_out = x.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight)) and all(
+        t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last) for t in (x, weight)
+    )
+    if not laid_out and not ((x.dim() == 3 or x.is_contiguous()) and weight.is_contiguous()):
+        return "strided tensors (neither contiguous nor channels-last)"
     if not cudnn.enabled or cudnn.deterministic:
         return "cuDNN settings other than the defaults (deterministic on, or cuDNN off)"
     if x.dtype == torch.float32 and not cudnn.allow_tf32:
         return "float32 without TF32"
+    if laid_out:
+        return CHANNELS_LAST
     return None
 
 
 BENCHMARK = "cudnn.benchmark on"
+# cuDNN runs a channels-last convolution (either tensor in channels-last: ConvUtils.h's
+# cudnn_conv_suggest_memory_format) with plans of its own, measured in a table of their own.
+CHANNELS_LAST = "channels-last tensors"
 BENCHMARK_NOTE = (
     f"{UNKNOWN_PEAK} torch.backends.cudnn.benchmark is on, so the first call of each convolution shape "
     "(forward and each backward; {count} convolution calls here) times every candidate plan in one workspace as large as the largest "
@@ -185,7 +212,7 @@ class Convolutions(Rule):
         x, weight = bound["input"], bound["weight"]
         backward = call.op == "convolution_backward"
         outputs = list(out) if backward else [out]
-        entry = None
+        entry, borrowed = None, False
         why = outside_defaults(torch, x, weight, bool(bound["transposed"]))
         measured = table(session.gpu["name"])
         if why is None and measured is not None and x.dim() == 5:
@@ -197,11 +224,20 @@ class Convolutions(Rule):
         elif why == "transposed convolutions" and measured is not None:
             entry = self._transposed(bound, x, weight, measured["profile"])
             why = None if entry is not None else "transposed convolutions outside the fitted model (output padding, strided or channels-last tensors, cuDNN settings other than the defaults)"
-        elif why is None and measured is not None:
+        elif why in (None, CHANNELS_LAST) and measured is not None:
             (n, c, h, w), (k, cg, r, s), stride, padding, dilation = as_2d(bound, x, weight)
             one_d = x.dim() == 3
-            entry = None if one_d else measured["entries"].get(key(x.dtype, [n, c, h, w], [k, cg, r, s], stride, padding, dilation, bound["groups"]))
-            if entry is None:
+            measured_key = ("channels_last|" if why == CHANNELS_LAST else "") + key(x.dtype, [n, c, h, w], [k, cg, r, s], stride, padding, dilation, bound["groups"])
+            entry = None if one_d else measured["entries"].get(measured_key)
+            other = by_profile(SAME_CHOICES.get(measured["profile"], ""))
+            if entry is None and not one_d and other is not None and measured_key in other["entries"]:
+                entry, borrowed = list(other["entries"][measured_key]), True
+                session.note(SAME_CHOICES_NOTE.replace("{gpu}", measured["device"]).replace("{other}", other["device"]).replace("{other_profile}", other["profile"]))
+            if entry is not None:
+                why = None
+            elif why == CHANNELS_LAST:
+                why = "channels-last shapes outside the measured table (the fitted model is of contiguous tensors)"
+            else:
                 # Outside the table, the fitted model (conv_model.py). Byte-exact it is rarely
                 # better than a workspace of 0 on shapes drawn at random (scripts/conv_model/heldout.py),
                 # but its sizes are of the right order where 0 is far off: on ISSUE35D's held-out
@@ -220,6 +256,8 @@ class Convolutions(Rule):
                         session.note(ONE_D_NOTE)
                 else:
                     why = "shapes or dtypes outside the measured table and the fitted model"
+        if why == CHANNELS_LAST and measured is None:
+            why = None
         if why == BENCHMARK:
             session.note(BENCHMARK_NOTE)
         elif entry is None or measured is None:
@@ -232,7 +270,7 @@ class Convolutions(Rule):
             session.note(
                 "{count} convolutions (forward or backward) outside the measured table have the workspaces of the model fitted to it (vramlab/_tracer/rules/convolution.py, reports/reference/conv-model/FINDINGS.md), not measured: peak memory may differ by up to the largest workspace"
             )
-        elif entry[0] != "model":
+        elif entry[0] != "model" and not borrowed:
             session.note(
                 "{count} convolutions (forward or backward) have the workspaces cuDNN "
                 + f"{measured['cudnn'] // 10000}.{measured['cudnn'] // 100 % 100} chose for the same shapes on the {session.gpu['name']} with torch {measured['torch']}, "
@@ -242,6 +280,10 @@ class Convolutions(Rule):
             )
         forward_ws, data_ws, weight_ws = workspaces(entry)
         sizes = [data_ws, weight_ws, 0] if backward else [forward_ws]
+        if backward and self._native_depthwise(bound, x, weight, entry):
+            # DepthwiseConv2d.cu, conv_depthwise2d_backward_cuda_out: the weight's gradient is
+            # sized and computed before the input's (no workspaces).
+            outputs = [outputs[1], outputs[0], *outputs[2:]]
         copies = self._contiguous_copies(call, bound, x, weight, backward)
         for t, workspace in zip(outputs, sizes):
             if isinstance(t, torch.Tensor) and t.device.type == "meta":
@@ -254,6 +296,30 @@ class Convolutions(Rule):
             call.record.free(addr, size)
         for t in made:
             call.record.track(t, call.frame)
+        return True
+
+    def _native_depthwise(self, bound: Dict[str, Any], x: Any, weight: Any, entry: Optional[List[Any]]) -> bool:
+        """Whether PyTorch runs a 2-D convolution with its own CudaDepthwise2d kernels, as
+        Convolution.cpp's select_conv_backend does: a depthwise convolution (is_depthwise: groups
+        equal to the input's channels, a multiple of them out, not transposed) that cuDNN does not
+        take (use_cudnn_depthwise: channels-last tensors, or float16 where cuDNN's own workload
+        check passes, which only the measured table answers)."""
+        torch = self.torch
+        groups = int(bound["groups"])
+        if bound["transposed"] or x.dim() != 4 or groups <= 1 or x.shape[1] != groups or weight.shape[0] % groups:
+            return False
+        cudnn = torch.backends.cudnn
+        if cudnn.enabled and (channels_last(torch, x) or channels_last(torch, weight)):
+            return False
+        if entry is not None and entry[0] in ("CudaDepthwise2d", "Cudnn"):
+            return bool(entry[0] == "CudaDepthwise2d")
+        if x.dtype == torch.float16 and cudnn.enabled:
+            dilation = bound["dilation"]
+            stride = list(bound["stride"]) if isinstance(bound["stride"], (list, tuple)) else [bound["stride"]] * 2
+            dilated = any(int(d) != 1 for d in (dilation if isinstance(dilation, (list, tuple)) else [dilation]))
+            # use_cudnn_depthwise's kernel_cond; past it, check_cudnn_depthwise_workload_with_filter
+            # decides by shape, which is not followed here (the cuDNN order is kept).
+            return dilated or x.shape[1] < 32 or (stride[0] != stride[-1] and x.shape[2] != 1)
         return True
 
     def _contiguous_copies(self, call: Call, bound: Dict[str, Any], x: Any, weight: Any, backward: bool) -> List[Tuple[int, int]]:

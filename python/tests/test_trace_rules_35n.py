@@ -1,0 +1,116 @@
+"""The convolution rules ISSUE35N's recordings led to (reports/reference/h200/trace-workloads-35n),
+each checked on the CPU against PyTorch's CUDA source or the committed measurements."""
+
+import gzip
+import json
+import pathlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import vramlab  # noqa: E402
+from vramlab._tracer.rules import convolution  # noqa: E402
+
+MEASURED = pathlib.Path(__file__).resolve().parents[2] / "reports" / "reference" / "h200" / "conv-workspaces"
+
+
+def events(t, start=0):
+    return [(e["action"][0], e["size"]) for e in t.snapshot()["device_traces"][0] if e["action"] in ("alloc", "free_requested")][start:]
+
+
+def test_pytorchs_own_depthwise_backward_makes_the_weights_gradient_first():
+    """conv_depthwise2d_backward_cuda_out (DepthwiseConv2d.cu) sizes and computes grad_weight
+    before grad_input; select_conv_backend sends a bfloat16 NCHW depthwise convolution there."""
+    n, c, size, kernel = 8, 64, 32, 5
+    input_grad, weight_grad = n * c * size * size * 2, c * kernel * kernel * 2
+    with vramlab.trace(gpu="h200") as t:
+        conv = torch.nn.Conv2d(c, c, kernel, padding=2, groups=c, bias=False, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(n, c, size, size, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        y = conv(x)
+        grad = torch.ones_like(y)
+        start = len(events(t))
+        y.backward(grad)
+        backward = [e for e in events(t, start) if e[0] == "a" and e[1] in (input_grad, weight_grad)]
+    assert backward[:2] == [("a", weight_grad), ("a", input_grad)], backward
+
+
+def test_a_channels_last_depthwise_convolution_keeps_cudnns_order():
+    """In channels-last, use_cudnn_depthwise sends the same convolution to cuDNN, whose backward
+    makes the input's gradient first (ConvShared.cpp)."""
+    n, c, size, kernel = 8, 64, 32, 5
+    input_grad, weight_grad = n * c * size * size * 2, c * kernel * kernel * 2
+    with vramlab.trace(gpu="h200") as t:
+        conv = torch.nn.Conv2d(c, c, kernel, padding=2, groups=c, bias=False, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+        x = torch.randn(n, c, size, size, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last).requires_grad_()
+        y = conv(x)
+        grad = torch.ones_like(y)
+        start = len(events(t))
+        y.backward(grad)
+        backward = [e for e in events(t, start) if e[0] == "a" and e[1] in (input_grad, weight_grad)]
+    assert backward[:2] == [("a", input_grad), ("a", weight_grad)], backward
+
+
+def _measured(name, pick):
+    """The first committed measurement row pick() accepts, or a skip where the measurements are absent."""
+    path = MEASURED / name
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            row = json.loads(line)
+            if "error" not in row and pick(row):
+                return row
+    pytest.fail(f"no row of {name} is of the kind asked for")
+
+
+def _workspaces(row):
+    """(forward, input gradient, weight gradient) of a measurement row, as build_conv_table reads it."""
+    import sys
+
+    sys.path.insert(0, str(MEASURED.parents[3] / "scripts"))
+    import build_conv_table
+
+    return build_conv_table.entries([row])
+
+
+def _traced(gpu, row, channels_last):
+    c, h, w, k, r, s, stride, padding, dilation, groups = row["shape"]
+    dtype = getattr(torch, row["dtype"])
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    with vramlab.trace(gpu=gpu) as t:
+        x = torch.randn(row["n"], c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=layout).requires_grad_()
+        weight = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype).contiguous(memory_format=layout).requires_grad_()
+        out = torch.nn.functional.conv2d(x, weight, None, stride, padding, dilation, groups)
+        out.backward(torch.ones_like(out))
+    return t.snapshot()
+
+
+def _scratch(snapshot, sizes):
+    freed = {e["size"] for e in snapshot["device_traces"][0] if e["action"] == "free_requested"}
+    return [size for size in sizes if size and size in freed]
+
+
+def test_a_channels_last_convolution_takes_its_measured_workspaces():
+    """cuDNN's plans for channels-last tensors are measured in a table of their own
+    (conv-timm-channels-last-*.jsonl.gz, scripts/measure_conv_timm.py --channels-last): a traced
+    channels-last convolution of a measured shape frees the workspaces measured for it."""
+    row = _measured("conv-timm-channels-last-2026-11-29.jsonl.gz", lambda r: r["backend"].endswith("Cudnn") and all(
+        size > (1 << 20) for _, size in [x[1:] for x in r["forward"]][1:2]))
+    (entry,) = _workspaces(row).values()
+    snapshot = _traced("h200", row, channels_last=True)
+    assert _scratch(snapshot, entry[1:]) == [v for v in entry[1:] if v], (entry, row["shape"])
+    assert not any("traced without cuDNN's workspaces" in str(note) for note in snapshot.get("vramlab_notes", []))
+
+
+def test_the_h100_takes_a_shape_only_the_h200_measured_from_the_h200_with_a_note():
+    """A convolution the H100's table lacks and the H200's holds takes the H200's measured
+    workspaces (convolution.SAME_CHOICES), and the snapshot says so."""
+    h100 = convolution.by_profile("h100")
+    h200 = convolution.by_profile("h200")
+    row = _measured("conv-timm-more-2026-11-29.jsonl.gz", lambda r: r["dtype"] == "bfloat16" and r["n"] <= 16)
+    (key, entry), = _workspaces(row).items()
+    assert key not in h100["entries"] and h200["entries"][key] == entry
+    snapshot = _traced("h100", row, channels_last=False)
+    assert _scratch(snapshot, entry[1:]) == [v for v in entry[1:] if v]
+    assert any("as measured there" in str(note) and "NVIDIA H200" in str(note) for note in snapshot["vramlab_notes"])
