@@ -393,6 +393,31 @@ def make_group(owner: Distributed) -> Any:
         def allgather_into_tensor_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
             return done(outputs)
 
+        # torch 2.15's names for the flat-tensor collectives (distributed_c10d.py calls
+        # group.all_gather_single where 2.11 called _allgather_base, and so on); all_gather_object
+        # and gather_object gather a host tensor through them, each slot this rank's object.
+        def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> Any:
+            if device_of(torch, output) == "cpu":
+                copy_for_host(list(output.reshape(self.size(), -1)), input.reshape(-1))
+            return done([output])
+
+        def all_gather_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
+            return done(outputs)
+
+        def gather_single(self, output: Any, input: Any, opts: Any = None) -> Any:
+            if output is not None and device_of(torch, output) == "cpu":
+                copy_for_host(list(output.reshape(self.size(), -1)), input.reshape(-1))
+            return done([output] if output is not None else [])
+
+        def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> Any:
+            return done([output])
+
+        def reduce_scatter_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
+            return done(outputs)
+
+        def all_to_all_single(self, output: Any, input: Any, output_split_sizes: Any, input_split_sizes: Any, opts: Any = None) -> Any:
+            return done([output])
+
         def allgather_coalesced(self, output_lists: Any, inputs: Any, opts: Any = None) -> Any:
             owner.temporary(_flat(output_lists), "allgather_coalesced")
             return done(output_lists)
