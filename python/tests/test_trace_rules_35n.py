@@ -114,3 +114,28 @@ def test_the_h100_takes_a_shape_only_the_h200_measured_from_the_h200_with_a_note
     snapshot = _traced("h100", row, channels_last=False)
     assert _scratch(snapshot, entry[1:]) == [v for v in entry[1:] if v]
     assert any("as measured there" in str(note) and "NVIDIA H200" in str(note) for note in snapshot["vramlab_notes"])
+
+
+def test_trunc_normal_resampling_rounds_are_answered_by_their_expected_count():
+    """torch 2.15's nn.init.trunc_normal_ reads mask.any() back each round (init.py,
+    _no_grad_trunc_normal_): each read is answered while the expected number of values left,
+    n * q^k, is at least 1/2, q from the normal's CDF; 2.11 reads nothing and is traced as before."""
+    from vramlab._tracer.rules import trunc_normal
+
+    # Bounds of two standard deviations: 4.55% of draws fall outside.
+    assert abs(trunc_normal.chance_drawn_again(0.0, 1.0, -2.0, 2.0) - 0.0455) < 1e-4
+    assert trunc_normal.expected_rounds(1_000_000, 0.0455) == 4
+    assert trunc_normal.expected_rounds(1000, 1e-12) == 0
+    with vramlab.trace(gpu="h200") as t:
+        wide = torch.empty(1000, 1000, device="cuda")
+        torch.nn.init.trunc_normal_(wide)
+        narrow = torch.empty(256, 256, device="cuda")
+        torch.nn.init.trunc_normal_(narrow, std=0.02)
+    notes = [n for n in t.snapshot()["vramlab_notes"] if "trunc_normal_" in str(n)]
+    import inspect
+
+    if "while True" in inspect.getsource(torch.nn.init._no_grad_trunc_normal_):
+        # Four rounds answered True and the fifth False for the wide tensor; one False for the narrow.
+        assert notes and str(notes[0]).startswith("6 reads"), notes
+    else:
+        assert not notes
