@@ -468,6 +468,18 @@ def without_placement(snapshot):
     traces = [[e for e in trace if not e["action"].startswith("segment")] for trace in snapshot["device_traces"]]
     return {**snapshot, "segments": [], "device_traces": traces}
 
+# Where a later release's FSDP2 asks for memory in another order than 2.11's, whose run the
+# recordings are of; the trace follows the installed release's Python.
+LATER_RELEASE = {
+    ("fsdp2_llama_accumulate", "default"): (
+        (2, 15),
+        "torch 2.15's FSDPParamGroup.post_backward without reduce_grads (gradient accumulation) casts the gradients to the "
+        "reduce dtype before resharding (fsdp/_fully_shard/_fsdp_param_group.py, lines 714-716: _set_unsharded_grad_dtypes, "
+        "then reshard), where 2.11 resharded first (lines 507-510), so each float32 cast is made while the unsharded bf16 "
+        "parameters are still held: +64 MiB reserved (+6.0%) against 2.11's recording, allocated within 0.1%",
+    ),
+}
+
 
 @pytest.mark.parametrize("folder, setting", RECORDED, ids=[f"{f.name}-{s}" for f, s in RECORDED])
 def test_the_largest_rank_against_its_four_gpu_recording(folder, setting):
@@ -480,6 +492,12 @@ def test_the_largest_rank_against_its_four_gpu_recording(folder, setting):
         pytest.xfail("no rank of this run kept DDP's replaced buckets, which the trace keeps (+8.6% to +14%)")
     if (name, setting) in TIMING:
         pytest.xfail(TIMING[(name, setting)])
+    if (name, setting) in LATER_RELEASE:
+        from vramlab._tracer.compat import release
+
+        since, why = LATER_RELEASE[(name, setting)]
+        if release(torch) >= since:
+            pytest.xfail(why)
     ours = []
     # The first and the last rank, as above.
     for rank in sorted({0, world_size - 1}):
