@@ -15,7 +15,9 @@ def load():
             for line in gzip.open(os.path.join(folder,name),'rt'):
                 row=json.loads(line)
                 # conv1d-heldout: measured to check the model on 1-d convolutions, never fitted.
-                if 'error' in row or row.get('group','').endswith('-heldout'): continue
+                if 'error' in row or row.get('group','').endswith('-heldout') or row.get('channels_last'): continue
+                # 3-d rows are fitted apart (fit3d.py); channels-last ones are a table of their own.
+                if len(row['shape']) != 10: continue
                 c,h,w,k,r,s,st,pd_,dl,g=row['shape']
                 f=scratch(row['forward']); b=scratch(row['backward'])
                 fw=sum(x for _,x in f); dg=sum(x for n,x in b if n==1); wg=sum(x for n,x in b if n==2)

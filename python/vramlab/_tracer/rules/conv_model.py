@@ -32,8 +32,17 @@ Held-out accuracy (trees trained on a random 70% of rows, byte-exact hits on the
     forward 84.4%, input gradient 86.8%, weight gradient 70.3%; within 1 MiB 93.8%, 95.2%, 76.9%.
   per GPU/dtype (random split; fwd / dgrad / wgrad): h100 bf16 .926/.916/.800, fp16 .966/.955/.757,
   fp32 .879/.908/.704; h200 bf16 .949/.947/.850, fp16 .961/.948/.812, fp32 .907/.925/.747.
-The shipped trees are refitted on all rows (forward 6,399 nodes, input gradient 5,393, weight
-gradient 6,873): the selector is a compressed table, not a law; see FINDINGS.md.
+Refitted on 2026-11-29 with the H200's timm rows too (reports/reference/h200/conv-workspaces/
+conv-timm-*.jsonl.gz, NCHW; 293,816 rows in all, 224,011 reaching cuDNN): the greedy cover explains
+94.3% / 94.9% / 77.4% of cuDNN rows (170, 133 and 366 families). Held out, against the trees before
+(which had seen no timm row), on the timm rows reaching cuDNN (scripts/conv_model/fit_grid.py,
+fit_shapes.py; OLD_RULES=65647dc's rules/):
+    an image size and a batch size never fitted (192 px, batch 24; 19,403 rows):
+        forward 79.0% (was 70.1%), input gradient 89.6% (76.0%), weight gradient 62.8% (57.7%)
+    kinds of convolution never fitted (30% of (C, K, R, S, stride, groups) drawn; 53,683 rows):
+        forward 79.1% (75.2%), input gradient 79.9% (75.8%), weight gradient 61.4% (61.9%)
+The shipped trees are refitted on all rows (forward 32,081 nodes, input gradient 25,085, weight
+gradient 34,581): the selector is a compressed table, not a law; see FINDINGS.md.
 
 Not fitted (return None unless extrapolate=True): transposed convolutions, channels-last tensors,
 cudnn.benchmark on, deterministic, GPUs other than h100/h200. With extrapolate=True a transposed
