@@ -814,8 +814,9 @@ def test_convolutions_outside_the_table_take_the_fitted_models_workspaces_and_sa
     from vramlab._tracer.rules import conv_model
 
     with vramlab.trace() as t:
-        torch.nn.Conv2d(3, 64, 5, padding=2).cuda()(torch.randn(16, 3, 64, 64, device="cuda"))
-    forward = conv_model.workspaces("h100", "float32", 16, 3, 64, 64, 64, 5, 5, 1, 2, 1, 1)[0]
+        # A shape neither GPU's table holds (so neither table answers it).
+        torch.nn.Conv2d(16, 64, 5, padding=2).cuda()(torch.randn(16, 16, 64, 64, device="cuda"))
+    forward = conv_model.workspaces("h100", "float32", 16, 16, 64, 64, 64, 5, 5, 1, 2, 1, 1)[0]
     sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
     out = 16 * 64 * 64 * 64 * 4
     assert forward and sizes[sizes.index(out) + 1] == forward
