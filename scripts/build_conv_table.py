@@ -41,6 +41,10 @@ def entries(rows):
         # Channels-last input and weight (scripts/measure_conv_timm.py --channels-last) are a
         # table of their own: cuDNN takes other plans for them.
         layout = "channels_last|" if row.get("channels_last") else ""
+        if layout and row["shape"][1] == row["shape"][2] == 1:
+            # A 1x1 image is contiguous in both layouts, so the tracer never looks it up as
+            # channels-last (and its measured backward copied the gradient first).
+            continue
         key = f"{layout}{row['dtype']}|{row['n']},{c},{h},{w}|{k},{c // groups},{r},{s}|{stride[0]},{stride[1]}|{padding[0]},{padding[1]}|{dilation[0]},{dilation[1]}|{groups}"
         forward = scratch(row["forward"])
         backward = scratch(row["backward"])
