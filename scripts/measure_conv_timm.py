@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_conv_workspaces import _listed, events_during, measure  # noqa: E402
+from measure_conv_workspaces import _listed, measure  # noqa: E402
 
 MODELS = [
     "resnet50", "resnet18", "resnet26d", "resnext50_32x4d", "seresnext26d_32x4d", "regnety_016", "regnety_008",
@@ -67,26 +67,6 @@ class _Convolutions(TorchFunctionMode):
                 self.seen.append([int(x.shape[1]), int(x.shape[2]), int(x.shape[3]), int(w.shape[0]), int(w.shape[2]), int(w.shape[3]),
                                   pair(bound.get("stride"), 1), pair(padding, 0), pair(bound.get("dilation"), 1), int(bound.get("groups") or 1)])
         return func(*args, **kwargs)
-
-
-def measure_channels_last(dtype, n, shape):
-    """measure_conv_workspaces.measure with the input, the weight (and so the output and its
-    gradient) in channels-last, as a model moved with .to(memory_format=torch.channels_last) runs."""
-    c, h, w, k, r, s, stride, padding, dilation, groups = shape
-    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-    weight = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-    backend = str(torch._C._select_conv_backend(x, weight, None, stride, padding, dilation, False, [0, 0], groups, None))
-    out, forward = events_during(lambda: F.conv2d(x, weight, None, stride, padding, dilation, groups))
-    grad = torch.randn_like(out)
-    _, backward = events_during(
-        lambda: torch.ops.aten.convolution_backward(
-            grad, x, weight, None, stride, padding, dilation, False, [0, 0], groups, [True, True, False]
-        )
-    )
-    return {
-        "dtype": str(dtype).replace("torch.", ""), "n": n, "shape": shape, "backend": backend, "channels_last": True,
-        "out_channels_last": bool(out.is_contiguous(memory_format=torch.channels_last)), "forward": forward, "backward": backward,
-    }
 
 
 def model_shapes(models, resolutions):
@@ -144,7 +124,7 @@ def main():
                 break
             t = time.time()
             try:
-                row = (measure_channels_last if "--channels-last" in sys.argv else measure)(getattr(torch, dtype), n, shape)
+                row = measure(getattr(torch, dtype), n, shape, channels_last="--channels-last" in sys.argv)
             except Exception as err:  # an out-of-memory or a refused shape: kept as an error row
                 row = {"dtype": dtype, "n": n, "shape": shape, "error": f"{type(err).__name__}: {err}"[:300]}
                 torch.cuda.empty_cache()

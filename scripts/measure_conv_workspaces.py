@@ -80,10 +80,14 @@ def events_during(fn):
     return kept, out
 
 
-def measure(dtype, n, shape):
+def measure(dtype, n, shape, channels_last=False):
+    """One convolution's events; with channels_last, the input and the weight (and so the output
+    and its gradient) in channels-last, as a model moved with .to(memory_format=torch.channels_last)
+    runs, said in the row."""
     c, h, w, k, r, s, stride, padding, dilation, groups = shape
-    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
-    weight = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=layout)
+    weight = torch.randn(k, c // groups, r, s, device="cuda", dtype=dtype).contiguous(memory_format=layout)
     backend = str(torch._C._select_conv_backend(x, weight, None, stride, padding, dilation, False, [0, 0], groups, None))
     out, forward = events_during(lambda: F.conv2d(x, weight, None, stride, padding, dilation, groups))
     grad = torch.randn_like(out)
@@ -92,10 +96,10 @@ def measure(dtype, n, shape):
             grad, x, weight, None, stride, padding, dilation, False, [0, 0], groups, [True, True, False]
         )
     )
-    return {
-        "dtype": str(dtype).replace("torch.", ""), "n": n, "shape": shape, "backend": backend,
-        "forward": forward, "backward": backward,
-    }
+    row = {"dtype": str(dtype).replace("torch.", ""), "n": n, "shape": shape, "backend": backend}
+    if channels_last:
+        row.update(channels_last=True, out_channels_last=bool(out.is_contiguous(memory_format=torch.channels_last)))
+    return {**row, "forward": forward, "backward": backward}
 
 
 def main():

@@ -19,36 +19,34 @@ def events(t, start=0):
     return [(e["action"][0], e["size"]) for e in t.snapshot()["device_traces"][0] if e["action"] in ("alloc", "free_requested")][start:]
 
 
-def test_pytorchs_own_depthwise_backward_makes_the_weights_gradient_first():
-    """conv_depthwise2d_backward_cuda_out (DepthwiseConv2d.cu) sizes and computes grad_weight
-    before grad_input; select_conv_backend sends a bfloat16 NCHW depthwise convolution there."""
+def _depthwise_backward(layout):
+    """The allocations of a bfloat16 depthwise convolution's backward that are its two gradients,
+    in order, and those gradients' sizes (input's, weight's)."""
     n, c, size, kernel = 8, 64, 32, 5
     input_grad, weight_grad = n * c * size * size * 2, c * kernel * kernel * 2
     with vramlab.trace(gpu="h200") as t:
-        conv = torch.nn.Conv2d(c, c, kernel, padding=2, groups=c, bias=False, device="cuda", dtype=torch.bfloat16)
-        x = torch.randn(n, c, size, size, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        conv = torch.nn.Conv2d(c, c, kernel, padding=2, groups=c, bias=False, device="cuda", dtype=torch.bfloat16).to(memory_format=layout)
+        x = torch.randn(n, c, size, size, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=layout).requires_grad_()
         y = conv(x)
         grad = torch.ones_like(y)
         start = len(events(t))
         y.backward(grad)
         backward = [e for e in events(t, start) if e[0] == "a" and e[1] in (input_grad, weight_grad)]
-    assert backward[:2] == [("a", weight_grad), ("a", input_grad)], backward
+    return backward[:2], input_grad, weight_grad
+
+
+def test_pytorchs_own_depthwise_backward_makes_the_weights_gradient_first():
+    """conv_depthwise2d_backward_cuda_out (DepthwiseConv2d.cu) sizes and computes grad_weight
+    before grad_input; select_conv_backend sends a bfloat16 NCHW depthwise convolution there."""
+    order, input_grad, weight_grad = _depthwise_backward(torch.contiguous_format)
+    assert order == [("a", weight_grad), ("a", input_grad)], order
 
 
 def test_a_channels_last_depthwise_convolution_keeps_cudnns_order():
     """In channels-last, use_cudnn_depthwise sends the same convolution to cuDNN, whose backward
     makes the input's gradient first (ConvShared.cpp)."""
-    n, c, size, kernel = 8, 64, 32, 5
-    input_grad, weight_grad = n * c * size * size * 2, c * kernel * kernel * 2
-    with vramlab.trace(gpu="h200") as t:
-        conv = torch.nn.Conv2d(c, c, kernel, padding=2, groups=c, bias=False, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
-        x = torch.randn(n, c, size, size, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last).requires_grad_()
-        y = conv(x)
-        grad = torch.ones_like(y)
-        start = len(events(t))
-        y.backward(grad)
-        backward = [e for e in events(t, start) if e[0] == "a" and e[1] in (input_grad, weight_grad)]
-    assert backward[:2] == [("a", input_grad), ("a", weight_grad)], backward
+    order, input_grad, weight_grad = _depthwise_backward(torch.channels_last)
+    assert order == [("a", input_grad), ("a", weight_grad)], order
 
 
 def _measured(name, pick):
