@@ -1087,6 +1087,7 @@ from trace_workloads_35k import ISSUE35K  # noqa: E402
 from trace_workloads_35l import ISSUE35L  # noqa: E402
 from trace_workloads_35m import ISSUE35M  # noqa: E402
 from trace_workloads_35n import ISSUE35N  # noqa: E402
+from trace_workloads_35o import ISSUE35O  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1119,5 +1120,6 @@ GROUPS = {
     "issue35l": ISSUE35L,
     "issue35m": ISSUE35M,
     "issue35n": ISSUE35N,
+    "issue35o": ISSUE35O,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
