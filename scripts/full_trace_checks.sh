@@ -10,5 +10,7 @@ cd "$(dirname "$0")/.."
 python="${1:-python3}"
 start=$(date +%s)
 unset VRAMLAB_TRACE_SAMPLE
+# Every torchrun script too (CI takes a few: test_trace_distributed.py, SCRIPTS_IN_CI).
+export VRAMLAB_ALL_SCRIPTS=1
 "$python" -m pytest -q -n 2 --dist loadgroup -p no:cacheprovider python/tests/test_trace.py python/tests/test_trace_distributed.py
 echo "full trace checks passed in $(( $(date +%s) - start )) s at $(git rev-parse --short HEAD) under torch $("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null)"

@@ -8,6 +8,7 @@ import sys
 import warnings
 
 import vramlab
+from vramlab._tracer.recorder import peak_bound
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -53,4 +54,6 @@ for name, workload in WORKLOADS.items():
         for key in ["allocated_bytes.all.peak", "reserved_bytes.all.peak"]:
             a, b = theirs[key], ours[key]
             cells.append(f"{mib(a)} / {mib(b)} ({b / a - 1:+.2%})" if a != b else f"{mib(a)} / exact")
-        print(f"| {name} | {label} | {cells[0]} | {cells[1]} |")
+        said = peak_bound(t.snapshot().get("vramlab_notes", []))
+        said = f" (said: {'not known' if said.startswith('not known') else 'at least'})" if said else ""
+        print(f"| {name} | {label} | {cells[0]}{said} | {cells[1]} |")

@@ -67,7 +67,7 @@ import os
 import sys
 from typing import Any, Callable, List, Optional, Set
 
-from ._tracer.recorder import UNKNOWN_PEAK
+from ._tracer.recorder import peak_bound
 from ._tracer.session import trace
 from .errors import UnfollowedError
 
@@ -501,7 +501,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"note: this process is a fork of the one that started the trace; its snapshot is {shown(written)}", file=sys.stderr)
     events = len(tracer.record.events)
     notes = tracer.record.said_notes()
-    bound = "at least " if any(note.startswith(UNKNOWN_PEAK) for note in notes) else ""
+    bound = peak_bound(notes)
     print(f"trace: {events} events, peak allocated {bound}{tracer.peak_allocated:,} B ({tracer.peak_allocated / 2**20:,.1f} MiB) -> {shown(written)}", file=sys.stderr)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

@@ -97,6 +97,17 @@ class OnTheGpu(TorchFunctionMode):
                 dtype = getattr(to, "dtype", None) if not isinstance(to, str) else legacy_dtype(torch, to)
                 if isinstance(dtype, torch.dtype):
                     return args[0].to(device="meta", dtype=dtype, non_blocking=bool(kwargs.get("non_blocking", False)))
+        if func is torch.Tensor.to and self._gpu_to_meta(args, kwargs):
+            # On the GPU, .to("meta") makes a tensor without memory, and the CUDA one dies with
+            # its last reference (a module moved to meta frees its parameters there); a stand-in
+            # is on meta already, where .to would hand back the tensor itself and keep it alive.
+            dtype = kwargs.get("dtype") or next((a for a in args[1:] if isinstance(a, torch.dtype)), args[0].dtype)
+            outer = session.explicit_device
+            session.explicit_device = "meta"
+            try:
+                return torch.empty_like(args[0], device="meta", dtype=dtype)
+            finally:
+                session.explicit_device = outer
         explicit = None
         if "device" in kwargs:
             device = kwargs["device"]
@@ -148,6 +159,16 @@ class OnTheGpu(TorchFunctionMode):
             # Its backward runs on this stream (streams.py: backward_on_current).
             streams.backward_on_current(result)
         return result
+
+
+    def _gpu_to_meta(self, args: Any, kwargs: Dict[str, Any]) -> bool:
+        """Whether a Tensor.to call moves a GPU stand-in to the meta device by the program's own
+        asking (``.to("meta")``, ``.to(torch.device("meta"))``, ``.to(device="meta")``)."""
+        torch, session = self.torch, self.session
+        if session.stand_in_meta or not args or not isinstance(args[0], torch.Tensor) or args[0].device.type != "meta" or session.record.program_meta(args[0]):
+            return False
+        targets = [a for a in args[1:] if isinstance(a, (str, torch.device))] + ([kwargs["device"]] if isinstance(kwargs.get("device"), (str, torch.device)) else [])
+        return any((t.type if isinstance(t, torch.device) else t.split(":")[0]) == "meta" for t in targets)
 
 
 def _int_sequence(value: Any) -> bool:

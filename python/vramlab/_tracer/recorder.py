@@ -55,8 +55,19 @@ Frame = Optional[Dict[str, Any]]
 
 
 # How a note starts whose subject leaves the peak unknown, not only approximate (the CLI and the
-# summary print every note; these come first).
+# summary print every note; these come first). Under UNKNOWN_PEAK the trace's peaks are lower
+# bounds ("at least"); under UNKNOWN_EITHER_WAY the GPU's may be higher or lower.
 UNKNOWN_PEAK = "UNKNOWN PEAK:"
+UNKNOWN_EITHER_WAY = "UNKNOWN PEAK, HIGHER OR LOWER:"
+
+
+def peak_bound(notes: List[str]) -> str:
+    """The words before a traced peak that its notes call for: "" where it is the trace's answer."""
+    if any(note.startswith(UNKNOWN_EITHER_WAY) for note in notes):
+        return "not known (see the first note); the eager trace gives "
+    if any(note.startswith(UNKNOWN_PEAK) for note in notes):
+        return "at least "
+    return ""
 
 
 def rounded(size: int) -> int:
@@ -275,7 +286,7 @@ class Recorder:
         """What the trace did not follow exactly, each note with its count, those that leave the
         peak unknown first."""
         said = [what.format(count=count) for what, count in sorted(self.notes.items())]
-        return sorted(said, key=lambda note: not note.startswith(UNKNOWN_PEAK))
+        return sorted(said, key=lambda note: not note.startswith((UNKNOWN_PEAK, UNKNOWN_EITHER_WAY)))
 
     def peak_releasing_held(self) -> int:
         """The peak allocated had the blocks held to the end been freed where they died (DDP's

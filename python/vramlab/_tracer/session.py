@@ -17,7 +17,7 @@ from ..errors import UnfollowedError
 from . import compat, distributed, paths, standin, streams
 from .host import HostWatch
 from .libraries import Libraries
-from .recorder import Recorder, write_atomically
+from .recorder import Recorder, peak_bound, write_atomically
 from .recorder import max_events as recorder_max_events
 from .rules import Rules
 from .rules.autocast import Autocast
@@ -155,7 +155,7 @@ class trace:
         lines = [
             f"vramlab.trace for {self.gpu['name']} (compute capability {self.gpu['compute_capability']}{'' if self.gpu.get('measured', True) else ', from its datasheet'}), torch {self.torch.__version__}",
             f"  {len(record.events):,} events, {allocations:,} of them allocations; {mib(record.allocated)} allocated at the end",
-            f"  peak allocated {mib(record.peak)} (the tensors' bytes, a lower bound of PyTorch's figure: vramlab.replay(t) gives PyTorch's peaks)",
+            f"  peak allocated {peak_bound(record.said_notes())}{mib(record.peak)} (the tensors' bytes, a lower bound of PyTorch's figure: vramlab.replay(t) gives PyTorch's peaks)",
         ]
         released = record.peak_releasing_held() if record.held_deaths else record.peak
         if released < record.peak:

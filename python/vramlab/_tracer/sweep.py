@@ -23,6 +23,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .._results import SettingResult
+from .recorder import peak_bound
 
 
 def _mib(size: int) -> str:
@@ -77,7 +78,18 @@ def ranked(snapshot: Any, capacity: int, gpu: Optional[str] = None) -> Dict[str,
         "defaults_need": _need(defaults),
         "stopped": any("stopped before the program ended" in n for n in snapshot.get("vramlab_notes", [])) if isinstance(snapshot, dict) else False,
         "out_of_memory": out_of_memory(snapshot),
+        "bound": unknown_peaks([snapshot]),
     }
+
+
+def unknown_peaks(snapshots: Sequence[Any]) -> str:
+    """What the traces' notes leave of their peaks, in the words the answer adds: "" where they
+    are the traces' answers (recorder.py's UNKNOWN_PEAK and UNKNOWN_EITHER_WAY notes)."""
+    notes = [n for s in snapshots if isinstance(s, dict) for n in s.get("vramlab_notes", []) if isinstance(n, str)]
+    bound = peak_bound(notes)
+    if not bound:
+        return ""
+    return "lower bounds" if bound.startswith("at least") else "not known"
 
 
 # A point whose tensors alive outgrew the GPU: no setting fits, and what the part traced needed is
@@ -117,6 +129,7 @@ def ranked_ranks(snapshots: Sequence[Any], capacity: int, gpu: Optional[str] = N
         "rank_needs": [_need(ranks[best]) for ranks in per_rank],
         "stopped": any(any("stopped before the program ended" in n for n in s.get("vramlab_notes", [])) for s in snapshots if isinstance(s, dict)),
         "out_of_memory": any(out_of_memory(s) for s in snapshots),
+        "bound": unknown_peaks(snapshots),
     }
 
 
@@ -132,11 +145,12 @@ def ranks_answer(point: Dict[str, Any], capacity: int) -> str:
     """The one line that answers "which setting fits every rank under the cap"."""
     cap = f"{_mib(capacity)} ({capacity / 1e9:,.1f} GB)"
     rank = binds(point)
+    bound = f"; these needs are {point['bound']} (see the first note of each rank's trace)" if point.get("bound") else ""
     if not point["fits"]:
-        return f"nothing fits every rank under {cap}: the least any setting needs is {_mib(point['needs'])} ({rank})"
+        return f"nothing fits every rank under {cap}: the least any setting needs is {_mib(point['needs'])} ({rank}){bound}"
     if point["defaults_fit"]:
-        return f"every rank fits under {cap} with PyTorch's default settings, needing {_mib(point['defaults_need'])} ({rank})"
-    return f'every rank fits under {cap} with {point["paste"]}, needing {_mib(point["needs"])} ({rank}; the defaults need {_mib(point["defaults_need"])})'
+        return f"every rank fits under {cap} with PyTorch's default settings, needing {_mib(point['defaults_need'])} ({rank}){bound}"
+    return f'every rank fits under {cap} with {point["paste"]}, needing {_mib(point["needs"])} ({rank}; the defaults need {_mib(point["defaults_need"])}){bound}'
 
 
 def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequence[str], said: str = "") -> str:
@@ -149,7 +163,8 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
             return f"no value of {name} was traced"
         if first.get("out_of_memory"):
             return f"nothing fits under {cap}: at {name}={first['value']} the tensors alive outgrow the GPU's memory; reduce {name} below {first['value']} or use a GPU with more memory"
-        return f"nothing fits under {cap}: at {name}={first['value']} the least any setting needs is {_mib(first['needs'])}; reduce {name} below {first['value']} or use a GPU with more memory"
+        bound = f" ({first['bound'].replace('lower bounds', 'a lower bound')}: see the trace's first note)" if first.get("bound") else ""
+        return f"nothing fits under {cap}: at {name}={first['value']} the least any setting needs is {_mib(first['needs'])}{bound}; reduce {name} below {first['value']} or use a GPU with more memory"
     best = fitting[-1]
     setting = "PyTorch's default settings" if best["defaults_fit"] else best["paste"]
     ranks = f" on every rank ({binds(best)})" if "binding_rank" in best else ""
@@ -161,6 +176,8 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
         line += f"; {name}={beyond[0]['value']} does not fit with any setting (the least needs {_mib(beyond[0]['needs'])})"
     elif untried:
         line += f"; {', '.join(untried)} not traced"
+    if best.get("bound"):
+        line += f"; the needs at {name}={best['value']} are {best['bound']} (see the trace's first note)"
     return line
 
 

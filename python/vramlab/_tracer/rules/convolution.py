@@ -70,11 +70,12 @@ def outside_defaults(torch: Any, x: Any, weight: Any, transposed: bool) -> Optio
     if x.dim() not in (3, 4, 5):
         return f"{x.dim() - 2}-d convolutions"
     # A 1-d convolution's input is made contiguous first (Convolution.cpp, before view4d): a copy
-    # _contiguous_copies traces.
-    laid_out = x.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight)) and all(
-        t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last) for t in (x, weight)
-    )
-    if not laid_out and not ((x.dim() == 3 or x.is_contiguous()) and weight.is_contiguous()):
+    # _contiguous_copies traces. A 2-d one's tensors are copied to the layout cuDNN is given
+    # (_convolution and convolution_backward: input.contiguous(determine_backend_memory_format),
+    # cudnn_conv_suggest_memory_format from each tensor's suggest_memory_format), so a strided
+    # tensor's workspaces are those of its copy's layout.
+    laid_out = x.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight))
+    if x.dim() == 5 and not (x.is_contiguous() and weight.is_contiguous()):
         return "strided tensors (neither contiguous nor channels-last)"
     if not cudnn.enabled or cudnn.deterministic:
         return "cuDNN settings other than the defaults (deterministic on, or cuDNN off)"
@@ -158,8 +159,16 @@ def as_2d(bound: Dict[str, Any], x: Any, weight: Any) -> Tuple[List[int], List[i
 
 
 def channels_last(torch: Any, t: Any) -> bool:
-    """suggest_memory_format() == channels_last: strides of the NHWC order, not the NCHW one."""
-    return isinstance(t, torch.Tensor) and t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+    """suggest_memory_format() == channels_last: strides of the NHWC order, not the NCHW one; a
+    strided tensor's by PyTorch's own reading of its strides (torch._prims_common's
+    suggest_memory_format, as TensorBase::suggest_memory_format)."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 4:
+        return False
+    if t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last):
+        return not t.is_contiguous()
+    from torch._prims_common import suggest_memory_format
+
+    return suggest_memory_format(t) == torch.channels_last
 
 
 def workspaces(entry: Optional[List[Any]]) -> Tuple[int, int, int]:
