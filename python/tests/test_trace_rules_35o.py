@@ -153,3 +153,15 @@ def test_the_cli_says_a_cuda_graphed_peak_is_not_known(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "peak allocated not known (see the first note); the eager trace gives " in done.stderr, done.stderr
     assert f"note: {UNKNOWN_EITHER_WAY}" in done.stderr
+
+
+def test_a_module_with_a_tied_weight_moved_to_the_gpu_keeps_it():
+    """Module.to(device="cuda") is read as meta by the trace's redirect; a weight tied to one
+    already moved is met again there, and is not taken for the program's own move to meta."""
+    with vramlab.trace(gpu="h200") as t:
+        embed = torch.nn.Embedding(1000, 64)
+        head = torch.nn.Linear(64, 1000, bias=False)
+        head.weight = embed.weight
+        model = torch.nn.Sequential(embed, head).to(device="cuda", dtype=torch.bfloat16)
+        tied = model[0].weight is model[1].weight and model[1].weight.device.type == "cuda"
+    assert tied and t.record.allocated == 1000 * 64 * 2

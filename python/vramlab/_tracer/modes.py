@@ -97,6 +97,11 @@ class OnTheGpu(TorchFunctionMode):
                 dtype = getattr(to, "dtype", None) if not isinstance(to, str) else legacy_dtype(torch, to)
                 if isinstance(dtype, torch.dtype):
                     return args[0].to(device="meta", dtype=dtype, non_blocking=bool(kwargs.get("non_blocking", False)))
+        if func is torch._C._nn._parse_to:
+            # Module.to parses its arguments here, where a "cuda" device is made the stand-ins'
+            # meta; whether the program itself named meta is kept for the conversion that follows.
+            asked = kwargs.get("device", args[0] if args else None)
+            session.module_to_meta = isinstance(asked, (str, torch.device)) and torch.device(asked).type == "meta"
         if func is torch.Tensor.to and self._gpu_to_meta(args, kwargs):
             # On the GPU, .to("meta") makes a tensor without memory, and the CUDA one dies with
             # its last reference (a module moved to meta frees its parameters there); a stand-in
@@ -166,6 +171,10 @@ class OnTheGpu(TorchFunctionMode):
         asking (``.to("meta")``, ``.to(torch.device("meta"))``, ``.to(device="meta")``)."""
         torch, session = self.torch, self.session
         if session.stand_in_meta or not args or not isinstance(args[0], torch.Tensor) or args[0].device.type != "meta" or session.record.program_meta(args[0]):
+            return False
+        if session.in_module_move and not session.module_to_meta:
+            # A module moved to the GPU: its meta is the trace's redirect (a parameter tied to one
+            # already moved is met again).
             return False
         targets = [a for a in args[1:] if isinstance(a, (str, torch.device))] + ([kwargs["device"]] if isinstance(kwargs.get("device"), (str, torch.device)) else [])
         return any((t.type if isinstance(t, torch.device) else t.split(":")[0]) == "meta" for t in targets)

@@ -105,6 +105,8 @@ class trace:
         self.rules: Any = None
         self.in_optimizer = 0
         self.in_module_move = 0
+        # Whether the last Module.to named the meta device itself (modes.py, _parse_to).
+        self.module_to_meta = False
         # The first use of the GPU from a thread the trace does not follow, said when it ends.
         self.escaped: Optional[str] = None
         # Why the program's run ended inside the trace, where it did not run to its end.

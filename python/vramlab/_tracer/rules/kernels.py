@@ -264,8 +264,8 @@ class KernelScratch(Rule):
     """Scratch the kernels of reductions, softmaxes, layer norm and losses allocate for themselves
     (see the module's notes)."""
 
-    ops = {"sum", "mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm", "native_layer_norm_backward"} | LOSSES
-    source = "ATen/native/cuda/Reduce.cuh, SoftMax.cu, SoftMax.cpp, layer_norm_kernel.cu, Loss.cpp, Convolution.cpp"
+    ops = {"sum", "mean", "linalg_vector_norm", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm", "native_layer_norm_backward"} | LOSSES
+    source = "ATen/native/cuda/Reduce.cuh, ReduceNormKernel.cu, SoftMax.cu, SoftMax.cpp, layer_norm_kernel.cu, Loss.cpp, Convolution.cpp"
     order = 60
 
     def result(self, call: Call, out: Any) -> Any:
@@ -324,6 +324,12 @@ class KernelScratch(Rule):
                 self._reduction(x, bound.get("dim"), first.element_size(), op == "mean", frame)
             if copy is not None:
                 record.free(*copy)
+        elif op == "linalg_vector_norm":
+            # ReduceNormKernel.cu's norm_launch_kernel: gpu_reduce_kernel with its default four
+            # values per load, accumulating 16-bit inputs in float, as sum does.
+            x = bound["self"]
+            if isinstance(x, torch.Tensor) and x.device.type == "meta" and x.is_floating_point():
+                reduction_scratch(self.session, x, bound.get("dim"), first.element_size(), True, frame)
         elif op == "_softmax_backward_data":
             # softmax_backward_cuda_out first multiplies the gradient by the output into a
             # temporary (log_softmax's backward does not).
