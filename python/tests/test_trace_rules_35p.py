@@ -20,7 +20,7 @@ def _allocations(snapshot):
     return [e["size"] for e in snapshot["device_traces"][0] if e["action"] == "alloc"]
 
 
-def test_adafactor_asks_for_what_the_h200_gave_it_read_for_read():
+def test_adafactor_asks_for_what_the_h200_gave_it_read_for_read(as_2_11):
     """T5 trained with torch.optim.Adafactor: its reads of each parameter's and update's norm are
     answered (they only scale updates in place, _adafactor.py), and every allocation, the norms'
     split-reduction buffers among them (ReduceNormKernel.cu through gpu_reduce_kernel), is the
