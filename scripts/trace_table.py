@@ -8,7 +8,7 @@ import sys
 import warnings
 
 import vramlab
-from vramlab._tracer.recorder import peak_bound
+from vramlab._tracer.recorder import unknown_peak
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -54,6 +54,5 @@ for name, workload in WORKLOADS.items():
         for key in ["allocated_bytes.all.peak", "reserved_bytes.all.peak"]:
             a, b = theirs[key], ours[key]
             cells.append(f"{mib(a)} / {mib(b)} ({b / a - 1:+.2%})" if a != b else f"{mib(a)} / exact")
-        said = peak_bound(t.snapshot().get("vramlab_notes", []))
-        said = f" (said: {'not known' if said.startswith('not known') else 'at least'})" if said else ""
+        said = {"either way": " (said: not known)", "lower bound": " (said: at least)"}.get(unknown_peak(t.snapshot().get("vramlab_notes", [])), "")
         print(f"| {name} | {label} | {cells[0]}{said} | {cells[1]} |")

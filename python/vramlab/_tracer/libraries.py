@@ -21,6 +21,11 @@ own configuration, not from the data. Each is installed when the library's modul
   mask checks whether the first or last token of any row is the pad token, only to warn
   (``pad_token_id in input_ids[:, [-1, 0]]``). The check still allocates what it allocates; its
   answer decides nothing but a warning, so it is answered "no padding", and said in the notes.
+- PyTorch's own ``torch.optim.Adafactor`` (torch/optim/_adafactor.py, 2.5 to 2.15, its
+  single-tensor and foreach forms) reads each parameter's norm for its relative step size
+  (``alpha = max(eps2, param.norm(2).item() / ...) * rho``) and each update's norm for its RMS clip
+  (``max(1.0, update.norm(2).item() / ...)``); the floats only scale updates made in place, whose
+  allocations do not depend on them, so they are answered 1.0 and said.
 """
 
 from __future__ import annotations
@@ -236,6 +241,24 @@ def trainer_paths(session: Any, trainer_module: Any) -> Table:
     return table
 
 
+ADAFACTOR_NOTE = (
+    "{count} norms read back by torch.optim.Adafactor (torch/optim/_adafactor.py: the relative step size and the update's RMS clip) "
+    "were answered 1.0: the floats only scale updates made in place, so the memory asked for does not depend on them"
+)
+
+
+def adafactor_paths(session: Any, adafactor_module: Any) -> Table:
+    """torch.optim._adafactor (imported with torch): its two update functions, whose floating-point
+    reads are answered 1.0 (`adafactor` looks them up in the module at each step)."""
+    table: Table = {}
+    for name in ("_single_tensor_adafactor", "_multi_tensor_adafactor"):
+        function = getattr(adafactor_module, name, None)
+        if function is not None:
+            reads = ReadsInside(session, function.__code__, 1.0, ADAFACTOR_NOTE, floating_only=True)
+            table[(adafactor_module, name)] = answering(session, function, reads)
+    return table
+
+
 def accelerate_random_paths(session: Any, random_module: Any) -> Table:
     """accelerate.utils.random, once imported: synchronize_rng_state (at each epoch of a prepared
     DataLoader) moves a generator's state to the GPU, broadcasts rank 0's and copies it back to
@@ -253,6 +276,7 @@ RULES: Dict[str, Callable[[Any, Any], Table]] = {
     "transformers.trainer": trainer_paths,
     "accelerate.utils.random": accelerate_random_paths,
     "torch.distributed.checkpoint.state_dict": checkpoint_state_paths,
+    "torch.optim._adafactor": adafactor_paths,
 }
 
 

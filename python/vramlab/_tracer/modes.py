@@ -100,8 +100,7 @@ class OnTheGpu(TorchFunctionMode):
         if func is torch._C._nn._parse_to:
             # Module.to parses its arguments here, where a "cuda" device is made the stand-ins'
             # meta; whether the program itself named meta is kept for the conversion that follows.
-            asked = kwargs.get("device", args[0] if args else None)
-            session.module_to_meta = isinstance(asked, (str, torch.device)) and torch.device(asked).type == "meta"
+            session.module_to_meta = names_meta(torch, kwargs.get("device", args[0] if args else None))
         if func is torch.Tensor.to and self._gpu_to_meta(args, kwargs):
             # On the GPU, .to("meta") makes a tensor without memory, and the CUDA one dies with
             # its last reference (a module moved to meta frees its parameters there); a stand-in
@@ -116,7 +115,7 @@ class OnTheGpu(TorchFunctionMode):
         explicit = None
         if "device" in kwargs:
             device = kwargs["device"]
-            if (isinstance(device, torch.device) and device.type == "meta") or (isinstance(device, str) and device.split(":")[0] == "meta"):
+            if names_meta(torch, device):
                 # The program's own meta tensors (`with torch.device("meta")`, a model built
                 # without memory) are not GPU memory, though the trace's stand-ins for CUDA
                 # tensors are on meta too: Allocations keeps them apart.
@@ -176,8 +175,12 @@ class OnTheGpu(TorchFunctionMode):
             # A module moved to the GPU: its meta is the trace's redirect (a parameter tied to one
             # already moved is met again).
             return False
-        targets = [a for a in args[1:] if isinstance(a, (str, torch.device))] + ([kwargs["device"]] if isinstance(kwargs.get("device"), (str, torch.device)) else [])
-        return any((t.type if isinstance(t, torch.device) else t.split(":")[0]) == "meta" for t in targets)
+        return any(names_meta(torch, a) for a in [*args[1:], kwargs.get("device")])
+
+
+def names_meta(torch: Any, value: Any) -> bool:
+    """Whether `value` names the meta device (a torch.device or a string such as "meta")."""
+    return (isinstance(value, torch.device) and value.type == "meta") or (isinstance(value, str) and value.split(":")[0] == "meta")
 
 
 def _int_sequence(value: Any) -> bool:

@@ -61,13 +61,19 @@ UNKNOWN_PEAK = "UNKNOWN PEAK:"
 UNKNOWN_EITHER_WAY = "UNKNOWN PEAK, HIGHER OR LOWER:"
 
 
+def unknown_peak(notes: List[str]) -> str:
+    """What the notes leave of the traced peak: "either way" (UNKNOWN_EITHER_WAY), "lower bound"
+    (UNKNOWN_PEAK), or "" where it is the trace's answer."""
+    if any(note.startswith(UNKNOWN_EITHER_WAY) for note in notes):
+        return "either way"
+    if any(note.startswith(UNKNOWN_PEAK) for note in notes):
+        return "lower bound"
+    return ""
+
+
 def peak_bound(notes: List[str]) -> str:
     """The words before a traced peak that its notes call for: "" where it is the trace's answer."""
-    if any(note.startswith(UNKNOWN_EITHER_WAY) for note in notes):
-        return "not known (see the first note); the eager trace gives "
-    if any(note.startswith(UNKNOWN_PEAK) for note in notes):
-        return "at least "
-    return ""
+    return {"either way": "not known (see the first note); the eager trace gives ", "lower bound": "at least "}.get(unknown_peak(notes), "")
 
 
 def rounded(size: int) -> int:

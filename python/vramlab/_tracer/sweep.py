@@ -23,7 +23,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .._results import SettingResult
-from .recorder import peak_bound
+from .recorder import unknown_peak
 
 
 def _mib(size: int) -> str:
@@ -86,10 +86,7 @@ def unknown_peaks(snapshots: Sequence[Any]) -> str:
     """What the traces' notes leave of their peaks, in the words the answer adds: "" where they
     are the traces' answers (recorder.py's UNKNOWN_PEAK and UNKNOWN_EITHER_WAY notes)."""
     notes = [n for s in snapshots if isinstance(s, dict) for n in s.get("vramlab_notes", []) if isinstance(n, str)]
-    bound = peak_bound(notes)
-    if not bound:
-        return ""
-    return "lower bounds" if bound.startswith("at least") else "not known"
+    return {"either way": "not known", "lower bound": "lower bounds"}.get(unknown_peak(notes), "")
 
 
 # A point whose tensors alive outgrew the GPU: no setting fits, and what the part traced needed is

@@ -329,7 +329,7 @@ class KernelScratch(Rule):
             # values per load, accumulating 16-bit inputs in float, as sum does.
             x = bound["self"]
             if isinstance(x, torch.Tensor) and x.device.type == "meta" and x.is_floating_point():
-                reduction_scratch(self.session, x, bound.get("dim"), first.element_size(), True, frame)
+                reduction_scratch(self.session, x, bound.get("dim"), first.element_size(), frame=frame, four_per_load=True)
         elif op == "_softmax_backward_data":
             # softmax_backward_cuda_out first multiplies the gradient by the output into a
             # temporary (log_softmax's backward does not).
@@ -380,13 +380,14 @@ class KernelScratch(Rule):
         x, target = bound["self"], bound["target"]
         return _numel(self.torch.broadcast_shapes(x.shape, target.shape)) * x.element_size()
 
-    def _reduction(self, x: Any, dims: Any, out_elsize: int, mean: bool, frame: Any) -> None:
-        reduction_scratch(self.session, x, dims, out_elsize, mean, frame)
+    def _reduction(self, x: Any, dims: Any, out_elsize: int, four_per_load: bool, frame: Any) -> None:
+        reduction_scratch(self.session, x, dims, out_elsize, four_per_load, frame)
 
 
-def reduction_scratch(session: Any, x: Any, dims: Any, out_elsize: int, mean: bool, frame: Any) -> None:
-    """The global buffer and semaphores of `gpu_reduce_kernel` for a CUDA sum or mean of `x`,
-    allocated and freed in the trace."""
+def reduction_scratch(session: Any, x: Any, dims: Any, out_elsize: int, four_per_load: bool, frame: Any) -> None:
+    """The global buffer and semaphores of `gpu_reduce_kernel` for a CUDA reduction of `x` (a sum,
+    a mean or a norm), allocated and freed in the trace. `four_per_load`: the kernel loads four
+    values at a time whatever the dtype (MeanOps, the norms); a sum loads eight 16-bit ones."""
     torch = session.torch
     arg_size = accumulation_size(x.dtype, torch)
     if arg_size is None:
@@ -398,7 +399,7 @@ def reduction_scratch(session: Any, x: Any, dims: Any, out_elsize: int, mean: bo
         )
         return
     # sum_functor loads 16-bit inputs 8 at a time, other types and MeanOps 4 (vt0 = 4).
-    vector = 8 if elsize == 2 and not mean else 4
+    vector = 8 if elsize == 2 and not four_per_load else 4
     sizes = reduce_buffers(
         shape, strides, x.storage_offset(), elsize, reduced_dims(x.dim(), dims), out_elsize, arg_size, vector,
         session.gpu["multiprocessors"], session.threads_per_sm,

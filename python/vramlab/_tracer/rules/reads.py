@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 from ...errors import UnfollowedError
 from ..where import here
-from . import PASS, Call, FunctionRule, Rule, register, register_function, scaling_reads, trunc_normal
+from . import PASS, Call, FunctionRule, Rule, register, register_function, trunc_normal
 
 READS_ONE_VALUE = {"_local_scalar_dense", "item", "is_nonzero"}
 READS_VALUES = READS_ONE_VALUE | {
@@ -70,9 +70,6 @@ class Reads(Rule):
             rounds_left = trunc_normal.answer(session, args[0])
             if rounds_left is not None:
                 return rounds_left
-            scale = scaling_reads.answer(session, args[0])
-            if scale is not None:
-                return scale
         if op in ("_to_copy", "copy_"):
             return self._to_host(call) if to_host(torch, op, args, call.kwargs) else PASS
         if op in READS_ONE_VALUE and session.answer_reads is not None:
