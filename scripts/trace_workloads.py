@@ -1089,6 +1089,7 @@ from trace_workloads_35m import ISSUE35M  # noqa: E402
 from trace_workloads_35n import ISSUE35N  # noqa: E402
 from trace_workloads_35o import ISSUE35O  # noqa: E402
 from trace_workloads_35p import ISSUE35P  # noqa: E402
+from trace_workloads_35q import ISSUE35Q  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1123,5 +1124,6 @@ GROUPS = {
     "issue35n": ISSUE35N,
     "issue35o": ISSUE35O,
     "issue35p": ISSUE35P,
+    "issue35q": ISSUE35Q,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
