@@ -54,5 +54,5 @@ for name, workload in WORKLOADS.items():
         for key in ["allocated_bytes.all.peak", "reserved_bytes.all.peak"]:
             a, b = theirs[key], ours[key]
             cells.append(f"{mib(a)} / {mib(b)} ({b / a - 1:+.2%})" if a != b else f"{mib(a)} / exact")
-        said = {"either way": " (said: not known)", "lower bound": " (said: at least)"}.get(unknown_peak(t.snapshot().get("vramlab_notes", [])), "")
+        said = {"either way": " (said: not known)", "lower bound": " (said: at least)", "upper bound": " (said: at most)"}.get(unknown_peak(t.snapshot().get("vramlab_notes", [])), "")
         print(f"| {name} | {label} | {cells[0]}{said} | {cells[1]} |")

@@ -22,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper
 
 from ..errors import UnfollowedError
 from .rules import PASS, Call
+from .rules.reads import READS_VALUES, UNKNOWN_HOST_READ, boolean_indices
 from .standin import legacy_dtype
 from .where import here, user_frame
 
@@ -37,6 +38,8 @@ class OnTheGpu(TorchFunctionMode):
         self.factories = (torch.tensor, torch.as_tensor, torch.asarray)
         # What hands a tensor's memory to another library.
         self.host_views = tuple(f for f in (torch.Tensor.numpy, getattr(torch.Tensor, "__dlpack__", None), getattr(torch.Tensor, "__array__", None)) if f is not None)
+        # What reads a host tensor's values outside ATen's operators.
+        self.host_reads = self.host_views + (torch.Tensor.tolist, torch.Tensor.__repr__, torch.Tensor.__format__)
         self.mha_forward = torch.nn.functional.multi_head_attention_forward
 
     def _sequence_indices(self, index: Any) -> Any:
@@ -77,6 +80,10 @@ class OnTheGpu(TorchFunctionMode):
             # plain host memory, which needs no driver.
             kwargs["pin_memory"] = False
             session.note(PINNED_NOTE)
+        if func in self.host_reads and args and isinstance(args[0], torch.Tensor) and args[0].device.type != "meta":
+            unknown = session.shadows.unknown_host(args[:1])
+            if unknown is not None:
+                raise UnfollowedError(UNKNOWN_HOST_READ.format(op=name, here=here(), where=unknown))
         if func in self.host_views and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
             if func is torch.Tensor.numpy:
                 # As PyTorch says it of a CUDA tensor.
@@ -249,6 +256,9 @@ class Allocations(TorchDispatchMode):
                 if isinstance(t, torch.Tensor) and t.device.type == "meta":
                     session.record.mark_program_meta(t.untyped_storage())
             return out
+        unknown = session.shadows.unknown_host(leaves)
+        if unknown is not None and (op in READS_VALUES or (op in ("index", "_unsafe_index", "index_put", "index_put_", "_index_put_impl_") and boolean_indices(torch, args))):
+            raise UnfollowedError(UNKNOWN_HOST_READ.format(op=op, here=here(), where=unknown))
         call = Call(session, func, op, args, kwargs, on_gpu)
         rules = session.rules.of(op)
         if on_gpu:
@@ -266,6 +276,11 @@ class Allocations(TorchDispatchMode):
             # kernel allocates.
             why = "its result's shape depends on values, which a trace without data has none of" if "nonzero" in str(error) else "PyTorch has no kernel for it that runs without data (no meta kernel), so what the GPU's kernel allocates is unknown"
             raise UnfollowedError(f"{op} at {here()}: {why}; the trace up to there is kept") from None
+        if unknown is not None:
+            # What is computed on the host from values the trace does not have has none either.
+            for t in torch.utils._pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                    session.shadows.mark_unknown_host(t, unknown)
         if on_gpu:
             for rule in rules:
                 out = rule.result(call, out)

@@ -56,24 +56,29 @@ Frame = Optional[Dict[str, Any]]
 
 # How a note starts whose subject leaves the peak unknown, not only approximate (the CLI and the
 # summary print every note; these come first). Under UNKNOWN_PEAK the trace's peaks are lower
-# bounds ("at least"); under UNKNOWN_EITHER_WAY the GPU's may be higher or lower.
+# bounds ("at least"); under PEAK_AT_MOST upper bounds (the GPU may skip work the trace takes, as a
+# step GradScaler skips); under UNKNOWN_EITHER_WAY, or both bounds at once, the GPU's may be higher
+# or lower.
 UNKNOWN_PEAK = "UNKNOWN PEAK:"
+PEAK_AT_MOST = "PEAK AT MOST:"
 UNKNOWN_EITHER_WAY = "UNKNOWN PEAK, HIGHER OR LOWER:"
+BOUND_PREFIXES = (UNKNOWN_PEAK, PEAK_AT_MOST, UNKNOWN_EITHER_WAY)
 
 
 def unknown_peak(notes: List[str]) -> str:
-    """What the notes leave of the traced peak: "either way" (UNKNOWN_EITHER_WAY), "lower bound"
-    (UNKNOWN_PEAK), or "" where it is the trace's answer."""
-    if any(note.startswith(UNKNOWN_EITHER_WAY) for note in notes):
+    """What the notes leave of the traced peak: "either way" (UNKNOWN_EITHER_WAY, or both bounds),
+    "lower bound" (UNKNOWN_PEAK), "upper bound" (PEAK_AT_MOST), or "" where it is the trace's
+    answer."""
+    lower = any(note.startswith(UNKNOWN_PEAK) for note in notes)
+    upper = any(note.startswith(PEAK_AT_MOST) for note in notes)
+    if any(note.startswith(UNKNOWN_EITHER_WAY) for note in notes) or (lower and upper):
         return "either way"
-    if any(note.startswith(UNKNOWN_PEAK) for note in notes):
-        return "lower bound"
-    return ""
+    return "lower bound" if lower else "upper bound" if upper else ""
 
 
 def peak_bound(notes: List[str]) -> str:
     """The words before a traced peak that its notes call for: "" where it is the trace's answer."""
-    return {"either way": "not known (see the first note); the eager trace gives ", "lower bound": "at least "}.get(unknown_peak(notes), "")
+    return {"either way": "not known (see the first note); the eager trace gives ", "lower bound": "at least ", "upper bound": "at most "}.get(unknown_peak(notes), "")
 
 
 def rounded(size: int) -> int:
@@ -292,7 +297,7 @@ class Recorder:
         """What the trace did not follow exactly, each note with its count, those that leave the
         peak unknown first."""
         said = [what.format(count=count) for what, count in sorted(self.notes.items())]
-        return sorted(said, key=lambda note: not note.startswith((UNKNOWN_PEAK, UNKNOWN_EITHER_WAY)))
+        return sorted(said, key=lambda note: not note.startswith(BOUND_PREFIXES))
 
     def peak_releasing_held(self) -> int:
         """The peak allocated had the blocks held to the end been freed where they died (DDP's

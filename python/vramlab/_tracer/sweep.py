@@ -84,9 +84,9 @@ def ranked(snapshot: Any, capacity: int, gpu: Optional[str] = None) -> Dict[str,
 
 def unknown_peaks(snapshots: Sequence[Any]) -> str:
     """What the traces' notes leave of their peaks, in the words the answer adds: "" where they
-    are the traces' answers (recorder.py's UNKNOWN_PEAK and UNKNOWN_EITHER_WAY notes)."""
+    are the traces' answers (recorder.py's UNKNOWN_PEAK, PEAK_AT_MOST and UNKNOWN_EITHER_WAY notes)."""
     notes = [n for s in snapshots if isinstance(s, dict) for n in s.get("vramlab_notes", []) if isinstance(n, str)]
-    return {"either way": "not known", "lower bound": "lower bounds"}.get(unknown_peak(notes), "")
+    return {"either way": "not known", "lower bound": "lower bounds", "upper bound": "upper bounds"}.get(unknown_peak(notes), "")
 
 
 # A point whose tensors alive outgrew the GPU: no setting fits, and what the part traced needed is
@@ -160,7 +160,7 @@ def answer(name: str, points: List[Dict[str, Any]], capacity: int, untried: Sequ
             return f"no value of {name} was traced"
         if first.get("out_of_memory"):
             return f"nothing fits under {cap}: at {name}={first['value']} the tensors alive outgrow the GPU's memory; reduce {name} below {first['value']} or use a GPU with more memory"
-        bound = f" ({first['bound'].replace('lower bounds', 'a lower bound')}: see the trace's first note)" if first.get("bound") else ""
+        bound = f" ({first['bound'].replace('lower bounds', 'a lower bound').replace('upper bounds', 'an upper bound')}: see the trace's first note)" if first.get("bound") else ""
         return f"nothing fits under {cap}: at {name}={first['value']} the least any setting needs is {_mib(first['needs'])}{bound}; reduce {name} below {first['value']} or use a GPU with more memory"
     best = fitting[-1]
     setting = "PyTorch's default settings" if best["defaults_fit"] else best["paste"]

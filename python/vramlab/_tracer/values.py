@@ -14,7 +14,16 @@ A value read (``.item()``, ``bool(t)``) of a tensor with a shadow is answered fr
 one the trace stops, as before. Random operations never give shadows: the GPU's generator is
 not the CPU's.
 
-Random integers do have known bounds: ``randint(low, high)`` and ``random_(from, to)`` draw from
+The reverse also holds: a GPU tensor copied to the host (``.cpu()``) whose values are not known
+becomes a host tensor without values ("unknown on the host"), of the right shape and dtype, so that
+a program collecting its predictions on the CPU goes on. What is computed from it on the CPU is
+unknown too; a read of any of it (``.item()``, ``.tolist()``, ``.numpy()``, printing, a shape made
+from its values) stops the trace at that line, naming where the copy was made, and a copy of it
+back to the GPU has no shadow.
+
+Indices have known bounds too: those ``topk``, ``sort``, ``argmax`` and the maxima and minima over
+a dimension give lie within that dimension (a mixture of experts' router counting its choices with
+``bincount(..., minlength=experts)``). Random integers do: ``randint(low, high)`` and ``random_(from, to)`` draw from
 ``[low, high)``, and so do the maxima, minima and copies of what they drew. A comparison with a
 number that the bounds decide for every element (``labels >= 0`` of labels drawn from
 ``[1, 32)``) has known values, all True or all False: programs check their labels this way
@@ -45,6 +54,9 @@ _ABSORBING = {"bitwise_or": True, "logical_or": True, "bitwise_and": False, "log
 
 # Operators whose (first) result's elements are some of their input's: bounds carry over.
 _KEEPS_BOUNDS = {"max", "min", "amax", "amin", "clone", "_to_copy", "contiguous"}
+# Operators with an output of indices into their input's dimension `dim`: the output's position
+# among their results (overloads without a dimension, argmax's, index the flattened input).
+_INDEX_RESULTS = {"topk": 1, "sort": 1, "max": 1, "min": 1, "argmax": 0, "argmin": 0, "kthvalue": 1, "mode": 1, "median": 1}
 # Comparisons with a number, each as (all True, all False) given the bounds [lo, hi] and the
 # number c.
 _DECIDED = {
@@ -69,6 +81,34 @@ class Shadows:
         # Integer storages of random draws: (a weak reference to the storage, lowest, highest).
         self._bounds: Dict[int, Tuple[Any, int, int]] = {}
         self._written: Dict[Any, Tuple[Tuple[int, ...], Tuple[str, ...]]] = {}
+        # Host storages without values (copies of GPU tensors the trace has no values of): a weak
+        # reference to the storage and where the copy was made, by the storage's address.
+        self._unknown_host: Dict[int, Tuple[Any, str]] = {}
+
+    def mark_unknown_host(self, t: Any, where: str) -> None:
+        """`t`, a host tensor, holds values the trace does not have (copied from the GPU at `where`)."""
+        storage = t.untyped_storage()
+        key = storage._cdata
+
+        def died(ref: Any) -> None:
+            if self._unknown_host.get(key, (None,))[0] is ref:
+                del self._unknown_host[key]
+
+        self._unknown_host[key] = (weakref.ref(storage, died), where)
+
+    def unknown_host(self, leaves: Any) -> Optional[str]:
+        """Where the first host tensor among `leaves` without values was copied from the GPU, or
+        None where every host tensor among them has its values."""
+        if not self._unknown_host:
+            return None
+        torch = self._torch
+        for t in leaves:
+            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                storage = t.untyped_storage()
+                entry = self._unknown_host.get(storage._cdata)
+                if entry is not None and entry[0]() is storage:
+                    return entry[1]
+        return None
 
     def forget(self, key: int) -> None:
         self._storages.pop(key, None)
@@ -154,6 +194,8 @@ class Shadows:
         """Bounds of random integers drawn, kept through maxima, minima and copies, and the values
         of comparisons they decide."""
         torch = self._torch
+        if op in _INDEX_RESULTS:
+            self._index_bounds(func, op, args, kwargs, out)
         first = torch.utils._pytree.tree_leaves(out)[:1]
         result = first[0] if first and isinstance(first[0], torch.Tensor) and first[0].device.type == "meta" else None
         if result is None or self.view(result) is not None:
@@ -188,6 +230,12 @@ class Shadows:
         positions, names = self._written_arguments(func)
         # A foreach operation writes each tensor of its list (``Tensor(a!)[] self``).
         written = torch.utils._pytree.tree_leaves([args[i] for i in positions if i < len(args)] + [kwargs[k] for k in names if k in kwargs])
+        if self.unknown_host(leaves) is not None:
+            # Host values the trace does not have reach the GPU: what they make is unknown.
+            for t in written + torch.utils._pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                    self.forget(t.untyped_storage()._cdata)
+            return
         if op == "_to_copy" and args and isinstance(args[0], torch.Tensor) and args[0].device.type != "meta":
             # A model's weights moved to the GPU are not worth knowing (and would make the whole
             # model run on the CPU): floating-point tensors from the CPU are known as scalars only.
@@ -245,6 +293,30 @@ class Shadows:
                 continue  # a view of, or a write into, a storage already shadowed (updated above)
             if values.shape == made.shape:
                 self.adopt(made, values)
+
+    def _index_bounds(self, func: Any, op: str, args: Any, kwargs: Dict[str, Any], out: Any) -> None:
+        """The bounds of an operator's indices into its input: [0, the dimension's size)."""
+        torch = self._torch
+        results = list(out) if isinstance(out, (tuple, list)) else [out]
+        position = _INDEX_RESULTS[op]
+        source = args[0] if args else kwargs.get("self")
+        if position >= len(results) or not isinstance(source, torch.Tensor):
+            return
+        indices = results[position]
+        if not (isinstance(indices, torch.Tensor) and indices.device.type == "meta" and indices.dtype == torch.int64 and _whole(indices)):
+            return
+        arguments = func._schema.arguments
+        names = [a.name for a in arguments]
+        dim = None
+        if "dim" in names:
+            at = names.index("dim")
+            dim = args[at] if at < len(args) else kwargs.get("dim", arguments[at].default_value if arguments[at].has_default_value() else None)
+        if dim is None:
+            size = source.numel()
+        else:
+            size = source.shape[dim] if source.dim() else 1
+        if size > 0:
+            self._bound(indices, 0, size - 1)
 
     def _written_arguments(self, func: Any) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
         """The positions and names of the arguments `func` writes (its schema's ``(a!)``)."""

@@ -37,6 +37,7 @@ import warnings
 from typing import Any, Callable, Dict, FrozenSet, List, Tuple
 
 from ..compat import by_release
+from ..where import user_frame
 from . import Call, Rule, register
 
 # PyTorch's two default sizes (CublasHandlePool.cpp): 4096 KiB x 8 on the GPUs it names, and
@@ -213,6 +214,13 @@ class CublasWorkspaces(Rule):
         self._workspaces(call)
         for addr, size in reversed(copies):
             record.free(addr, size)
+
+    def cublas_call(self, call: Call) -> None:
+        """A cuBLAS call made inside another operator's kernel (grouped_mm.py's fallback, one
+        ``mm_out`` per group): the workspace its handle is given, as for a matmul of its own."""
+        if call.frame is None:
+            call.frame = user_frame()
+        self._workspaces(call)
 
     def _on_cublas(self, call: Call) -> bool:
         if call.op != "linalg_lu_solve":

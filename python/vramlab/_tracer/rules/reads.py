@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ...errors import UnfollowedError
+from ..recorder import PEAK_AT_MOST
 from ..where import here
 from . import PASS, Call, FunctionRule, Rule, register, register_function, trunc_normal
 
@@ -26,6 +27,8 @@ READS_VALUES = READS_ONE_VALUE | {
     "bincount",
     "nonzero_static",
 }
+UNKNOWN_HOST_NOTE = "{count} copies of GPU tensors to the host (.cpu(), .to(\"cpu\")) were made without their values, which a trace has none of; nothing the program did later read them (a read, .item(), .tolist(), .numpy() or printing, stops the trace at its line)"
+UNKNOWN_HOST_READ = "{op} at {here}: the program reads values it copied from the GPU to the host at {where}, and a trace without data has none; the trace up to there is kept (values only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)"
 KNOWN_NOTE = "{count} values read back were known without a GPU (from the CPU or from known factories, through operations run again on small CPU copies: vramlab/_tracer/values.py) and answered"
 
 
@@ -53,7 +56,7 @@ class Reads(Rule):
             return PASS
         if op == "_local_scalar_dense" and args[0].untyped_storage()._cdata in self.found_inf:
             session.note(
-                "{count} reads of GradScaler's found_inf answered 0 (no gradient overflowed, as in a healthy step; a step the GPU would skip for inf or NaN gradients is traced as taken): whether a step overflows depends on the gradients' values, and the first steps at GradScaler's initial scale of 65536 often do (the optimizer's state is then not made yet, and the GPU's peak is lower than the trace's, which is that of the steps taken)"
+                PEAK_AT_MOST + " {count} reads of GradScaler's found_inf answered 0 (no gradient overflowed, as in a healthy step; a step the GPU would skip for inf or NaN gradients is traced as taken): whether a step overflows depends on the gradients' values, and the first steps at GradScaler's initial scale of 65536 often do (the optimizer's state is then not made yet, and the GPU's peak is lower than the trace's, which is that of the steps taken)"
             )
             return self.FOUND_INF_ANSWER
         # bool(x) and x.item() reach the mode whole where autograd is off (inference_mode), and
@@ -85,6 +88,10 @@ class Reads(Rule):
             known = session.known_shape(call.func, args, call.kwargs)
             if known is not None:
                 return known
+        if op == "bincount":
+            counted = self._bounded_bincount(call)
+            if counted is not None:
+                return counted
         if op == "masked_select" and len(args) > 1 and session.shadows.view(args[1]) is not None:
             # CUDA's masked_select is index with the mask, both broadcast (IndexKernel.cu,
             # masked_select_out_cuda_impl): its shape is the mask's alone, its values the input's.
@@ -111,13 +118,42 @@ class Reads(Rule):
             dtype = kwargs.get("dtype") or source.dtype
             known = torch.full(source.shape, session.answered(source.dtype), dtype=source.dtype).to(dtype)
         if known is None:
-            raise UnfollowedError(
-                f"{op} at {here()}: the program copies a GPU tensor's values to the host (.cpu(), .numpy(), .tolist()), and a trace without data has none; the trace up to there is kept (values only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)"
-            )
+            # The copy is made, without values: a read of them stops the trace where it is made
+            # (modes.py), and a program that only keeps or moves them (predictions collected on
+            # the CPU) goes on.
+            session.note(UNKNOWN_HOST_NOTE)
+            if op == "copy_":
+                session.shadows.mark_unknown_host(args[0], here())
+                return args[0]
+            dtype = kwargs.get("dtype") or source.dtype
+            host = torch.zeros_like(source, device="cpu", dtype=dtype)
+            session.shadows.mark_unknown_host(host, here())
+            return host
         session.note(KNOWN_NOTE)
         if op == "copy_":
             return args[0].copy_(known)
         return known.to(**{k: v for k, v in kwargs.items() if k in ("dtype", "memory_format")}).clone()
+
+    def _bounded_bincount(self, call: Call) -> Any:
+        """``bincount`` of indices whose bounds are known to lie below ``minlength`` (a router's
+        choices among its experts): ``minlength`` bins, as SummaryOps.cu's
+        _bincount_cuda_template makes them (the input's minimum and maximum read back through a
+        0-d tensor each, then the zeroed output: the weights' dtype, or int64). None elsewhere."""
+        torch, session = self.torch, self.session
+        bound = call.bound()
+        x, weights, minlength = bound["self"], bound.get("weights"), int(bound.get("minlength") or 0)
+        known = session.shadows.bounds(x) if isinstance(x, torch.Tensor) and x.device.type == "meta" else None
+        if known is None or x.dim() != 1 or x.numel() == 0 or known[0] < 0 or known[1] >= minlength:
+            return None
+        session.note(
+            "{count} bincounts of indices known to lie below their minlength (from topk, sort or argmax over that many) were given minlength bins, as the GPU gives them whatever the indices are"
+        )
+        with session.modes[1]:
+            for reduce in (torch.ops.aten.min.default, torch.ops.aten.max.default):
+                del_me = reduce(x)
+                del del_me
+            dtype = weights.dtype if isinstance(weights, torch.Tensor) else torch.int64
+            return torch.zeros(minlength, dtype=dtype, device=x.device)
 
     def _mask_indices(self, op: str, args: Any) -> Any:
         """`index`'s arguments with each boolean mask replaced by the indices of its set elements

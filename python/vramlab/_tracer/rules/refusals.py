@@ -1,6 +1,6 @@
 """Operators the trace refuses in one line, because what the GPU allocates for them is not known
-here: PyTorch's fused inference fast paths on nested tensors and grouped matrix multiplies outside
-bfloat16 (cuDNN's recurrent layers are followed: cudnn_rnn.py)."""
+here: PyTorch's fused inference fast paths on nested tensors (cuDNN's recurrent layers are
+followed: cudnn_rnn.py; grouped matrix multiplies: grouped_mm.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from ...errors import UnfollowedError
 from ..where import here
-from . import PASS, Call, Rule, register
+from . import Call, Rule, register
 
 # PyTorch's fused inference fast paths, taken on the GPU where the program runs
 # nn.MultiheadAttention or nn.TransformerEncoder(Layer) without gradients: their kernels make
@@ -26,22 +26,11 @@ FAST_PATHS = {
 
 @register
 class Refusals(Rule):
-    ops = FAST_PATHS | {"_grouped_mm"}
-    source = "attention.cu, transformer.cpp (fast paths); GroupedBlas.cpp (_grouped_mm)"
+    ops = FAST_PATHS
+    source = "attention.cu, transformer.cpp (fast paths)"
     order = 20
 
     def before(self, call: Call) -> Any:
-        op = call.op
-        if op in FAST_PATHS:
-            raise UnfollowedError(
-                f"{op} at {here()}: PyTorch's fused inference fast path with nested tensors (nn.TransformerEncoder given a key padding mask) or attention between different tensors, whose kernels' temporaries vramlab.trace does not size; the trace up to there is kept (torch.backends.mha.set_fastpath_enabled(False) traces the path taken in training)"
-            )
-        if op == "_grouped_mm":
-            if call.args[0].dtype == self.torch.bfloat16:
-                return PASS
-            # PyTorch's meta kernel takes bfloat16 only; what CUDA's fallback for other types
-            # allocates is not known here (MoE layers in bfloat16 are followed).
-            raise UnfollowedError(
-                f"{op} at {here()}: a grouped matrix multiply (mixture-of-experts layers) in {str(call.args[0].dtype).replace('torch.', '')}, which vramlab.trace follows in bfloat16 only; the trace up to there is kept"
-            )
-        return PASS
+        raise UnfollowedError(
+            f"{call.op} at {here()}: PyTorch's fused inference fast path with nested tensors (nn.TransformerEncoder given a key padding mask) or attention between different tensors, whose kernels' temporaries vramlab.trace does not size; the trace up to there is kept (torch.backends.mha.set_fastpath_enabled(False) traces the path taken in training)"
+        )
