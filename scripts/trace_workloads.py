@@ -1090,6 +1090,7 @@ from trace_workloads_35n import ISSUE35N  # noqa: E402
 from trace_workloads_35o import ISSUE35O  # noqa: E402
 from trace_workloads_35p import ISSUE35P  # noqa: E402
 from trace_workloads_35q import ISSUE35Q  # noqa: E402
+from trace_workloads_35r import ISSUE35R  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1125,5 +1126,6 @@ GROUPS = {
     "issue35o": ISSUE35O,
     "issue35p": ISSUE35P,
     "issue35q": ISSUE35Q,
+    "issue35r": ISSUE35R,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
