@@ -165,3 +165,20 @@ def test_a_step_gradscaler_may_skip_makes_the_peak_an_upper_bound():
     ours = vramlab.replay(t.snapshot(), alloc_conf="")["results"][0]["pytorch_stats"]
     theirs = vramlab.replay(recorded)["results"][0]["pytorch_stats"]
     assert theirs["allocated_bytes.all.peak"] <= ours["allocated_bytes.all.peak"]
+
+
+def test_lengths_copied_to_the_host_without_values_stop_what_reads_them():
+    """pack_padded_sequence reads its (host) lengths to make the packed shape, and the CTC loss
+    reads its lengths on the host: lengths copied from the GPU without values stop the trace
+    there, naming the copy, instead of being read as the copy's placeholder zeros."""
+    with pytest.raises(UnfollowedError, match="copied from the GPU to the host at"):
+        with vramlab.trace(gpu="h200"):
+            x = torch.randn(4, 10, 8, device="cuda")
+            lengths = torch.randint(1, 11, (4,), device="cuda").cpu()
+            torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    with pytest.raises(UnfollowedError, match="copied from the GPU to the host at"):
+        with vramlab.trace(gpu="h200"):
+            log_probs = torch.randn(50, 2, 10, device="cuda").log_softmax(-1)
+            targets = torch.randint(1, 10, (2, 5), device="cuda")
+            lengths = torch.randint(40, 50, (2,), device="cuda").cpu()
+            torch.nn.functional.ctc_loss(log_probs, targets, lengths, torch.full((2,), 5))

@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper
 
 from ..errors import UnfollowedError
 from .rules import PASS, Call
-from .rules.reads import READS_VALUES, UNKNOWN_HOST_READ, boolean_indices
+from .rules.reads import READS_HOST_VALUES, READS_VALUES, UNKNOWN_HOST_READ, boolean_indices
 from .standin import legacy_dtype
 from .where import here, user_frame
 
@@ -80,10 +80,19 @@ class OnTheGpu(TorchFunctionMode):
             # plain host memory, which needs no driver.
             kwargs["pin_memory"] = False
             session.note(PINNED_NOTE)
-        if func in self.host_reads and args and isinstance(args[0], torch.Tensor) and args[0].device.type != "meta":
-            unknown = session.shadows.unknown_host(args[:1])
-            if unknown is not None:
-                raise UnfollowedError(UNKNOWN_HOST_READ.format(op=name, here=here(), where=unknown))
+        if func in self.host_reads and args and isinstance(args[0], torch.Tensor):
+            if args[0].device.type != "meta":
+                unknown = session.shadows.unknown_host(args[:1])
+                if unknown is not None:
+                    raise UnfollowedError(UNKNOWN_HOST_READ.format(op=name, here=here(), where=unknown))
+            elif session.reading_values is None and func not in self.host_views:
+                # A stand-in's values read through a copy to the host (x.tolist(), print(x)):
+                # that copy is the read (rules/reads.py).
+                session.reading_values = name
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    session.reading_values = None
         if func in self.host_views and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
             if func is torch.Tensor.numpy:
                 # As PyTorch says it of a CUDA tensor.
@@ -231,6 +240,9 @@ class Allocations(TorchDispatchMode):
         # Only tensors standing in for CUDA ones have no values: the program's own CPU tensors (an
         # optimizer's step count) read back as they would.
         on_gpu = any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in leaves)
+        unknown = session.shadows.unknown_host(leaves)
+        if unknown is not None and (op in READS_VALUES or op in READS_HOST_VALUES or (op in ("index", "_unsafe_index", "index_put", "index_put_", "_index_put_impl_") and boolean_indices(torch, args))):
+            raise UnfollowedError(UNKNOWN_HOST_READ.format(op=op, here=here(), where=unknown))
         if on_gpu and not session.rules.own(op) and runs_as_composite_on_cuda(torch, func):
             # Where autograd is off (inference_mode) a composite operator reaches the mode whole, and
             # its meta kernel would make below the mode what the GPU makes with operators of its own
@@ -256,9 +268,6 @@ class Allocations(TorchDispatchMode):
                 if isinstance(t, torch.Tensor) and t.device.type == "meta":
                     session.record.mark_program_meta(t.untyped_storage())
             return out
-        unknown = session.shadows.unknown_host(leaves)
-        if unknown is not None and (op in READS_VALUES or (op in ("index", "_unsafe_index", "index_put", "index_put_", "_index_put_impl_") and boolean_indices(torch, args))):
-            raise UnfollowedError(UNKNOWN_HOST_READ.format(op=op, here=here(), where=unknown))
         call = Call(session, func, op, args, kwargs, on_gpu)
         rules = session.rules.of(op)
         if on_gpu:

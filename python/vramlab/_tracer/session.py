@@ -100,6 +100,9 @@ class trace:
         self.settings = standin.environment_settings()
         self._check_settings()
         self.answer_reads = answer_reads
+        # Set while the program reads a stand-in's values through the host (tolist, printing):
+        # its copy to the host is then a read, refused where the values are not known.
+        self.reading_values: Optional[str] = None
         self.autocast: Optional[Autocast] = None
         self.modes: List[Any] = []
         self.rules: Any = None

@@ -29,6 +29,7 @@ from typing import Any, Dict, List
 from ...errors import UnfollowedError
 from ..where import here
 from . import PASS, Call, FunctionRule, Rule, register, register_function
+from .reads import UNKNOWN_HOST_READ
 
 
 @register_function
@@ -85,6 +86,9 @@ class CTCLoss(Rule):
         if not isinstance(lengths, torch.Tensor):
             return [int(n) for n in lengths]
         if lengths.device.type != "meta":
+            copied = self.session.shadows.unknown_host([lengths])
+            if copied is not None:
+                raise UnfollowedError(UNKNOWN_HOST_READ.format(op=call.op, here=here(), where=copied))
             return [int(n) for n in lengths.tolist()]
         known = self.session.shadows.view(lengths)
         if known is None:

@@ -29,6 +29,9 @@ READS_VALUES = READS_ONE_VALUE | {
 }
 UNKNOWN_HOST_NOTE = "{count} copies of GPU tensors to the host (.cpu(), .to(\"cpu\")) were made without their values, which a trace has none of; nothing the program did later read them (a read, .item(), .tolist(), .numpy() or printing, stops the trace at its line)"
 UNKNOWN_HOST_READ = "{op} at {here}: the program reads values it copied from the GPU to the host at {where}, and a trace without data has none; the trace up to there is kept (values only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)"
+# Operators whose kernels (meta ones too) read the values of host tensors among their arguments
+# to make their results' shapes: packed sequences' lengths, tensor_split's and narrow's indices.
+READS_HOST_VALUES = {"_pack_padded_sequence", "tensor_split", "narrow"}
 KNOWN_NOTE = "{count} values read back were known without a GPU (from the CPU or from known factories, through operations run again on small CPU copies: vramlab/_tracer/values.py) and answered"
 
 
@@ -117,6 +120,10 @@ class Reads(Rule):
         if known is None and session.answer_reads is not None:
             dtype = kwargs.get("dtype") or source.dtype
             known = torch.full(source.shape, session.answered(source.dtype), dtype=source.dtype).to(dtype)
+        if known is None and session.reading_values is not None:
+            raise UnfollowedError(
+                f"{session.reading_values} at {here()}: the program reads a GPU tensor's values on the host, and a trace without data has none; the trace up to there is kept (values only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)"
+            )
         if known is None:
             # The copy is made, without values: a read of them stops the trace where it is made
             # (modes.py), and a program that only keeps or moves them (predictions collected on
