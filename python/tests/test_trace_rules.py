@@ -292,6 +292,32 @@ def test_a_shadow_is_its_own_storages_and_dies_with_it():
         assert key not in shadows._storages, f"the shadow of a dead {shape} storage outlived it"
 
 
+def test_large_known_values_are_kept_within_their_budget_and_small_ones_always():
+    """A long document's attention mask expanded to batch x 1 x S x S floats is past the small
+    shadows' limit (LED reads `(mask > 0).any().item()` of one of 256 MiB; ISSUE35R refused it).
+    Large shadows are kept while those alive hold at most LARGE_BUDGET: one past it is unknown
+    (its read refused), one made after another died is known again, and a small one never
+    waits on the budget."""
+    from vramlab._tracer import values
+
+    side = 4096
+    batch = values.LARGE_LIMIT // (side * side * 4)
+    assert batch * side * side * 4 > values.OTHER_LIMIT
+    fit = values.LARGE_BUDGET // values.LARGE_LIMIT
+    with vramlab.trace(gpu="h100") as t:
+        mask = torch.ones(batch, side, device="cuda")
+        expanded = mask[:, None, None, :].expand(batch, 1, side, side).to(torch.float32) * -1.0
+        assert not (expanded > 0).any().item()
+        held = [torch.zeros(batch, 1, side, side, device="cuda") for _ in range(fit - 1)]
+        past = torch.zeros(batch, 1, side, side, device="cuda")
+        with pytest.raises(vramlab.UnfollowedError):
+            past.sum().item()
+        assert torch.ones(8, device="cuda").sum().item() == 8
+        del held[0]
+        again = torch.zeros(batch, 1, side, side, device="cuda")
+        assert again.sum().item() == 0
+
+
 def test_generate_runs_to_its_maximum_length_exact_where_fixed_and_as_an_upper_bound_elsewhere():
     """min_new_tokens == max_new_tokens: MinNewTokensLengthLogitsProcessor masks the EOS token
     (transformers/generation/logits_process.py), so the EOS criterion cannot fire and generate

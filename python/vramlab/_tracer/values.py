@@ -10,6 +10,10 @@ of the storage ("a shadow"), and every such operation is also run on the shadows
 that views and in-place writes stay in step. Only small tensors get shadows (integer and boolean
 ones up to ``INTEGER_LIMIT`` bytes, others up to ``OTHER_LIMIT``): ids, masks, labels, scalars,
 never a model's weights or activations, so the trace still does no arithmetic worth the name.
+Larger ones (up to ``LARGE_LIMIT``: a long document's attention mask expanded to batch x 1 x 4,096 x
+4,096 floats is 256 MiB) get shadows while those alive together hold at most ``LARGE_BUDGET``, so that
+a program keeping many large known tensors (a static cache of zeros) costs the host a bounded
+amount; a small tensor's shadow never waits on that budget.
 A value read (``.item()``, ``bool(t)``) of a tensor with a shadow is answered from it; without
 one the trace stops, as before. Random operations never give shadows: the GPU's generator is
 not the CPU's.
@@ -39,6 +43,9 @@ from typing import Any, Dict, Optional, Tuple
 # others (float masks built from them, scalars).
 INTEGER_LIMIT = 64 << 20
 OTHER_LIMIT = 16 << 20
+# Past those limits, a shadow's storage at most, and what such shadows alive together may hold.
+LARGE_LIMIT = 256 << 20
+LARGE_BUDGET = 1 << 30
 
 # Operations that write every element of their first argument, whatever it held.
 _OVERWRITES = {"fill_", "zero_", "copy_"}
@@ -68,6 +75,47 @@ _DECIDED = {
     "ne": (lambda lo, hi, c: c < lo or c > hi, lambda lo, hi, c: lo == hi == c),
 }
 
+class _ByStorage:
+    """Something kept for each live storage, by its address. An address is reused once its storage
+    dies, so each entry holds a weak reference to its own storage: the entry goes when the storage
+    dies, and a newer storage at the same address never reads it."""
+
+    def __init__(self, dropped: Any = None) -> None:
+        self._entries: Dict[int, Tuple[Any, Any]] = {}
+        # Called with the value of each entry that goes (by death, replacement or `pop`).
+        self._dropped = dropped
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._entries
+
+    def get(self, storage: Any) -> Any:
+        entry = self._entries.get(storage._cdata)
+        if entry is None:
+            return None
+        if entry[0]() is not storage:
+            self.pop(storage._cdata)
+            return None
+        return entry[1]
+
+    def put(self, storage: Any, value: Any) -> None:
+        key = storage._cdata
+        self.pop(key)
+
+        def died(ref: Any) -> None:
+            if self._entries.get(key, (None,))[0] is ref:
+                self.pop(key)
+
+        self._entries[key] = (weakref.ref(storage, died), value)
+
+    def pop(self, key: int) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None and self._dropped is not None:
+            self._dropped(entry[1])
+
+
 class Shadows:
     """The shadows, by storage. A storage's address (``_cdata``) is reused once it dies, and the
     recorder does not see every death (a storage of 0 bytes is never an allocation), so each
@@ -77,24 +125,24 @@ class Shadows:
 
     def __init__(self, torch: Any) -> None:
         self._torch = torch
-        self._storages: Dict[int, Tuple[Any, Any]] = {}
-        # Integer storages of random draws: (a weak reference to the storage, lowest, highest).
-        self._bounds: Dict[int, Tuple[Any, int, int]] = {}
+        # Each storage's shadow: (the shadow's storage, whether it is a large one).
+        self._storages = _ByStorage(self._shadow_dropped)
+        # Bytes held by the large shadows alive.
+        self._large_bytes = 0
+        # Integer storages of random draws: (lowest, highest).
+        self._bounds = _ByStorage()
         self._written: Dict[Any, Tuple[Tuple[int, ...], Tuple[str, ...]]] = {}
-        # Host storages without values (copies of GPU tensors the trace has no values of): a weak
-        # reference to the storage and where the copy was made, by the storage's address.
-        self._unknown_host: Dict[int, Tuple[Any, str]] = {}
+        # Host storages without values (copies of GPU tensors the trace has no values of): where
+        # the copy was made.
+        self._unknown_host = _ByStorage()
+
+    def _shadow_dropped(self, entry: Tuple[Any, bool]) -> None:
+        if entry[1]:
+            self._large_bytes -= entry[0].nbytes()
 
     def mark_unknown_host(self, t: Any, where: str) -> None:
         """`t`, a host tensor, holds values the trace does not have (copied from the GPU at `where`)."""
-        storage = t.untyped_storage()
-        key = storage._cdata
-
-        def died(ref: Any) -> None:
-            if self._unknown_host.get(key, (None,))[0] is ref:
-                del self._unknown_host[key]
-
-        self._unknown_host[key] = (weakref.ref(storage, died), where)
+        self._unknown_host.put(t.untyped_storage(), where)
 
     def unknown_host(self, leaves: Any) -> Optional[str]:
         """Where the first host tensor among `leaves` without values was copied from the GPU, or
@@ -104,38 +152,27 @@ class Shadows:
         torch = self._torch
         for t in leaves:
             if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                storage = t.untyped_storage()
-                entry = self._unknown_host.get(storage._cdata)
-                if entry is not None and entry[0]() is storage:
-                    return entry[1]
+                where = self._unknown_host.get(t.untyped_storage())
+                if where is not None:
+                    return where
         return None
 
     def forget(self, key: int) -> None:
-        self._storages.pop(key, None)
-        self._bounds.pop(key, None)
+        self._storages.pop(key)
+        self._bounds.pop(key)
 
     def bounds(self, t: Any) -> Optional[Tuple[int, int]]:
         """The lowest and highest values `t`'s elements can hold, where known."""
-        storage = t.untyped_storage()
-        entry = self._bounds.get(storage._cdata)
-        if entry is None or entry[0]() is not storage:
-            return None
-        return entry[1], entry[2]
+        return self._bounds.get(t.untyped_storage())
 
     def _bound(self, t: Any, lo: int, hi: int) -> None:
         if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == self._torch.bool or lo > hi:
             return
-        storage = t.untyped_storage()
-        self._bounds[storage._cdata] = (weakref.ref(storage), lo, hi)
+        self._bounds.put(t.untyped_storage(), (lo, hi))
 
     def _shadow(self, storage: Any) -> Optional[Any]:
-        entry = self._storages.get(storage._cdata)
-        if entry is None:
-            return None
-        if entry[0]() is not storage:
-            del self._storages[storage._cdata]
-            return None
-        return entry[1]
+        entry = self._storages.get(storage)
+        return None if entry is None else entry[0]
 
     def shadowed(self, t: Any) -> bool:
         return self._shadow(t.untyped_storage()) is not None
@@ -152,21 +189,23 @@ class Shadows:
         return torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.shape, t.stride())
 
     def _fits(self, t: Any) -> bool:
-        """Whether `t`'s storage is small enough to have a shadow."""
-        return t.untyped_storage().nbytes() <= self._limit(t.dtype)
+        """Whether `t`'s storage can have a shadow now."""
+        nbytes = t.untyped_storage().nbytes()
+        return nbytes <= self._limit(t.dtype) or (nbytes <= LARGE_LIMIT and self._large_bytes + nbytes <= LARGE_BUDGET)
 
     def _fresh(self, t: Any) -> Optional[Any]:
-        """A new shadow for `t`'s storage, where it is small enough; its view of `t`."""
-        if not self._fits(t):
-            return None
+        """A new shadow for `t`'s storage, where it is small enough (or large, within the large
+        shadows' budget); its view of `t`."""
         storage = t.untyped_storage()
-        key = storage._cdata
-
-        def died(ref: Any) -> None:
-            if self._storages.get(key, (None,))[0] is ref:
-                del self._storages[key]
-
-        self._storages[key] = (weakref.ref(storage, died), self._torch.UntypedStorage(storage.nbytes()))
+        nbytes = storage.nbytes()
+        large = nbytes > self._limit(t.dtype)
+        if large:
+            # The storage's own old shadow, if large, goes before the budget is asked.
+            self._storages.pop(storage._cdata)
+            if nbytes > LARGE_LIMIT or self._large_bytes + nbytes > LARGE_BUDGET:
+                return None
+            self._large_bytes += nbytes
+        self._storages.put(storage, (self._torch.UntypedStorage(nbytes), large))
         return self.view(t)
 
     def adopt(self, t: Any, values: Any) -> None:
