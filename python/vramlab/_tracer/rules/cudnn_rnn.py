@@ -121,6 +121,11 @@ def get_algo(s: Shape, forward: bool, major: int, minor: int, multiprocessors: i
     return STANDARD
 
 
+# GPUs whose cuDNN 9.19 made the sizes below: the H100's design measurements, and the H200, where
+# the same 1,500 configurations (random.jsonl.gz, seed 1) allocated event for event as on the H100
+# (reports/reference/h200/recurrent).
+MEASURED_ON = ("NVIDIA H100", "NVIDIA H200")
+
 # Sizes cuDNN 9.19 chose on the H100 -------------------------------------------------------------
 
 # cudnnDropoutGetStatesSize on the H100: 49,152 bytes per multiprocessor (6,488,064 for its 132).
@@ -361,7 +366,7 @@ class RecurrentLayers(FunctionRule):
                 del seed
                 size = DROPOUT_STATE_PER_SM * int(self.session.gpu["multiprocessors"])
                 self.dropout_state = torch.empty(size, dtype=torch.uint8, device=data.device)
-            if not self.session.gpu["name"].startswith("NVIDIA H100"):
+            if not self.session.gpu["name"].startswith(MEASURED_ON):
                 self.session.note(
                     "{count} cuDNN dropout states (nn.LSTM/GRU/RNN with dropout, training) are sized as on the H100 (48 KiB per multiprocessor: cudnnDropoutGetStatesSize, measured there)"
                 )
@@ -428,9 +433,9 @@ class CudnnRnn(Rule):
         session.note(
             f"{{count}} cuDNN RNN calls ({NAMES[s.mode]} and the like) have an estimated workspace, freed within the call (not derived: fitted to the H100's measurements, rules/cudnn_rnn.py); peak memory may differ by up to {self.largest:,} bytes, the largest of their bounds"
         )
-        if not session.gpu["name"].startswith("NVIDIA H100"):
+        if not session.gpu["name"].startswith(MEASURED_ON):
             session.note(
-                "{count} cuDNN RNN calls have the reserve and workspace cuDNN 9.19 chose on the H100, not measured on this GPU"
+                "{count} cuDNN RNN calls have the reserve and workspace cuDNN 9.19 chose on the H100 and the H200, not measured on this GPU"
             )
         return workspace, reserve
 

@@ -90,6 +90,8 @@ class Reads(Rule):
         if op not in READS_ONE_VALUE:
             known = session.known_shape(call.func, args, call.kwargs)
             if known is not None:
+                if op == "equal":
+                    self._equal_scratch(call)
                 return known
         if op == "bincount":
             counted = self._bounded_bincount(call)
@@ -105,6 +107,22 @@ class Reads(Rule):
             f"{op} at {here()}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
             + ("" if op != "_local_scalar_dense" else " (a value only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)")
         )
+
+    def _equal_scratch(self, call: Call) -> None:
+        """CUDA's ``torch.equal`` of two tensors of one shape is ``eq(self, src).all().item()``
+        (aten/src/ATen/native/cuda/Equal.cpp, cuda_equal; 2.11 to 2.15): the elementwise result
+        and the reduction's one byte, both freed once read, unless the two are the same view of
+        one storage (its fast path). ``torch.istft`` checks its window's envelope this way."""
+        torch, args = self.torch, call.args
+        a, b = args[0], args[1]
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.device.type != "meta" or a.shape != b.shape or a.numel() == 0:
+            return
+        same_view = (
+            a.untyped_storage()._cdata == b.untyped_storage()._cdata and a.storage_offset() == b.storage_offset()
+            and a.dtype == b.dtype and a.stride() == b.stride()
+        )
+        if not same_view:
+            call.record.scratch([a.numel(), 1], call.frame)
 
     def _to_host(self, call: Call) -> Any:
         """A GPU tensor's values copied to the host: known values are copied; others the trace

@@ -6,10 +6,15 @@ snapshot, so that a figure for a program that uses them is not read as exact.
   (aten/src/ATen/native/cuda/linalg/BatchLinearAlgebraLib.cpp, ``at::cuda::getCUDADeviceAllocator()
   ->allocate(lwork * sizeof(scalar_t))``), or runs MAGMA, whose device buffers are its own; the
   sizes are cuSOLVER's and MAGMA's choices per shape, which the trace has no rule for.
-- FFTs (``torch.fft``): each cuFFT plan's work area is allocated from the caching allocator and
-  kept with the plan in PyTorch's plan cache (aten/src/ATen/native/cuda/CuFFTPlanCache.h,
-  ``CuFFTConfig``; up to ``torch.backends.cuda.cufft_plan_cache.max_size`` plans per device), so
-  it stays reserved after the call; its size is cuFFT's choice.
+- FFTs (``torch.fft``): each transform's cuFFT work area is allocated from the caching allocator
+  on every call, after the output, and freed when the transform returns
+  (aten/src/ATen/native/cuda/SpectralOps.cpp, ``_exec_fft``: ``at::empty({config->workspace_size()},
+  kByte)``; the plan, kept in PyTorch's plan cache, holds none); its size is cuFFT's choice per
+  plan. Measured on the H200 (reports/reference/h200/cufft, scripts/measure_cufft_workspaces.py):
+  none for every 2-D and 3-D transform measured and most 1-D ones; one or two times the transformed
+  data for 1-D lengths from 32,768 points (16,384 in float16, 8,192 in float64 real transforms) and
+  for some real-to-complex lengths (500, 1,536, 1,792, 2,000, 6,000); four to ten times for lengths with a large prime factor (1,021;
+  4,099; 12,289).
 
 What PyTorch's own code allocates around those calls is followed:
 
@@ -89,7 +94,7 @@ class CheckErrorsReduction(Rule):
 @register
 class SolverWorkspaces(Rule):
     ops = LINEAR_ALGEBRA | FFTS
-    source = "BatchLinearAlgebraLib.cpp (cuSOLVER buffers), CuFFTPlanCache.h (cuFFT work areas): sizes not derived"
+    source = "BatchLinearAlgebraLib.cpp (cuSOLVER buffers), SpectralOps.cpp _exec_fft (cuFFT work areas): sizes not derived"
     order = 60
 
     def after(self, call: Call, out: Any, made: List[Any]) -> None:
@@ -97,7 +102,7 @@ class SolverWorkspaces(Rule):
             return
         if call.op in FFTS:
             self.session.note(
-                "{count} FFTs are traced without cuFFT's work areas, which PyTorch allocates from the caching allocator and keeps with each plan in its plan cache (sizes are cuFFT's choice): peak allocated and reserved may be higher by their size"
+                "{count} FFTs are traced without cuFFT's work areas, which PyTorch allocates from the caching allocator for each call and frees when it returns (sizes are cuFFT's choice: on the H200 none for most transforms, up to twice the transformed data for lengths from 32,768 points and some real-to-complex ones, up to ten times for lengths with a large prime factor; reports/reference/h200/cufft): peak allocated and reserved may be higher by the largest"
             )
         else:
             self.session.note(
