@@ -241,6 +241,15 @@ def accumulation_size(dtype: Any, torch: Any) -> Optional[int]:
     return None
 
 
+# Reductions to the extreme values (ReduceMinValuesKernel.cu, ReduceMaxValuesKernel.cu:
+# min_values_kernel_cuda_impl and min_all_launch_kernel, for every dtype): gpu_reduce_kernel with
+# the input's own type as its accumulator and four values per load. min and max count only in their
+# whole-tensor overload (one result, one argument); over a dimension they return indices too, and
+# with two tensors they are elementwise.
+EXTREMA = {"min", "max", "amin", "amax"}
+# all and any (ReduceLogicKernel.cu, and_kernel_cuda and or_kernel_cuda): gpu_reduce_kernel with a
+# bool accumulator, four values per load, over an input of any dtype.
+LOGICAL = {"all", "any"}
 # Losses whose CUDA kernels keep a full-size output storage and a full-size temporary.
 LOSSES = {"mse_loss", "smooth_l1_loss", "huber_loss"}
 # Operators whose CUDA kernels allocate scratch of their own that the trace does not size (CUB's
@@ -264,8 +273,8 @@ class KernelScratch(Rule):
     """Scratch the kernels of reductions, softmaxes, layer norm and losses allocate for themselves
     (see the module's notes)."""
 
-    ops = {"sum", "mean", "linalg_vector_norm", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm", "native_layer_norm_backward"} | LOSSES
-    source = "ATen/native/cuda/Reduce.cuh, ReduceNormKernel.cu, SoftMax.cu, SoftMax.cpp, layer_norm_kernel.cu, Loss.cpp, Convolution.cpp"
+    ops = {"sum", "mean", "linalg_vector_norm", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm", "native_layer_norm_backward"} | LOSSES | EXTREMA | LOGICAL
+    source = "ATen/native/cuda/Reduce.cuh, ReduceNormKernel.cu, ReduceMinValuesKernel.cu, ReduceMaxValuesKernel.cu, ReduceLogicKernel.cu, SoftMax.cu, SoftMax.cpp, layer_norm_kernel.cu, Loss.cpp, Convolution.cpp"
     order = 60
 
     def result(self, call: Call, out: Any) -> Any:
@@ -324,6 +333,14 @@ class KernelScratch(Rule):
                 self._reduction(x, bound.get("dim"), first.element_size(), op == "mean", frame)
             if copy is not None:
                 record.free(*copy)
+        elif op in EXTREMA or op in LOGICAL:
+            x = bound["self"]
+            whole = op in ("amin", "amax", "all", "any") or (len(made) == 1 and len(call.args) == 1 and not call.kwargs)
+            if whole and isinstance(x, torch.Tensor) and x.device.type == "meta" and not x.is_complex():
+                dims = bound.get("dim")
+                dims = [dims] if isinstance(dims, int) else dims
+                arg_size = 1 if op in LOGICAL else x.element_size()
+                reduction_scratch(self.session, x, dims, first.element_size(), frame=frame, four_per_load=True, arg_size=arg_size)
         elif op == "linalg_vector_norm":
             # ReduceNormKernel.cu's norm_launch_kernel: gpu_reduce_kernel with its default four
             # values per load, accumulating 16-bit inputs in float, as sum does.
@@ -384,12 +401,15 @@ class KernelScratch(Rule):
         reduction_scratch(self.session, x, dims, out_elsize, four_per_load, frame)
 
 
-def reduction_scratch(session: Any, x: Any, dims: Any, out_elsize: int, four_per_load: bool, frame: Any) -> None:
+def reduction_scratch(session: Any, x: Any, dims: Any, out_elsize: int, four_per_load: bool, frame: Any, arg_size: Optional[int] = None) -> None:
     """The global buffer and semaphores of `gpu_reduce_kernel` for a CUDA reduction of `x` (a sum,
-    a mean or a norm), allocated and freed in the trace. `four_per_load`: the kernel loads four
-    values at a time whatever the dtype (MeanOps, the norms); a sum loads eight 16-bit ones."""
+    a mean, a norm, an extremum or a logical one), allocated and freed in the trace.
+    `four_per_load`: the kernel loads four values at a time whatever the dtype (MeanOps, the norms,
+    the extrema); a sum loads eight 16-bit ones. `arg_size`: the accumulator's bytes, where it is
+    not a sum's (``accumulation_size``)."""
     torch = session.torch
-    arg_size = accumulation_size(x.dtype, torch)
+    if arg_size is None:
+        arg_size = accumulation_size(x.dtype, torch)
     if arg_size is None:
         return
     shape, strides, elsize = list(x.shape), list(x.stride()), x.element_size()

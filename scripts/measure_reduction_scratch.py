@@ -1,0 +1,93 @@
+"""Measures, on a GPU, what CUDA reductions allocate beyond their results: gpu_reduce_kernel's
+global staging buffer and semaphores (ATen/native/cuda/Reduce.cuh), for a seeded random draw of
+reductions (min and max of a whole tensor, amin, amax, all, any and sum, over some or all
+dimensions, of contiguous and permuted inputs in several dtypes). Each line: the call and every
+allocation and completed free the caching allocator saw during it, in order. Run on a GPU machine:
+    python scripts/measure_reduction_scratch.py OUT.jsonl --seed N --random K"""
+
+import json
+import random
+import sys
+
+import torch
+
+OPS = ["min", "max", "amin", "amax", "all", "any", "sum"]
+DTYPES = ["float32", "float16", "bfloat16", "bool", "int64", "uint8"]
+
+
+def events_during(fn):
+    torch.cuda.synchronize()
+    torch.cuda.memory._record_memory_history(max_entries=10_000, stacks="python")
+    kept = fn()
+    torch.cuda.synchronize()
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return kept, [[e["action"][0], e["size"], e["addr"]] for e in snap["device_traces"][0] if e["action"] in ("alloc", "free_completed")]
+
+
+def make_input(shape, dtype, permute):
+    x = torch.randn(shape, device="cuda") if dtype not in ("bool", "int64", "uint8") else torch.randint(0, 3, shape, device="cuda")
+    x = x.to(getattr(torch, dtype))
+    if permute:
+        x = x.permute(*reversed(range(x.dim())))
+    return x
+
+
+def call_of(op, x, dims):
+    """The reduction as a program writes it; `dims` None reduces everything."""
+    if op in ("min", "max"):
+        return lambda: getattr(torch, op)(x)
+    if op == "sum":
+        return (lambda: x.sum()) if dims is None else (lambda: x.sum(dim=dims))
+    if op in ("all", "any"):
+        if dims is None:
+            return lambda: getattr(torch, op)(x)
+        return lambda: getattr(torch, op)(x, dim=dims[0] if len(dims) == 1 else dims)
+    return (lambda: getattr(torch, op)(x)) if dims is None else (lambda: getattr(torch, op)(x, dim=dims))
+
+
+def draw(rng):
+    ndim = rng.choice([1, 1, 2, 2, 3, 4])
+    budget = rng.choice([10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6, 10 ** 7, 5 * 10 ** 7])
+    shape = []
+    left = budget
+    for i in range(ndim):
+        n = max(1, int(round(left ** (1 / (ndim - i)) * rng.uniform(0.3, 2.5))))
+        shape.append(n)
+        left = max(1, left // n)
+    op = rng.choice(OPS)
+    dtype = rng.choice(DTYPES)
+    if op == "sum" and dtype in ("bool", "uint8"):
+        dtype = "float32"
+    dims = None
+    if op not in ("min", "max") and ndim > 1 and rng.random() < 0.6:
+        k = 1 if op in ("all", "any") and rng.random() < 0.5 else rng.randint(1, ndim - 1)
+        dims = sorted(rng.sample(range(ndim), k))
+    return {"op": op, "dtype": dtype, "shape": shape, "dims": dims, "permute": rng.random() < 0.3}
+
+
+def main():
+    sink = open(sys.argv[1], "w")
+    seed = int(sys.argv[sys.argv.index("--seed") + 1])
+    count = int(sys.argv[sys.argv.index("--random") + 1])
+    rng = random.Random(seed)
+    done = 0
+    for _ in range(count):
+        row = draw(rng)
+        try:
+            x = make_input(row["shape"], row["dtype"], row["permute"])
+            call = call_of(row["op"], x, row["dims"])
+            call()
+            out, events = events_during(call)
+            row.update(strides=list(x.stride()), output_bytes=out.numel() * out.element_size(), events=events)
+        except (RuntimeError, torch.OutOfMemoryError) as e:
+            row["error"] = str(e).splitlines()[0][:200]
+        sink.write(json.dumps(row) + "\n")
+        sink.flush()
+        done += 1
+        torch.cuda.empty_cache()
+    print(f"{done} measured", flush=True)
+
+
+if __name__ == "__main__":
+    main()
