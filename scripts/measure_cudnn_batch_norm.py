@@ -83,7 +83,8 @@ def main():
     for job in jobs:
         try:
             row = measure(*job)
-        except (RuntimeError, torch.OutOfMemoryError) as e:
+        except (RuntimeError, ValueError, torch.OutOfMemoryError) as e:
+            # ValueError: batch norm refuses one value per channel in training.
             row = {"job": list(job), "error": str(e).splitlines()[0][:200]}
         sink.write(json.dumps(row) + "\n")
         sink.flush()

@@ -897,3 +897,31 @@ def test_rms_norm_allocates_what_the_fused_cuda_kernel_does():
     assert forward == [("alloc", activation), ("alloc", 4 * 512 * 4)], forward
     assert [a for a in backward if a[0] == "alloc"][:2] == [("alloc", activation), ("alloc", 768 * 2)], backward
     assert [a for a in inference if a[0] == "alloc"] == [("alloc", activation), ("alloc", 4 * 512 * 4)], inference
+
+
+def _reduction_rows():
+    path = pathlib.Path(__file__).resolve().parents[2] / "reports/reference/h200/reductions/reductions-seed11.jsonl.gz"
+    import gzip
+    import json
+
+    with gzip.open(path, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    return [r for r in rows if "error" not in r][::10]
+
+
+@pytest.mark.parametrize("row", _reduction_rows(), ids=lambda r: f"{r['op']}-{r['dtype']}-{'x'.join(map(str, r['shape']))}-{r['dims']}-{'t' if r['permute'] else 'c'}")
+def test_reductions_stage_as_the_h200_did(row):
+    """gpu_reduce_kernel's staging buffer and semaphores (rules/kernels.py) for the extrema, all/any
+    and sums, and min/max's contiguous copy of a strided input, against the allocations the H200
+    made for the same call (reports/reference/h200/reductions)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
+    import measure_reduction_scratch as measured
+
+    with vramlab.trace(gpu="h200") as t:
+        x = measured.make_input(row["shape"], row["dtype"], row["permute"])
+        call = measured.call_of(row["op"], x, row["dims"])
+        mark = torch.empty(7, dtype=torch.uint8, device="cuda")
+        del mark
+        call()
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    assert sizes[len(sizes) - sizes[::-1].index(7) :] == [e[1] for e in row["events"] if e[0] == "a"]

@@ -238,17 +238,22 @@ def accumulation_size(dtype: Any, torch: Any) -> Optional[int]:
     where the trace does not model it (the integer types)."""
     if dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         return accumulation_type(dtype, torch).itemsize
+    if dtype == torch.int64:
+        # Integer sums accumulate in int64 (a narrower input is first converted: make_reduction_from_out_ty).
+        return 8
     return None
 
 
 # Reductions to the extreme values (ReduceMinValuesKernel.cu, ReduceMaxValuesKernel.cu:
 # min_values_kernel_cuda_impl and min_all_launch_kernel, for every dtype): gpu_reduce_kernel with
 # the input's own type as its accumulator and four values per load. min and max count only in their
-# whole-tensor overload (one result, one argument); over a dimension they return indices too, and
-# with two tensors they are elementwise.
+# whole-tensor overload (one result, one argument), which reduces ``self.contiguous()``
+# (ReduceOps.cpp, min and max: a copy of a strided input, made after the result and freed on
+# return); over a dimension they return indices too, and with two tensors they are elementwise.
 EXTREMA = {"min", "max", "amin", "amax"}
-# all and any (ReduceLogicKernel.cu, and_kernel_cuda and or_kernel_cuda): gpu_reduce_kernel with a
-# bool accumulator, four values per load, over an input of any dtype.
+# all and any (ReduceLogicKernel.cu, and_kernel_cuda and or_kernel_cuda): gpu_reduce_kernel over an
+# input of any dtype, four values per load, staging one input element per block and output (the H200
+# measured so: reports/reference/h200/reductions).
 LOGICAL = {"all", "any"}
 # Losses whose CUDA kernels keep a full-size output storage and a full-size temporary.
 LOSSES = {"mse_loss", "smooth_l1_loss", "huber_loss"}
@@ -329,18 +334,23 @@ class KernelScratch(Rule):
                 size = converted.untyped_storage().nbytes()
                 copy = (record.alloc(size, frame), size)
                 x = converted
-            if x.is_floating_point():
+            if x.is_floating_point() or (op == "sum" and x.dtype == torch.int64):
                 self._reduction(x, bound.get("dim"), first.element_size(), op == "mean", frame)
             if copy is not None:
                 record.free(*copy)
         elif op in EXTREMA or op in LOGICAL:
             x = bound["self"]
             whole = op in ("amin", "amax", "all", "any") or (len(made) == 1 and len(call.args) == 1 and not call.kwargs)
-            if whole and isinstance(x, torch.Tensor) and x.device.type == "meta" and not x.is_complex():
+            if whole and isinstance(x, torch.Tensor) and x.device.type == "meta" and not x.is_complex() and x.numel():
                 dims = bound.get("dim")
                 dims = [dims] if isinstance(dims, int) else dims
-                arg_size = 1 if op in LOGICAL else x.element_size()
-                reduction_scratch(self.session, x, dims, first.element_size(), frame=frame, four_per_load=True, arg_size=arg_size)
+                copy = None
+                if op in ("min", "max") and not x.is_contiguous():
+                    copy = (record.alloc(x.numel() * x.element_size(), frame), x.numel() * x.element_size())
+                    x = torch.empty(x.shape, dtype=x.dtype, device="meta")
+                reduction_scratch(self.session, x, dims, first.element_size(), frame=frame, four_per_load=True, arg_size=x.element_size())
+                if copy is not None:
+                    record.free(*copy)
         elif op == "linalg_vector_norm":
             # ReduceNormKernel.cu's norm_launch_kernel: gpu_reduce_kernel with its default four
             # values per load, accumulating 16-bit inputs in float, as sum does.
