@@ -311,7 +311,7 @@ def test_large_known_values_are_kept_within_their_budget_and_small_ones_always()
         held = [torch.zeros(batch, 1, side, side, device="cuda") for _ in range(fit - 1)]
         past = torch.zeros(batch, 1, side, side, device="cuda")
         with pytest.raises(vramlab.UnfollowedError):
-            past.sum().item()
+            bool((past != 0).any())
         assert torch.ones(8, device="cuda").sum().item() == 8
         del held[0]
         again = torch.zeros(batch, 1, side, side, device="cuda")
@@ -502,7 +502,7 @@ def test_nan_and_infinity_checks_are_answered_as_a_healthy_step():
     assert any(n.startswith("6 checks for NaN or infinity") for n in t.snapshot()["vramlab_notes"])
     with pytest.raises(UnfollowedError, match="reads values back"):
         with vramlab.trace():
-            torch.randn(4, device="cuda").sum().item()
+            bool(torch.randn(4, device="cuda").sum() > 0)
 
 
 def test_settings_pytorch_refuses_stop_the_trace_in_its_words(monkeypatch):

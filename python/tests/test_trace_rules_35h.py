@@ -236,8 +236,10 @@ def test_a_foreach_write_of_unknown_values_leaves_its_list_unknown():
         assert moments[1].sum().item() == 4.0
         grads = [torch.randn(4, device="cuda") for _ in range(2)]
         torch._foreach_addcmul_(moments, grads, grads, value=0.5)
+        # Only printed, the value is a placeholder (unknown.py); compared, it stops the trace.
+        assert str(moments[1].sum().item()) == "?"
         with pytest.raises(UnfollowedError):
-            moments[1].sum().item()
+            moments[1].sum().item() == 4.0
     assert t.snapshot()
 
 

@@ -47,25 +47,35 @@ def test_predictions_copied_to_the_host_and_only_kept_do_not_stop_the_trace():
 @pytest.mark.parametrize(
     "read",
     [
-        lambda p: p.max().item(),
         lambda p: p.tolist(),
         lambda p: p.numpy(),
         lambda p: repr(p),
         lambda p: bool(p[0, 0] > 0.5),
         lambda p: p.argmax(1).nonzero(),
-        lambda p: f"{p.sum():.3f}",
+        lambda p: p.max().item() > 0.5,
     ],
-    ids=["item", "tolist", "numpy", "print", "bool", "nonzero", "format"],
+    ids=["tolist", "numpy", "print", "bool", "nonzero", "item-compared"],
 )
 def test_a_read_of_values_copied_to_the_host_stops_the_trace_naming_both_lines(read):
-    """Any read of those values (or of what was computed from them) stops the trace, naming the
-    read's line and the copy's: a trace that went on would take a branch on made-up values."""
+    """Any read of those values (or of what was computed from them) that could steer the program
+    stops the trace, naming the read's line and the copy's: a trace that went on would take a
+    branch on made-up values."""
     with pytest.raises(UnfollowedError) as raised:
         with vramlab.trace(gpu="h200"):
             read(_predictions_on_the_host())
     message = str(raised.value)
-    assert "reads values it copied from the GPU to the host at" in message
-    assert message.count("test_trace_rules_35q.py:") == 2, message
+    assert "copied from the GPU to the host at" in message
+    assert message.count("test_trace_rules_35q.py:") >= 2, message
+
+
+def test_one_value_copied_to_the_host_and_only_printed_is_a_placeholder():
+    """A single value of those printed or logged (a metric's .item(), a format) changes nothing the
+    GPU allocates: it is handed over as a placeholder that prints as '?' (unknown.py), and said."""
+    with vramlab.trace(gpu="h200") as t:
+        predictions = _predictions_on_the_host()
+        line = f"max {predictions.max().item():.3f} sum {predictions.sum():.3f}"
+    assert line == "max ? sum ?"
+    assert any("placeholders" in n for n in t.snapshot()["vramlab_notes"])
 
 
 def test_values_copied_to_the_host_and_back_are_not_known_on_the_gpu():

@@ -24,6 +24,7 @@ from ..errors import UnfollowedError
 from .rules import PASS, Call
 from .rules.reads import READS_HOST_VALUES, READS_VALUES, UNKNOWN_HOST_READ, boolean_indices
 from .standin import legacy_dtype
+from .unknown import PLACEHOLDER_NOTE, UnknownFloat
 from .where import here, user_frame
 
 
@@ -41,6 +42,37 @@ class OnTheGpu(TorchFunctionMode):
         # What reads a host tensor's values outside ATen's operators.
         self.host_reads = self.host_views + (torch.Tensor.tolist, torch.Tensor.__repr__, torch.Tensor.__format__)
         self.mha_forward = torch.nn.functional.multi_head_attention_forward
+        # What reads one value of a tensor for printing or logging at least. Not float(t): Python
+        # makes a plain float of what __float__ returns, which could then decide in silence.
+        self.one_value_reads = (torch.Tensor.item, torch.Tensor.__format__, torch.Tensor.__repr__)
+
+    def _printable_value(self, t: Any) -> bool:
+        """A stand-in of one floating-point value, read where the program did not ask every read
+        answered (answer_reads)."""
+        torch = self.torch
+        if not (isinstance(t, torch.Tensor) and t.numel() == 1 and t.dtype.is_floating_point and self.session.answer_reads is None):
+            return False
+        if t.device.type != "meta":
+            # A host copy of a GPU value the trace does not have (model.weight[0].cpu()[0]).
+            return self.session.shadows.unknown_host([t]) is not None
+        return not self.session.record.program_meta(t)
+
+    def _read_one_value(self, t: Any) -> Any:
+        """The value, where the trace knows it (or a rule answers it), else an UnknownFloat."""
+        session = self.session
+        if t.device.type != "meta":
+            session.note(PLACEHOLDER_NOTE)
+            return UnknownFloat(f"{here()} (of values copied from the GPU to the host at {session.shadows.unknown_host([t])})")
+        session.placeholder_reads, session.placeholder_given = True, False
+        try:
+            value = self.torch.Tensor.item(t)
+        finally:
+            session.placeholder_reads = False
+        if session.placeholder_given:
+            session.placeholder_given = False
+            session.note(PLACEHOLDER_NOTE)
+            return UnknownFloat(here())
+        return value
 
     def _sequence_indices(self, index: Any) -> Any:
         """An index whose lists of integers become index tensors on the GPU, as PyTorch makes them
@@ -80,6 +112,13 @@ class OnTheGpu(TorchFunctionMode):
             # plain host memory, which needs no driver.
             kwargs["pin_memory"] = False
             session.note(PINNED_NOTE)
+        if func in self.one_value_reads and args and self._printable_value(args[0]):
+            value = self._read_one_value(args[0])
+            if func is torch.Tensor.__format__:
+                return format(value, *args[1:2])
+            if func is torch.Tensor.__repr__:
+                return f"tensor({value!r}, device='{self.cuda0}')" if isinstance(value, UnknownFloat) else func(*args, **kwargs)
+            return value
         if func in self.host_reads and args and isinstance(args[0], torch.Tensor):
             if args[0].device.type != "meta":
                 unknown = session.shadows.unknown_host(args[:1])

@@ -103,6 +103,11 @@ class trace:
         # Set while the program reads a stand-in's values through the host (tolist, printing):
         # its copy to the host is then a read, refused where the values are not known.
         self.reading_values: Optional[str] = None
+        # Set while the program reads one floating-point value (loss.item(), float(t), a format):
+        # an unknown one is then answered with a placeholder (unknown.py), which rules/reads.py
+        # says by setting `placeholder_given`.
+        self.placeholder_reads = False
+        self.placeholder_given = False
         self.autocast: Optional[Autocast] = None
         self.modes: List[Any] = []
         self.rules: Any = None

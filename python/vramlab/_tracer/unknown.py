@@ -1,0 +1,105 @@
+"""Floating-point values read back that a trace cannot know, handed to the program as placeholders
+as long as it only prints or logs them.
+
+Nearly every training script logs its loss: ``print(f"loss {loss.item():.4f}")``. A trace has no
+data, so it has no loss; but a value only printed changes nothing the GPU allocates. A read of one
+floating-point value of unknown worth (``.item()``, formatting or printing a one-element tensor)
+therefore gives an `UnknownFloat`: it prints as ``?``, and arithmetic on it (a running sum, an
+average) gives another. What would let the value steer the program stops the trace at that line,
+naming where the value was read: comparing it, taking its truth, or making an integer of it (a
+branch, an early stop, a shape, an index). What C code reads as a plain float (``math.isnan``, a
+JSON dump, ``torch.tensor(x)``) sees 0.0, a finite value, as a healthy step has; the snapshot's
+note says how many reads were answered this way.
+
+Reads of integers and booleans are not answered so: in C they are used as sizes and indices
+without a method of theirs being called, so a placeholder could not stop the trace where it would
+be wrong. Nor is ``float(t)``: Python makes a plain float of what ``__float__`` returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import UnfollowedError
+from .where import here
+
+PLACEHOLDER_NOTE = (
+    "{count} floating-point values read back (a loss logged with .item(), a format or print) were not known and were handed "
+    "to the program as placeholders that print as '?'; nothing the program decided used them (a comparison, a truth test or an "
+    "integer made of one would have stopped the trace at its line)"
+)
+
+
+class UnknownFloat(float):
+    """A value read back at `read_at` that the trace does not have (its float value is 0.0)."""
+
+    read_at: str
+
+    def __new__(cls, read_at: str) -> "UnknownFloat":
+        value = super().__new__(cls, 0.0)
+        value.read_at = read_at
+        return value
+
+    def _decides(self, how: str) -> UnfollowedError:
+        return UnfollowedError(
+            f"{how} at {here()}: the program decides on a value it read back at {self.read_at}, and a trace without data has none; "
+            "the trace up to there is kept (values only printed or logged are traced on; vramlab.trace(answer_reads=0.0), "
+            "--answer-reads 0, answers every read with 0 and follows the path that takes)"
+        )
+
+    def __format__(self, spec: str) -> str:
+        return "?"
+
+    def __str__(self) -> str:
+        return "?"
+
+    def __repr__(self) -> str:
+        return "?"
+
+    def __bool__(self) -> bool:
+        raise self._decides("a truth test")
+
+    def __int__(self) -> int:
+        raise self._decides("an integer made of it")
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        raise self._decides("round()")
+
+    def __floor__(self) -> int:
+        raise self._decides("math.floor()")
+
+    def __ceil__(self) -> int:
+        raise self._decides("math.ceil()")
+
+    def __trunc__(self) -> int:
+        raise self._decides("math.trunc()")
+
+    def __hash__(self) -> int:
+        return float.__hash__(self)
+
+
+def _compare(name: str) -> Callable[..., Any]:
+    def compare(self: UnknownFloat, other: Any) -> Any:
+        raise self._decides(f"a comparison ({name})")
+
+    return compare
+
+
+def _arithmetic(name: str) -> Callable[..., Any]:
+    operation = getattr(float, name)
+
+    def arithmetic(self: UnknownFloat, *others: Any) -> Any:
+        result = operation(self, *others)
+        # A number made from an unknown one is unknown too (a running sum, an average).
+        return UnknownFloat(self.read_at) if isinstance(result, float) else result
+
+    return arithmetic
+
+
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+    setattr(UnknownFloat, _name, _compare(_name.strip("_")))
+for _name in (
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+    "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__", "__abs__",
+):
+    setattr(UnknownFloat, _name, _arithmetic(_name))
