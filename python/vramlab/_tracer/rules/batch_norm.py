@@ -33,6 +33,15 @@ MAX_BLOCK_SIZE = 512
 ELEMENTS_PER_THREAD = 16
 OPTIMAL_TILE_W = 32
 MAX_H_BLOCK = 128
+# cuDNN's persistent batch norm (cudnn/BatchNorm.cpp, getCudnnBatchNormMode: training on a
+# channels-last input) asks for workspaces of its own choosing, one in the forward and one in the
+# backward, each freed within its call; measured on the H200 (reports/reference/h200/cudnn-batch-norm)
+# about one bit per element of the input, and not derived.
+CUDNN_PERSISTENT_NOTE = (
+    "{count} batch norms trained on channels-last inputs run cuDNN's persistent kernels, whose forward and backward "
+    "workspaces (freed within each call; on the H200 about one bit per element of the input, float32 rows 1/8 byte per "
+    "element plus about 1 KiB) are not traced: peak allocated and reserved may be higher by up to the largest of them"
+)
 # _select_batch_norm_backend's limits on the batch for cuDNN (training, evaluation).
 CUDNN_MAX_BATCH = (880801, 65535)
 
@@ -129,6 +138,8 @@ class NativeBatchNorm(Rule):
         if not (isinstance(x, torch.Tensor) and x.device.type == "meta") or x.numel() == 0 or not training:
             return
         if not kernels.native(x, weight, bias is not None, running_mean is not None, True):
+            if kernels.channels_last_kernels(x):
+                self.session.note(CUDNN_PERSISTENT_NOTE)
             return
         # batch_norm_choose_impl: ChannelsLast for 32-bit indexable inputs laid out channels-last.
         if not (kernels.fits_32bit(x) and kernels.channels_last_kernels(x)):
