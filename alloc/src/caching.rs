@@ -393,10 +393,6 @@ impl Caching {
         Self::slot(n.owner, n.pool)
     }
 
-    fn gc_enabled(&self) -> bool {
-        self.allowed.is_some() && self.conf.garbage_collection_threshold > 0.0
-    }
-
     fn add_node(&mut self, node: Node) -> usize {
         self.nodes.add(node)
     }
@@ -725,13 +721,32 @@ impl Caching {
     /// `garbage_collect_cached_blocks`: under a cap, once more than the threshold's share of it
     /// is held, releases unsplit cached large blocks at least as old as their average age
     /// (in `get_free_block` calls), oldest rounds first, until the excess is reclaimed.
-    fn garbage_collect(&mut self, device: &mut dyn DeviceMemory) {
-        let Some(allowed) = self.allowed else { return };
-        let threshold = (self.conf.garbage_collection_threshold * allowed as f64) as u64;
+    ///
+    /// Returns the limits under which it would have done just what it did (see
+    /// [`Policy::take_alike_limits`]). Its only use of the limit is the target, `total` less the
+    /// limit's threshold: it does nothing where the threshold reaches `total`; else it frees
+    /// blocks in rounds that do not depend on the target (each frees every unsplit cached
+    /// block at least as old as the average age of those left, the ages and order being the
+    /// state's), and goes on to another round while what it has reclaimed is below the target
+    /// (and the last round freed something, and blocks are left). Every target above what was
+    /// reclaimed before its last round, and (where it stopped because it had reclaimed enough)
+    /// at most what it reclaimed, runs the same rounds; the threshold growing with the limit,
+    /// those targets are an interval of limits.
+    fn garbage_collect(&mut self, device: &mut dyn DeviceMemory) -> AlikeLimits {
+        let Some(allowed) = self.allowed else {
+            return AlikeLimits::ANY;
+        };
+        let fraction = self.conf.garbage_collection_threshold;
+        let threshold = gc_threshold(fraction, allowed);
         if self.total <= threshold {
-            return;
+            // Nothing collected: nor under any limit whose threshold reaches `total`.
+            return AlikeLimits {
+                from: least_limit_with_threshold(fraction, self.total),
+                below: u64::MAX,
+            };
         }
-        let target = self.total - threshold;
+        let total = self.total;
+        let target = total - threshold;
         let large = Self::slot(0, Pool::Large);
         let calls = self.pools[large].free_block_calls;
         let age = |n: &Node| calls - n.gc_base;
@@ -744,7 +759,10 @@ impl Caching {
         let mut total_age: u64 = unsplit.iter().map(|&i| age(&self.nodes[i])).sum();
         let mut count = unsplit.len() as u64;
         let (mut reclaimed, mut freed) = (0u64, true);
+        // What was reclaimed before the last round run: every target above it enters that round.
+        let mut before_last = 0u64;
         while reclaimed < target && freed && count > 0 {
+            before_last = reclaimed;
             let threshold_age = total_age as f64 / count as f64;
             freed = false;
             let order: Vec<usize> = self.pools[large].blocks.iter().map(|k| k.3).collect();
@@ -760,6 +778,19 @@ impl Caching {
                 }
             }
         }
+        // A target above `before_last` enters every round this one entered (`reclaimed` only
+        // grows); where the loop stopped for having reclaimed enough alone, a target above
+        // `reclaimed` would go on to another round.
+        let stopped_by_target = freed && count > 0;
+        let from = if stopped_by_target {
+            // target' <= reclaimed: threshold' >= total - reclaimed.
+            least_limit_with_threshold(fraction, total - reclaimed)
+        } else {
+            0
+        };
+        // target' > before_last: threshold' < total - before_last.
+        let below = least_limit_with_threshold(fraction, total - before_last);
+        AlikeLimits { from, below }
     }
 
     /// The smallest `allowed` under which [`Caching::garbage_collect`] would do nothing now.
@@ -966,6 +997,28 @@ impl Caching {
     }
 }
 
+/// `garbage_collect_cached_blocks`'s threshold under `allowed`, as PyTorch computes it
+/// (`fraction * allowed` in floating point, truncated): never smaller for a larger `allowed`.
+fn gc_threshold(fraction: f64, allowed: u64) -> u64 {
+    (fraction * allowed as f64) as u64
+}
+
+/// The smallest limit whose garbage-collection threshold is at least `bytes` (searched
+/// exactly around the estimate, the threshold never shrinking as the limit grows).
+fn least_limit_with_threshold(fraction: f64, bytes: u64) -> u64 {
+    if bytes == 0 {
+        return 0;
+    }
+    let mut limit = (bytes as f64 / fraction).ceil() as u64;
+    while limit > 0 && gc_threshold(fraction, limit - 1) >= bytes {
+        limit -= 1;
+    }
+    while gc_threshold(fraction, limit) < bytes {
+        limit += 1;
+    }
+    limit
+}
+
 impl Policy for Caching {
     fn allocate(&mut self, device: &mut dyn DeviceMemory, request: u64, stream: u64) -> Result<Block, AllocError> {
         let size = self.round_size(request);
@@ -979,13 +1032,14 @@ impl Policy for Caching {
                 match self.allowed {
                     // Collection does nothing under `allowed`: nor under any limit from `least` up.
                     Some(allowed) if allowed >= least => self.alike.from = self.alike.from.max(least),
-                    // What it frees depends on the limit itself: no other limit is known alike.
-                    Some(_) => self.alike = AlikeLimits::NONE,
+                    // What it frees depends on the limit: alike under the limits it reports.
+                    Some(allowed) => {
+                        let collected = self.garbage_collect(device);
+                        debug_assert!(collected.contains(allowed), "{collected:?} {allowed}");
+                        self.alike = self.alike.and(collected);
+                    }
                     None => {}
                 }
-            }
-            if self.gc_enabled() {
-                self.garbage_collect(device);
             }
             found = self
                 .alloc_block(device, pool, stream, size, false)
@@ -1278,5 +1332,84 @@ mod tests {
         assert_eq!(rounded("roundup_power2_divisions:4", (5 << 20) + 1), 6 << 20);
         assert_eq!(rounded("roundup_power2_divisions:4", (1 << 20) + 1), 1_310_720);
         assert_eq!(rounded("roundup_power2_divisions:1", (1 << 20) + 1), (1 << 20) + 512);
+    }
+
+    /// What a garbage collection reports alike (issue 39): under every limit within it, a
+    /// collection from the same state frees the same blocks, and the limit it ran under lies
+    /// within it. Caches of unsplit blocks of many sizes and ages, collected under limits that
+    /// run one round, several, or stop for want of blocks to free.
+    #[test]
+    fn collections_alike_under_the_limits_they_report() {
+        use crate::SimDevice;
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut collections, mut inside, mut ranges) = (0, 0, 0);
+        for (round, conf) in [
+            "garbage_collection_threshold:0.6",
+            "garbage_collection_threshold:0.8,max_split_size_mb:128",
+        ]
+        .iter()
+        .cycle()
+        .take(24)
+        .enumerate()
+        {
+            let mut policy = Caching::new(AllocConf::parse(conf).unwrap(), 2 << 20);
+            let mut device = SimDevice::new(1 << 40);
+            // Blocks of many sizes, freed in a shuffled order between requests that hit or
+            // miss the cache, so that the cached blocks' ages differ.
+            let mut live: Vec<Block> = Vec::new();
+            for _ in 0..(40 + round * 8) {
+                let size = ((next() % 96) + 2) << 20;
+                live.push(policy.allocate(&mut device, size, 0).unwrap());
+                if next() % 3 == 0 && !live.len().is_multiple_of(5) {
+                    let at = (next() as usize) % live.len();
+                    let block = live.swap_remove(at);
+                    policy.free_requested(&mut device, block);
+                    policy.free(&mut device, block);
+                }
+            }
+            let (total, fraction) = (policy.total, policy.conf.garbage_collection_threshold);
+            let collected = |allowed: u64| {
+                let (mut policy, mut device) = (policy.clone(), device.clone());
+                policy.limit_memory(allowed);
+                let alike = policy.garbage_collect(&mut device);
+                let cached: Vec<FreeKey> = policy.pools.iter().flat_map(|p| p.blocks.iter().copied()).collect();
+                (alike, policy.total, cached)
+            };
+            // Limits from well below what would collect everything to past what collects nothing.
+            let (low, high) = (
+                (total as f64 * 0.5) as u64,
+                (total as f64 / fraction) as u64 + (64 << 20),
+            );
+            let mut allowed = low;
+            while allowed < high {
+                let (alike, held, cached) = collected(allowed);
+                assert!(alike.contains(allowed), "{alike:?} {allowed}");
+                collections += usize::from(held < total);
+                ranges += 1;
+                // Every limit within what it reported, the ends first, frees the same blocks.
+                let ends = [alike.from, alike.below.saturating_sub(1).min(high * 2)];
+                let inner = (0..4).map(|_| alike.from + next() % (ends[1] - alike.from + 1));
+                for other in ends.into_iter().chain(inner) {
+                    let (_, other_held, other_cached) = collected(other);
+                    assert_eq!(
+                        (other_held, &other_cached),
+                        (held, &cached),
+                        "{conf}: {allowed} and {other} within {alike:?}"
+                    );
+                    inside += 1;
+                }
+                allowed += (next() % (96 << 20)) + 1;
+            }
+        }
+        assert!(
+            collections > 100 && ranges > collections && inside > 500,
+            "{collections} {ranges} {inside}"
+        );
     }
 }

@@ -571,8 +571,9 @@ struct Followed {
 /// they were answered ([`Policy::take_alike_limits`]: PyTorch's allocator checks the cap when
 /// it asks the device for memory, granted for every cap from what would be held, refused for
 /// every cap below it; and, with a garbage-collection threshold, before each device request,
-/// collecting nothing for every cap from the least that collects nothing, otherwise known
-/// alike for no other cap). Two probes in the same state at `k`, the later one's capacity
+/// collecting nothing for every cap from the least that collects nothing, and collecting the
+/// same blocks for every cap whose target, what is held less the cap's threshold, runs the same
+/// rounds of the collection: see `Caching::garbage_collect`). Two probes in the same state at `k`, the later one's capacity
 /// within what was alike for the earlier from `k` to its end, take the same first step, so are
 /// in the same state after it, and so on by induction: every check is answered alike, so the
 /// later probe fails at the event the earlier failed at, or fits, and its granted requests
