@@ -925,3 +925,20 @@ def test_reductions_stage_as_the_h200_did(row):
         call()
     sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
     assert sizes[len(sizes) - sizes[::-1].index(7) :] == [e[1] for e in row["events"] if e[0] == "a"]
+
+
+def test_a_value_only_logged_is_a_placeholder_and_a_decision_on_it_stops_the_trace():
+    """unknown.py: loss.item() in a log line is handed over as '?'; arithmetic on it (a ratio of two
+    norms, a running mean) stays unknown without computing on its stand-in 0.0 (which divided by
+    zero in ISSUE35S's deep-equilibrium net); a comparison stops the trace naming both lines."""
+    with vramlab.trace(gpu="h100") as t:
+        norm = torch.randn(16, device="cuda").norm()
+        ratio = norm.item() / (1e-5 + norm.item())
+        line = f"{ratio:.3f} {3 / norm.item()} {sum([norm.item(), 1.0]) / 2} {-norm.item()} {abs(norm.item()) ** 2}"
+        with pytest.raises(UnfollowedError, match=r"a comparison \(lt\) at .*test_trace_rules.py:\d+: the program decides on a value it read back at .*test_trace_rules.py:\d+"):
+            if ratio < 1e-3:
+                pass
+        with pytest.raises(UnfollowedError, match="an integer made of it"):
+            int(norm.item())
+    assert line == "? ? ? ? ?"
+    assert any(n.startswith("7 floating-point values read back") for n in t.snapshot()["vramlab_notes"])

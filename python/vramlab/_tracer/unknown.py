@@ -86,12 +86,12 @@ def _compare(name: str) -> Callable[..., Any]:
 
 
 def _arithmetic(name: str) -> Callable[..., Any]:
-    operation = getattr(float, name)
-
     def arithmetic(self: UnknownFloat, *others: Any) -> Any:
-        result = operation(self, *others)
-        # A number made from an unknown one is unknown too (a running sum, an average).
-        return UnknownFloat(self.read_at) if isinstance(result, float) else result
+        # A number made from an unknown one is unknown too (a running sum, an average), and is
+        # not computed: its 0.0 would divide by zero.
+        if all(isinstance(other, (int, float)) for other in others):
+            return UnknownFloat(self.read_at)
+        return NotImplemented
 
     return arithmetic
 
