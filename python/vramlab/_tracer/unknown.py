@@ -98,8 +98,14 @@ def _arithmetic(name: str) -> Callable[..., Any]:
 
 for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
     setattr(UnknownFloat, _name, _compare(_name.strip("_")))
+def _unary(self: UnknownFloat) -> UnknownFloat:
+    return UnknownFloat(self.read_at)
+
+
 for _name in (
     "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
-    "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__", "__abs__",
+    "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
 ):
     setattr(UnknownFloat, _name, _arithmetic(_name))
+for _name in ("__neg__", "__pos__", "__abs__"):
+    setattr(UnknownFloat, _name, _unary)
