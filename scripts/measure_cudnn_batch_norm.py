@@ -13,17 +13,9 @@ import random
 import sys
 
 import torch
+
+from allocator_events import events_during
 import torch.nn.functional as F
-
-
-def events_during(fn):
-    torch.cuda.synchronize()
-    torch.cuda.memory._record_memory_history(max_entries=10_000, stacks="python")
-    kept = fn()
-    torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
-    return kept, [[e["action"][0], e["size"], e["addr"]] for e in snap["device_traces"][0] if e["action"] in ("alloc", "free_completed")]
 
 
 def measure(n, c, h, w, dtype, channels_last):

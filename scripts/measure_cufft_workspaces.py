@@ -20,6 +20,8 @@ import time
 
 import torch
 
+from allocator_events import events_during
+
 SIZES_1D = [16, 32, 64, 100, 128, 160, 200, 256, 320, 384, 400, 480, 500, 512, 640, 768, 800, 1000, 1024, 1536,
             1792, 2000, 2048, 2187, 3072, 3125, 4096, 6000, 8192, 16384, 32768, 65536, 131072, 262144, 1048576,
             97, 101, 1021, 4099, 12289]
@@ -31,20 +33,6 @@ SIZES_3D = [(8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (16, 32, 64), (
 BATCHES_3D = [1, 4, 32]
 STFT = {"n_fft": [256, 400, 512, 1024, 2048], "hop": [64, 128, 160, 256], "batch": [1, 4, 16, 64], "samples": [16000, 64000, 160000]}
 ELEMENTS_AT_MOST = 1 << 28
-
-
-def events_during(fn):
-    torch.cuda.synchronize()
-    torch.cuda.memory._record_memory_history(max_entries=10_000, stacks="python")
-    kept = fn()
-    torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
-    out = []
-    for e in snap["device_traces"][0]:
-        if e["action"] in ("alloc", "free_completed"):
-            out.append([e["action"][0], e["size"], e["addr"]])
-    return kept, out
 
 
 def transform(kind, dims):

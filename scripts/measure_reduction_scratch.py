@@ -11,18 +11,10 @@ import sys
 
 import torch
 
+from allocator_events import events_during
+
 OPS = ["min", "max", "amin", "amax", "all", "any", "sum"]
 DTYPES = ["float32", "float16", "bfloat16", "bool", "int64", "uint8"]
-
-
-def events_during(fn):
-    torch.cuda.synchronize()
-    torch.cuda.memory._record_memory_history(max_entries=10_000, stacks="python")
-    kept = fn()
-    torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
-    return kept, [[e["action"][0], e["size"], e["addr"]] for e in snap["device_traces"][0] if e["action"] in ("alloc", "free_completed")]
 
 
 def make_input(shape, dtype, permute):
