@@ -5,8 +5,8 @@ weight buffer), of a training forward, of its backward, and of an inference forw
 no_grad; sizes are the bytes PyTorch asked for. Writes JSON lines, one per configuration.
 
 The configurations are either a seeded random draw (--random N --seed S, only cells with
---cells), sweeps of one
-dimension at a time around a few bases (--sweep), or a list given as JSON lines (--configs F).
+--cells; --autocast: float32 layers under autocast), sweeps of one dimension at a time around a
+few bases (--sweep), or a list given as JSON lines (--configs F).
 Run on a GPU machine:
     python scripts/measure_cudnn_rnn.py OUT.jsonl [--sweep] [--random N --seed S [--cells]]
         [--configs CONFIGS.jsonl] [--seconds S]"""
@@ -19,24 +19,10 @@ import time
 import torch
 from torch import nn
 
+from allocator_events import events_during  # noqa: F401 (the tests replace it here)
+
 MODES = ("LSTM", "GRU", "RNN_TANH", "RNN_RELU")
 DTYPES = ("float32", "float16", "bfloat16")
-
-
-def events_during(fn):
-    """Runs fn with the allocator's history on; returns what fn returned and the allocations and
-    completed frees, in order, as [action, bytes, address]."""
-    torch.cuda.synchronize()
-    torch.cuda.memory._record_memory_history(max_entries=100_000, context=None, stacks="python")
-    kept = fn()
-    torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
-    out = []
-    for e in snap["device_traces"][0]:
-        if e["action"] in ("alloc", "free_completed"):
-            out.append([e["action"][0], e["size"], e["addr"]])
-    return kept, out
 
 
 def build(cfg):
@@ -77,7 +63,15 @@ def measure(cfg):
     if lengths:
         x = nn.utils.rnn.pack_padded_sequence(x, torch.tensor(lengths), batch_first=cfg.get("batch_first", False))
     module.train()
-    out, row["forward"] = events_during(lambda: module(x))
+
+    def forward():
+        # "autocast": a float32 layer run under torch.autocast("cuda", dtype) (AutocastRNN.cpp).
+        if cfg.get("autocast"):
+            with torch.autocast("cuda", dtype=getattr(torch, cfg["autocast"])):
+                return module(x)
+        return module(x)
+
+    out, row["forward"] = events_during(forward)
     y = out[0].data if lengths else out[0]
     grad = torch.ones_like(y)
     _, row["backward"] = events_during(lambda: y.backward(grad))
@@ -85,7 +79,7 @@ def measure(cfg):
     module.zero_grad(set_to_none=True)
     module.eval()
     with torch.no_grad():
-        _, row["forward_eval"] = events_during(lambda: module(x))
+        _, row["forward_eval"] = events_during(forward)
     return row
 
 
@@ -163,7 +157,11 @@ def main():
         jobs += sweep_configs()
     if "--random" in sys.argv:
         seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 0
-        jobs += random_configs(int(sys.argv[sys.argv.index("--random") + 1]), seed, "--cells" in sys.argv)
+        drawn = random_configs(int(sys.argv[sys.argv.index("--random") + 1]), seed, "--cells" in sys.argv)
+        if "--autocast" in sys.argv:
+            rng = random.Random(seed)
+            drawn = [cfg | {"dtype": "float32", "autocast": rng.choice(("float16", "bfloat16"))} for cfg in drawn if not cfg.get("cell")]
+        jobs += drawn
     meta = {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
             "gpu": torch.cuda.get_device_name(), "capability": list(torch.cuda.get_device_capability()),
             "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32}

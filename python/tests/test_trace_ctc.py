@@ -10,10 +10,7 @@ F = torch.nn.functional
 
 import vramlab  # noqa: E402
 from vramlab import UnfollowedError  # noqa: E402
-
-
-def allocations(snapshot):
-    return [(e["action"], e["size"]) for e in snapshot["device_traces"][0] if e["action"] in ("alloc", "free_completed")]
+from traced import allocations  # noqa: E402
 
 
 def ctc_events(steps, batch, labels, target_length, lengths_as="tensor"):

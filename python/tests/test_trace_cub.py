@@ -14,14 +14,11 @@ torch = pytest.importorskip("torch", reason="vramlab.trace needs PyTorch (pip in
 import vramlab  # noqa: E402
 from vramlab._tracer import compat  # noqa: E402
 from vramlab._tracer.rules import cub  # noqa: E402
+from traced import allocations  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "reports" / "reference" / "h100" / "trace-workloads"
 RELEASE = compat.release(torch)
-
-
-def allocations(snapshot):
-    return [(e["action"], e["size"]) for e in snapshot["device_traces"][0] if e["action"] in ("alloc", "free_completed")]
 
 
 def test_alias_temporaries_rounds_each_piece_to_256_and_adds_255():

@@ -15,14 +15,11 @@ import torch.nn as nn  # noqa: E402
 import vramlab  # noqa: E402
 from vramlab._tracer import compat  # noqa: E402
 from vramlab._tracer.rules import cub, embedding  # noqa: E402
+from traced import allocations  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "reports" / "reference" / "h100" / "trace-workloads"
 RELEASE = compat.release(torch)
-
-
-def allocations(snapshot):
-    return [(e["action"], e["size"]) for e in snapshot["device_traces"][0] if e["action"] in ("alloc", "free_completed")]
 
 
 def test_tile_state_is_aligned_twice():

@@ -13,6 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import vramlab  # noqa: E402
+from traced import place_mark, sizes_after_mark  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "reports/reference/h200/cufft/cufft-grid.jsonl.gz"
@@ -20,8 +21,6 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from measure_cufft_workspaces import transform  # noqa: E402
 
 COMPLEX = {"float32": torch.complex64, "float64": torch.complex128, "float16": torch.complex32}
-# A request no call makes, between the two calls of a row: the second call's allocations follow it.
-MARK = 7
 
 
 def _rows():
@@ -65,11 +64,9 @@ def _traced(r):
         call = _call(r)
         first = call()
         del first
-        mark = torch.empty(MARK, dtype=torch.uint8, device="cuda")
-        del mark
+        place_mark(torch)
         call()
-    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
-    return sizes[len(sizes) - sizes[::-1].index(MARK) :]
+    return sizes_after_mark(t.snapshot())
 
 
 def _measured(r):

@@ -18,13 +18,10 @@ import vramlab  # noqa: E402
 from vramlab import UnfollowedError  # noqa: E402
 from vramlab._tracer import compat  # noqa: E402
 from vramlab._tracer.rules import cublas  # noqa: E402
+from traced import allocations, place_mark, sizes_after_mark  # noqa: E402
 
 PACKAGE = pathlib.Path(vramlab.__file__).resolve().parent
 RELEASE = compat.release(torch)
-
-
-def allocations(snapshot):
-    return [(e["action"], e["size"]) for e in snapshot["device_traces"][0] if e["action"] in ("alloc", "free_completed")]
 
 
 # Layout --------------------------------------------------------------------------------------
@@ -920,11 +917,9 @@ def test_reductions_stage_as_the_h200_did(row):
     with vramlab.trace(gpu="h200") as t:
         x = measured.make_input(row["shape"], row["dtype"], row["permute"])
         call = measured.call_of(row["op"], x, row["dims"])
-        mark = torch.empty(7, dtype=torch.uint8, device="cuda")
-        del mark
+        place_mark(torch)
         call()
-    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
-    assert sizes[len(sizes) - sizes[::-1].index(7) :] == [e[1] for e in row["events"] if e[0] == "a"]
+    assert sizes_after_mark(t.snapshot()) == [e[1] for e in row["events"] if e[0] == "a"]
 
 
 def test_a_value_only_logged_is_a_placeholder_and_a_decision_on_it_stops_the_trace():
@@ -942,3 +937,21 @@ def test_a_value_only_logged_is_a_placeholder_and_a_decision_on_it_stops_the_tra
             int(norm.item())
     assert line == "? ? ? ? ?"
     assert any(n.startswith("7 floating-point values read back") for n in t.snapshot()["vramlab_notes"])
+
+
+def test_a_placeholder_prints_as_pytorch_prints_its_tensor():
+    """Tensor.__format__ gives the value of a 0-dim tensor only: a one-element tensor of more
+    dimensions is a TypeError under a spec, else its repr; a repr has its brackets, device, dtype
+    and grad_fn as torch/_tensor_str.py writes them (the host copy has no device)."""
+    with vramlab.trace(gpu="h100"):
+        weight = torch.randn(1, device="cuda", requires_grad=True)
+        loss = (weight * 2).sum()
+        formatted, printed, leaf = f"{loss:.4f}", repr(loss), f"{weight}"
+        half, host = repr(loss.half()), repr(loss.detach().cpu())
+        with pytest.raises(TypeError, match="unsupported format string passed to Tensor.__format__"):
+            f"{weight:.4f}"
+    assert formatted == "?"
+    assert printed == "tensor(?, device='cuda:0', grad_fn=<SumBackward0>)"
+    assert leaf == "tensor([?], device='cuda:0', requires_grad=True)"
+    assert half == "tensor(?, device='cuda:0', dtype=torch.float16, grad_fn=<ToCopyBackward0>)"
+    assert host == "tensor(?)"

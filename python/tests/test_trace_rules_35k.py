@@ -6,10 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import vramlab  # noqa: E402
-
-
-def events(t, start=0):
-    return [(e["action"][0], e["size"]) for e in t.snapshot()["device_traces"][0] if e["action"] in ("alloc", "free_requested")][start:]
+from traced import events  # noqa: E402
 
 
 def mark(t):

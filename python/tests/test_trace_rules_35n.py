@@ -10,13 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import vramlab  # noqa: E402
+from traced import events  # noqa: E402
 from vramlab._tracer.rules import convolution  # noqa: E402
 
 MEASURED = pathlib.Path(__file__).resolve().parents[2] / "reports" / "reference" / "h200" / "conv-workspaces"
-
-
-def events(t, start=0):
-    return [(e["action"][0], e["size"]) for e in t.snapshot()["device_traces"][0] if e["action"] in ("alloc", "free_requested")][start:]
 
 
 def _depthwise_backward(layout):

@@ -57,6 +57,22 @@ class OnTheGpu(TorchFunctionMode):
             return self.session.shadows.unknown_host([t]) is not None
         return not self.session.record.program_meta(t)
 
+    def _placeholder_repr(self, t: Any, value: UnknownFloat) -> str:
+        """A one-element tensor printed as torch/_tensor_str.py prints it (brackets per dimension;
+        the device unless it is the host; the dtype unless it is the default; grad_fn, or
+        requires_grad on a leaf), with the placeholder for its value."""
+        torch = self.torch
+        parts = ["[" * t.dim() + str(value) + "]" * t.dim()]
+        if t.device.type == "meta":
+            parts.append(f"device='{self.cuda0}'")
+        if t.dtype != torch.get_default_dtype():
+            parts.append(f"dtype={t.dtype}")
+        if t.grad_fn is not None:
+            parts.append(f"grad_fn=<{type(t.grad_fn).__name__}>")
+        elif t.requires_grad:
+            parts.append("requires_grad=True")
+        return f"tensor({', '.join(parts)})"
+
     def _read_one_value(self, t: Any) -> Any:
         """The value, where the trace knows it (or a rule answers it), else an UnknownFloat."""
         session = self.session
@@ -113,11 +129,17 @@ class OnTheGpu(TorchFunctionMode):
             kwargs["pin_memory"] = False
             session.note(PINNED_NOTE)
         if func in self.one_value_reads and args and self._printable_value(args[0]):
+            if func is torch.Tensor.__format__ and args[0].dim() > 0:
+                # As Tensor.__format__ does: only a 0-dim tensor formats as its value; others go to
+                # object.__format__, a TypeError for a spec such as ".4f", else their repr.
+                if len(args) > 1 and args[1]:
+                    raise TypeError(f"unsupported format string passed to {type(args[0]).__name__}.__format__")
+                func = torch.Tensor.__repr__
             value = self._read_one_value(args[0])
             if func is torch.Tensor.__format__:
                 return format(value, *args[1:2])
             if func is torch.Tensor.__repr__:
-                return f"tensor({value!r}, device='{self.cuda0}')" if isinstance(value, UnknownFloat) else func(*args, **kwargs)
+                return self._placeholder_repr(args[0], value) if isinstance(value, UnknownFloat) else func(args[0])
             return value
         if func in self.host_reads and args and isinstance(args[0], torch.Tensor):
             if args[0].device.type != "meta":

@@ -238,6 +238,39 @@ class Autocast:
                 raise RuntimeError(f"Unexpected floating ScalarType in at::autocast::prioritize: {value.dtype}")
         return current
 
+    def _cudnn_rnn_cast_reflatten(self, op: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        """AutocastRNN.cpp's kernel for ``_cudnn_rnn``: float16 whatever autocast's dtype (bfloat16
+        included). Unless the weights (their flat buffer, where given) are float16 already, a new
+        zeroed float16 buffer is made each call (RNNUtils' copy_weights_to_flat_buf_views, without
+        biases where the layer has none), and each weight is copied into a tensor set on it at
+        cuDNN's offset: the copies are what autograd records, so each weight's gradient is cast
+        back from float16 in the backward. Then the input, hx and cx are cast (cx first)."""
+        from .cudnn_rnn import layout, num_weights
+
+        torch = self.torch
+        half = torch.float16
+        names = [a.name for a in op._schema.arguments]
+        b = dict(zip(names, args))
+        b.update(kwargs)
+        weights, buf, stride0 = list(b["weight"]), b["weight_buf"], b["weight_stride0"]
+        lead = buf if buf is not None else weights[0]
+        if self._eligible(lead) and lead.dtype != half:
+            x, proj, directions = b["input"], b["proj_size"], 2 if b["bidirectional"] else 1
+            geometry = (b["mode"], x.shape[-1], b["hidden_size"], proj, b["num_layers"], directions)
+            include_bias = not (stride0 == 2 or (stride0 == 3 and proj > 0))
+            buf = torch.zeros(num_weights(*geometry), dtype=half, device=lead.device)
+            flat = []
+            for weight, at in zip(weights, layout(*geometry, include_bias)):
+                param = torch.empty(0, dtype=half, device=lead.device).set_(buf.untyped_storage(), at, weight.shape)
+                param.copy_(weight)
+                flat.append(param)
+            weights = flat
+        b["cx"] = self.cast(half, b["cx"])
+        b["hx"] = self.cast(half, b["hx"])
+        b["input"] = self.cast(half, b["input"])
+        b["weight"], b["weight_buf"] = weights, buf
+        return op(*(b[n] for n in names[: len(args)]), **{n: b[n] for n in kwargs})
+
     def _kernel(self, name: str, op: Any, policy: str) -> Callable[..., Any]:
         torch = self.torch
         excluded = torch._C.DispatchKeySet(self.key)
@@ -272,8 +305,10 @@ class Autocast:
                     return self._call_cast(op, to, args, kwargs)
                 if policy == BANNED:
                     raise RuntimeError(_BANNED_MESSAGE)
+                if policy == RECURRENT:
+                    return self._cudnn_rnn_cast_reflatten(op, args, kwargs)
                 raise UnfollowedError(
-                    f"{name} under autocast('cuda') at {self.where()}: vramlab.trace has no autocast policy for it ({'recurrent layers are not followed' if policy == RECURRENT else 'the installed torch casts it, and torch 2.11 did not'}); the trace up to there is kept"
+                    f"{name} under autocast('cuda') at {self.where()}: vramlab.trace has no autocast policy for it (the installed torch casts it, and torch 2.11 did not); the trace up to there is kept"
                 )
 
         return kernel
