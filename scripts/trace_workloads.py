@@ -1092,6 +1092,7 @@ from trace_workloads_35p import ISSUE35P  # noqa: E402
 from trace_workloads_35q import ISSUE35Q  # noqa: E402
 from trace_workloads_35r import ISSUE35R  # noqa: E402
 from trace_workloads_35s import ISSUE35S  # noqa: E402
+from trace_workloads_35t import ISSUE35T  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1129,5 +1130,6 @@ GROUPS = {
     "issue35q": ISSUE35Q,
     "issue35r": ISSUE35R,
     "issue35s": ISSUE35S,
+    "issue35t": ISSUE35T,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
