@@ -29,7 +29,7 @@ def _layer_rows(name):
     return [r for r in rows if not r["config"].get("cell") and "error" not in r]
 
 
-def _traced_events(cfg):
+def _traced_events(cfg, gpu="h100"):
     """What tracing one measured configuration allocates and frees, per phase, as [action, bytes, is
     a workspace]."""
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -46,7 +46,7 @@ def _traced_events(cfg):
     measured = measure_cudnn_rnn.events_during
     measure_cudnn_rnn.events_during = during
     try:
-        with vramlab.trace(gpu="h100") as t:
+        with vramlab.trace(gpu=gpu) as t:
             measure_cudnn_rnn.measure(cfg)
     finally:
         measure_cudnn_rnn.events_during = measured
@@ -74,8 +74,8 @@ def _workspaces_apart(events):
     return out
 
 
-def _matches(row):
-    ours = _traced_events(row["config"])
+def _matches(row, gpu="h100"):
+    ours = _traced_events(row["config"], gpu)
     return all(_workspaces_apart(ours[p]) == _workspaces_apart(row[p]) for p in PHASES)
 
 
@@ -140,3 +140,22 @@ def test_an_lstm_model_trains_two_steps_in_a_trace():
     # The flat weight buffer: 2 layers of 4 gates, both biases.
     flat = 4 * (4 * 64 * (32 + 64) + 8 * 64 + 4 * 64 * (64 + 64) + 8 * 64)
     assert flat in [e["size"] for e in snapshot["device_traces"][0] if e["action"] == "alloc"]
+
+
+def _autocast_rows():
+    path = ROOT / "reports/reference/h200/recurrent-autocast/autocast-seed23.jsonl.gz"
+    rows = [json.loads(line) for line in gzip.open(path, "rt")][1:]
+    return [r for r in rows if "error" not in r]
+
+
+def test_recurrent_layers_under_autocast_allocate_as_the_h200_did_but_for_the_workspaces():
+    """float32 layers run under autocast("cuda", float16 or bfloat16): AutocastRNN.cpp's float16
+    weight buffer made and filled each call, the casts of input, hx and cx, and in the backward each
+    weight's gradient cast back to float32 (rules/autocast.py), event for event on a seeded draw
+    measured on an H200 after the rule was committed (reports/reference/h200/recurrent-autocast:
+    held out, 141 of 146 rows were exact, the five others off by 32 bytes in the reserve, since
+    mended)."""
+    rows = _autocast_rows()[:: max(1, EVERY // 4)]
+    exact = sum(_matches(row, "h200") for row in rows)
+    assert exact == len(rows), (exact, len(rows))
+
