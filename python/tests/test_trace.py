@@ -1094,7 +1094,7 @@ def test_reads_are_answered_only_when_asked_and_always_said():
     with vramlab.trace() as t:
         program()
     notes = [n for n in t.snapshot()["vramlab_notes"] if "placeholders" in n]
-    assert len(notes) == 1 and notes[0].startswith("4 floating-point values read back")
+    assert len(notes) == 1 and notes[0].startswith("4 values read back")
     # A value that decides stops the trace, naming where it was read.
     with pytest.raises(UnfollowedError, match=r"a comparison \(lt\) at .*decides on a value it read back at"):
         with vramlab.trace():

@@ -24,8 +24,18 @@ from ..errors import UnfollowedError
 from .rules import PASS, Call
 from .rules.reads import READS_HOST_VALUES, READS_VALUES, UNKNOWN_HOST_READ, boolean_indices
 from .standin import legacy_dtype
-from .unknown import PLACEHOLDER_NOTE, UnknownFloat
+from .unknown import PLACEHOLDER_NOTE, UnknownFloat, UnknownInt
 from .where import here, user_frame
+
+
+def _placeholder_dtype(torch: Any, dtype: Any) -> bool:
+    """Values of this type only printed or counted can be placeholders (unknown.py): floating
+    point and integers, not booleans (a boolean read is a decision)."""
+    return dtype.is_floating_point or (dtype != torch.bool and not dtype.is_complex)
+
+
+def _unknown(t: Any) -> Any:
+    return UnknownFloat if t.dtype.is_floating_point else UnknownInt
 
 
 class OnTheGpu(TorchFunctionMode):
@@ -50,14 +60,14 @@ class OnTheGpu(TorchFunctionMode):
         """A stand-in of one floating-point value, read where the program did not ask every read
         answered (answer_reads)."""
         torch = self.torch
-        if not (isinstance(t, torch.Tensor) and t.numel() == 1 and t.dtype.is_floating_point and self.session.answer_reads is None):
+        if not (isinstance(t, torch.Tensor) and t.numel() == 1 and _placeholder_dtype(torch, t.dtype) and self.session.answer_reads is None):
             return False
         if t.device.type != "meta":
             # A host copy of a GPU value the trace does not have (model.weight[0].cpu()[0]).
             return self.session.shadows.unknown_host([t]) is not None
         return not self.session.record.program_meta(t)
 
-    def _placeholder_repr(self, t: Any, value: UnknownFloat) -> str:
+    def _placeholder_repr(self, t: Any, value: Any) -> str:
         """A one-element tensor printed as torch/_tensor_str.py prints it (brackets per dimension;
         the device unless it is the host; the dtype unless it is the default; grad_fn, or
         requires_grad on a leaf), with the placeholder for its value."""
@@ -65,7 +75,7 @@ class OnTheGpu(TorchFunctionMode):
         parts = ["[" * t.dim() + str(value) + "]" * t.dim()]
         if t.device.type == "meta":
             parts.append(f"device='{self.cuda0}'")
-        if t.dtype != torch.get_default_dtype():
+        if t.dtype not in (torch.get_default_dtype(), torch.int64):
             parts.append(f"dtype={t.dtype}")
         if t.grad_fn is not None:
             parts.append(f"grad_fn=<{type(t.grad_fn).__name__}>")
@@ -78,7 +88,7 @@ class OnTheGpu(TorchFunctionMode):
         session = self.session
         if t.device.type != "meta":
             session.note(PLACEHOLDER_NOTE)
-            return UnknownFloat(f"{here()} (of values copied from the GPU to the host at {session.shadows.unknown_host([t])})")
+            return _unknown(t)(f"{here()} (of values copied from the GPU to the host at {session.shadows.unknown_host([t])})")
         session.placeholder_reads, session.placeholder_given = True, False
         try:
             value = self.torch.Tensor.item(t)
@@ -87,7 +97,7 @@ class OnTheGpu(TorchFunctionMode):
         if session.placeholder_given:
             session.placeholder_given = False
             session.note(PLACEHOLDER_NOTE)
-            return UnknownFloat(here())
+            return _unknown(t)(here())
         return value
 
     def _sequence_indices(self, index: Any) -> Any:
@@ -139,7 +149,7 @@ class OnTheGpu(TorchFunctionMode):
             if func is torch.Tensor.__format__:
                 return format(value, *args[1:2])
             if func is torch.Tensor.__repr__:
-                return self._placeholder_repr(args[0], value) if isinstance(value, UnknownFloat) else func(args[0])
+                return self._placeholder_repr(args[0], value) if isinstance(value, (UnknownFloat, UnknownInt)) else func(args[0])
             return value
         if func in self.host_reads and args and isinstance(args[0], torch.Tensor):
             if args[0].device.type != "meta":

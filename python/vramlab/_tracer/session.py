@@ -421,6 +421,18 @@ class trace:
             self.stopped = stopped_by(exc)
         elif isinstance(exc, KeyboardInterrupt):
             self.stopped = "interrupted (KeyboardInterrupt)"
+        if isinstance(exc, TypeError) and "UnknownInt" in str(exc) and traceback is not None:
+            # PyTorch's argument parser refuses a placeholder integer (unknown.py) as a size or an
+            # argument before any mode sees the call: that is the refusal, said as one.
+            frame = traceback
+            while frame.tb_next is not None:
+                frame = frame.tb_next
+            where = f"{frame.tb_frame.f_code.co_filename}:{frame.tb_lineno}"
+            self.stopped = (
+                f"{str(exc).splitlines()[0].split(' - ')[0]} at {where}: an integer the program read back was used as a size or an "
+                "argument, and a trace without data has none; the trace up to there is kept"
+            )
+            raise UnfollowedError(self.stopped) from exc
         if self.escaped is not None and not isinstance(exc, UnfollowedError):
             # The program's own error after a thread's refused work (a result that never came)
             # follows from the refusal, which is said instead.

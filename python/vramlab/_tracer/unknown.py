@@ -11,9 +11,11 @@ branch, an early stop, a shape, an index). What C code reads as a plain float (`
 JSON dump, ``torch.tensor(x)``) sees 0.0, a finite value, as a healthy step has; the snapshot's
 note says how many reads were answered this way.
 
-Reads of integers and booleans are not answered so: in C they are used as sizes and indices
-without a method of theirs being called, so a placeholder could not stop the trace where it would
-be wrong. Nor is ``float(t)``: Python makes a plain float of what ``__float__`` returns.
+An integer read so (``correct += (pred == y).sum().item()``, the count an accuracy is made of) gives
+an `UnknownInt`, which is no ``int``: C code that would take it as a size or an index must ask its
+``__index__``, and that stops the trace at the line; arithmetic keeps it unknown, and a division
+gives an `UnknownFloat`. Booleans are not answered so (a boolean read is a decision), nor is
+``float(t)`` or ``int(t)``: Python makes a plain number of what ``__float__`` or ``__int__`` returns.
 """
 
 from __future__ import annotations
@@ -24,10 +26,19 @@ from ..errors import UnfollowedError
 from .where import here
 
 PLACEHOLDER_NOTE = (
-    "{count} floating-point values read back (a loss logged with .item(), a format or print) were not known and were handed "
-    "to the program as placeholders that print as '?'; nothing the program decided used them (a comparison, a truth test or an "
-    "integer made of one would have stopped the trace at its line)"
+    "{count} values read back (a loss logged with .item(), a count of correct predictions, a format or print) were not known "
+    "and were handed to the program as placeholders that print as '?'; nothing the program decided used them (a comparison, "
+    "a truth test, or a number made of one for a size or an index, would have stopped the trace at its line)"
 )
+
+
+def _decision(read_at: str, how: str) -> UnfollowedError:
+    """Where a value read back at `read_at` would steer the program."""
+    return UnfollowedError(
+        f"{how} at {here()}: the program decides on a value it read back at {read_at}, and a trace without data has none; "
+        "the trace up to there is kept (values only printed or logged are traced on; vramlab.trace(answer_reads=0.0), "
+        "--answer-reads 0, answers every read with 0 and follows the path that takes)"
+    )
 
 
 class UnknownFloat(float):
@@ -41,11 +52,7 @@ class UnknownFloat(float):
         return value
 
     def _decides(self, how: str) -> UnfollowedError:
-        return UnfollowedError(
-            f"{how} at {here()}: the program decides on a value it read back at {self.read_at}, and a trace without data has none; "
-            "the trace up to there is kept (values only printed or logged are traced on; vramlab.trace(answer_reads=0.0), "
-            "--answer-reads 0, answers every read with 0 and follows the path that takes)"
-        )
+        return _decision(self.read_at, how)
 
     def __format__(self, spec: str) -> str:
         return "?"
@@ -109,3 +116,70 @@ for _name in (
     setattr(UnknownFloat, _name, _arithmetic(_name))
 for _name in ("__neg__", "__pos__", "__abs__"):
     setattr(UnknownFloat, _name, _unary)
+
+
+class UnknownInt:
+    """An integer read back at `read_at` that the trace does not have. Not an ``int``, so that no
+    C code reads it as a size or index in silence: each way to make a plain number of it stops the
+    trace (`UnknownFloat._decides`)."""
+
+    __slots__ = ("read_at",)
+
+    def __init__(self, read_at: str) -> None:
+        self.read_at = read_at
+
+    def _decides(self, how: str) -> UnfollowedError:
+        return _decision(self.read_at, how)
+
+    def __format__(self, spec: str) -> str:
+        return "?"
+
+    def __str__(self) -> str:
+        return "?"
+
+    def __repr__(self) -> str:
+        return "?"
+
+    def __bool__(self) -> bool:
+        raise self._decides("a truth test")
+
+    def __index__(self) -> int:
+        raise self._decides("a size, an index or a range made of it")
+
+    def __int__(self) -> int:
+        raise self._decides("an integer made of it")
+
+    def __float__(self) -> float:
+        raise self._decides("a number made of it outside Python's arithmetic")
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        raise self._decides("round()")
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __neg__(self) -> "UnknownInt":
+        return UnknownInt(self.read_at)
+
+    __pos__ = __abs__ = __neg__
+
+
+def _integer_arithmetic(name: str) -> Callable[..., Any]:
+    def arithmetic(self: UnknownInt, other: Any) -> Any:
+        if isinstance(other, bool) or not isinstance(other, (int, float, UnknownInt)):
+            return NotImplemented
+        if "truediv" in name or isinstance(other, float):
+            return UnknownFloat(self.read_at)
+        return UnknownInt(self.read_at)
+
+    return arithmetic
+
+
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+    setattr(UnknownInt, _name, _compare(_name.strip("_")))
+for _name in (
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+    "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
+):
+    setattr(UnknownInt, _name, _integer_arithmetic(_name))
+

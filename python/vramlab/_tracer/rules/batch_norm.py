@@ -17,15 +17,21 @@ in the wheel's headers; ``Normalization.cu``):
   gradient, then ``sum_dy_xmu`` and ``sum_dy`` freed. The meta kernel makes the three gradients
   alone, input's first.
 
+Where cuDNN runs it, ``_batch_norm_impl_index`` first copies the input to its suggested memory format
+(``input.contiguous(input.suggest_memory_format())``: a transposed ``[N, L, C]`` sequence handed to
+``nn.BatchNorm1d``, say), and ``cudnn_batch_norm`` keeps that copy for its backward;
+``cudnn_batch_norm_backward`` copies the output's gradient likewise, freed when it returns
+(``cudnn/BatchNorm.cpp``). Seen on ISSUE35T's PatchTST, whose batch norms take such sequences.
+
 Seen on ISSUE35E: BatchNorm1d's backward in a triplet-loss embedder (each step's order and two
 8 KiB sums), and the staging buffers of a channels-last ResNet-26d under bfloat16 autocast.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from . import Call, Rule, register
+from . import PASS, Call, FunctionRule, Rule, register, register_function
 from .kernels import fits_32bit_indexing
 
 # Normalization.cuh (CUDA, not ROCm): MAX_BLOCK_SIZE, ELEMENTS_PER_THREAD, OPTIMAL_TILE_W, MAX_H_BLOCK.
@@ -91,6 +97,21 @@ class BatchNormRules:
         )
         return not cudnn
 
+    def suggested_format(self, t: Any) -> Any:
+        """Tensor::suggest_memory_format: channels-last where the strides are ordered so
+        (c10's is_channels_last_strides_2d/3d, ambiguous cases contiguous), else contiguous."""
+        torch = self.torch
+        orders = {4: ((1, 3, 2, 0), torch.channels_last), 5: ((1, 4, 3, 2, 0), torch.channels_last_3d)}
+        if t.dim() not in orders or t.stride(1) == 0:
+            return torch.contiguous_format
+        order, channels_last = orders[t.dim()]
+        least = 0
+        for d in order:
+            if t.size(d) == 0 or t.stride(d) < least or (d == 0 and least == t.stride(1)):
+                return torch.contiguous_format
+            least = t.stride(d) * (t.size(d) if t.size(d) > 1 else 1)
+        return channels_last
+
     def channels_last_kernels(self, t: Any) -> bool:
         torch = self.torch
         if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
@@ -155,7 +176,7 @@ class NativeBatchNorm(Rule):
         if not (isinstance(x, torch.Tensor) and x.device.type == "meta") or x.numel() == 0 or not train:
             return False
         if not kernels.native(x, weight, weight is not None, running_mean is not None, True):
-            return False
+            return self.cudnn_backward(call, grad_out, x, made)
         fused = mask[0] and not kernels.channels_last_kernels(x) and kernels.fits_32bit(x) and kernels.fits_32bit(grad_out)
         if fused:
             return False
@@ -185,3 +206,53 @@ class NativeBatchNorm(Rule):
         for addr, size in dropped:
             record.free(addr, size)
         return True
+
+    def cudnn_backward(self, call: Call, grad_out: Any, x: Any, made: List[Any]) -> bool:
+        """cudnn_batch_norm_backward: the output's gradient copied to the input's format first
+        where it is not so laid out, freed after the gradients are made."""
+        if grad_out.is_contiguous(memory_format=self.kernels.suggested_format(x)):
+            return False
+        record, frame = call.record, call.frame
+        size = grad_out.numel() * grad_out.element_size()
+        copy = record.alloc(size, frame)
+        for grad in made:
+            record.track(grad, frame)
+        record.free(copy, size)
+        return True
+
+
+@register_function
+class CudnnBatchNormInput(FunctionRule):
+    """``F.batch_norm`` and ``torch.batch_norm`` where cuDNN runs them on an input not laid out in its
+    suggested memory format: the copy ``_batch_norm_impl_index`` makes, which autograd keeps with
+    the batch norm as cuDNN's does (the meta path would normalise the input as it is)."""
+
+    names = ("batch_norm",)
+    source = "aten/src/ATen/native/Normalization.cpp (_batch_norm_impl_index, the cuDNN branch)"
+
+    def call(self, mode: Any, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
+        torch = self.torch
+        if func is torch.nn.functional.batch_norm:
+            order = ("input", "running_mean", "running_var", "weight", "bias", "training")
+        elif func is torch.batch_norm:
+            order = ("input", "weight", "bias", "running_mean", "running_var", "training")
+        else:
+            return PASS
+        bound: Dict[str, Any] = dict(zip(order, args))
+        bound.update((k, v) for k, v in kwargs.items() if k in order)
+        x = bound.get("input")
+        if not (isinstance(x, torch.Tensor) and x.device.type == "meta") or x.numel() == 0:
+            return PASS
+        kernels = BatchNormRules(torch)
+        training = bool(bound.get("training", False))
+        if kernels.native(x, bound.get("weight"), bound.get("bias") is not None, bound.get("running_mean") is not None, training):
+            return PASS
+        layout = kernels.suggested_format(x)
+        if x.is_contiguous(memory_format=layout):
+            return PASS
+        with mode:
+            copy = x.contiguous(memory_format=layout)
+            if "input" in kwargs:
+                return func(*args, **{**kwargs, "input": copy})
+            return func(copy, *args[1:], **kwargs)
+

@@ -87,6 +87,10 @@ class Reads(Rule):
                 # on the GPU first: an allocation of its own).
                 call.args = self._mask_indices(op, args)
             return PASS
+        if op == "repeat_interleave" and getattr(call.func, "_overloadname", "") == "self_int":
+            # An integer count of repeats: an unsqueeze, an expand and a contiguous clone
+            # (Repeat.cpp, repeat_interleave_symint), no value read (generate's beam expansion).
+            return PASS
         if op not in READS_ONE_VALUE:
             known = session.known_shape(call.func, args, call.kwargs)
             if known is not None:
@@ -103,8 +107,9 @@ class Reads(Rule):
             shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
             with session.modes[1]:
                 return torch.ops.aten.index.Tensor(args[0].expand(shape), [args[1].expand(shape)])
-        if op == "_local_scalar_dense" and session.placeholder_reads and (args[0].dtype.is_floating_point):
-            # A value the program may only print: modes.py hands it over as unknown.UnknownFloat.
+        if op == "_local_scalar_dense" and session.placeholder_reads and args[0].dtype != torch.bool and not args[0].dtype.is_complex:
+            # A value the program may only print or count: modes.py hands it over as one of
+            # unknown.py's placeholders.
             session.placeholder_given = True
             return 0.0
         raise UnfollowedError(
