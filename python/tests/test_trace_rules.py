@@ -939,6 +939,68 @@ def test_a_value_only_logged_is_a_placeholder_and_a_decision_on_it_stops_the_tra
     assert any(n.startswith("7 values read back") for n in t.snapshot()["vramlab_notes"])
 
 
+def test_a_count_read_back_is_a_placeholder_until_it_becomes_a_size():
+    """unknown.UnknownInt: an accuracy's count (an integer .item()) prints as '?' and stays unknown
+    through sums and divisions; used as a size, an index or in a comparison it stops the trace at
+    that line. A boolean read is a decision and stops the trace where it is read."""
+    with vramlab.trace(gpu="h200"):
+        logits, labels = torch.randn(64, 10, device="cuda"), torch.randint(0, 10, (64,), device="cuda")
+        correct = 0
+        for _ in range(2):
+            correct += (logits.argmax(1) == labels).sum().item()
+        line = f"{100.0 * correct / 128:.2f} {correct} {repr((logits.argmax(1) == labels).sum())}"
+        with torch.inference_mode():
+            # Where autograd is off, .item() reaches the dispatch mode whole (ISSUE35T's Slot Attention).
+            line += f" {logits.mean().item():.3f} {(logits > 0).sum().item()}"
+        with pytest.raises(UnfollowedError, match="a size, an index or a range made of it"):
+            range(correct)
+        with pytest.raises(UnfollowedError, match=r"a comparison \(gt\)"):
+            correct > 3
+        with pytest.raises(UnfollowedError, match="reads values back"):
+            (logits > 0).any().item()
+    assert line == "? ? tensor(?, device='cuda:0') ? ?"
+    with pytest.raises(UnfollowedError, match="an integer the program read back was used as a size"):
+        with vramlab.trace(gpu="h200"):
+            torch.empty(torch.randint(0, 10, (1,), device="cuda").item(), device="cuda")
+
+
+def test_repeat_interleave_by_an_integer_reads_no_value():
+    """Repeat.cpp: an integer count is an expand and a contiguous clone, one allocation (generate's
+    beam expansion under no_grad); a tensor of counts is a shape made from values."""
+    with vramlab.trace(gpu="h200") as t:
+        x = torch.randn(4, 16, device="cuda")
+        with torch.no_grad():
+            start = len(allocations(t.snapshot()))
+            repeated = x.repeat_interleave(3, dim=0)
+            assert repeated.shape == (12, 16)
+            assert allocations(t.snapshot())[start:] == [("alloc", 12 * 16 * 4)]
+        with pytest.raises(UnfollowedError, match="makes a shape from them"):
+            x.repeat_interleave(torch.randint(1, 3, (4,), device="cuda"), dim=0)
+
+
+def test_cudnn_batch_norm_copies_an_input_not_in_its_layout_and_keeps_it():
+    """_batch_norm_impl_index's cuDNN branch copies a transposed [N, C, L] input before the output
+    and the statistics, and cudnn_batch_norm keeps that copy for its backward, which copies the
+    output's gradient too (Normalization.cpp, cudnn/BatchNorm.cpp; ISSUE35T's PatchTST, exact on an
+    H200 with them). A contiguous input is not copied."""
+    with vramlab.trace(gpu="h200") as t:
+        norm = torch.nn.BatchNorm1d(32).cuda()
+        x = torch.randn(64, 48, 32, device="cuda", requires_grad=True)
+        size = 64 * 48 * 32 * 4
+        start = len(allocations(t.snapshot()))
+        y = norm(x.transpose(1, 2))
+        forward = allocations(t.snapshot())[start:]
+        start = len(allocations(t.snapshot()))
+        y.transpose(1, 2).sum().backward()
+        backward = [a for a in allocations(t.snapshot())[start:] if a[1] >= 32 * 4]
+        start = len(allocations(t.snapshot()))
+        norm(x.transpose(1, 2).contiguous())
+        contiguous = allocations(t.snapshot())[start + 1 :]
+    assert forward == [("alloc", size), ("alloc", size), ("alloc", 128), ("alloc", 128)], forward
+    assert backward[:4] == [("alloc", size), ("alloc", size), ("alloc", 128), ("alloc", 128)], backward
+    assert contiguous[:3] == [("alloc", size), ("alloc", 128), ("alloc", 128)], contiguous
+
+
 def test_a_placeholder_prints_as_pytorch_prints_its_tensor():
     """Tensor.__format__ gives the value of a 0-dim tensor only: a one-element tensor of more
     dimensions is a TypeError under a spec, else its repr; a repr has its brackets, device, dtype

@@ -107,7 +107,7 @@ class Reads(Rule):
             shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
             with session.modes[1]:
                 return torch.ops.aten.index.Tensor(args[0].expand(shape), [args[1].expand(shape)])
-        if op == "_local_scalar_dense" and session.placeholder_reads and args[0].dtype != torch.bool and not args[0].dtype.is_complex:
+        if op in ("_local_scalar_dense", "item") and session.placeholder_reads and args[0].dtype != torch.bool and not args[0].dtype.is_complex:
             # A value the program may only print or count: modes.py hands it over as one of
             # unknown.py's placeholders.
             session.placeholder_given = True
