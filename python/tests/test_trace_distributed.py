@@ -333,7 +333,7 @@ def test_a_rank_sees_its_own_gpu():
             # A collective whose sizes come from another collective's values, unknown to the trace
             # (a known value would be all-reduced as if every rank held it).
             lambda: (dist.init_process_group("nccl"), (lambda n: (dist.all_reduce(n), torch.empty(int(n.item()), device="cuda")))(torch.randint(1, 9, (1,), device="cuda"))),
-            "reads values back",
+            "the program decides on a value it read back",
         ),
         # Objects the root rank sends: a placeholder on a receiving rank cannot be filled.
         (lambda: (dist.init_process_group("nccl"), dist.broadcast_object_list([None], src=0)), "broadcast_object_list"),

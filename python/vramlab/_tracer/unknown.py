@@ -158,28 +158,77 @@ class UnknownInt:
     def __hash__(self) -> int:
         return id(self)
 
+    def _arithmetic(self, other: Any, divides: bool = False) -> Any:
+        # Unknown in, unknown out: an integer stays one, a division or a float makes an UnknownFloat.
+        if isinstance(other, bool) or not isinstance(other, (int, float, UnknownInt)):
+            return NotImplemented
+        return UnknownFloat(self.read_at) if divides or isinstance(other, float) else UnknownInt(self.read_at)
+
+    def __add__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __sub__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __mul__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._arithmetic(other, divides=True)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return self._arithmetic(other, divides=True)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __mod__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __pow__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return self._arithmetic(other)
+
+    def __lt__(self, other: Any) -> bool:
+        raise self._decides("a comparison (lt)")
+
+    def __le__(self, other: Any) -> bool:
+        raise self._decides("a comparison (le)")
+
+    def __gt__(self, other: Any) -> bool:
+        raise self._decides("a comparison (gt)")
+
+    def __ge__(self, other: Any) -> bool:
+        raise self._decides("a comparison (ge)")
+
+    def __eq__(self, other: Any) -> bool:
+        raise self._decides("a comparison (eq)")
+
+    def __ne__(self, other: Any) -> bool:
+        raise self._decides("a comparison (ne)")
+
     def __neg__(self) -> "UnknownInt":
         return UnknownInt(self.read_at)
 
-    __pos__ = __abs__ = __neg__
-
-
-def _integer_arithmetic(name: str) -> Callable[..., Any]:
-    def arithmetic(self: UnknownInt, other: Any) -> Any:
-        if isinstance(other, bool) or not isinstance(other, (int, float, UnknownInt)):
-            return NotImplemented
-        if "truediv" in name or isinstance(other, float):
-            return UnknownFloat(self.read_at)
+    def __pos__(self) -> "UnknownInt":
         return UnknownInt(self.read_at)
 
-    return arithmetic
-
-
-for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
-    setattr(UnknownInt, _name, _compare(_name.strip("_")))
-for _name in (
-    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
-    "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
-):
-    setattr(UnknownInt, _name, _integer_arithmetic(_name))
-
+    def __abs__(self) -> "UnknownInt":
+        return UnknownInt(self.read_at)
