@@ -41,15 +41,13 @@ def _decision(read_at: str, how: str) -> UnfollowedError:
     )
 
 
-class UnknownFloat(float):
-    """A value read back at `read_at` that the trace does not have (its float value is 0.0)."""
+class _Unknown:
+    """What both placeholders are: printed as '?', and every way to decide on them (a truth test,
+    an integer or a rounding made of them, a comparison) stops the trace, naming where the value
+    was read."""
 
+    __slots__ = ()
     read_at: str
-
-    def __new__(cls, read_at: str) -> "UnknownFloat":
-        value = super().__new__(cls, 0.0)
-        value.read_at = read_at
-        return value
 
     def _decides(self, how: str) -> UnfollowedError:
         return _decision(self.read_at, how)
@@ -71,6 +69,33 @@ class UnknownFloat(float):
 
     def __round__(self, ndigits: Any = None) -> Any:
         raise self._decides("round()")
+
+    def __lt__(self, other: Any) -> bool:
+        raise self._decides("a comparison (lt)")
+
+    def __le__(self, other: Any) -> bool:
+        raise self._decides("a comparison (le)")
+
+    def __gt__(self, other: Any) -> bool:
+        raise self._decides("a comparison (gt)")
+
+    def __ge__(self, other: Any) -> bool:
+        raise self._decides("a comparison (ge)")
+
+    def __eq__(self, other: Any) -> bool:
+        raise self._decides("a comparison (eq)")
+
+    def __ne__(self, other: Any) -> bool:
+        raise self._decides("a comparison (ne)")
+
+
+class UnknownFloat(_Unknown, float):
+    """A value read back at `read_at` that the trace does not have (its float value is 0.0)."""
+
+    def __new__(cls, read_at: str) -> "UnknownFloat":
+        value = super().__new__(cls, 0.0)
+        value.read_at = read_at
+        return value
 
     def __floor__(self) -> int:
         raise self._decides("math.floor()")
@@ -85,13 +110,6 @@ class UnknownFloat(float):
         return float.__hash__(self)
 
 
-def _compare(name: str) -> Callable[..., Any]:
-    def compare(self: UnknownFloat, other: Any) -> Any:
-        raise self._decides(f"a comparison ({name})")
-
-    return compare
-
-
 def _arithmetic(name: str) -> Callable[..., Any]:
     def arithmetic(self: UnknownFloat, *others: Any) -> Any:
         # A number made from an unknown one is unknown too (a running sum, an average), and is
@@ -103,8 +121,6 @@ def _arithmetic(name: str) -> Callable[..., Any]:
     return arithmetic
 
 
-for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
-    setattr(UnknownFloat, _name, _compare(_name.strip("_")))
 def _unary(self: UnknownFloat) -> UnknownFloat:
     return UnknownFloat(self.read_at)
 
@@ -118,42 +134,21 @@ for _name in ("__neg__", "__pos__", "__abs__"):
     setattr(UnknownFloat, _name, _unary)
 
 
-class UnknownInt:
+class UnknownInt(_Unknown):
     """An integer read back at `read_at` that the trace does not have. Not an ``int``, so that no
     C code reads it as a size or index in silence: each way to make a plain number of it stops the
-    trace (`UnknownFloat._decides`)."""
+    trace (`_Unknown`)."""
 
     __slots__ = ("read_at",)
 
     def __init__(self, read_at: str) -> None:
         self.read_at = read_at
 
-    def _decides(self, how: str) -> UnfollowedError:
-        return _decision(self.read_at, how)
-
-    def __format__(self, spec: str) -> str:
-        return "?"
-
-    def __str__(self) -> str:
-        return "?"
-
-    def __repr__(self) -> str:
-        return "?"
-
-    def __bool__(self) -> bool:
-        raise self._decides("a truth test")
-
     def __index__(self) -> int:
         raise self._decides("a size, an index or a range made of it")
 
-    def __int__(self) -> int:
-        raise self._decides("an integer made of it")
-
     def __float__(self) -> float:
         raise self._decides("a number made of it outside Python's arithmetic")
-
-    def __round__(self, ndigits: Any = None) -> Any:
-        raise self._decides("round()")
 
     def __hash__(self) -> int:
         return id(self)
@@ -205,24 +200,6 @@ class UnknownInt:
 
     def __rpow__(self, other: Any) -> Any:
         return self._arithmetic(other)
-
-    def __lt__(self, other: Any) -> bool:
-        raise self._decides("a comparison (lt)")
-
-    def __le__(self, other: Any) -> bool:
-        raise self._decides("a comparison (le)")
-
-    def __gt__(self, other: Any) -> bool:
-        raise self._decides("a comparison (gt)")
-
-    def __ge__(self, other: Any) -> bool:
-        raise self._decides("a comparison (ge)")
-
-    def __eq__(self, other: Any) -> bool:
-        raise self._decides("a comparison (eq)")
-
-    def __ne__(self, other: Any) -> bool:
-        raise self._decides("a comparison (ne)")
 
     def __neg__(self) -> "UnknownInt":
         return UnknownInt(self.read_at)

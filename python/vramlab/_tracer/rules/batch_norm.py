@@ -230,6 +230,10 @@ class CudnnBatchNormInput(FunctionRule):
     names = ("batch_norm",)
     source = "aten/src/ATen/native/Normalization.cpp (_batch_norm_impl_index, the cuDNN branch)"
 
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self.kernels = BatchNormRules(session.torch)
+
     def call(self, mode: Any, func: Any, args: Any, kwargs: Dict[str, Any]) -> Any:
         torch = self.torch
         if func is torch.nn.functional.batch_norm:
@@ -243,7 +247,7 @@ class CudnnBatchNormInput(FunctionRule):
         x = bound.get("input")
         if not (isinstance(x, torch.Tensor) and x.device.type == "meta") or x.numel() == 0:
             return PASS
-        kernels = BatchNormRules(torch)
+        kernels = self.kernels
         training = bool(bound.get("training", False))
         if kernels.native(x, bound.get("weight"), bound.get("bias") is not None, bound.get("running_mean") is not None, training):
             return PASS
