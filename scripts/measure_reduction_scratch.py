@@ -1,9 +1,11 @@
 """Measures, on a GPU, what CUDA reductions allocate beyond their results: gpu_reduce_kernel's
 global staging buffer and semaphores (ATen/native/cuda/Reduce.cuh), for a seeded random draw of
 reductions (min and max of a whole tensor, amin, amax, all, any and sum, over some or all
-dimensions, of contiguous and permuted inputs in several dtypes). Each line: the call and every
-allocation and completed free the caching allocator saw during it, in order. Run on a GPU machine:
-    python scripts/measure_reduction_scratch.py OUT.jsonl --seed N --random K"""
+dimensions, of contiguous and permuted inputs in several dtypes), or with --moments of variances
+and standard deviations, with and without the mean, of floating-point inputs (Welford's reduction,
+ReduceMomentKernel.cu). Each line: the call and every allocation and completed free the caching
+allocator saw during it, in order. Run on a GPU machine:
+    python scripts/measure_reduction_scratch.py OUT.jsonl --seed N --random K [--moments]"""
 
 import json
 import random
@@ -15,6 +17,8 @@ from allocator_events import events_during
 
 OPS = ["min", "max", "amin", "amax", "all", "any", "sum"]
 DTYPES = ["float32", "float16", "bfloat16", "bool", "int64", "uint8"]
+MOMENTS = ["var", "std", "var_mean", "std_mean"]
+FLOATS = ["float32", "float16", "bfloat16", "float64"]
 
 
 def make_input(shape, dtype, permute):
@@ -31,6 +35,9 @@ def call_of(op, x, dims):
         return lambda: getattr(torch, op)(x)
     if op == "sum":
         return (lambda: x.sum()) if dims is None else (lambda: x.sum(dim=dims))
+    if op in MOMENTS:
+        fn = getattr(torch, op)
+        return (lambda: fn(x)) if dims is None else (lambda: fn(x, dim=dims))
     if op in ("all", "any"):
         if dims is None:
             return lambda: getattr(torch, op)(x)
@@ -38,7 +45,7 @@ def call_of(op, x, dims):
     return (lambda: getattr(torch, op)(x)) if dims is None else (lambda: getattr(torch, op)(x, dim=dims))
 
 
-def draw(rng):
+def draw(rng, ops=OPS):
     ndim = rng.choice([1, 1, 2, 2, 3, 4])
     budget = rng.choice([10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6, 10 ** 7, 5 * 10 ** 7])
     shape = []
@@ -47,8 +54,8 @@ def draw(rng):
         n = max(1, int(round(left ** (1 / (ndim - i)) * rng.uniform(0.3, 2.5))))
         shape.append(n)
         left = max(1, left // n)
-    op = rng.choice(OPS)
-    dtype = rng.choice(DTYPES)
+    op = rng.choice(ops)
+    dtype = rng.choice(FLOATS if op in MOMENTS else DTYPES)
     if op == "sum" and dtype in ("bool", "uint8"):
         dtype = "float32"
     dims = None
@@ -63,14 +70,16 @@ def main():
     seed = int(sys.argv[sys.argv.index("--seed") + 1])
     count = int(sys.argv[sys.argv.index("--random") + 1])
     rng = random.Random(seed)
+    ops = MOMENTS if "--moments" in sys.argv else OPS
     done = 0
     for _ in range(count):
-        row = draw(rng)
+        row = draw(rng, ops)
         try:
             x = make_input(row["shape"], row["dtype"], row["permute"])
             call = call_of(row["op"], x, row["dims"])
             call()
             out, events = events_during(call)
+            out = out[0] if isinstance(out, tuple) else out
             row.update(strides=list(x.stride()), output_bytes=out.numel() * out.element_size(), events=events)
         except (RuntimeError, torch.OutOfMemoryError) as e:
             row["error"] = str(e).splitlines()[0][:200]

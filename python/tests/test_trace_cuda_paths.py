@@ -168,6 +168,83 @@ def test_channels_last_bfloat16_batch_norm_stages_its_statistics_across_blocks()
     ]
 
 
+def test_channels_last_3d_batch_norm_statistics_take_the_general_path():
+    """Normalization.cu batch_norm_choose_impl: a channels-last 3-d input is neither contiguous nor
+    4-d channels-last, so batch_norm_mean_var runs var_mean_out, whose two-output make_reduction
+    reads bfloat16 as a float32 copy (float16 and float32 as they are) and splits Welford's
+    reduction over blocks: for S3D's first batch norm (16 clips of 64 x 8 x 112 x 112) a buffer of
+    138,412,032 bytes and one semaphore, as the H200 recorded (ISSUE35T), after the outputs, freed
+    before the forward returns."""
+    shape = (16, 64, 8, 112, 112)
+    numel = 16 * 64 * 8 * 112 * 112
+    stats = 64 * 4
+    # PyTorch's own kernels run bfloat16 always, float16 with float16 weights, float32 with cuDNN off.
+    for dtype, weights, copied in ((torch.bfloat16, torch.float32, True), (torch.float16, torch.float16, False), (torch.float32, torch.float32, False)):
+        with vramlab.trace(gpu="h200") as t, torch.backends.cudnn.flags(enabled=dtype != torch.float32):
+            bn = torch.nn.BatchNorm3d(64).to("cuda", weights)
+            x = torch.empty(shape, device="cuda", dtype=dtype, memory_format=torch.channels_last_3d)
+            start = len(t.snapshot()["device_traces"][0])
+            y = bn(x)
+        assert y.is_contiguous(memory_format=torch.channels_last_3d)
+        after = events(t, start)
+        outputs = [("alloc", numel * x.element_size()), ("alloc", stats), ("alloc", stats)]
+        assert after[:3] == outputs, dtype
+        scratch = [size for action, size in after[3:] if action == "alloc"]
+        if copied:
+            assert scratch == [numel * 4, 138412032, 4]
+        else:
+            assert numel * 4 not in scratch and numel * 2 not in scratch
+            assert len(scratch) == 2 and scratch[1] == 4
+        assert [size for action, size in after[3:] if action == "free_completed"] == scratch[::-1]
+
+
+def test_variances_allocate_the_buffers_of_welfords_split_reduction():
+    """ReduceMomentKernel.cu std_var_kernel_impl: gpu_reduce_kernel with two values per load and a
+    16-byte accumulator (WelfordData<float, int32_t>) for float32 and bfloat16 inputs, so a whole
+    tensor's variance split over blocks stages one accumulator per block; the sum of the same
+    tensor (a 4-byte float accumulator, four values per load) stages a quarter as much."""
+    with vramlab.trace(gpu="h200") as t:
+        x = torch.empty(64, 1 << 20, device="cuda")
+        start = len(t.snapshot()["device_traces"][0])
+        x.var()
+        middle = len(t.snapshot()["device_traces"][0])
+        x.sum()
+        end = len(t.snapshot()["device_traces"][0])
+        torch.std_mean(x)
+    variance = [size for action, size in events(t, start, middle) if action == "alloc"]
+    total = [size for action, size in events(t, middle, end) if action == "alloc"]
+    both = [size for action, size in events(t, end) if action == "alloc"]
+    assert variance[0] == 4 and total[0] == 4  # the results
+    assert len(variance) == 3 and len(total) == 3
+    assert both == [4, 4, variance[1], 4]
+    assert variance[2] == total[2] == 4  # one semaphore
+    assert variance[1] == 4 * total[1]
+
+
+def test_convolutions_on_channels_last_3d_video_copy_their_weights_and_keep_the_layout():
+    """ConvUtils.h cudnn_conv_suggest_memory_format: a 3-d convolution of a channels-last 3-d input
+    (video clips permuted from [N, T, H, W, C], as S3D's) makes its output channels-last 3-d, and
+    cudnn_convolution_forward_out copies the contiguous weight to that layout after the output,
+    freed on return; the input is not copied. Its backward copies the weight again after the
+    input's gradient, and the weight's gradient, made channels-last, is cloned into the
+    parameter's layout by AccumulateGrad (grad_layout_contract.h)."""
+    with vramlab.trace(gpu="h200") as t:
+        conv = torch.nn.Conv3d(3, 16, (1, 7, 7), stride=(1, 2, 2), padding=(0, 3, 3), bias=False).to("cuda")
+        clips = torch.empty(2, 4, 64, 64, 3, device="cuda").permute(0, 4, 1, 2, 3).requires_grad_()
+        start = len(t.snapshot()["device_traces"][0])
+        y = conv(clips)
+        middle = len(t.snapshot()["device_traces"][0])
+        y.sum().backward()
+    assert y.is_contiguous(memory_format=torch.channels_last_3d)
+    out, weight = 2 * 16 * 4 * 32 * 32 * 4, 16 * 3 * 7 * 7 * 4
+    assert events(t, start, middle) == [("alloc", out), ("alloc", weight), ("free_completed", weight)]
+    backward = [size for action, size in events(t, middle) if action == "alloc"]
+    grad_input = clips.numel() * 4
+    assert backward[backward.index(grad_input) + 1] == weight
+    assert conv.weight.grad.is_contiguous()
+    assert backward.count(weight) == 3  # the weight's copy, its gradient, and the clone into its layout
+
+
 def test_embedding_copies_indices_it_cannot_view_flat():
     """Embedding.cpp, embedding_symint: index_select over indices.reshape(-1), a copy where the
     indices are expanded (Hugging Face's token_type_ids buffer), freed after the lookup."""

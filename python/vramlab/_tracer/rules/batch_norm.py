@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import PASS, Call, FunctionRule, Rule, register, register_function
-from .kernels import fits_32bit_indexing
+from .kernels import fits_32bit_index_math, welford_scratch
 
 # Normalization.cuh (CUDA, not ROCm): MAX_BLOCK_SIZE, ELEMENTS_PER_THREAD, OPTIMAL_TILE_W, MAX_H_BLOCK.
 MAX_BLOCK_SIZE = 512
@@ -121,7 +121,20 @@ class BatchNormRules:
         return t.dim() >= 2 and t.is_contiguous() and t.stride(1) == 1
 
     def fits_32bit(self, t: Any) -> bool:
-        return fits_32bit_indexing(list(t.shape), list(t.stride()), t.element_size())
+        return fits_32bit_index_math(list(t.shape), list(t.stride()))
+
+    def statistics_impl(self, t: Any) -> str:
+        """batch_norm_choose_impl, which batch_norm_mean_var follows for the training forward's
+        statistics: "general" past 32-bit indexing and for every layout but a contiguous one and
+        the 4-d channels-last one (a channels-last 3-d input is general here, though the backward's
+        channels-last kernels take it)."""
+        if not self.fits_32bit(t):
+            return "general"
+        if t.is_contiguous():
+            return "channels_last" if t.stride(1) == 1 else "contiguous"
+        if t.dim() == 4 and t.is_contiguous(memory_format=self.torch.channels_last):
+            return "channels_last"
+        return "general"
 
     def channels_last_reduce(self, grad_out: Any, x: Any, mean: Any, invstd: Any, weight: Optional[Any]) -> bool:
         """Whether batch_norm_backward_reduce takes its channels-last template (Normalization.cu)."""
@@ -144,7 +157,7 @@ class BatchNormRules:
 @register
 class NativeBatchNorm(Rule):
     ops = {"native_batch_norm", "native_batch_norm_backward"}
-    source = "aten/src/ATen/native/Normalization.cpp (_select_batch_norm_backend); cuda/Normalization.cu and Normalization.cuh (the channels-last kernels)"
+    source = "aten/src/ATen/native/Normalization.cpp (_select_batch_norm_backend); cuda/Normalization.cu and Normalization.cuh (the channels-last kernels, batch_norm_choose_impl); ReduceOpsUtils.h (make_reduction)"
     order = 60
 
     def __init__(self, session: Any) -> None:
@@ -162,11 +175,29 @@ class NativeBatchNorm(Rule):
             if kernels.channels_last_kernels(x):
                 self.session.note(CUDNN_PERSISTENT_NOTE)
             return
-        # batch_norm_choose_impl: ChannelsLast for 32-bit indexable inputs laid out channels-last.
-        if not (kernels.fits_32bit(x) and kernels.channels_last_kernels(x)):
-            return
         save_mean = out[1]
-        call.record.scratch(kernels.staging(x, 4, save_mean.element_size()), call.frame)
+        impl = kernels.statistics_impl(x)
+        if impl == "channels_last":
+            call.record.scratch(kernels.staging(x, 4, save_mean.element_size()), call.frame)
+        elif impl == "general":
+            self.general_statistics(call, x, save_mean.dtype)
+
+    def general_statistics(self, call: Call, x: Any, acc: Any) -> None:
+        """batch_norm_mean_var's general branch: var_mean_out over every dimension but the
+        channels, whose two-output make_reduction reads ``self.to(acc)`` (a copy made after the
+        outputs and freed on return) unless the input is float16 summed into float32 (not
+        bfloat16: the mixed-precision shortcut of the two-output overload is float16's alone), then
+        Welford's reduction with its buffers (seen on ISSUE35T's S3D, a channels-last 3-d video
+        network under bfloat16 autocast)."""
+        torch, record, frame = self.torch, call.record, call.frame
+        copy = None
+        if x.dtype != acc and not (x.dtype == torch.float16 and acc == torch.float32):
+            x = torch.empty_like(x, dtype=acc)
+            size = x.untyped_storage().nbytes()
+            copy = (record.alloc(size, frame), size)
+        welford_scratch(self.session, x, [0] + list(range(2, x.dim())), acc.itemsize, frame)
+        if copy is not None:
+            record.free(*copy)
 
     def track(self, call: Call, out: Any, made: List[Any]) -> bool:
         if call.op != "native_batch_norm_backward" or not made:

@@ -74,7 +74,10 @@ def outside_defaults(torch: Any, x: Any, weight: Any, transposed: bool) -> Optio
     # (_convolution and convolution_backward: input.contiguous(determine_backend_memory_format),
     # cudnn_conv_suggest_memory_format from each tensor's suggest_memory_format), so a strided
     # tensor's workspaces are those of its copy's layout.
-    laid_out = x.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight))
+    layout = conv_layout(torch, x, weight)
+    laid_out = layout == torch.channels_last
+    if layout == torch.channels_last_3d:
+        return CHANNELS_LAST_3D
     if x.dim() == 5 and not (x.is_contiguous() and weight.is_contiguous()):
         return "strided tensors (neither contiguous nor channels-last)"
     if not cudnn.enabled or cudnn.deterministic:
@@ -90,6 +93,8 @@ BENCHMARK = "cudnn.benchmark on"
 # cuDNN runs a channels-last convolution (either tensor in channels-last: ConvUtils.h's
 # cudnn_conv_suggest_memory_format) with plans of its own, measured in a table of their own.
 CHANNELS_LAST = "channels-last tensors"
+# Their outputs are laid out as cuDNN lays them, their workspaces neither measured nor modelled.
+CHANNELS_LAST_3D = "channels-last 3-d tensors (no workspaces of theirs were measured)"
 BENCHMARK_NOTE = (
     f"{UNKNOWN_PEAK} torch.backends.cudnn.benchmark is on, so the first call of each convolution shape "
     "(forward and each backward; {count} convolution calls here) times every candidate plan in one workspace as large as the largest "
@@ -171,6 +176,30 @@ def channels_last(torch: Any, t: Any) -> bool:
     return suggest_memory_format(t) == torch.channels_last
 
 
+def conv_layout(torch: Any, x: Any, weight: Any) -> Any:
+    """cudnn_conv_suggest_memory_format (ATen/native/ConvUtils.h), the layout cuDNN's tensors are
+    copied to and its outputs made in: channels-last where the input or the weight suggests it
+    (channels-last 3-d for 5-d weights), contiguous otherwise and for float64."""
+    if not (isinstance(x, torch.Tensor) and isinstance(weight, torch.Tensor)) or torch.float64 in (x.dtype, weight.dtype):
+        return torch.contiguous_format
+    if weight.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight)):
+        return torch.channels_last
+    if weight.dim() == 5 and (channels_last_3d(torch, x) or channels_last_3d(torch, weight)):
+        return torch.channels_last_3d
+    return torch.contiguous_format
+
+
+def channels_last_3d(torch: Any, t: Any) -> bool:
+    """suggest_memory_format() == channels_last_3d, as channels_last reads it for 4-d tensors."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 5 or t.is_contiguous():
+        return False
+    if t.is_contiguous(memory_format=torch.channels_last_3d):
+        return True
+    from torch._prims_common import suggest_memory_format
+
+    return suggest_memory_format(t) == torch.channels_last_3d
+
+
 def workspaces(entry: Optional[List[Any]]) -> Tuple[int, int, int]:
     """(forward, input gradient, weight gradient) workspace bytes of a table entry."""
     if entry is None:
@@ -204,10 +233,10 @@ class Convolutions(Rule):
         # Otherwise contiguous (determine_backend_memory_format, Convolution.cpp): the meta
         # kernel of convolution_backward lays grad_input out like a strided grad_output (a
         # permuted activation's gradient, ISSUE35H's FNO), which the GPU copies to contiguous.
-        layout = torch.channels_last if x.dim() == 4 and (channels_last(torch, x) or channels_last(torch, weight)) else torch.contiguous_format
+        layout = conv_layout(torch, x, weight)
 
         def laid(t: Any) -> Any:
-            return t if layout is torch.channels_last and isinstance(t, torch.Tensor) and t.dim() != 4 else relaid(torch, t, layout)
+            return t if isinstance(t, torch.Tensor) and t.dim() != x.dim() else relaid(torch, t, layout)
 
         if call.op == "convolution":
             return laid(out)
@@ -289,16 +318,26 @@ class Convolutions(Rule):
             )
         forward_ws, data_ws, weight_ws = workspaces(entry)
         sizes = [data_ws, weight_ws, 0] if backward else [forward_ws]
-        if backward and self._native_depthwise(bound, x, weight, entry):
+        native_depthwise = backward and self._native_depthwise(bound, x, weight, entry)
+        if native_depthwise:
             # DepthwiseConv2d.cu, conv_depthwise2d_backward_cuda_out: the weight's gradient is
             # sized and computed before the input's (no workspaces).
             outputs = [outputs[1], outputs[0], *outputs[2:]]
         copies = self._contiguous_copies(call, bound, x, weight, backward)
-        for t, workspace in zip(outputs, sizes):
+        for index, (t, workspace) in enumerate(zip(outputs, sizes)):
             if isinstance(t, torch.Tensor) and t.device.type == "meta":
                 call.record.track(t, call.frame)
+                # ConvShared.cpp: the forward (cudnn_convolution_forward_out) and the input's
+                # gradient (cudnn_convolution_backward_input) copy the weight to the output's
+                # layout after making the output, and free the copy on return (a channels-last
+                # input before contiguous weights: S3D's permuted video clips).
+                weight_copy = None
+                if index == 0 and not native_depthwise and isinstance(weight, torch.Tensor) and weight.dim() == x.dim():
+                    weight_copy = self._copy_to(call, weight, conv_layout(torch, x, weight))
                 if workspace:
                     call.record.scratch([workspace], call.frame)
+                if weight_copy is not None:
+                    call.record.free(*weight_copy)
         # The copies go when the backend returns; the bias gradient, the output not paired with a
         # workspace above, is made after it (Convolution.cpp: grad_output.sum).
         for addr, size in reversed(copies):
@@ -337,15 +376,17 @@ class Convolutions(Rule):
         to the backend, and cuDNN's backward (ConvShared.cpp, cudnn_convolution_backward) takes
         ``grad_output.to(input.suggest_memory_format())`` first (a gradient that comes back through
         a permute, as Whisper's after its 1-d convolutions)."""
-        torch = self.torch
-        layout = torch.channels_last if channels_last(torch, x) or channels_last(torch, weight) else torch.contiguous_format
+        layout = conv_layout(self.torch, x, weight)
         tensors = [x, bound["grad_output"]] if backward else [x]
-        copies = []
-        for t in tensors:
-            if isinstance(t, torch.Tensor) and t.device.type == "meta" and not t.is_contiguous(memory_format=layout if t.dim() == 4 else torch.contiguous_format):
-                size = t.numel() * t.element_size()
-                copies.append((call.record.alloc(size, call.frame), size))
-        return copies
+        return [copy for copy in (self._copy_to(call, t, layout) for t in tensors) if copy is not None]
+
+    def _copy_to(self, call: Call, t: Any, layout: Any) -> Optional[Tuple[int, int]]:
+        """The copy ``t.contiguous(layout)`` makes, allocated now, or None where it is so laid out."""
+        torch = self.torch
+        if not (isinstance(t, torch.Tensor) and t.device.type == "meta") or t.is_contiguous(memory_format=layout):
+            return None
+        size = t.numel() * t.element_size()
+        return (call.record.alloc(size, call.frame), size)
 
     def _three_d(self, bound: Dict[str, Any], x: Any, weight: Any, profile: str, transposed: bool = False) -> Optional[List[Any]]:
         """A 3-d convolution's workspaces from the 3-d model (conv_model.workspaces_3d), within

@@ -215,8 +215,22 @@ def fits_32bit_indexing(shape: Sequence[int], strides: Sequence[int], elsize: in
         numel *= n
     if numel > 2**31 - 1:
         return False
+    # max_offset starts at 1 there.
     offset = sum((n - 1) * abs(s) for n, s in zip(shape, strides)) * elsize
-    return offset <= 2**31 - 1
+    return offset < 2**31 - 1
+
+
+def fits_32bit_index_math(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """``at::cuda::detail::canUse32BitIndexMath`` (``ATen/cuda/detail/IndexUtils.cu``), which the
+    batch norm kernels ask: counted in elements, not bytes as TensorIterator's check is, and
+    refusing at 2^31 - 1 itself."""
+    limit = 2**31 - 1
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel >= limit:
+        return False
+    return numel == 0 or sum((n - 1) * s for n, s in zip(shape, strides)) < limit
 
 
 def reduced_dims(ndim: int, dims: Optional[Sequence[int]]) -> List[int]:
@@ -278,8 +292,8 @@ class KernelScratch(Rule):
     """Scratch the kernels of reductions, softmaxes, layer norm and losses allocate for themselves
     (see the module's notes)."""
 
-    ops = {"sum", "mean", "linalg_vector_norm", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm", "native_layer_norm_backward"} | LOSSES | EXTREMA | LOGICAL
-    source = "ATen/native/cuda/Reduce.cuh, ReduceNormKernel.cu, ReduceMinValuesKernel.cu, ReduceMaxValuesKernel.cu, ReduceLogicKernel.cu, SoftMax.cu, SoftMax.cpp, layer_norm_kernel.cu, Loss.cpp, Convolution.cpp"
+    ops = {"sum", "mean", "linalg_vector_norm", "var", "std", "var_mean", "std_mean", "convolution_backward", "_softmax_backward_data", "_safe_softmax", "native_layer_norm", "native_layer_norm_backward"} | LOSSES | EXTREMA | LOGICAL
+    source = "ATen/native/cuda/Reduce.cuh, ReduceNormKernel.cu, ReduceMomentKernel.cu, ReduceMinValuesKernel.cu, ReduceMaxValuesKernel.cu, ReduceLogicKernel.cu, SoftMax.cu, SoftMax.cpp, layer_norm_kernel.cu, Loss.cpp, Convolution.cpp"
     order = 60
 
     def result(self, call: Call, out: Any) -> Any:
@@ -351,6 +365,12 @@ class KernelScratch(Rule):
                 reduction_scratch(self.session, x, dims, first.element_size(), frame=frame, four_per_load=True, arg_size=x.element_size())
                 if copy is not None:
                     record.free(*copy)
+        elif op in ("var", "std", "var_mean", "std_mean"):
+            # std_var_out and std_var_mean_out (ReduceOps.cpp): the results take the input's real
+            # type, so the input is read as it is (no copy), by Welford's reduction.
+            x = bound["self"]
+            if isinstance(x, torch.Tensor) and x.device.type == "meta" and x.is_floating_point() and x.numel():
+                welford_scratch(self.session, x, bound.get("dim"), first.element_size(), frame)
         elif op == "linalg_vector_norm":
             # ReduceNormKernel.cu's norm_launch_kernel: gpu_reduce_kernel with its default four
             # values per load, accumulating 16-bit inputs in float, as sum does.
@@ -411,12 +431,13 @@ class KernelScratch(Rule):
         reduction_scratch(self.session, x, dims, out_elsize, four_per_load, frame)
 
 
-def reduction_scratch(session: Any, x: Any, dims: Any, out_elsize: int, four_per_load: bool, frame: Any, arg_size: Optional[int] = None) -> None:
+def reduction_scratch(session: Any, x: Any, dims: Any, out_elsize: int, four_per_load: bool, frame: Any, arg_size: Optional[int] = None, per_load: Optional[int] = None) -> None:
     """The global buffer and semaphores of `gpu_reduce_kernel` for a CUDA reduction of `x` (a sum,
     a mean, a norm, an extremum or a logical one), allocated and freed in the trace.
     `four_per_load`: the kernel loads four values at a time whatever the dtype (MeanOps, the norms,
     the extrema); a sum loads eight 16-bit ones. `arg_size`: the accumulator's bytes, where it is
-    not a sum's (``accumulation_size``)."""
+    not a sum's (``accumulation_size``). `per_load`: the values loaded at a time where the kernel
+    sets its own (``vt0``), over `four_per_load`."""
     torch = session.torch
     if arg_size is None:
         arg_size = accumulation_size(x.dtype, torch)
@@ -429,12 +450,25 @@ def reduction_scratch(session: Any, x: Any, dims: Any, out_elsize: int, four_per
         )
         return
     # sum_functor loads 16-bit inputs 8 at a time, other types and MeanOps 4 (vt0 = 4).
-    vector = 8 if elsize == 2 and not four_per_load else 4
+    vector = per_load or (8 if elsize == 2 and not four_per_load else 4)
     sizes = reduce_buffers(
         shape, strides, x.storage_offset(), elsize, reduced_dims(x.dim(), dims), out_elsize, arg_size, vector,
         session.gpu["multiprocessors"], session.threads_per_sm,
     )
     session.record.scratch(sizes, frame)
+
+
+# std_var_kernel_impl (ReduceMomentKernel.cu): gpu_reduce_kernel loading two values at a time
+# (vt0 = 2, to spare registers) with WelfordData<acc, int32_t> (mean, m2, n, nf) as its accumulator.
+WELFORD_VALUES_PER_LOAD = 2
+
+
+def welford_scratch(session: Any, x: Any, dims: Any, out_elsize: int, frame: Any) -> None:
+    """The buffers of a variance's (or a standard deviation's, with or without the mean) CUDA
+    reduction of `x`, whose accumulator is sizeof(WelfordData<acc, int32_t>): three values of the
+    accumulation type and an int32, aligned to that type."""
+    acc = accumulation_type(x.dtype, session.torch).itemsize
+    reduction_scratch(session, x, dims, out_elsize, four_per_load=True, frame=frame, arg_size=3 * acc + max(4, acc), per_load=WELFORD_VALUES_PER_LOAD)
 
 
 @register
