@@ -1093,6 +1093,7 @@ from trace_workloads_35q import ISSUE35Q  # noqa: E402
 from trace_workloads_35r import ISSUE35R  # noqa: E402
 from trace_workloads_35s import ISSUE35S  # noqa: E402
 from trace_workloads_35t import ISSUE35T  # noqa: E402
+from trace_workloads_35u import ISSUE35U  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1131,5 +1132,6 @@ GROUPS = {
     "issue35r": ISSUE35R,
     "issue35s": ISSUE35S,
     "issue35t": ISSUE35T,
+    "issue35u": ISSUE35U,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
