@@ -411,3 +411,80 @@ def test_a_distributions_argument_checks_pass_and_say_so():
         dist = torch.distributions.Categorical(logits=logits)
         dist.log_prob(torch.zeros(64, dtype=torch.long, device="cuda"))
     assert any("torch._is_all_true" in note for note in t.snapshot()["vramlab_notes"])
+
+
+def _channels_last_3d_rows():
+    import gzip
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "reports/reference/h200/welford-and-channels-last-3d/channels-last-3d.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def _allocated(t, start, stop=None):
+    return [size for action, size in events(t, start, stop) if action == "alloc"]
+
+
+def _gpu_allocated(recorded):
+    return [size for action, size, _ in recorded if action == "a"]
+
+
+def _is_subsequence(part, whole):
+    rest = iter(whole)
+    return all(any(size == other for other in rest) for size in part)
+
+
+@pytest.mark.parametrize("row", _channels_last_3d_rows(), ids=lambda r: f"{r['kind']}-{r['dtype']}-{r.get('weight_dtype', '')}-{'cudnn' if r.get('cudnn', True) else 'native'}-{'x'.join(map(str, r.get('shape') or r['spec'][:5]))}")
+def test_channels_last_3d_video_allocates_as_the_h200_did(row):
+    """Batch norm and 3-d convolutions on channels-last 3-d clips against the H200's allocations
+    (reports/reference/h200/welford-and-channels-last-3d, measured after the rules were committed):
+    PyTorch's own batch norm kernels byte for byte in the training forward, its backward and
+    evaluation; cuDNN's batch norm (evaluation included: no statistics) and convolutions but for
+    the one workspace cuDNN asks for in each call, which the trace does not size."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "scripts"))
+    import measure_channels_last_3d as measured
+    import torch.nn.functional as F
+
+    with vramlab.trace(gpu="h200") as t:
+        if row["kind"] == "batch_norm":
+            n, c, d, h, w = row["shape"]
+            with torch.backends.cudnn.flags(enabled=row["cudnn"]):
+                typed = dict(device="cuda", dtype=getattr(torch, row["weight_dtype"]))
+                x = measured.clips(n, c, d, h, w, row["dtype"]).requires_grad_()
+                weight, bias = torch.randn(c, **typed, requires_grad=True), torch.randn(c, **typed, requires_grad=True)
+                mean, var = torch.zeros(c, **typed), torch.ones(c, **typed)
+                marks = [len(t.snapshot()["device_traces"][0])]
+                out = F.batch_norm(x, mean, var, weight, bias, training=True)
+                marks.append(len(t.snapshot()["device_traces"][0]))
+                grad = torch.randn_like(out)
+                marks.append(len(t.snapshot()["device_traces"][0]))
+                grads = torch.autograd.grad(out, (x, weight, bias), grad)
+                marks.append(len(t.snapshot()["device_traces"][0]))
+                with torch.no_grad():
+                    kept = F.batch_norm(x, mean, var, weight, bias, training=False)
+                phases = [("forward", marks[0], marks[1]), ("backward", marks[2], marks[3]), ("forward_eval", marks[3], None)]
+        else:
+            n, c, d, h, w, k, kernel, stride, padding = row["spec"]
+            x = measured.clips(n, c, d, h, w, row["dtype"]).requires_grad_()
+            weight = torch.randn(k, c, *kernel, device="cuda", dtype=getattr(torch, row["dtype"]), requires_grad=True)
+            marks = [len(t.snapshot()["device_traces"][0])]
+            out = F.conv3d(x, weight, None, stride, padding)
+            marks.append(len(t.snapshot()["device_traces"][0]))
+            grad = torch.randn_like(out)
+            marks.append(len(t.snapshot()["device_traces"][0]))
+            grads = torch.autograd.grad(out, (x, weight), grad)
+            phases = [("forward", marks[0], marks[1]), ("backward", marks[2], None)]
+            assert out.is_contiguous(memory_format=torch.channels_last_3d) == row["out_channels_last_3d"]
+    for phase, start, stop in phases:
+        ours, theirs = _allocated(t, start, stop), _gpu_allocated(row[phase])
+        if row["kind"] == "batch_norm" and not row["cudnn"] or row["dtype"] == "bfloat16" and row["kind"] == "batch_norm" or row.get("weight_dtype") == "float16":
+            assert ours == theirs, phase
+        else:
+            # One workspace per cuDNN call at most: the forward's, and each of the backward's two.
+            calls = 2 if phase == "backward" and row["kind"] == "conv3d" else 1
+            assert _is_subsequence(ours, theirs) and len(theirs) - len(ours) <= calls, (phase, ours, theirs)
+    del grads

@@ -164,6 +164,22 @@ class NativeBatchNorm(Rule):
         super().__init__(session)
         self.kernels = BatchNormRules(session.torch)
 
+    def result(self, call: Call, out: Any) -> Any:
+        """cudnn_batch_norm in evaluation makes its statistics empty (``at::empty({0})``, "a
+        consistent output with native_batch_norm"; cudnn/BatchNorm.cpp): only the output is
+        allocated, as the H200 recorded (reports/reference/h200/cudnn-batch-norm)."""
+        if call.op != "native_batch_norm" or not isinstance(out, tuple) or len(out) != 3:
+            return out
+        torch = self.torch
+        x, weight, bias, running_mean, _, training = call.args[:6]
+        if training or not (isinstance(x, torch.Tensor) and x.device.type == "meta") or x.numel() == 0:
+            return out
+        if self.kernels.native(x, weight, bias is not None, running_mean is not None, False):
+            return out
+        with torch.utils._python_dispatch._disable_current_modes():
+            empty = [torch.empty(0, dtype=t.dtype, device=t.device) for t in out[1:]]
+        return (out[0], *empty)
+
     def after(self, call: Call, out: Any, made: List[Any]) -> None:
         if call.op != "native_batch_norm" or not made:
             return
