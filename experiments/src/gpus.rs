@@ -128,6 +128,11 @@ pub struct Gpu {
     pub measured: bool,
     /// Where the figures come from.
     pub source: String,
+    /// The L2 cache, bytes, as the driver reported it (`cuDeviceGetAttribute`) when the profile's
+    /// latency or coalescing part was calibrated; None where it was not measured.
+    pub l2_bytes: Option<u64>,
+    /// The SM's limits as the driver reported them at calibration; None for a datasheet GPU.
+    pub sm: Option<crate::SmParams>,
 }
 
 impl Gpu {
@@ -146,6 +151,8 @@ impl Gpu {
                     memory_bytes: spec.memory_gib << 30,
                     measured: false,
                     source: format!("{}; {COMPUTE_CAPABILITY_SOURCE}; not measured by vramlab", spec.source),
+                    l2_bytes: None,
+                    sm: None,
                 });
             }
             if !Profile::builtin_names().iter().any(|p| key(p) == key(name)) {
@@ -166,6 +173,12 @@ impl Gpu {
             memory_bytes: profile.device.memory_bytes,
             measured: true,
             source: profile.description.clone(),
+            l2_bytes: profile
+                .latency
+                .as_ref()
+                .map(|latency| latency.l2_bytes)
+                .or_else(|| profile.coalescing.as_ref().map(|coalescing| coalescing.l2_bytes)),
+            sm: Some(profile.sm.clone()),
         })
     }
 
@@ -340,6 +353,24 @@ mod tests {
         assert_eq!(Gpu::find("A100_80GB").unwrap().device_name, "NVIDIA A100-SXM4-80GB");
         assert!(Gpu::find("h100").unwrap().measured);
         assert!(!Gpu::find("h100-pcie").unwrap().measured);
+    }
+
+    #[test]
+    fn a_profiled_gpu_says_its_l2_and_sm_limits_and_a_datasheet_gpu_does_not() {
+        for name in Profile::builtin_names() {
+            let gpu = Gpu::find(name).unwrap();
+            let profile = Profile::find(name).unwrap();
+            let l2 = profile
+                .latency
+                .as_ref()
+                .map(|l| l.l2_bytes)
+                .or(profile.coalescing.as_ref().map(|c| c.l2_bytes));
+            assert_eq!(gpu.l2_bytes, l2, "{name}");
+            assert_eq!(gpu.sm.as_ref(), Some(&profile.sm), "{name}");
+        }
+        assert_eq!(Gpu::find("h200").unwrap().l2_bytes, Some(62_914_560));
+        let datasheet = Gpu::find("a100-80gb").unwrap();
+        assert!(datasheet.l2_bytes.is_none() && datasheet.sm.is_none());
     }
 
     #[test]

@@ -103,7 +103,7 @@ impl Profile {
 }
 
 /// What one SM has and how it hands it out: the occupancy calculator's inputs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SmParams {
     /// Where these numbers came from.

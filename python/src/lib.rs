@@ -461,6 +461,10 @@ fn gpu(py: Python<'_>, profile: String) -> PyResult<String> {
             // only (experiments::CONTEXT_BYTES_MEASURED_H100).
             "context_bytes": experiments::CONTEXT_BYTES_MEASURED_H100,
             "context_measured": gpu.measured && gpu.device_name.starts_with("NVIDIA H100"),
+            // What the driver reported at calibration (torch.cuda.get_device_properties in a
+            // trace); null where it was not measured.
+            "l2_bytes": gpu.l2_bytes,
+            "sm": gpu.sm,
         })
         .to_string())
     })

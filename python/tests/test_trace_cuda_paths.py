@@ -488,3 +488,43 @@ def test_channels_last_3d_video_allocates_as_the_h200_did(row):
             calls = 2 if phase == "backward" and row["kind"] == "conv3d" else 1
             assert _is_subsequence(ours, theirs) and len(theirs) - len(ours) <= calls, (phase, ours, theirs)
     del grads
+
+
+def test_device_properties_are_what_the_profile_measured_and_refuse_the_rest():
+    """standin.Properties: timm's foreach optimizers chunk their parameters by
+    get_device_properties().L2_cache_size, which the H200's profile has from the driver
+    (cuDeviceGetAttribute at calibration), as it has the SM's limits; a datasheet GPU's profile
+    has neither, and a field no profile has (the board's UUID) stops the trace at its line."""
+    from vramlab.errors import UnfollowedError
+
+    with vramlab.trace(gpu="h200"):
+        props = torch.cuda.get_device_properties(0)
+        assert (props.L2_cache_size, props.warp_size, props.max_threads_per_multi_processor) == (62914560, 32, 2048)
+        assert (props.regs_per_multiprocessor, props.shared_memory_per_block_optin, props.is_integrated) == (65536, 232448, 0)
+        with pytest.raises(UnfollowedError, match=r"get_device_properties\(\.\.\.\)\.uuid at .*test_trace_cuda_paths.py:\d+"):
+            props.uuid
+    with vramlab.trace(gpu="a100-80gb"):
+        props = torch.cuda.get_device_properties(0)
+        assert props.multi_processor_count == 108
+        with pytest.raises(UnfollowedError, match="L2_cache_size .*does not say it"):
+            props.L2_cache_size
+
+
+def test_distribution_samplers_make_contiguous_results_and_dirichlet_its_sum():
+    """cuda/Distributions.cpp: _s_gamma_cuda (StudentT, Gamma, Chi2, Beta) and _s_binomial_cuda
+    make at::empty(input.sizes(), input.options()), contiguous for a transposed input, which
+    PyTorch 2.11 has no meta kernel for; _s_dirichlet_cuda also sums the gammas over the last
+    dimension into a temporary freed on return."""
+    with vramlab.trace(gpu="h200") as t:
+        alpha = torch.full((100, 64), 3.0, device="cuda").t()
+        start = len(t.snapshot()["device_traces"][0])
+        gammas = torch._standard_gamma(alpha)
+        middle = len(t.snapshot()["device_traces"][0])
+        concentration = torch.ones(8, 1000, device="cuda")
+        before = len(t.snapshot()["device_traces"][0])
+        torch._sample_dirichlet(concentration)
+        counts = torch.distributions.Binomial(10, probs=torch.full((5, 7), 0.3, device="cuda")).sample()
+    assert gammas.is_contiguous() and gammas.shape == (64, 100)
+    assert events(t, start, middle) == [("alloc", 64 * 100 * 4)]
+    assert events(t, before)[:4] == [("alloc", 8 * 1000 * 4), ("alloc", 8 * 4), ("free_completed", 8 * 4), ("free_completed", 8 * 1000 * 4)]
+    assert counts.shape == (5, 7)

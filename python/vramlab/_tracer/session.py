@@ -23,6 +23,7 @@ from .rules import Rules
 from .rules.autocast import Autocast
 from .rules.cells import RecurrentCells
 from .rules.rms_norm import FusedRmsNorm
+from .rules.samplers import SamplerKernels
 from .rules.sync_batch_norm import SyncBatchNormKernels, sync_batch_norm_paths
 from .rules.composites import CudaComposites
 from .rules.kernels import threads_per_sm
@@ -468,7 +469,7 @@ class trace:
         kernels = Autocast(torch, here, self.release)
         kernels.install()
         self.autocast = kernels
-        for kernels_for in (RecurrentCells, CudaComposites, LinearPath, InPlaceWithoutMeta, SyncBatchNormKernels, FusedRmsNorm):
+        for kernels_for in (RecurrentCells, CudaComposites, LinearPath, InPlaceWithoutMeta, SyncBatchNormKernels, FusedRmsNorm, SamplerKernels):
             registered = kernels_for(torch)
             registered.install()
             self._registered.append(registered)

@@ -142,7 +142,22 @@ class NoContext:
 
 
 class Properties:
-    """What ``torch.cuda.get_device_properties`` says of the profile's GPU."""
+    """What ``torch.cuda.get_device_properties`` says of the profile's GPU: its name, compute
+    capability, memory and SM count, and where the profile was calibrated on the GPU, what the
+    driver reported then (the L2's size, the SM's limits). Libraries size work by some of these
+    (timm's foreach optimizers chunk parameters to fit the L2), so a field the profile does not
+    have stops the trace at the line that reads it rather than answering a guess."""
+
+    # _CudaDeviceProperties' fields from the profile's [sm] section (cuDeviceGetAttribute).
+    FROM_SM = {
+        "warp_size": "warp_size",
+        "max_threads_per_multi_processor": "max_threads_per_sm",
+        "max_threads_per_block": "max_threads_per_block",
+        "regs_per_multiprocessor": "registers_per_sm",
+        "shared_memory_per_block": "shared_bytes_per_block",
+        "shared_memory_per_block_optin": "shared_bytes_per_block_optin",
+        "shared_memory_per_multiprocessor": "shared_bytes_per_sm",
+    }
 
     def __init__(self, gpu: Dict[str, Any]) -> None:
         major, minor = (int(x) for x in str(gpu["compute_capability"]).split("."))
@@ -150,6 +165,23 @@ class Properties:
         self.major, self.minor = major, minor
         self.total_memory = gpu["memory_bytes"]
         self.multi_processor_count = gpu["multiprocessors"]
+        # A discrete board with one GPU: the kinds vramlab profiles.
+        self.is_integrated = 0
+        self.is_multi_gpu_board = 0
+        if gpu.get("l2_bytes") is not None:
+            self.L2_cache_size = int(gpu["l2_bytes"])
+        for field, key in self.FROM_SM.items():
+            if gpu.get("sm"):
+                setattr(self, field, int(gpu["sm"][key]))
+        self._source = gpu.get("source", "")
+
+    def __getattr__(self, field: str) -> Any:
+        if field.startswith("_"):
+            raise AttributeError(field)
+        raise UnfollowedError(
+            f"torch.cuda.get_device_properties(...).{field} at {here()}: the profile of the {self.name} does not say it "
+            f"({self._source}), and a trace without the GPU has no driver to ask; the trace up to there is kept"
+        )
 
     def __repr__(self) -> str:
         return f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, total_memory={self.total_memory >> 20}MB, multi_processor_count={self.multi_processor_count})"
