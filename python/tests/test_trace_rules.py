@@ -943,6 +943,27 @@ def test_a_value_only_logged_is_a_placeholder_and_a_decision_on_it_stops_the_tra
     assert any(n.startswith("7 values read back") for n in t.snapshot()["vramlab_notes"])
 
 
+def test_min_max_and_math_of_a_placeholder_are_placeholders():
+    """unknown.python_paths: a perplexity logged as math.exp(min(loss.item(), 30)) prints '?' (not
+    exp of the stand-in 0.0, 1.0), min and max of plain values answer as the builtins do, and a
+    decision on a placeholder's minimum still stops the trace."""
+    import math
+
+    with vramlab.trace(gpu="h100"):
+        loss = torch.randn(8, device="cuda").sum().item()
+        count = (torch.randn(8, device="cuda") > 0).sum().item()
+        line = f"{math.exp(min(loss, 30)):.1f} {max([loss, 1.0])} {math.log(abs(loss))} {min(count, 3)} {max(count, 2.5)}"
+        assert (min(3, 4), max("ab", "b"), min((), default=5), max([2, 7], key=lambda v: -v)) == (3, "b", 5, 2)
+        with pytest.raises(UnfollowedError, match=r"a comparison \(gt\) at .*test_trace_rules.py:\d+"):
+            if min(loss, 30) > 2:
+                pass
+    assert line == "? ? ? ? ?"
+    import builtins
+
+    # Python's own again once the trace is over.
+    assert getattr(builtins.min, "__self__", None) is builtins and getattr(math.exp, "__self__", None) is math
+
+
 def test_a_count_read_back_is_a_placeholder_until_it_becomes_a_size():
     """unknown.UnknownInt: an accuracy's count (an integer .item()) prints as '?' and stays unknown
     through sums and divisions; used as a size, an index or in a comparison it stops the trace at

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .. import _vramlab
 from .._results import Steady
 from ..errors import UnfollowedError
-from . import compat, distributed, paths, standin, streams
+from . import compat, distributed, paths, standin, streams, unknown
 from .host import HostWatch
 from .libraries import Libraries
 from .recorder import Recorder, peak_bound, write_atomically
@@ -459,6 +459,7 @@ class trace:
         table.update(paths.program_paths(self))
         table.update(paths.optimizer_paths(self))
         table.update(sync_batch_norm_paths(self))
+        table.update(unknown.python_paths())
         # torch.cuda.memory's (and torch.cuda.random's) own names for the same queries: torch.cuda's
         # are re-exports, and PyTorch's code calls either.
         for (owner, name), value in list(table.items()):

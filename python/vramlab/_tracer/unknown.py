@@ -9,7 +9,9 @@ average) gives another. What would let the value steer the program stops the tra
 naming where the value was read: comparing it, taking its truth, or making an integer of it (a
 branch, an early stop, a shape, an index). What C code reads as a plain float (``math.isnan``, a
 JSON dump, ``torch.tensor(x)``) sees 0.0, a finite value, as a healthy step has; the snapshot's
-note says how many reads were answered this way.
+note says how many reads were answered this way. ``min`` and ``max`` of a placeholder and plain
+numbers, and the ``math`` module's functions of values (``math.exp(min(loss, 30))``, a perplexity),
+give placeholders too while a trace is on (`python_paths`), not a function of 0.0.
 
 An integer read so (``correct += (pred == y).sum().item()``, the count an accuracy is made of) gives
 an `UnknownInt`, which is no ``int``: C code that would take it as a size or an index must ask its
@@ -209,3 +211,67 @@ class UnknownInt(_Unknown):
 
     def __abs__(self) -> "UnknownInt":
         return UnknownInt(self.read_at)
+
+
+# The math module's functions of real numbers a log line takes of a loss (a perplexity's exp, a
+# log, a square root): an unknown value in, an unknown value out, rather than the function of the
+# stand-in 0.0 (exp gives a confident 1.0; log fails with a domain error the GPU never raises).
+MATH_OF_VALUES = (
+    "exp", "expm1", "exp2", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "pow", "fabs", "tanh", "sinh", "cosh",
+    "sin", "cos", "tan", "atan", "erf", "erfc", "lgamma",
+)
+
+
+def _first_unknown(values: Any) -> Any:
+    return next((v for v in values if isinstance(v, _Unknown)), None)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float, _Unknown)) and not isinstance(value, bool)
+
+
+def _extreme(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``min`` or ``max`` that gives a placeholder where a placeholder is among plain numbers
+    (``math.exp(min(loss, 30))``: which is smaller is unknown, and so is the result); otherwise
+    the builtin's answer, or its comparison's refusal."""
+
+    def extreme(*args: Any, **kwargs: Any) -> Any:
+        values = args
+        if len(args) == 1:
+            try:
+                values = tuple(args[0])
+            except TypeError:
+                return original(*args, **kwargs)
+            args = (values,)
+        unknown = None if "key" in kwargs else _first_unknown(values)
+        if unknown is None or not all(_real(v) for v in values):
+            return original(*args, **kwargs)
+        if all(isinstance(v, (int, UnknownInt)) for v in values):
+            return UnknownInt(unknown.read_at)
+        return UnknownFloat(unknown.read_at)
+
+    extreme.__name__ = original.__name__
+    extreme.__doc__ = original.__doc__
+    return extreme
+
+
+def _of_values(original: Callable[..., Any]) -> Callable[..., Any]:
+    def function(*args: Any) -> Any:
+        unknown = _first_unknown(args)
+        if unknown is not None and all(_real(v) for v in args):
+            return UnknownFloat(unknown.read_at)
+        return original(*args)
+
+    function.__name__ = original.__name__
+    function.__doc__ = original.__doc__
+    return function
+
+
+def python_paths() -> Any:
+    """Python's own functions of numbers as a trace answers them for placeholders (standin.Table)."""
+    import builtins
+    import math
+
+    table = {(builtins, name): _extreme(getattr(builtins, name)) for name in ("min", "max")}
+    table.update({(math, name): _of_values(getattr(math, name)) for name in MATH_OF_VALUES if hasattr(math, name)})
+    return table
