@@ -1177,12 +1177,17 @@ def test_values_that_shape_results_are_answered_when_known_and_refused_in_one_li
         with vramlab.trace():
             x = torch.randn(6, 4, device="cuda")
             x[x > 0]
-    # binomial has a CUDA kernel and no meta one (the CTC loss, once the example here, is
-    # followed now: test_trace_ctc.py).
-    with pytest.raises(UnfollowedError, match="binomial at .*no meta kernel") as err:
+    # The fused Adagrad step has a CUDA kernel and no meta one (the CTC loss and binomial, once the
+    # examples here, are followed now: test_trace_ctc.py, rules/samplers.py).
+    with pytest.raises(UnfollowedError, match="_fused_adagrad_ at .*no meta kernel") as err:
         with vramlab.trace():
-            torch.binomial(torch.ones(4, device="cuda"), torch.full((4,), 0.5, device="cuda"))
+            ones = [torch.ones(3, device="cuda")]
+            torch.ops.aten._fused_adagrad_(ones, ones, ones, [torch.ones(1, device="cuda")], lr=0.1, lr_decay=0.0, weight_decay=0.0, eps=1e-10, maximize=False)
     assert "\n" not in str(err.value)
+    # A factory has no tensor argument to say it is the GPU's: its device does.
+    with pytest.raises(UnfollowedError, match="_cudnn_init_dropout_state at .*no meta kernel"):
+        with vramlab.trace():
+            torch.ops.aten._cudnn_init_dropout_state(0.5, True, 0, dtype=torch.uint8, device="cuda")
 
 
 def test_more_of_torch_cuda_answers_inside_a_trace(tmp_path):

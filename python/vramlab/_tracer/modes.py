@@ -350,7 +350,9 @@ class Allocations(TorchDispatchMode):
         try:
             out = func(*args, **kwargs)
         except NotImplementedError as error:
-            if not on_gpu:
+            device = kwargs.get("device")
+            # A factory has no tensor to say so: its device does (cuDNN's dropout state).
+            if not (on_gpu or (device is not None and torch.device(device).type == "meta")):
                 raise
             # No meta kernel (or one that needs values): the trace cannot say what the GPU's
             # kernel allocates.
