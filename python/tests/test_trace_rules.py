@@ -897,13 +897,14 @@ def test_rms_norm_allocates_what_the_fused_cuda_kernel_does():
 
 
 def _reduction_rows():
-    """Every tenth call of the draw the rules were mended on (seed 11) and of a second draw made
-    after them (seed 12, held out: 400 of 400 as traced)."""
+    """Every tenth call of the draw the rules were mended on (seed 11), of a second draw made after
+    them (seed 12, held out: 400 of 400 as traced), and of variances and standard deviations
+    (seed 13, Welford's rule held out: 400 of 400)."""
     import gzip
     import json
 
     rows = []
-    for name in ("reductions/reductions-seed11.jsonl.gz", "welford-and-channels-last-3d/reductions-seed12.jsonl.gz"):
+    for name in ("reductions/reductions-seed11.jsonl.gz", "welford-and-channels-last-3d/reductions-seed12.jsonl.gz", "welford-and-channels-last-3d/moments-seed13.jsonl.gz"):
         with gzip.open(pathlib.Path(__file__).resolve().parents[2] / "reports/reference/h200" / name, "rt") as f:
             rows += [r for r in (json.loads(line) for line in f) if "error" not in r][::10]
     return rows
@@ -911,8 +912,8 @@ def _reduction_rows():
 
 @pytest.mark.parametrize("row", _reduction_rows(), ids=lambda r: f"{r['op']}-{r['dtype']}-{'x'.join(map(str, r['shape']))}-{r['dims']}-{'t' if r['permute'] else 'c'}")
 def test_reductions_stage_as_the_h200_did(row):
-    """gpu_reduce_kernel's staging buffer and semaphores (rules/kernels.py) for the extrema, all/any
-    and sums, and min/max's contiguous copy of a strided input, against the allocations the H200
+    """gpu_reduce_kernel's staging buffer and semaphores (rules/kernels.py) for the extrema, all/any,
+    sums and Welford's moments, and min/max's contiguous copy of a strided input, against the allocations the H200
     made for the same call (reports/reference/h200/reductions)."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
     import measure_reduction_scratch as measured
