@@ -46,13 +46,13 @@ impl<K: Ord + Copy> OrderedSet<K> {
     /// last run (a key past none of them goes at its end). `None` when empty.
     fn run_of(&self, past: impl Fn(&K) -> bool) -> Option<usize> {
         let last = self.runs.len().checked_sub(1)?;
-        Some(first(&self.lasts, past).min(last))
+        Some(first_run(&self.lasts, past).min(last))
     }
 
     /// Where the first key that is `past` lies, as (run, place in it); past every key:
     /// (the number of runs, 0).
     fn position(&self, past: impl Fn(&K) -> bool) -> (usize, usize) {
-        let run = first(&self.lasts, &past);
+        let run = first_run(&self.lasts, &past);
         match self.runs.get(run) {
             // The run's last key is past: the place is within it.
             Some(keys) => (run, first(keys, past)),
@@ -195,6 +195,19 @@ impl<K: Ord + Copy> OrderedSet<K> {
     /// Every key, in order.
     pub(crate) fn iter(&self) -> Keys<'_, K> {
         self.range(..)
+    }
+}
+
+/// Runs past which their last keys are searched by halves, not scanned.
+const MANY_RUNS: usize = 16;
+
+/// [`first`] over the runs' last keys: a scan of a few, a binary search of many (a cache of
+/// thousands of blocks, as an unlimited replay of a long trace keeps, has hundreds of runs).
+fn first_run<K>(lasts: &[K], past: impl Fn(&K) -> bool) -> usize {
+    if lasts.len() > MANY_RUNS {
+        lasts.partition_point(|k| !past(k))
+    } else {
+        first(lasts, past)
     }
 }
 
