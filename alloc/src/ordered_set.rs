@@ -23,8 +23,122 @@ const RUN: usize = 32;
 /// Runs of fewer keys than this are joined with a neighbour where the two fit in one run.
 const THIN: usize = RUN / 4;
 
+/// Above this many keys a set is cut into runs; once one run is left, a vector again.
+const LARGE: usize = 64;
+
 #[derive(Debug, Clone)]
-pub(crate) struct OrderedSet<K> {
+pub(crate) enum OrderedSet<K> {
+    /// At most [`LARGE`] keys (and not yet one run of them after being larger): one vector.
+    Small(Vec<K>),
+    Runs(Runs<K>),
+}
+
+impl<K> Default for OrderedSet<K> {
+    fn default() -> Self {
+        OrderedSet::Small(Vec::new())
+    }
+}
+
+impl<K: Ord + Copy> OrderedSet<K> {
+    /// Adds `key`; false when it was there already.
+    pub(crate) fn insert(&mut self, key: K) -> bool {
+        match self {
+            OrderedSet::Small(keys) => {
+                let at = first(keys, |k| *k >= key);
+                if keys.get(at) == Some(&key) {
+                    return false;
+                }
+                keys.insert(at, key);
+                if keys.len() > LARGE {
+                    *self = OrderedSet::Runs(Runs::of(keys));
+                }
+                true
+            }
+            OrderedSet::Runs(runs) => runs.insert(key),
+        }
+    }
+
+    /// Removes `key`; false when it was not there.
+    pub(crate) fn remove(&mut self, key: &K) -> bool {
+        match self {
+            OrderedSet::Small(keys) => match keys.iter().position(|k| k == key) {
+                Some(at) => {
+                    keys.remove(at);
+                    true
+                }
+                None => false,
+            },
+            OrderedSet::Runs(runs) => {
+                let removed = runs.remove(key);
+                if runs.runs.len() == 1 {
+                    *self = OrderedSet::Small(runs.runs.pop().expect("one run"));
+                }
+                removed
+            }
+        }
+    }
+
+    /// Puts `new` in place of `old`; false (and nothing changed) when `old` was not there.
+    /// `new` must not be in the set already.
+    pub(crate) fn replace(&mut self, old: &K, new: K) -> bool {
+        match self {
+            OrderedSet::Small(keys) => {
+                let Some(at) = keys.iter().position(|k| k == old) else {
+                    return false;
+                };
+                let to = first(keys, |k| *k >= new);
+                if to <= at {
+                    keys[to..=at].rotate_right(1);
+                    keys[to] = new;
+                } else {
+                    keys[at..to].rotate_left(1);
+                    keys[to - 1] = new;
+                }
+                true
+            }
+            OrderedSet::Runs(runs) => {
+                let replaced = runs.replace(old, new);
+                if runs.runs.len() == 1 {
+                    *self = OrderedSet::Small(runs.runs.pop().expect("one run"));
+                }
+                replaced
+            }
+        }
+    }
+
+    /// The keys within `range`, in order (and in reverse with `.rev()`).
+    pub(crate) fn range(&self, range: impl RangeBounds<K>) -> Keys<'_, K> {
+        match self {
+            OrderedSet::Small(keys) => {
+                let start = match range.start_bound() {
+                    Bound::Included(s) => first(keys, |k| k >= s),
+                    Bound::Excluded(s) => first(keys, |k| k > s),
+                    Bound::Unbounded => 0,
+                };
+                let end = match range.end_bound() {
+                    Bound::Included(e) => first(keys, |k| k > e),
+                    Bound::Excluded(e) => first(keys, |k| k >= e),
+                    Bound::Unbounded => keys.len(),
+                };
+                Keys {
+                    front: keys[start..end.max(start)].iter(),
+                    middle: [].iter(),
+                    back: [].iter(),
+                }
+            }
+            OrderedSet::Runs(runs) => runs.range(range),
+        }
+    }
+
+    /// Every key, in order.
+    pub(crate) fn iter(&self) -> Keys<'_, K> {
+        self.range(..)
+    }
+}
+
+/// A large set's keys, in runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Runs<K> {
     /// The keys, in order: each run non-empty and every key of a run below every key of the
     /// next.
     runs: Vec<Vec<K>>,
@@ -32,16 +146,17 @@ pub(crate) struct OrderedSet<K> {
     lasts: Vec<K>,
 }
 
-impl<K> Default for OrderedSet<K> {
-    fn default() -> Self {
-        OrderedSet {
-            runs: Vec::new(),
-            lasts: Vec::new(),
-        }
+impl<K: Ord + Copy> Runs<K> {
+    /// The keys of a vector in order, in runs of half the most a run holds.
+    fn of(keys: &[K]) -> Runs<K> {
+        let runs: Vec<Vec<K>> = keys.chunks(RUN / 2).map(<[K]>::to_vec).collect();
+        let lasts = runs
+            .iter()
+            .map(|run| *run.last().expect("chunks are not empty"))
+            .collect();
+        Runs { runs, lasts }
     }
-}
 
-impl<K: Ord + Copy> OrderedSet<K> {
     /// The run a key that is `past` would lie in: the first whose last key is past, or the
     /// last run (a key past none of them goes at its end). `None` when empty.
     fn run_of(&self, past: impl Fn(&K) -> bool) -> Option<usize> {
@@ -65,8 +180,7 @@ impl<K: Ord + Copy> OrderedSet<K> {
         self.lasts[run] = *self.runs[run].last().expect("runs are not empty");
     }
 
-    /// Adds `key`; false when it was there already.
-    pub(crate) fn insert(&mut self, key: K) -> bool {
+    fn insert(&mut self, key: K) -> bool {
         let Some(run) = self.run_of(|k| *k >= key) else {
             self.runs.push(vec![key]);
             self.lasts.push(key);
@@ -88,8 +202,7 @@ impl<K: Ord + Copy> OrderedSet<K> {
         true
     }
 
-    /// Removes `key`; false when it was not there.
-    pub(crate) fn remove(&mut self, key: &K) -> bool {
+    fn remove(&mut self, key: &K) -> bool {
         let (run, at) = self.position(|k| k >= key);
         if self.runs.get(run).and_then(|keys| keys.get(at)) != Some(key) {
             return false;
@@ -128,9 +241,7 @@ impl<K: Ord + Copy> OrderedSet<K> {
         }
     }
 
-    /// Puts `new` in place of `old`; false (and nothing changed) when `old` was not there.
-    /// `new` must not be in the set already.
-    pub(crate) fn replace(&mut self, old: &K, new: K) -> bool {
+    fn replace(&mut self, old: &K, new: K) -> bool {
         let (run, at) = self.position(|k| k >= old);
         if self.runs.get(run).and_then(|keys| keys.get(at)) != Some(old) {
             return false;
@@ -162,8 +273,7 @@ impl<K: Ord + Copy> OrderedSet<K> {
         self.insert(new)
     }
 
-    /// The keys within `range`, in order (and in reverse with `.rev()`).
-    pub(crate) fn range(&self, range: impl RangeBounds<K>) -> Keys<'_, K> {
+    fn range(&self, range: impl RangeBounds<K>) -> Keys<'_, K> {
         let start = match range.start_bound() {
             Bound::Included(s) => self.position(|k| k >= s),
             Bound::Excluded(s) => self.position(|k| k > s),
@@ -190,11 +300,6 @@ impl<K: Ord + Copy> OrderedSet<K> {
             middle: self.runs[start.0 + 1..end.0].iter(),
             back: back.iter(),
         }
-    }
-
-    /// Every key, in order.
-    pub(crate) fn iter(&self) -> Keys<'_, K> {
-        self.range(..)
     }
 }
 
@@ -261,7 +366,7 @@ mod tests {
     use super::*;
 
     /// Every run non-empty and at most [`RUN`] long, in order, its last key kept.
-    fn check_shape<K: Ord + Copy + std::fmt::Debug>(set: &OrderedSet<K>) {
+    fn check_shape<K: Ord + Copy + std::fmt::Debug>(set: &Runs<K>) {
         assert_eq!(set.runs.len(), set.lasts.len());
         for (run, keys) in set.runs.iter().enumerate() {
             assert!(!keys.is_empty() && keys.len() <= RUN, "run {run}: {} keys", keys.len());
@@ -314,7 +419,9 @@ mod tests {
             assert_eq!(ours.range(from..).next(), theirs.range(from..).next());
             assert_eq!(ours.range(..from).next_back(), theirs.range(..from).next_back());
             if step % 97 == 0 {
-                check_shape(&ours);
+                if let OrderedSet::Runs(runs) = &ours {
+                    check_shape(runs);
+                }
                 assert!(ours.iter().eq(theirs.iter()));
                 assert!(ours.iter().rev().eq(theirs.iter().rev()));
                 let (low, high) = (from.min(to), from.max(to));
@@ -334,10 +441,10 @@ mod tests {
                 both.sort();
                 assert!(both.iter().eq(theirs.range(low..=high)));
             }
-            match ours.runs.len() {
-                0 | 1 => one_run += 1,
-                n if n > 4 => many_runs += 1,
-                _ => {}
+            match &ours {
+                OrderedSet::Small(_) => one_run += 1,
+                OrderedSet::Runs(runs) if runs.runs.len() > 4 => many_runs += 1,
+                OrderedSet::Runs(_) => {}
             }
         }
         assert!(
