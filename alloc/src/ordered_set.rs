@@ -1,19 +1,20 @@
-//! A set kept in order for best-fit range queries, sized for free lists: runs of keys in order,
-//! each a short sorted vector searched by a scan (at these sizes a scan, whose branches the
-//! processor predicts, beats a binary search's unpredictable ones, and shifting a few keys
-//! beats a B-tree's node handling).
+//! A set kept in order for best-fit range queries, sized for free lists: short sorted vectors
+//! searched by a scan (at these sizes a scan, whose branches the processor predicts, beats a
+//! binary search's unpredictable ones, and shifting a few keys beats a B-tree's node handling).
 //!
-//! A set of at most [`RUN`] keys is one run, a sorted vector. A larger one is cut into runs of
-//! at most [`RUN`] keys (a run that grows past it is cut in halves, one that thins below a
-//! quarter of it joins a neighbour where the two fit in one): a B-tree of two levels whose
-//! nodes are plain vectors, searched by a scan of the runs' last keys, then of one run.
+//! A set of at most [`LARGE`] keys is one sorted vector. A larger one is cut into runs of at
+//! most [`RUN`] keys (a run that grows past it is cut in halves, one that thins below a quarter
+//! of it joins a neighbour where the two fit in one), and is one vector again once one run is
+//! left: a B-tree of two levels whose nodes are plain vectors, searched by a scan of the runs'
+//! last keys (by halves past [`MANY_RUNS`] runs), then of one run.
 //!
 //! Until issue 39's fourth session a set of more than 64 keys became a `BTreeSet`. Under a cap
 //! that its cache fills, PyTorch's free sets hold hundreds of blocks: on the non-repeating
 //! 1.5 M-event trace, 37% of `tune`'s 272 M operations on them found 64 to 511 keys (most of
 //! the rest 32 to 63), and the B-tree's took about a quarter of its time. Measured there (one
 //! thread, a grid of four settings): runs of 16, 32 and 64 keys alike within the noise, runs
-//! searched by a binary search (even one without branches) about a quarter slower.
+//! searched by a binary search (even one without branches) about a quarter slower; small sets
+//! in runs too (no plain vector) a few percent slower per operation than in one vector.
 
 use std::ops::{Bound, RangeBounds};
 
