@@ -408,8 +408,9 @@ impl Caching {
         self.pools[pool].blocks.insert(key);
     }
 
-    /// A cached block (its key `whole` from before the split) gives its place in the free set to
-    /// `rest`, the part of it a split left free: one shift of the set instead of two.
+    /// A cached block (its key `whole` from before the split or the merge) gives its place in
+    /// the free set to `rest`, the part of it a split left free or the block it was merged
+    /// into: one shift of the set instead of two.
     fn replace_free(&mut self, whole: FreeKey, rest: usize) {
         let (pool, key) = self.becoming_free(rest);
         let replaced = self.pools[pool].blocks.replace(&whole, key);
@@ -472,12 +473,23 @@ impl Caching {
     /// `try_merge_blocks`: merges `src` into `dst` when it is a cached neighbour in the same
     /// mapping state; returns the bytes taken in. `dst` must be out of every set.
     fn try_merge(&mut self, dst: usize, src: Option<usize>) -> u64 {
+        self.try_merge_keeping(dst, src, None)
+    }
+
+    /// [`Caching::try_merge`]; with `place`, where it holds no key yet, a mapped `src` keeps
+    /// its place in the free set, its key left in `place`, for `dst` to take with
+    /// [`Caching::replace_free`] (one shift of the set instead of two). The set is then the
+    /// same as after [`Caching::try_merge`] once `dst` is cached.
+    fn try_merge_keeping(&mut self, dst: usize, src: Option<usize>, place: Option<&mut Option<FreeKey>>) -> u64 {
         let Some(src) = src else { return 0 };
         if self.nodes[src].state != State::Free || self.nodes[src].mapped != self.nodes[dst].mapped {
             return 0;
         }
         if self.nodes[src].mapped {
-            self.remove_free(src);
+            match place {
+                Some(place @ None) => *place = Some(self.free_key(src)),
+                _ => self.remove_free(src),
+            }
         } else {
             self.remove_unmapped(src);
         }
@@ -935,13 +947,18 @@ impl Caching {
         self.nodes[idx].state = State::Free;
         let (prev, next) = (self.nodes[idx].prev, self.nodes[idx].next);
         let mut inactive_change: i128 = 0;
+        // The first free neighbour's place in the free set, which the merged block takes.
+        let mut place = None;
         for neighbour in [prev, next] {
-            let subsumed = self.try_merge(idx, neighbour);
+            let subsumed = self.try_merge_keeping(idx, neighbour, Some(&mut place));
             if subsumed > 0 {
                 inactive_change -= i128::from(subsumed);
             }
         }
-        self.insert_free(idx);
+        match place {
+            Some(whole) => self.replace_free(whole, idx),
+            None => self.insert_free(idx),
+        }
         if self.nodes[idx].is_split() {
             inactive_change += i128::from(self.nodes[idx].size);
         }
