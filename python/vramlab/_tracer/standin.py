@@ -170,9 +170,8 @@ class Properties:
         self.is_multi_gpu_board = 0
         if gpu.get("l2_bytes") is not None:
             self.L2_cache_size = int(gpu["l2_bytes"])
-        for field, key in self.FROM_SM.items():
-            if gpu.get("sm"):
-                setattr(self, field, int(gpu["sm"][key]))
+        for field, key in self.FROM_SM.items() if gpu.get("sm") else ():
+            setattr(self, field, int(gpu["sm"][key]))
         self._source = gpu.get("source", "")
 
     def __getattr__(self, field: str) -> Any:

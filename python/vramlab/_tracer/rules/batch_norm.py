@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import PASS, Call, FunctionRule, Rule, register, register_function
-from .kernels import fits_32bit_index_math, welford_scratch
+from .kernels import converted_copy, fits_32bit_index_math, welford_scratch
 
 # Normalization.cuh (CUDA, not ROCm): MAX_BLOCK_SIZE, ELEMENTS_PER_THREAD, OPTIMAL_TILE_W, MAX_H_BLOCK.
 MAX_BLOCK_SIZE = 512
@@ -208,9 +208,7 @@ class NativeBatchNorm(Rule):
         torch, record, frame = self.torch, call.record, call.frame
         copy = None
         if x.dtype != acc and not (x.dtype == torch.float16 and acc == torch.float32):
-            x = torch.empty_like(x, dtype=acc)
-            size = x.untyped_storage().nbytes()
-            copy = (record.alloc(size, frame), size)
+            x, copy = converted_copy(record, x, acc, frame)
         welford_scratch(self.session, x, [0] + list(range(2, x.dim())), acc.itemsize, frame)
         if copy is not None:
             record.free(*copy)

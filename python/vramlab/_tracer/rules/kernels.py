@@ -225,9 +225,7 @@ def fits_32bit_index_math(shape: Sequence[int], strides: Sequence[int]) -> bool:
     batch norm kernels ask: counted in elements, not bytes as TensorIterator's check is, and
     refusing at 2^31 - 1 itself."""
     limit = 2**31 - 1
-    numel = 1
-    for n in shape:
-        numel *= n
+    numel = _numel(shape)
     if numel >= limit:
         return False
     return numel == 0 or sum((n - 1) * s for n, s in zip(shape, strides)) < limit
@@ -278,6 +276,14 @@ UNSIZED_SCRATCH = {
     "topk", "kthvalue", "median", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp",
     "searchsorted", "bincount", "histc", "randperm",
 }
+
+
+def converted_copy(record: Any, x: Any, dtype: Any, frame: Any) -> Tuple[Any, Tuple[int, int]]:
+    """``self.to(dtype)`` as a reduction's make_reduction reads it: a stand-in laid out like `x`
+    and the (address, size) of its allocation, for the caller to free when the kernel returns."""
+    converted = record.torch.empty_like(x, dtype=dtype)
+    size = converted.untyped_storage().nbytes()
+    return converted, (record.alloc(size, frame), size)
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -344,10 +350,7 @@ class KernelScratch(Rule):
                 in_dtype = x.dtype
             copy = None
             if x.dtype != in_dtype and x.numel():
-                converted = torch.empty_like(x, dtype=in_dtype)
-                size = converted.untyped_storage().nbytes()
-                copy = (record.alloc(size, frame), size)
-                x = converted
+                x, copy = converted_copy(record, x, in_dtype, frame)
             if x.is_floating_point() or (op == "sum" and x.dtype == torch.int64):
                 self._reduction(x, bound.get("dim"), first.element_size(), op == "mean", frame)
             if copy is not None:
