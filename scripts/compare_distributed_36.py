@@ -39,7 +39,10 @@ def main():
 
     import vramlab
 
+    from recorded_versions import warn as warn_versions
+
     ALL = {} if options.scripts else importlib.import_module(options.workloads).ALL
+    warn_versions(options.folder, sys.stdout)
     scratch = tempfile.mkdtemp(prefix="compare36-")
 
     only = set(filter(None, options.only.split(",")))

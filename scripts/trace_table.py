@@ -12,6 +12,7 @@ from vramlab._tracer.recorder import unknown_peak
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+from recorded_versions import warn as warn_versions  # noqa: E402
 from trace_workloads import ALL, GROUPS  # noqa: E402
 
 # `--holdout`, `--autocast`, `--sdpa`, `--sdpa-fp32`, `--scaler`, `--conv`, `--hf-masks`: that
@@ -34,6 +35,7 @@ if "--recordings" in sys.argv:
 GPU = sys.argv[sys.argv.index("--gpu") + 1] if "--gpu" in sys.argv else "h100"
 
 warnings.filterwarnings("ignore")
+warn_versions(RECORDINGS, sys.stdout)
 print("| workload | setting | peak allocated: PyTorch / trace | peak reserved: PyTorch / trace |")
 print("|---|---|---|---|")
 mib = lambda b: f"{b / 2**20:,.1f} MiB"
