@@ -1094,6 +1094,7 @@ from trace_workloads_35r import ISSUE35R  # noqa: E402
 from trace_workloads_35s import ISSUE35S  # noqa: E402
 from trace_workloads_35t import ISSUE35T  # noqa: E402
 from trace_workloads_35u import ISSUE35U  # noqa: E402
+from trace_workloads_35v import ISSUE35V  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1133,5 +1134,6 @@ GROUPS = {
     "issue35s": ISSUE35S,
     "issue35t": ISSUE35T,
     "issue35u": ISSUE35U,
+    "issue35v": ISSUE35V,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
