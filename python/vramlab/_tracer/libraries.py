@@ -26,6 +26,13 @@ own configuration, not from the data. Each is installed when the library's modul
   (``alpha = max(eps2, param.norm(2).item() / ...) * rho``) and each update's norm for its RMS clip
   (``max(1.0, update.norm(2).item() / ...)``); the floats only scale updates made in place, whose
   allocations do not depend on them, so they are answered 1.0 and said.
+- transformers' ``Adafactor`` with ``scale_parameter=True`` (transformers/optimization.py,
+  ``Adafactor._get_lr``: ``param_scale = max(eps[1], state["RMS"])``, the RMS a 0-d tensor on the
+  GPU) compares each parameter's RMS with ``eps[1]`` (1e-3). Above it, the learning rate is that
+  tensor times the relative step, a 0-d tensor (one 512-byte block, alive for the parameter's
+  update); below it (a parameter all zeros, such as LoRA's B at the start), a float and no block.
+  Every other allocation of the step is the same either way. The comparison is answered "above",
+  the case of a parameter with values, and said.
 """
 
 from __future__ import annotations
@@ -259,6 +266,24 @@ def adafactor_paths(session: Any, adafactor_module: Any) -> Table:
     return table
 
 
+HF_ADAFACTOR_NOTE = (
+    "{count} comparisons of a parameter's RMS with eps[1] in transformers' Adafactor (optimization.py, _get_lr, scale_parameter=True) "
+    "were answered 'above': the learning rate is then a 0-d tensor (one 512-byte block for the length of the parameter's update); "
+    "a parameter whose RMS is below eps[1] (all zeros, as LoRA's B starts) takes a float on the GPU and allocates that block less"
+)
+
+
+def hf_adafactor_paths(session: Any, optimization: Any) -> Table:
+    """transformers.optimization, once imported: Adafactor._get_lr's one read, a parameter's RMS
+    against eps[1], answered True (what `max` asks of the tensor: is it above the float)."""
+    adafactor = getattr(optimization, "Adafactor", None)
+    get_lr = vars(adafactor).get("_get_lr") if adafactor is not None else None
+    if not isinstance(get_lr, staticmethod):
+        return {}
+    reads = ReadsInside(session, get_lr.__func__.__code__, True, HF_ADAFACTOR_NOTE)
+    return {(adafactor, "_get_lr"): staticmethod(answering(session, get_lr.__func__, reads))}
+
+
 def accelerate_random_paths(session: Any, random_module: Any) -> Table:
     """accelerate.utils.random, once imported: synchronize_rng_state (at each epoch of a prepared
     DataLoader) moves a generator's state to the GPU, broadcasts rank 0's and copies it back to
@@ -277,6 +302,7 @@ RULES: Dict[str, Callable[[Any, Any], Table]] = {
     "accelerate.utils.random": accelerate_random_paths,
     "torch.distributed.checkpoint.state_dict": checkpoint_state_paths,
     "torch.optim._adafactor": adafactor_paths,
+    "transformers.optimization": hf_adafactor_paths,
 }
 
 

@@ -238,8 +238,13 @@ class CublasWorkspaces(Rule):
         if plan.per_call:
             record.scratch([plan.lt_size if lt else plan.size], frame)
             return
-        # The autograd engine runs CUDA backward on a thread of its own, with its own handle.
-        handle = "backward" if self.torch._C._current_autograd_node() is not None else threading.get_ident()
+        # The autograd engine runs CUDA backward on a thread of its own, with its own handle; a
+        # handle keeps one workspace per stream it runs on (CublasHandlePool.cpp: the maps
+        # cublas_handle_stream_to_workspace and cublaslt_handle_stream_to_workspace are keyed by
+        # handle and current stream), so a multiply on a side stream, or in a future's callback
+        # on a pool stream, gets a workspace of its own, kept as the default stream's is.
+        thread = "backward" if self.torch._C._current_autograd_node() is not None else threading.get_ident()
+        handle = (thread, record.stream)
         if handle not in self.handles:
             self.handles.add(handle)
             record.phases[record.alloc(plan.size, frame)] = "workspaces"
