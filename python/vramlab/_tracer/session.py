@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .. import _vramlab
 from .._results import Steady
 from ..errors import UnfollowedError
-from . import compat, distributed, paths, standin, streams, unknown
+from . import compat, distributed, futures, paths, standin, streams, unknown
 from .host import HostWatch
 from .libraries import Libraries
 from .recorder import Recorder, peak_bound, write_atomically
@@ -454,6 +454,7 @@ class trace:
         table.update(self._streams.table())
         self._distributed = distributed.Distributed(self)
         table.update(self._distributed.table())
+        table.update(futures.future_paths(self))
         table.update(paths.serialization_paths(self))
         table.update(paths.checkpoint_paths(self))
         table.update(paths.program_paths(self))
