@@ -3,7 +3,7 @@ future with the work's CUDA device, whose ``then`` callbacks run on streams from
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
 
 from .distributed import _flat, device_of
 from .standin import Table
@@ -30,8 +30,8 @@ def future_paths(session: Any) -> Table:
     if get_future is None:
         return {}
 
-    def stand_ins(value: Any) -> List[Any]:
-        return [t for t in _flat(value) if device_of(torch, t) == "meta"]
+    def holds_stand_ins(value: Any) -> bool:
+        return any(device_of(torch, t) == "meta" for t in _flat(value))
 
     Future: Any = torch.futures.Future
 
@@ -51,7 +51,7 @@ def future_paths(session: Any) -> Table:
 
     def future_of(work: Any) -> Any:
         future = get_future(work)
-        if not future.done() or not stand_ins(future.value()):
+        if not future.done() or not holds_stand_ins(future.value()):
             return future
         ours = CudaFuture()
         ours.set_result(future.value())
