@@ -289,6 +289,27 @@ def test_a_shadow_is_its_own_storages_and_dies_with_it():
         assert key not in shadows._storages, f"the shadow of a dead {shape} storage outlived it"
 
 
+def test_small_host_floats_not_trained_are_known_and_weights_are_not():
+    """values.py: torchvision's detection models check the targets' boxes, floats made on the
+    CPU, for degenerate ones (`degenerate_boxes.any()`, RetinaNet's forward) before anything is
+    built; ISSUE35V's RetinaNet stopped there. A small float tensor that is not trained is known
+    once on the GPU; a module's weights, trained, and a float tensor past SMALL_HOST_FLOATS are
+    not, so a model never runs on the CPU."""
+    from vramlab._tracer.values import SMALL_HOST_FLOATS
+
+    with vramlab.trace(gpu="h100"):
+        boxes = torch.tensor([[2.0, 3.0, 10.0, 12.0], [5.0, 5.0, 9.0, 30.0]]).to("cuda")
+        degenerate = boxes[:, 2:] <= boxes[:, :2]
+        assert not degenerate.any()
+        assert (boxes[:, 2] - boxes[:, 0]).tolist() == [8.0, 4.0]
+        layer = torch.nn.Linear(4, 3).to("cuda")
+        with pytest.raises(UnfollowedError):
+            bool((layer.bias > 0).any())
+        large = torch.ones(SMALL_HOST_FLOATS + 1).to("cuda")
+        with pytest.raises(UnfollowedError):
+            bool(large.sum() > 0)
+
+
 def test_large_known_values_are_kept_within_their_budget_and_small_ones_always():
     """A long document's attention mask expanded to batch x 1 x S x S floats is past the small
     shadows' limit (LED reads `(mask > 0).any().item()` of one of 256 MiB; ISSUE35R refused it).

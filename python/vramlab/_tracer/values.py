@@ -4,7 +4,8 @@ an attention mask is all ones (``padding_mask.all()``) to decide whether to buil
 which changes which attention kernel runs and what it allocates.
 
 A tensor's values are known when they come from the CPU (``.to("cuda")`` of a tokenizer's
-output; floating-point tensors only as scalars, so a model's weights never are), from a deterministic factory (``ones``, ``zeros``, ``full``, ``arange``: an ``empty``
+output; floating-point tensors only as scalars or when small and not trained, so a model's
+weights never are), from a deterministic factory (``ones``, ``zeros``, ``full``, ``arange``: an ``empty``
 then filled whole), or from an operation whose inputs are all known. They are kept as a CPU copy
 of the storage ("a shadow"), and every such operation is also run on the shadows, on the CPU, so
 that views and in-place writes stay in step. Only small tensors get shadows (integer and boolean
@@ -43,6 +44,8 @@ from typing import Any, Dict, Optional, Tuple
 # others (float masks built from them, scalars).
 INTEGER_LIMIT = 64 << 20
 OTHER_LIMIT = 16 << 20
+# Floating-point tensors from the CPU that are not trained get shadows up to this many elements.
+SMALL_HOST_FLOATS = 4096
 # Past those limits, a shadow's storage at most, and what such shadows alive together may hold.
 LARGE_LIMIT = 256 << 20
 LARGE_BUDGET = 1 << 30
@@ -277,8 +280,12 @@ class Shadows:
             return
         if op == "_to_copy" and args and isinstance(args[0], torch.Tensor) and args[0].device.type != "meta":
             # A model's weights moved to the GPU are not worth knowing (and would make the whole
-            # model run on the CPU): floating-point tensors from the CPU are known as scalars only.
-            if isinstance(out, torch.Tensor) and out.device.type == "meta" and (not out.is_floating_point() or out.numel() <= 1):
+            # model run on the CPU): floating-point tensors from the CPU are known only when they
+            # are scalars, or small and not trained (a detection target's boxes, which torchvision
+            # checks for degenerate ones before it builds anything).
+            if isinstance(out, torch.Tensor) and out.device.type == "meta" and (
+                not out.is_floating_point() or out.numel() <= 1 or (out.numel() <= SMALL_HOST_FLOATS and not args[0].requires_grad)
+            ):
                 self.adopt(out, args[0])
             return
         if (op in _FILLED or op in _FILLED_WITH) and isinstance(out, torch.Tensor) and out.device.type == "meta":
