@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass_type
@@ -24,6 +24,7 @@ from ..errors import UnfollowedError
 from .rules import PASS, Call
 from .rules.reads import READS_HOST_VALUES, READS_VALUES, UNKNOWN_HOST_READ, boolean_indices
 from .standin import legacy_dtype
+from .printed import PRINTED_NUMBER_NOTE, read_only_printed
 from .unknown import PLACEHOLDER_NOTE, UnknownFloat, UnknownInt
 from .where import here, user_frame
 
@@ -55,6 +56,9 @@ class OnTheGpu(TorchFunctionMode):
         # What reads one value of a tensor for printing or logging at least. Not float(t): Python
         # makes a plain float of what __float__ returns, which could then decide in silence.
         self.one_value_reads = (torch.Tensor.item, torch.Tensor.__format__, torch.Tensor.__repr__)
+        # int(t) and float(t): answered only where the program's source shows the number is only
+        # printed (printed.py).
+        self.number_reads = (torch.Tensor.__int__, torch.Tensor.__float__)
 
     def _printable_value(self, t: Any) -> bool:
         """A stand-in of one floating-point value, read where the program did not ask every read
@@ -83,11 +87,13 @@ class OnTheGpu(TorchFunctionMode):
             parts.append("requires_grad=True")
         return f"tensor({', '.join(parts)})"
 
-    def _read_one_value(self, t: Any) -> Any:
-        """The value, where the trace knows it (or a rule answers it), else an UnknownFloat."""
+    def _read_one_value(self, t: Any, note: Optional[str] = PLACEHOLDER_NOTE) -> Any:
+        """The value, where the trace knows it (or a rule answers it), else an UnknownFloat (and
+        the snapshot says `note`)."""
         session = self.session
         if t.device.type != "meta":
-            session.note(PLACEHOLDER_NOTE)
+            if note:
+                session.note(note)
             return _unknown(t)(f"{here()} (of values copied from the GPU to the host at {session.shadows.unknown_host([t])})")
         session.placeholder_reads, session.placeholder_given = True, False
         try:
@@ -96,7 +102,8 @@ class OnTheGpu(TorchFunctionMode):
             session.placeholder_reads = False
         if session.placeholder_given:
             session.placeholder_given = False
-            session.note(PLACEHOLDER_NOTE)
+            if note:
+                session.note(note)
             return _unknown(t)(here())
         return value
 
@@ -151,6 +158,13 @@ class OnTheGpu(TorchFunctionMode):
             if func is torch.Tensor.__repr__:
                 return self._placeholder_repr(args[0], value) if isinstance(value, (UnknownFloat, UnknownInt)) else func(args[0])
             return value
+        if func in self.number_reads and args and self._printable_value(args[0]):
+            value = self._read_one_value(args[0], note=None)
+            if not isinstance(value, (UnknownFloat, UnknownInt)):
+                return float(value) if func is torch.Tensor.__float__ else int(value)
+            if read_only_printed():
+                session.note(PRINTED_NUMBER_NOTE)
+                return 0.0 if func is torch.Tensor.__float__ else 0
         if func in self.host_reads and args and isinstance(args[0], torch.Tensor):
             if args[0].device.type != "meta":
                 unknown = session.shadows.unknown_host(args[:1])

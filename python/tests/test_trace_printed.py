@@ -1,0 +1,81 @@
+"""printed.py: int(t) and float(t) of a GPU value the trace does not have are answered 0 only where
+the program's source shows the number reaches nothing but output; everything else still stops
+the trace. Six of ISSUE35W's sixteen programs (reports/reference/h200/trace-workloads-35w) stopped
+at such a read in an evaluation loop or a print after training."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import vramlab  # noqa: E402
+from vramlab.errors import UnfollowedError  # noqa: E402
+
+
+def _batch():
+    model = torch.nn.Linear(8, 3).cuda()
+    x = torch.randn(4, 8, device="cuda")
+    y = torch.randint(0, 3, (4,), device="cuda")
+    return model, x, y
+
+
+def _accuracy(model, x, y):
+    correct = 0
+    for _ in range(2):
+        correct += int((model(x).argmax(-1) == y).sum())
+    return correct / 8
+
+
+def test_counts_and_losses_only_printed_are_answered_zero_and_said(capsys):
+    with vramlab.trace(gpu="h100") as t:
+        model, x, y = _batch()
+        loss = model(x).float().pow(2).mean()
+        history = []
+        history.append(float(loss))
+        total = 0.0
+        total += float(loss) * 4
+        # Printed, not compared here: a comparison in this function would be a decision on them.
+        print(f"loss {float(loss):.3f} mean {total / 4:.3f} acc {_accuracy(model, x, y):.2f} {history}")
+    assert capsys.readouterr().out.strip() == "loss 0.000 mean 0.000 acc 0.00 [0.0]"
+    notes = [n for n in t.snapshot()["vramlab_notes"] if "int() or float()" in n]
+    assert notes and notes[0].startswith("5 numbers")
+
+
+def test_a_number_that_could_decide_still_stops_the_trace():
+    with vramlab.trace(gpu="h100"):
+        model, x, y = _batch()
+        loss = model(x).sum()
+        with pytest.raises(UnfollowedError):
+            if float(loss) < 1.0:
+                pass
+        with pytest.raises(UnfollowedError):
+            best = 0.0
+            best = max(best, float(loss))
+            stop = best > 3
+            print(stop)
+        with pytest.raises(UnfollowedError):
+            torch.zeros(int((y > 0).sum()), device="cuda")
+
+
+def test_a_returned_number_its_caller_compares_stops_the_trace():
+    with vramlab.trace(gpu="h100"):
+        model, x, y = _batch()
+        with pytest.raises(UnfollowedError):
+            if _accuracy(model, x, y) > 0.5:
+                pass
+
+
+def test_a_number_a_nested_function_reads_or_a_history_indexed_stops_the_trace():
+    with vramlab.trace(gpu="h100"):
+        model, x, y = _batch()
+        loss = model(x).sum()
+        with pytest.raises(UnfollowedError):
+            seen = float(loss)
+
+            def later():
+                return seen
+
+            print(later())
+        with pytest.raises(UnfollowedError):
+            history = []
+            history.append(float(loss))
+            print(history[-1] < 2)

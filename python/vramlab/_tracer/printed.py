@@ -1,0 +1,218 @@
+"""Whether a number a program makes with ``int(t)`` or ``float(t)`` of a GPU value is only printed.
+
+An evaluation loop counts what it got right, ``correct += int((pred == y).sum())``, and prints
+``correct / n``; a script prints ``float(loss)``. ``.item()`` of an unknown value gives a
+placeholder that prints as ``?`` (unknown.py), but ``int()`` and ``float()`` cannot: Python makes a
+plain number of whatever ``__int__`` or ``__float__`` returns, so nothing could stop the trace
+later if the program decided on it. Such a read therefore stops the trace, unless the program's
+own source shows that the number can decide nothing: that every path it flows along, through
+arithmetic, names, containers, f-strings and the function's return to its caller, ends in
+output (``print``, a logger, a progress bar, a metrics writer) or is dropped. Then the read is
+answered 0 and the snapshot says so; anything else (a comparison, a branch, an index, a size, a
+call the analysis does not know, a name a nested function or another module could see) keeps the
+refusal.
+
+The analysis reads the frame's source (``linecache``) and finds the call at the exact position
+the interpreter is executing (``co_positions``, Python 3.11+): an over-cautious "no" costs a
+refusal, never a wrong figure.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import sys
+import types
+from typing import Dict, Iterator, Optional, Set, Tuple
+
+from .where import is_program
+
+PRINTED_NUMBER_NOTE = (
+    "{count} numbers the program made with int() or float() of a GPU value the trace does not have were answered 0: "
+    "its source shows each only printed or logged (the printed numbers are not the GPU's), never compared, branched on or "
+    "used as a size or an index"
+)
+
+# Calls whose result is a number (or string) made of their arguments: the analysis follows it.
+_DERIVES = {"int", "float", "round", "abs", "min", "max", "sum", "str", "repr", "format", "divmod", "pow", "len"}
+# Modules whose functions make numbers of numbers (math.exp of a mean loss: a perplexity).
+_NUMERIC_MODULES = {"math", "statistics", "np", "numpy"}
+# Methods that only write what they are given somewhere a person reads it.
+_OUTPUT_METHODS = {
+    "info", "debug", "warning", "warn", "error", "critical", "log", "log_dict", "add_scalar", "add_scalars",
+    "set_postfix", "set_postfix_str", "set_description", "write",
+}
+# Methods that put a value into the container they are called on.
+_FILLS = {"append", "extend", "add", "insert", "update", "setdefault"}
+# How many callers a returned number is followed into.
+_RETURN_DEPTH = 4
+
+_PARSED: Dict[Tuple[str, int], Tuple[ast.Module, Dict[ast.AST, ast.AST]]] = {}
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
+
+
+def _parsed(filename: str) -> Optional[Tuple[ast.Module, Dict[ast.AST, ast.AST]]]:
+    lines = linecache.getlines(filename)
+    if not lines:
+        return None
+    key = (filename, hash("".join(lines)))
+    if key not in _PARSED:
+        try:
+            tree = ast.parse("".join(lines))
+        except (SyntaxError, ValueError):
+            return None
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        _PARSED[key] = (tree, parents)
+    return _PARSED[key]
+
+
+class _Flow:
+    """Where one value goes in one function's source."""
+
+    def __init__(self, frame: types.FrameType, depth: int) -> None:
+        self.frame = frame
+        self.depth = depth
+        self.names: Set[str] = set()
+        self.scope: Optional[ast.AST] = None
+        self.parents: Dict[ast.AST, ast.AST] = {}
+
+    def call_node(self) -> Optional[ast.Call]:
+        """The call the frame is executing now, found by its exact source position."""
+        parsed = _parsed(self.frame.f_code.co_filename)
+        if parsed is None:
+            return None
+        tree, self.parents = parsed
+        positions = list(self.frame.f_code.co_positions())
+        index = self.frame.f_lasti // 2
+        if index >= len(positions) or None in positions[index]:
+            return None
+        line, end_line, column, end_column = positions[index]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) == (line, end_line, column, end_column):
+                self.scope = self._scope_of(node)
+                return node
+        return None
+
+    def _scope_of(self, node: ast.AST) -> Optional[ast.AST]:
+        while not isinstance(node, _SCOPES):
+            parent = self.parents.get(node)
+            if parent is None:
+                return None
+            node = parent
+        name = self.frame.f_code.co_name
+        if isinstance(node, ast.Module):
+            return node if name == "<module>" else None
+        return node if getattr(node, "name", "<lambda>") == name else None
+
+    def only_printed(self, node: ast.AST) -> bool:
+        """Whether the value of `node` reaches only output, or nothing."""
+        parent = self.parents.get(node)
+        if parent is None or self.scope is None:
+            return False
+        if isinstance(parent, ast.Expr):
+            return True
+        if isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.FormattedValue, ast.JoinedStr, ast.Tuple, ast.List, ast.Set, ast.Starred)):
+            return self.only_printed(parent)
+        if isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            return node is parent.elt and self.only_printed(parent)
+        if isinstance(parent, ast.Dict):
+            return any(node is value for value in parent.values) and self.only_printed(parent)
+        if isinstance(parent, ast.keyword):
+            call = self.parents.get(parent)
+            return isinstance(call, ast.Call) and self._argument_only_printed(call)
+        if isinstance(parent, ast.Call):
+            return node is not parent.func and self._argument_only_printed(parent)
+        if isinstance(parent, ast.Attribute):
+            # history.append(...): putting more into a container reads nothing out of it.
+            call = self.parents.get(parent)
+            return parent.attr in _FILLS and isinstance(call, ast.Call) and call.func is parent
+        if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            return node is parent.value and all(self._stored_only_printed(target) for target in targets)
+        if isinstance(parent, ast.Return):
+            return self._returned_only_printed()
+        return False
+
+    def _argument_only_printed(self, call: ast.Call) -> bool:
+        function = call.func
+        if isinstance(function, ast.Name):
+            if function.id == "print":
+                return True
+            return function.id in _DERIVES and self.only_printed(call)
+        if not isinstance(function, ast.Attribute):
+            return False
+        owner = function.value
+        if isinstance(owner, ast.Name) and owner.id in _NUMERIC_MODULES:
+            return self.only_printed(call)
+        if function.attr in _OUTPUT_METHODS:
+            return True
+        if function.attr == "format" and isinstance(owner, ast.Constant) and isinstance(owner.value, str):
+            return self.only_printed(call)
+        if function.attr in _FILLS and isinstance(owner, ast.Name):
+            return self._name_only_printed(owner.id)
+        return False
+
+    def _stored_only_printed(self, target: ast.AST) -> bool:
+        if isinstance(target, ast.Name):
+            return self._name_only_printed(target.id)
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            # history["accuracy"] = ...: the container holds it.
+            return self._name_only_printed(target.value.id)
+        return False
+
+    def _name_only_printed(self, name: str) -> bool:
+        """Whether every read of `name` in the function only prints what it holds."""
+        if name in self.names:
+            return True
+        self.names.add(name)
+        scope = self.scope
+        if scope is None:
+            return False
+        for node in ast.walk(scope):
+            if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+                return False
+        for node in self._own_nodes(scope):
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) and not self.only_printed(node):
+                return False
+        # A module's name is anyone's who imports it; a script's (run as __main__) is its own. A
+        # name a nested function reads is that function's too.
+        if isinstance(scope, ast.Module) and self.frame.f_globals.get("__name__") != "__main__":
+            return False
+        return not any(
+            isinstance(node, ast.Name) and node.id == name
+            for inner in ast.walk(scope) if inner is not scope and isinstance(inner, _SCOPES)
+            for node in ast.walk(inner)
+        )
+
+    def _own_nodes(self, scope: ast.AST) -> Iterator[ast.AST]:
+        """The nodes of `scope`'s own body, not of the functions and classes inside it."""
+        stack = list(ast.iter_child_nodes(scope))
+        while stack:
+            node = stack.pop()
+            yield node
+            if not isinstance(node, _SCOPES):
+                stack.extend(ast.iter_child_nodes(node))
+
+    def _returned_only_printed(self) -> bool:
+        caller = self.frame.f_back
+        if caller is None or self.depth >= _RETURN_DEPTH or not is_program(caller.f_code.co_filename):
+            return False
+        flow = _Flow(caller, self.depth + 1)
+        call = flow.call_node()
+        return call is not None and flow.only_printed(call)
+
+
+def read_only_printed() -> bool:
+    """Whether the ``int(t)`` or ``float(t)`` the program is executing now makes a number that only
+    reaches output: the innermost frame of the program's own (outside torch and vramlab) is the one
+    calling ``int`` or ``float``."""
+    frame: Optional[types.FrameType] = sys._getframe(1)
+    while frame is not None and not is_program(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    flow = _Flow(frame, 0)
+    call = flow.call_node()
+    if call is None or not (isinstance(call.func, ast.Name) and call.func.id in ("int", "float")):
+        return False
+    return flow.only_printed(call)
