@@ -1064,3 +1064,21 @@ def test_a_placeholder_prints_as_pytorch_prints_its_tensor():
     assert leaf == "tensor([?], device='cuda:0', requires_grad=True)"
     assert half == "tensor(?, device='cuda:0', dtype=torch.float16, grad_fn=<ToCopyBackward0>)"
     assert host == "tensor(?)"
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_flex_attention_is_refused_in_one_line_not_an_abort(autocast):
+    """ISSUE35W's flex_attention LM: the higher-order operator's autograd kernel builds its joint
+    graph by make_fx, which on stand-ins aborted the whole process (terminate called after
+    throwing python_error); under autocast it failed with NotImplementedError for the trace's
+    autocast key. Its GPU kernels are torch.compile's, not sized here: refused, the trace kept."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    with vramlab.trace(gpu="h100") as t:
+        q = torch.randn(1, 2, 128, 32, device="cuda", requires_grad=True)
+        mask = create_block_mask(lambda b, h, i, j: i >= j, 1, 2, 128, 128, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            with pytest.raises(UnfollowedError, match=r"flex_attention at .*test_trace_rules.py:\d+: the GPU runs kernels torch.compile generates"):
+                torch.compile(flex_attention)(q, q, q, block_mask=mask)
+        after = torch.empty(1024, device="cuda")
+    assert after.shape == (1024,) and t.snapshot()["device_traces"][0]
