@@ -54,6 +54,9 @@ def test_a_number_that_could_decide_still_stops_the_trace():
             print(stop)
         with pytest.raises(UnfollowedError):
             torch.zeros(int((y > 0).sum()), device="cuda")
+        with pytest.raises(UnfollowedError):
+            # A tensor made of it (torch.tensor, then torch.log) could decide.
+            print(torch.log(torch.tensor(float(loss))) > 0)
 
 
 def test_a_returned_number_its_caller_compares_stops_the_trace():

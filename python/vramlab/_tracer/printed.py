@@ -42,6 +42,8 @@ _OUTPUT_METHODS = {
     "info", "debug", "warning", "warn", "error", "critical", "log", "log_dict", "add_scalar", "add_scalars",
     "set_postfix", "set_postfix_str", "set_description", "write",
 }
+# Modules whose functions of that name compute (torch.log): never output.
+_ARRAY_MODULES = _NUMERIC_MODULES | {"torch", "F", "jax", "jnp"}
 # Methods that put a value into the container they are called on.
 _FILLS = {"append", "extend", "add", "insert", "update", "setdefault"}
 # How many callers a returned number is followed into.
@@ -64,6 +66,13 @@ def _parsed(filename: str) -> Optional[Tuple[ast.Module, Dict[ast.AST, ast.AST]]
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         _PARSED[key] = (tree, parents)
     return _PARSED[key]
+
+
+def _root(node: ast.AST) -> str:
+    """The name an attribute chain starts from (`torch` of torch.nn.functional.log_softmax)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 class _Flow:
@@ -144,7 +153,8 @@ class _Flow:
         owner = function.value
         if isinstance(owner, ast.Name) and owner.id in _NUMERIC_MODULES:
             return self.only_printed(call)
-        if function.attr in _OUTPUT_METHODS:
+        if function.attr in _OUTPUT_METHODS and _root(owner) not in _ARRAY_MODULES:
+            # logger.info, wandb.log, writer.add_scalar; not torch.log, a tensor made of it.
             return True
         if function.attr == "format" and isinstance(owner, ast.Constant) and isinstance(owner.value, str):
             return self.only_printed(call)
