@@ -49,11 +49,13 @@ _FILLS = {"append", "extend", "add", "insert", "update", "setdefault"}
 # How many callers a returned number is followed into.
 _RETURN_DEPTH = 4
 
-_PARSED: Dict[Tuple[str, int], Tuple[ast.Module, Dict[ast.AST, ast.AST]]] = {}
+_Position = Tuple[int, int, int, int]
+_PARSED: Dict[Tuple[str, int], Tuple[Dict[_Position, ast.Call], Dict[ast.AST, ast.AST]]] = {}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
 
 
-def _parsed(filename: str) -> Optional[Tuple[ast.Module, Dict[ast.AST, ast.AST]]]:
+def _parsed(filename: str) -> Optional[Tuple[Dict[_Position, ast.Call], Dict[ast.AST, ast.AST]]]:
+    """A file's calls by their source positions, and each node's parent; parsed once per source."""
     lines = linecache.getlines(filename)
     if not lines:
         return None
@@ -64,7 +66,8 @@ def _parsed(filename: str) -> Optional[Tuple[ast.Module, Dict[ast.AST, ast.AST]]
         except (SyntaxError, ValueError):
             return None
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        _PARSED[key] = (tree, parents)
+        calls = {(n.lineno, n.end_lineno or n.lineno, n.col_offset, n.end_col_offset or 0): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        _PARSED[key] = (calls, parents)
     return _PARSED[key]
 
 
@@ -90,17 +93,18 @@ class _Flow:
         parsed = _parsed(self.frame.f_code.co_filename)
         if parsed is None:
             return None
-        tree, self.parents = parsed
+        calls, self.parents = parsed
         positions = list(self.frame.f_code.co_positions())
         index = self.frame.f_lasti // 2
-        if index >= len(positions) or None in positions[index]:
+        if index >= len(positions):
             return None
         line, end_line, column, end_column = positions[index]
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) == (line, end_line, column, end_column):
-                self.scope = self._scope_of(node)
-                return node
-        return None
+        if line is None or end_line is None or column is None or end_column is None:
+            return None
+        node = calls.get((line, end_line, column, end_column))
+        if node is not None:
+            self.scope = self._scope_of(node)
+        return node
 
     def _scope_of(self, node: ast.AST) -> Optional[ast.AST]:
         while not isinstance(node, _SCOPES):
