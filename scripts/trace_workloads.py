@@ -1096,6 +1096,7 @@ from trace_workloads_35t import ISSUE35T  # noqa: E402
 from trace_workloads_35u import ISSUE35U  # noqa: E402
 from trace_workloads_35v import ISSUE35V  # noqa: E402
 from trace_workloads_35w import ISSUE35W  # noqa: E402
+from trace_workloads_35x import ISSUE35X  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1137,5 +1138,6 @@ GROUPS = {
     "issue35u": ISSUE35U,
     "issue35v": ISSUE35V,
     "issue35w": ISSUE35W,
+    "issue35x": ISSUE35X,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
