@@ -82,3 +82,18 @@ def test_a_number_a_nested_function_reads_or_a_history_indexed_stops_the_trace()
             history = []
             history.append(float(loss))
             print(history[-1] < 2)
+
+
+def test_a_list_copied_only_to_be_printed_is_placeholders(capsys):
+    """ISSUE35X's GIT captioning printed `generated[0, :8].tolist()` after generate and stopped
+    there. A list only printed is placeholders, as .item()'s are; one the program goes on to use
+    still stops the trace, and a list whose values are known is the values."""
+    with vramlab.trace(gpu="h100"):
+        ids = torch.randint(0, 100, (2, 6), device="cuda")
+        print("first ids", ids[0, :3].tolist(), ids[0, 0].tolist())
+        known = torch.arange(3, device="cuda")
+        print(known.tolist())
+        with pytest.raises(UnfollowedError):
+            first = ids[0].tolist()
+            print(sorted(first))
+    assert capsys.readouterr().out.splitlines()[:2] == ["first ids [?, ?, ?] ?", "[0, 1, 2]"]

@@ -39,6 +39,18 @@ def _unknown(t: Any) -> Any:
     return UnknownFloat if t.dtype.is_floating_point else UnknownInt
 
 
+# Elements of a tensor whose .tolist() only printed is answered with placeholders, at most: a
+# printed list of more is not read by a person, and each placeholder is a Python object.
+PRINTED_LIST_LIMIT = 10_000
+
+
+def _placeholders(unknown: Any, read_at: str, shape: List[int]) -> Any:
+    """`t.tolist()` of a tensor of `shape`, each value a placeholder read at `read_at`."""
+    if not shape:
+        return unknown(read_at)
+    return [_placeholders(unknown, read_at, shape[1:]) for _ in range(shape[0])]
+
+
 class OnTheGpu(TorchFunctionMode):
     def __init__(self, session: Any) -> None:
         super().__init__()
@@ -70,6 +82,19 @@ class OnTheGpu(TorchFunctionMode):
             # A host copy of a GPU value the trace does not have (model.weight[0].cpu()[0]).
             return self.session.shadows.unknown_host([t]) is not None
         return not self.session.record.program_meta(t)
+
+    def _printable_list(self, t: Any) -> bool:
+        """A stand-in of unknown values, few enough to print, of a type placeholders stand for."""
+        torch = self.torch
+        return (
+            isinstance(t, torch.Tensor)
+            and t.device.type == "meta"
+            and t.numel() <= PRINTED_LIST_LIMIT
+            and _placeholder_dtype(torch, t.dtype)
+            and self.session.answer_reads is None
+            and self.session.shadows.view(t) is None
+            and not self.session.record.program_meta(t)
+        )
 
     def _placeholder_repr(self, t: Any, value: Any) -> str:
         """A one-element tensor printed as torch/_tensor_str.py prints it (brackets per dimension;
@@ -165,6 +190,10 @@ class OnTheGpu(TorchFunctionMode):
             if read_only_printed():
                 session.note(PRINTED_NUMBER_NOTE)
                 return 0.0 if func is torch.Tensor.__float__ else 0
+        if func is torch.Tensor.tolist and args and self._printable_list(args[0]) and read_only_printed():
+            # Values copied only to be printed: placeholders, as .item()'s (unknown.py).
+            session.note(PLACEHOLDER_NOTE)
+            return _placeholders(_unknown(args[0]), here(), list(args[0].shape))
         if func in self.host_reads and args and isinstance(args[0], torch.Tensor):
             if args[0].device.type != "meta":
                 unknown = session.shadows.unknown_host(args[:1])

@@ -217,9 +217,9 @@ class _Flow:
 
 
 def read_only_printed() -> bool:
-    """Whether the ``int(t)`` or ``float(t)`` the program is executing now makes a number that only
-    reaches output: the innermost frame of the program's own (outside torch and vramlab) is the one
-    calling ``int`` or ``float``."""
+    """Whether the ``int(t)``, ``float(t)`` or ``t.tolist()`` the program is executing now makes
+    numbers that only reach output: the innermost frame of the program's own (outside torch and
+    vramlab) is the one making the call."""
     frame: Optional[types.FrameType] = sys._getframe(1)
     while frame is not None and not is_program(frame.f_code.co_filename):
         frame = frame.f_back
@@ -227,6 +227,8 @@ def read_only_printed() -> bool:
         return False
     flow = _Flow(frame, 0)
     call = flow.call_node()
-    if call is None or not (isinstance(call.func, ast.Name) and call.func.id in ("int", "float")):
+    number = isinstance(call.func, ast.Name) and call.func.id in ("int", "float") if call is not None else False
+    listed = isinstance(call.func, ast.Attribute) and call.func.attr == "tolist" if call is not None else False
+    if call is None or not (number or listed):
         return False
     return flow.only_printed(call)
