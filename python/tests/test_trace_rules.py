@@ -1082,3 +1082,22 @@ def test_flex_attention_is_refused_in_one_line_not_an_abort(autocast):
                 torch.compile(flex_attention)(q, q, q, block_mask=mask)
         after = torch.empty(1024, device="cuda")
     assert after.shape == (1024,) and t.snapshot()["device_traces"][0]
+
+
+def test_an_index_read_from_topk_selects_a_view_the_same_whichever_it_is():
+    """ISSUE35X's Autoformer picks its top-k autocorrelation delays with `x[:, top_k_index[i]]`:
+    PyTorch reads the 0-dim index back and selects by it, a view. With the index's bounds known
+    (topk's) and the indexed values unknown, the trace selects by the lowest: the allocations are
+    the same (the select backward's zeros of the input's shape), and the note says so. Without
+    bounds the read still stops the trace."""
+    with vramlab.trace(gpu="h200") as t:
+        x = torch.randn(4, 64, 32, device="cuda", requires_grad=True)
+        _, index = torch.topk(x.detach().mean((0, 2)), 5)
+        picked = torch.stack([x[:, index[i]] for i in range(5)], -1)
+        picked.sum().backward()
+        with pytest.raises(UnfollowedError):
+            x[:, (x[0, 0, 0] * 10).long()]
+    assert picked.shape == (4, 32, 5)
+    events = t.snapshot()["device_traces"][0]
+    assert sum(1 for e in events if e["action"] == "alloc" and e["size"] == 4 * 64 * 32 * 4) >= 2
+    assert any(n.startswith("5 indexings by a one-element integer tensor") for n in t.snapshot()["vramlab_notes"])

@@ -71,6 +71,7 @@ class OnTheGpu(TorchFunctionMode):
         # int(t) and float(t): answered only where the program's source shows the number is only
         # printed (printed.py).
         self.number_reads = (torch.Tensor.__int__, torch.Tensor.__float__)
+        self.indexing = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
 
     def _printable_value(self, t: Any) -> bool:
         """A stand-in of one floating-point value, read where the program did not ask every read
@@ -82,6 +83,26 @@ class OnTheGpu(TorchFunctionMode):
             # A host copy of a GPU value the trace does not have (model.weight[0].cpu()[0]).
             return self.session.shadows.unknown_host([t]) is not None
         return not self.session.record.program_meta(t)
+
+    def _bounded_indices(self, indexed: Any, index: Any) -> Any:
+        """`index` with each one-element integer stand-in whose values have known bounds (topk's
+        indices) as its lowest value, where `indexed`'s values are unknown. PyTorch reads such an
+        index back and selects by it (python_variable_indexing.cpp: a 0-dim integer tensor is an
+        integer): a view, whose allocations do not depend on which element it is, and of values
+        the trace does not know either way."""
+        torch, shadows = self.torch, self.session.shadows
+        if shadows.view(indexed) is not None:
+            return index
+
+        def answered(i: Any) -> Any:
+            if isinstance(i, torch.Tensor) and i.device.type == "meta" and i.dim() == 0 and not i.dtype.is_floating_point and i.dtype != torch.bool and shadows.view(i) is None:
+                bounds = shadows.bounds(i)
+                if bounds is not None:
+                    self.session.note(BOUNDED_INDEX_NOTE)
+                    return bounds[0]
+            return i
+
+        return tuple(answered(i) for i in index) if isinstance(index, tuple) else answered(index)
 
     def _printable_list(self, t: Any) -> bool:
         """A stand-in of unknown values, few enough to print, of a type placeholders stand for."""
@@ -190,6 +211,8 @@ class OnTheGpu(TorchFunctionMode):
             if read_only_printed():
                 session.note(PRINTED_NUMBER_NOTE)
                 return 0.0 if func is torch.Tensor.__float__ else 0
+        if func in self.indexing and len(args) > 1 and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+            args = (args[0], self._bounded_indices(args[0], args[1])) + tuple(args[2:])
         if func is torch.Tensor.tolist and args and self._printable_list(args[0]) and read_only_printed():
             # Values copied only to be printed: placeholders, as .item()'s (unknown.py).
             session.note(PLACEHOLDER_NOTE)
@@ -317,6 +340,7 @@ def _int_sequence(value: Any) -> bool:
     return isinstance(value, list) and len(value) > 0 and all(isinstance(v, int) for v in value)
 
 
+BOUNDED_INDEX_NOTE = "{count} indexings by a one-element integer tensor of unknown value within known bounds (topk's or sort's indices) selected by its lowest value: a view of unknown values either way, whose allocations do not depend on which element"
 PINNED_NOTE = "{count} tensors asked for in pinned host memory (pin_memory=True) were made in plain host memory: pinned memory is the host's, not in a GPU snapshot"
 PROGRAM_META_NOTE = "{count} tensors the program itself made on the meta device (a model built without memory), and what was computed from them alone, were not recorded: they hold no GPU memory"
 
