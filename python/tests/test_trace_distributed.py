@@ -530,7 +530,9 @@ def test_an_all_reduce_of_known_values_is_known_as_if_every_rank_held_them():
         product = torch.tensor([2], device="cuda")
         dist.all_reduce(product, op=dist.ReduceOp.PRODUCT)
         with pytest.raises(UnfollowedError):
-            product.tolist()
+            # Decided on: a list only printed would be placeholders (printed.py).
+            if product.tolist()[0] > 0:
+                pass
 
     t, _ = events_of(program, world_size=4, rank=1)
     assert any("as if every rank held" in note for note in t.snapshot()["vramlab_notes"])

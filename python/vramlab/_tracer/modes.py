@@ -91,16 +91,22 @@ class OnTheGpu(TorchFunctionMode):
         integer): a view, whose allocations do not depend on which element it is, and of values
         the trace does not know either way."""
         torch, shadows = self.torch, self.session.shadows
-        if shadows.view(indexed) is not None:
-            return index
+
+        def bounded(i: Any) -> Any:
+            if not (isinstance(i, torch.Tensor) and i.device.type == "meta" and i.dim() == 0 and not i.dtype.is_floating_point and i.dtype != torch.bool):
+                return None
+            try:
+                # A tensor without storage of its own (vmap's batched tensors) has no values here.
+                return shadows.bounds(i) if shadows.view(i) is None and shadows.view(indexed) is None else None
+            except (NotImplementedError, RuntimeError):
+                return None
 
         def answered(i: Any) -> Any:
-            if isinstance(i, torch.Tensor) and i.device.type == "meta" and i.dim() == 0 and not i.dtype.is_floating_point and i.dtype != torch.bool and shadows.view(i) is None:
-                bounds = shadows.bounds(i)
-                if bounds is not None:
-                    self.session.note(BOUNDED_INDEX_NOTE)
-                    return bounds[0]
-            return i
+            bounds = bounded(i)
+            if bounds is None:
+                return i
+            self.session.note(BOUNDED_INDEX_NOTE)
+            return bounds[0]
 
         return tuple(answered(i) for i in index) if isinstance(index, tuple) else answered(index)
 
