@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional
 
 from ..errors import UnfollowedError
 from .sharding import backward_paths, fsdp1_paths, mesh_paths, offload_paths, random_tracker_paths
-from .standin import Table
+from .standin import Table, device_of
 from .where import here, user_frame
 
 BACKEND = "vramlab"
@@ -47,15 +47,6 @@ RNG_STATE_NOTE = "{count} random generators' states broadcast from rank 0 (accel
 ACCEPTED_BACKENDS = {None, "nccl", "gloo", "cuda:nccl,cpu:gloo", "cpu:gloo,cuda:nccl", "undefined"}
 # The environment torchrun gives each rank (torch/distributed/run.py, elastic agent).
 ENVIRONMENT = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
-
-
-def device_of(torch: Any, t: Any) -> Optional[str]:
-    """A tensor's own device type ("meta" for a stand-in, which says "cuda" to the program while
-    the trace's function mode is on), or None for anything else."""
-    if not isinstance(t, torch.Tensor):
-        return None
-    with torch._C.DisableTorchFunction():
-        return str(t.device.type)
 
 
 def _flat(value: Any) -> List[Any]:

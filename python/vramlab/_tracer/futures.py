@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .distributed import _flat, device_of
-from .standin import Table
+from .distributed import _flat
+from .standin import Table, device_of
 
 POOL_STREAM_NOTE = "{count} callbacks chained on a collective's future (Future.then, as in DDP's PowerSGD hook) ran on streams from the low-priority pool, as c10's Future does for a future with CUDA devices (ATen/core/ivalue_inl.h: invokeCallback takes getStreamFromGlobalPool for each callback, round-robin over 32 streams): their allocations, cuBLAS's workspace per stream among them, are in those streams' pools"
 

@@ -11,8 +11,6 @@ import os
 import sys
 from typing import Any, Dict, List
 
-from ..errors import UnfollowedError
-from .distributed import device_of
 from .recorder import UNKNOWN_EITHER_WAY
 from .standin import Table, counting
 from .where import here, user_frame
@@ -297,36 +295,10 @@ def program_paths(session: Any) -> Table:
         return model
 
     table[(torch, "compile")] = compile_eagerly
-    # flex_attention, a higher-order operator, reaches neither torch function modes nor the
-    # dispatch mode first: its autograd kernel builds a joint graph by make_fx, which aborts the
-    # process on stand-ins. On the GPU torch.compile generates its kernels per score and mask
-    # function (and eagerly it materialises the scores); neither is sized here, so it is refused.
-    flex = sys.modules.get("torch._higher_order_ops.flex_attention")
-    for name in ("FlexAttentionHOP", "FlexAttentionBackwardHOP"):
-        hop_class = getattr(flex, name, None)
-        if hop_class is not None:
-            table[(hop_class, "__call__")] = refused_on_stand_ins(torch, hop_class.__call__, FLEX_ATTENTION_REFUSAL)
     module_compile = getattr(torch.nn.Module, "compile", None)
     if module_compile is not None:
         table[(torch.nn.Module, "compile")] = lambda module, *args, **kwargs: compile_eagerly(module) and None
     return table
-
-
-FLEX_ATTENTION_REFUSAL = (
-    "flex_attention at {here}: the GPU runs kernels torch.compile generates for each score and mask function, whose buffers "
-    "vramlab.trace does not size; the trace up to there is kept"
-)
-
-
-def refused_on_stand_ins(torch: Any, call: Any, message: str) -> Any:
-    """`call` (a method), refused where any tensor it is given stands in for a GPU one."""
-
-    def refused(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if any(device_of(torch, leaf) == "meta" for leaf in torch.utils._pytree.tree_leaves((args, kwargs))):
-            raise UnfollowedError(message.format(here=here()))
-        return call(self, *args, **kwargs)
-
-    return refused
 
 
 COMPILE_NOTE = (

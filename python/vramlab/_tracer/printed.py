@@ -227,8 +227,11 @@ def read_only_printed() -> bool:
         return False
     flow = _Flow(frame, 0)
     call = flow.call_node()
-    number = isinstance(call.func, ast.Name) and call.func.id in ("int", "float") if call is not None else False
-    listed = isinstance(call.func, ast.Attribute) and call.func.attr == "tolist" if call is not None else False
-    if call is None or not (number or listed):
+    if call is None:
+        return False
+    function = call.func
+    number = isinstance(function, ast.Name) and function.id in ("int", "float")
+    listed = isinstance(function, ast.Attribute) and function.attr == "tolist"
+    if not (number or listed):
         return False
     return flow.only_printed(call)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import functools
 
 import os
+import sys
 import threading
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import UnfollowedError
 from .where import here
@@ -210,6 +211,15 @@ def refusing_class(base: Any, refuse: Callable[[], Any]) -> Any:
     """A subclass of `base` that refuses to be made: still a type, so annotations such as
     ``torch.cuda.Stream | None`` in imported libraries keep working."""
     return type(base.__name__, (base,), {"__new__": staticmethod(lambda cls, *a, **k: refuse())})
+
+
+def device_of(torch: Any, t: Any) -> Optional[str]:
+    """A tensor's own device type ("meta" for a stand-in, which says "cuda" to the program while
+    the trace's function mode is on), or None for anything else."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    with torch._C.DisableTorchFunction():
+        return str(t.device.type)
 
 
 def unfollowed(what: str) -> Callable[..., Any]:
@@ -416,6 +426,23 @@ def random_state(torch: Any) -> Table:
     return table
 
 
+FLEX_ATTENTION_REFUSAL = (
+    "flex_attention at {here}: the GPU runs kernels torch.compile generates for each score and mask function, whose buffers "
+    "vramlab.trace does not size; the trace up to there is kept"
+)
+
+
+def refused_on_stand_ins(torch: Any, call: Any, message: str) -> Any:
+    """`call` (a method), refused where any tensor it is given stands in for a GPU one."""
+
+    def refused(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(device_of(torch, leaf) == "meta" for leaf in torch.utils._pytree.tree_leaves((args, kwargs))):
+            raise UnfollowedError(message.format(here=here()))
+        return call(self, *args, **kwargs)
+
+    return refused
+
+
 def refusals(session: Any) -> Table:
     """What the trace does not stand in for, refused in one line; and torch.cuda._lazy_init, which
     PyTorch calls before anything reaches the driver, so that only work the trace does not stand
@@ -443,6 +470,15 @@ def refusals(session: Any) -> Table:
         raise UnfollowedError(message)
 
     table[(cuda, "_lazy_init")] = reached_cuda
+    # flex_attention, a higher-order operator, reaches neither the function mode nor the dispatch
+    # mode first: its autograd kernel builds a joint graph by make_fx, which aborts the process on
+    # stand-ins. On the GPU torch.compile generates its kernels per score and mask function (and
+    # eagerly it materialises the scores); neither is sized here.
+    flex = sys.modules.get("torch._higher_order_ops.flex_attention")
+    for name in ("FlexAttentionHOP", "FlexAttentionBackwardHOP"):
+        hop_class = getattr(flex, name, None)
+        if hop_class is not None:
+            table[(hop_class, "__call__")] = refused_on_stand_ins(torch, hop_class.__call__, FLEX_ATTENTION_REFUSAL)
     nested = torch.nested
 
     def nested_constructor(name: str) -> Any:
