@@ -305,9 +305,39 @@ def test_small_host_floats_not_trained_are_known_and_weights_are_not():
         layer = torch.nn.Linear(4, 3).to("cuda")
         with pytest.raises(UnfollowedError):
             bool((layer.bias > 0).any())
-        large = torch.ones(SMALL_HOST_FLOATS + 1).to("cuda")
+        large = torch.randn(SMALL_HOST_FLOATS + 1).to("cuda")
         with pytest.raises(UnfollowedError):
             bool(large.sum() > 0)
+
+
+def test_host_float_masks_past_the_small_limit_are_known_and_data_is_not():
+    """values.py's _mask_like: a Decision Transformer's batch builds its padding mask on the CPU as
+    floats (zeros, then `m[i, -n:] = 1.0` per window) and selects the valid predictions with
+    `preds[m.reshape(-1) > 0]` on the GPU (ISSUE35X refused there). A float mask past
+    SMALL_HOST_FLOATS, 0/1 or additive (0/-inf), is known; random data of the same size, a mask
+    with a third value, and a frozen weight that is not a mask are not."""
+    from vramlab._tracer.values import SMALL_HOST_FLOATS
+
+    windows, context = 384, 50
+    assert windows * context > SMALL_HOST_FLOATS
+    torch.manual_seed(0)
+    lengths = torch.randint(1, context + 1, (windows,))
+    mask = torch.zeros(windows, context)
+    for i in range(windows):
+        mask[i, -int(lengths[i]):] = 1.0
+    with vramlab.trace(gpu="h100"):
+        m = mask.to("cuda")
+        preds = torch.empty(windows * context, 6, device="cuda")
+        valid = m.reshape(-1) > 0
+        assert preds[valid].shape == (int(lengths.sum()), 6)
+        additive = mask.masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, 0.0).to("cuda")
+        assert int((additive == 0).sum()) == int(lengths.sum())
+        for unknown in (torch.randn(windows, context), mask * 2 - (mask == 0).float() * 0.5):
+            with pytest.raises(UnfollowedError):
+                bool((unknown.to("cuda") > 0).any())
+        frozen = torch.nn.Linear(context, windows).requires_grad_(False).to("cuda")
+        with pytest.raises(UnfollowedError):
+            bool((frozen.weight > 0).any())
 
 
 def test_large_known_values_are_kept_within_their_budget_and_small_ones_always():

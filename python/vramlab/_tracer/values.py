@@ -4,8 +4,8 @@ an attention mask is all ones (``padding_mask.all()``) to decide whether to buil
 which changes which attention kernel runs and what it allocates.
 
 A tensor's values are known when they come from the CPU (``.to("cuda")`` of a tokenizer's
-output; floating-point tensors only as scalars or when small and not trained, so a model's
-weights never are), from a deterministic factory (``ones``, ``zeros``, ``full``, ``arange``: an ``empty``
+output; floating-point tensors only as scalars, when small and not trained, or when they are
+masks, holding one value besides zero, so a model's weights never are), from a deterministic factory (``ones``, ``zeros``, ``full``, ``arange``: an ``empty``
 then filled whole), or from an operation whose inputs are all known. They are kept as a CPU copy
 of the storage ("a shadow"), and every such operation is also run on the shadows, on the CPU, so
 that views and in-place writes stay in step. Only small tensors get shadows (integer and boolean
@@ -49,6 +49,19 @@ SMALL_HOST_FLOATS = 4096
 # Past those limits, a shadow's storage at most, and what such shadows alive together may hold.
 LARGE_LIMIT = 256 << 20
 LARGE_BUDGET = 1 << 30
+
+
+
+def _mask_like(torch: Any, host: Any) -> bool:
+    """Whether a floating-point host tensor is a mask: no parameter, within the shadows' limit, and
+    holding at most one value besides zero (1.0 for a padding mask, -inf or a large negative number
+    for an additive one). Programs build such masks on the CPU and index or select by them on the
+    GPU (``pred[mask.reshape(-1) > 0]``); data drawn at random and weights are never like this."""
+    if isinstance(host, torch.nn.Parameter) or host.untyped_storage().nbytes() > OTHER_LIMIT or host.is_complex():
+        return False
+    nonzero = host[host != 0]
+    return nonzero.numel() == 0 or bool((nonzero == nonzero[0]).all())
+
 
 # Operations that write every element of their first argument, whatever it held.
 _OVERWRITES = {"fill_", "zero_", "copy_"}
@@ -284,7 +297,9 @@ class Shadows:
             # are scalars, or small and not trained (a detection target's boxes, which torchvision
             # checks for degenerate ones before it builds anything).
             if isinstance(out, torch.Tensor) and out.device.type == "meta" and (
-                not out.is_floating_point() or out.numel() <= 1 or (out.numel() <= SMALL_HOST_FLOATS and not args[0].requires_grad)
+                not out.is_floating_point()
+                or out.numel() <= 1
+                or (not args[0].requires_grad and (out.numel() <= SMALL_HOST_FLOATS or _mask_like(torch, args[0])))
             ):
                 self.adopt(out, args[0])
             return
