@@ -97,3 +97,27 @@ def test_a_list_copied_only_to_be_printed_is_placeholders(capsys):
             first = ids[0].tolist()
             print(sorted(first))
     assert capsys.readouterr().out.splitlines()[:2] == ["first ids [?, ?, ?] ?", "[0, 1, 2]"]
+
+
+def test_a_roll_shift_read_from_the_gpu_is_answered_and_what_it_rolls_is_not_known():
+    """Autoformer's training-mode autocorrelation rolls its values by the top-k delays it reads
+    back: ``value_states.roll(shifts=-int(top_k_delays_index[i]), dims=1)`` (ISSUE35X refused
+    there). A roll allocates the same whatever its shift, so a number that only becomes a roll's
+    shift is answered 0 and said; a rolled tensor of known values is then unknown, and a shift the
+    program also compares still stops the trace."""
+    with vramlab.trace(gpu="h100") as t:
+        model, x, _ = _batch()
+        delays = torch.topk(model(x).mean(0), 2).indices
+        values = torch.arange(24.0, device="cuda").view(2, 12)
+        rolled = values.roll(shifts=-int(delays[0]), dims=1)
+        again = torch.roll(values, int(delays[1]), 1)
+        assert rolled.shape == again.shape == values.shape
+        with pytest.raises(UnfollowedError):
+            bool(rolled[0, 0] == 0)
+        assert bool(values[0, 0] == 0)
+        with pytest.raises(UnfollowedError):
+            shift = int(delays[0])
+            values.roll(shift, 1)
+            print(shift > 1)
+    notes = [n for n in t.snapshot()["vramlab_notes"] if "roll shifts" in n]
+    assert notes and notes[0].startswith("2 roll shifts")

@@ -24,7 +24,7 @@ from ..errors import UnfollowedError
 from .rules import PASS, Call
 from .rules.reads import READS_HOST_VALUES, READS_VALUES, UNKNOWN_HOST_READ, boolean_indices
 from .standin import legacy_dtype
-from .printed import PRINTED_NUMBER_NOTE, read_only_printed
+from .printed import ROLL_SHIFT_NOTE, read_only_printed
 from .unknown import PLACEHOLDER_NOTE, UnknownFloat, UnknownInt
 from .where import here, user_frame
 
@@ -214,12 +214,15 @@ class OnTheGpu(TorchFunctionMode):
             value = self._read_one_value(args[0], note=None)
             if not isinstance(value, (UnknownFloat, UnknownInt)):
                 return float(value) if func is torch.Tensor.__float__ else int(value)
-            if read_only_printed():
-                session.note(PRINTED_NUMBER_NOTE)
+            answered = read_only_printed()
+            if answered is not None:
+                session.note(answered)
+                if answered is ROLL_SHIFT_NOTE:
+                    session.shadows.answered_shifts += 1
                 return 0.0 if func is torch.Tensor.__float__ else 0
         if func in self.indexing and len(args) > 1 and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
             args = (args[0], self._bounded_indices(args[0], args[1])) + tuple(args[2:])
-        if func is torch.Tensor.tolist and args and self._printable_list(args[0]) and read_only_printed():
+        if func is torch.Tensor.tolist and args and self._printable_list(args[0]) and read_only_printed() is not None:
             # Values copied only to be printed: placeholders, as .item()'s (unknown.py).
             session.note(PLACEHOLDER_NOTE)
             return _placeholders(_unknown(args[0]), here(), list(args[0].shape))

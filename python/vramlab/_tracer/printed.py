@@ -33,6 +33,12 @@ PRINTED_NUMBER_NOTE = (
     "used as a size or an index"
 )
 
+ROLL_SHIFT_NOTE = (
+    "{count} roll shifts the program made with int() or float() of a GPU value the trace does not have were answered 0: "
+    "a roll allocates the same whatever its shift (TensorTransformations.cu's roll_cuda makes its output with empty_like), "
+    "so the figures stand; what the rolled tensors hold is not known"
+)
+
 # Calls whose result is a number (or string) made of their arguments: the analysis follows it.
 _DERIVES = {"int", "float", "round", "abs", "min", "max", "sum", "str", "repr", "format", "divmod", "pow", "len"}
 # Modules whose functions make numbers of numbers (math.exp of a mean loss: a perplexity).
@@ -71,6 +77,18 @@ def _parsed(filename: str) -> Optional[Tuple[Dict[_Position, ast.Call], Dict[ast
     return _PARSED[key]
 
 
+def _rolls(call: ast.Call) -> bool:
+    """Whether `call` is a roll: ``x.roll(...)`` or ``torch.roll(x, ...)``."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "roll"
+
+
+def _positional_shift(call: ast.Call, node: ast.AST) -> bool:
+    """Whether `node` is the shifts argument of the roll `call`, given by position: the first of
+    ``x.roll(s, d)``, the second of ``torch.roll(x, s, d)``."""
+    position = 1 if _root(call.func.value) == "torch" else 0  # type: ignore[attr-defined]
+    return len(call.args) > position and call.args[position] is node
+
+
 def _root(node: ast.AST) -> str:
     """The name an attribute chain starts from (`torch` of torch.nn.functional.log_softmax)."""
     while isinstance(node, ast.Attribute):
@@ -87,6 +105,8 @@ class _Flow:
         self.names: Set[str] = set()
         self.scope: Optional[ast.AST] = None
         self.parents: Dict[ast.AST, ast.AST] = {}
+        # Whether some path ends as a roll's shift (answered too: see ROLL_SHIFT_NOTE).
+        self.shifts = False
 
     def call_node(self) -> Optional[ast.Call]:
         """The call the frame is executing now, found by its exact source position."""
@@ -132,8 +152,14 @@ class _Flow:
             return any(node is value for value in parent.values) and self.only_printed(parent)
         if isinstance(parent, ast.keyword):
             call = self.parents.get(parent)
+            if isinstance(call, ast.Call) and parent.arg == "shifts" and _rolls(call):
+                self.shifts = True
+                return True
             return isinstance(call, ast.Call) and self._argument_only_printed(call)
         if isinstance(parent, ast.Call):
+            if node is not parent.func and _rolls(parent) and _positional_shift(parent, node):
+                self.shifts = True
+                return True
             return node is not parent.func and self._argument_only_printed(parent)
         if isinstance(parent, ast.Attribute):
             # history.append(...): putting more into a container reads nothing out of it.
@@ -216,22 +242,23 @@ class _Flow:
         return call is not None and flow.only_printed(call)
 
 
-def read_only_printed() -> bool:
+def read_only_printed() -> Optional[str]:
     """Whether the ``int(t)``, ``float(t)`` or ``t.tolist()`` the program is executing now makes
-    numbers that only reach output: the innermost frame of the program's own (outside torch and
-    vramlab) is the one making the call."""
+    numbers that only reach output or a roll's shift: the innermost frame of the program's own
+    (outside torch and vramlab) is the one making the call. The note that says so, or None."""
     frame: Optional[types.FrameType] = sys._getframe(1)
     while frame is not None and not is_program(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
-        return False
+        return None
     flow = _Flow(frame, 0)
     call = flow.call_node()
     if call is None:
-        return False
+        return None
     function = call.func
     number = isinstance(function, ast.Name) and function.id in ("int", "float")
     listed = isinstance(function, ast.Attribute) and function.attr == "tolist"
-    if not (number or listed):
-        return False
-    return flow.only_printed(call)
+    if not (number or listed) or not flow.only_printed(call) or (listed and flow.shifts):
+        # A list's elements are placeholders (unknown.py), which no roll takes as its shifts.
+        return None
+    return ROLL_SHIFT_NOTE if flow.shifts else PRINTED_NUMBER_NOTE

@@ -151,6 +151,9 @@ class Shadows:
         # Host storages without values (copies of GPU tensors the trace has no values of): where
         # the copy was made.
         self._unknown_host = _ByStorage()
+        # Rolls whose shift was answered without being known (printed.py's ROLL_SHIFT_NOTE): the
+        # next so many rolls' results are not known, whatever their input.
+        self.answered_shifts = 0
 
     def _shadow_dropped(self, entry: Tuple[Any, bool]) -> None:
         if entry[1]:
@@ -235,6 +238,12 @@ class Shadows:
         never a condition: where the CPU cannot keep them (a dtype with no CPU kernel, such as
         int4's fill), the stand-ins written or made are no longer known, and the trace goes on."""
         torch = self._torch
+        if op == "roll" and self.answered_shifts:
+            self.answered_shifts -= 1
+            for t in torch.utils._pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                    self.forget(t.untyped_storage()._cdata)
+            return
         try:
             self._after(func, op, args, kwargs, out)
         except Exception:  # noqa: BLE001 - an operation the CPU cannot run leaves values unknown
