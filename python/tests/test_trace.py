@@ -237,9 +237,9 @@ def test_values_read_back_stop_the_trace_with_the_line_and_keep_what_came_before
     with pytest.raises(UnfollowedError) as err:
         with vramlab.trace() as t:
             x = torch.randn(1024, 1024, device="cuda")
-            int(x.sum().long().item())
-    # The count is read as a placeholder (unknown.UnknownInt); int() of it decides, and stops the
-    # trace naming both lines.
+            torch.empty(int(x.sum().long().item()), device="cuda")
+    # The count is read as a placeholder (unknown.UnknownInt); int() of it for a size decides, and
+    # stops the trace naming both lines (an int() only printed or dropped is answered: printed.py).
     assert "an integer made of it" in str(err.value) and str(err.value).count("test_trace.py:") == 2
     assert [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"][0] == 4 << 20
 

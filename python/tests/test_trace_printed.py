@@ -121,3 +121,36 @@ def test_a_roll_shift_read_from_the_gpu_is_answered_and_what_it_rolls_is_not_kno
             print(shift > 1)
     notes = [n for n in t.snapshot()["vramlab_notes"] if "roll shifts" in n]
     assert notes and notes[0].startswith("2 roll shifts")
+
+
+def test_unpacked_lists_integers_of_placeholders_and_equal_only_printed_are_answered():
+    """Issue 36's tenth group (reports/reference/h200x2/distributed-x2j) stopped three rank 0s at
+    their log lines: ``w, g, lg = stats.tolist()`` then printed (WGAN-GP), ``int(counts[1].item())``
+    in an f-string (R(2+1)D), and ``same = all(torch.equal(a, b) for ...)`` printed (TP Mistral).
+    Each is answered and said; the same values compared or branched on still stop the trace, and
+    round() or math.floor of a placeholder is a placeholder."""
+    import math
+
+    with vramlab.trace(gpu="h100") as t:
+        model, x, y = _batch()
+        stats = torch.stack([model(x).sum(), model(x).mean()])
+        w, g = stats.tolist()
+        print(f"w {w:.3f} g {g:.3f}")
+        counts = torch.stack([(model(x).argmax(-1) == y).sum(), torch.tensor(4, device="cuda")]).float()
+        print(f"acc over {int(counts[0].item())} and {round(counts[0].item())} {math.floor(counts[0].item())}")
+        out = model(x).argmax(-1)
+        same = all(torch.equal(out, other) for other in (y, y))
+        print(f"agree {same}")
+        with pytest.raises(UnfollowedError):
+            if torch.equal(out, y):
+                pass
+        with pytest.raises(UnfollowedError):
+            a, b = stats.tolist()
+            print(a > b)
+    notes = t.snapshot()["vramlab_notes"]
+    assert any(n.startswith("2 torch.equal results") for n in notes)
+    assert any(n.startswith("1 numbers the program made with int() or float()") for n in notes)
+    with pytest.raises(UnfollowedError, match="used as a size"):
+        with vramlab.trace(gpu="h100"):
+            model, x, _ = _batch()
+            torch.zeros(round(model(x).sum().item()), device="cuda")

@@ -33,6 +33,10 @@ PRINTED_NUMBER_NOTE = (
     "used as a size or an index"
 )
 
+EQUAL_PRINTED_NOTE = (
+    "{count} torch.equal results of GPU values the trace does not have were answered True (the printed answers are not "
+    "the GPU's): the program's source shows each only printed or logged, never branched on"
+)
 ROLL_SHIFT_NOTE = (
     "{count} roll shifts the program made with int() or float() of a GPU value the trace does not have were answered 0: "
     "a roll allocates the same whatever its shift (TensorTransformations.cu's roll_cuda makes its output with empty_like), "
@@ -40,7 +44,7 @@ ROLL_SHIFT_NOTE = (
 )
 
 # Calls whose result is a number (or string) made of their arguments: the analysis follows it.
-_DERIVES = {"int", "float", "round", "abs", "min", "max", "sum", "str", "repr", "format", "divmod", "pow", "len"}
+_DERIVES = {"int", "float", "round", "abs", "min", "max", "sum", "str", "repr", "format", "divmod", "pow", "len", "all", "any", "bool"}
 # Modules whose functions make numbers of numbers (math.exp of a mean loss: a perplexity).
 _NUMERIC_MODULES = {"math", "statistics", "np", "numpy"}
 # Methods that only write what they are given somewhere a person reads it.
@@ -52,6 +56,8 @@ _OUTPUT_METHODS = {
 _ARRAY_MODULES = _NUMERIC_MODULES | {"torch", "F", "jax", "jnp"}
 # Methods that put a value into the container they are called on.
 _FILLS = {"append", "extend", "add", "insert", "update", "setdefault"}
+# The code objects CPython makes for comprehensions: their source is their function's.
+_COMPREHENSIONS = {"<genexpr>", "<listcomp>", "<setcomp>", "<dictcomp>"}
 # How many callers a returned number is followed into.
 _RETURN_DEPTH = 4
 
@@ -133,6 +139,9 @@ class _Flow:
                 return None
             node = parent
         name = self.frame.f_code.co_name
+        if name in _COMPREHENSIONS and self.frame.f_back is not None:
+            # all(torch.equal(a, b) for ...): the generator's frame runs the function's source.
+            name = self.frame.f_back.f_code.co_name
         if isinstance(node, ast.Module):
             return node if name == "<module>" else None
         return node if getattr(node, "name", "<lambda>") == name else None
@@ -198,6 +207,9 @@ class _Flow:
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             # history["accuracy"] = ...: the container holds it.
             return self._name_only_printed(target.value.id)
+        if isinstance(target, (ast.Tuple, ast.List)):
+            # w, g, loss_g = stats.tolist(): each name holds one of them.
+            return all(self._stored_only_printed(e.value if isinstance(e, ast.Starred) else e) for e in target.elts)
         return False
 
     def _name_only_printed(self, name: str) -> bool:
@@ -242,16 +254,33 @@ class _Flow:
         return call is not None and flow.only_printed(call)
 
 
+def equal_only_printed() -> bool:
+    """Whether the ``torch.equal(a, b)`` (or ``a.equal(b)``) the program is executing makes a
+    truth that only reaches output (``same = all(torch.equal(...) for ...)``, printed)."""
+    flow = _program_flow()
+    if flow is None:
+        return False
+    call = flow.call_node()
+    if call is None or not (isinstance(call.func, ast.Attribute) and call.func.attr == "equal"):
+        return False
+    return flow.only_printed(call)
+
+
+def _program_flow() -> Optional[_Flow]:
+    """The flow of the innermost frame of the program's own (outside torch and vramlab)."""
+    frame: Optional[types.FrameType] = sys._getframe(2)
+    while frame is not None and not is_program(frame.f_code.co_filename):
+        frame = frame.f_back
+    return None if frame is None else _Flow(frame, 0)
+
+
 def read_only_printed() -> Optional[str]:
     """Whether the ``int(t)``, ``float(t)`` or ``t.tolist()`` the program is executing now makes
     numbers that only reach output or a roll's shift: the innermost frame of the program's own
     (outside torch and vramlab) is the one making the call. The note that says so, or None."""
-    frame: Optional[types.FrameType] = sys._getframe(1)
-    while frame is not None and not is_program(frame.f_code.co_filename):
-        frame = frame.f_back
-    if frame is None:
+    flow = _program_flow()
+    if flow is None:
         return None
-    flow = _Flow(frame, 0)
     call = flow.call_node()
     if call is None:
         return None

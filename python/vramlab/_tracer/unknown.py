@@ -17,7 +17,10 @@ An integer read so (``correct += (pred == y).sum().item()``, the count an accura
 an `UnknownInt`, which is no ``int``: C code that would take it as a size or an index must ask its
 ``__index__``, and that stops the trace at the line; arithmetic keeps it unknown, and a division
 gives an `UnknownFloat`. Booleans are not answered so (a boolean read is a decision), nor is
-``float(t)`` or ``int(t)``: Python makes a plain number of what ``__float__`` or ``__int__`` returns.
+``float(t)`` or ``int(t)``: Python makes a plain number of what ``__float__`` or ``__int__`` returns;
+those of a placeholder are answered 0 only where printed.py shows the number only printed
+(``int(counts[1].item())`` in a log line). ``round()``, ``math.floor``, ``ceil`` and ``trunc`` return
+what the placeholder says, so they give placeholders.
 """
 
 from __future__ import annotations
@@ -32,6 +35,18 @@ PLACEHOLDER_NOTE = (
     "and were handed to the program as placeholders that print as '?'; nothing the program decided used them (a comparison, "
     "a truth test, or a number made of one for a size or an index, would have stopped the trace at its line)"
 )
+
+
+def _printed_answered() -> bool:
+    """Whether the int() or float() of a placeholder the program is executing makes a number that
+    only reaches output (printed.py): then it is answered 0, as int() of a GPU value is, and said."""
+    from . import standin
+    from .printed import PRINTED_NUMBER_NOTE, read_only_printed
+
+    if not standin.ACTIVE or read_only_printed() is not PRINTED_NUMBER_NOTE:
+        return False
+    standin.ACTIVE[-1].note(PRINTED_NUMBER_NOTE)
+    return True
 
 
 def _decision(read_at: str, how: str) -> UnfollowedError:
@@ -67,10 +82,13 @@ class _Unknown:
         raise self._decides("a truth test")
 
     def __int__(self) -> int:
+        if _printed_answered():
+            return 0
         raise self._decides("an integer made of it")
 
     def __round__(self, ndigits: Any = None) -> Any:
-        raise self._decides("round()")
+        # round() returns what this returns: an unknown value, whose use in a decision still stops.
+        return UnknownInt(self.read_at) if ndigits is None or isinstance(self, UnknownInt) else UnknownFloat(self.read_at)
 
     def __lt__(self, other: Any) -> bool:
         raise self._decides("a comparison (lt)")
@@ -99,14 +117,14 @@ class UnknownFloat(_Unknown, float):
         value.read_at = read_at
         return value
 
-    def __floor__(self) -> int:
-        raise self._decides("math.floor()")
+    def __floor__(self) -> "UnknownInt":
+        return UnknownInt(self.read_at)
 
-    def __ceil__(self) -> int:
-        raise self._decides("math.ceil()")
+    def __ceil__(self) -> "UnknownInt":
+        return UnknownInt(self.read_at)
 
-    def __trunc__(self) -> int:
-        raise self._decides("math.trunc()")
+    def __trunc__(self) -> "UnknownInt":
+        return UnknownInt(self.read_at)
 
     def __hash__(self) -> int:
         return float.__hash__(self)
@@ -150,6 +168,8 @@ class UnknownInt(_Unknown):
         raise self._decides("a size, an index or a range made of it")
 
     def __float__(self) -> float:
+        if _printed_answered():
+            return 0.0
         raise self._decides("a number made of it outside Python's arithmetic")
 
     def __hash__(self) -> int:

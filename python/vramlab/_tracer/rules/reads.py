@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ...errors import UnfollowedError
+from ..printed import EQUAL_PRINTED_NOTE, equal_only_printed
 from ..recorder import PEAK_AT_MOST
 from ..where import here
 from . import PASS, Call, FunctionRule, Rule, register, register_function, trunc_normal
@@ -97,6 +98,10 @@ class Reads(Rule):
                 if op == "equal":
                     self._equal_scratch(call)
                 return known
+        if op == "equal" and equal_only_printed():
+            self._equal_scratch(call)
+            session.note(EQUAL_PRINTED_NOTE)
+            return True
         if op == "bincount":
             counted = self._bounded_bincount(call)
             if counted is not None:
