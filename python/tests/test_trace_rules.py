@@ -1131,3 +1131,40 @@ def test_an_index_read_from_topk_selects_a_view_the_same_whichever_it_is():
     events = t.snapshot()["device_traces"][0]
     assert sum(1 for e in events if e["action"] == "alloc" and e["size"] == 4 * 64 * 32 * 4) >= 2
     assert any(n.startswith("5 indexings by a one-element integer tensor") for n in t.snapshot()["vramlab_notes"])
+
+
+def test_graph_building_backwards_number_their_nodes_from_the_device_thread():
+    """engine_thread.py: on the GPU a backward with create_graph=True runs on the engine's device
+    thread, whose sequence counter (thread-local) is apart from the program thread's, so the nodes
+    it makes number below the forward's and a later backward runs the forward's nodes first (a
+    WGAN-GP critic held its activations 7% longer in the trace before; issue 36's tenth group). A
+    plain backward stays in the program's thread, an error inside the pass reaches the program,
+    and the thread ends with the trace."""
+    import threading
+
+    with vramlab.trace(gpu="h100"):
+        # The program's thread has made a hundred nodes; the double backward below makes a few.
+        warm = torch.randn(4, device="cuda", requires_grad=True)
+        for _ in range(100):
+            warm = warm * 1.5
+        x = torch.randn(64, 64, device="cuda", requires_grad=True)
+        y = (x.tanh() * x).sum()
+        (g,) = torch.autograd.grad(y, x, create_graph=True)
+        later = (x * 2).sum()
+        assert g.grad_fn._sequence_nr() < y.grad_fn._sequence_nr() < later.grad_fn._sequence_nr()
+        penalty = (g.norm() - 1) ** 2 + later
+        penalty.backward()
+        assert x.grad is not None and x.grad.shape == x.shape
+        seen = []
+        x.register_hook(lambda grad: seen.append(threading.current_thread().name))
+        (x * x).sum().backward()
+        assert seen == [threading.current_thread().name]
+
+        def fails(grad):
+            raise ValueError("from inside the pass")
+
+        z = torch.randn(8, device="cuda", requires_grad=True)
+        z.register_hook(fails)
+        with pytest.raises(ValueError, match="from inside the pass"):
+            torch.autograd.grad((z * z).sum(), z, create_graph=True)
+    assert not any(t.name == "vramlab-autograd-device" for t in threading.enumerate())

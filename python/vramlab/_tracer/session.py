@@ -15,6 +15,7 @@ from .. import _vramlab
 from .._results import Steady
 from ..errors import UnfollowedError
 from . import compat, distributed, futures, paths, standin, streams, unknown
+from .engine_thread import DeviceWorker, engine_paths
 from .host import HostWatch
 from .libraries import Libraries
 from .recorder import Recorder, peak_bound, write_atomically
@@ -461,6 +462,8 @@ class trace:
         table.update(paths.optimizer_paths(self))
         table.update(sync_batch_norm_paths(self))
         table.update(unknown.python_paths())
+        self.device_worker = DeviceWorker(torch)
+        table.update(dict(engine_paths(self)))
         # torch.cuda.memory's (and torch.cuda.random's) own names for the same queries: torch.cuda's
         # are re-exports, and PyTorch's code calls either.
         for (owner, name), value in list(table.items()):
@@ -521,6 +524,8 @@ class trace:
     def _uninstall(self) -> None:
         torch = self.torch
         self.host.stop()
+        if getattr(self, "device_worker", None) is not None:
+            self.device_worker.stop()
         if getattr(self, "_said_once", None) is not None and threading.excepthook is self._said_once:
             threading.excepthook = self._excepthook
         self._said_once = None
