@@ -1097,6 +1097,7 @@ from trace_workloads_35u import ISSUE35U  # noqa: E402
 from trace_workloads_35v import ISSUE35V  # noqa: E402
 from trace_workloads_35w import ISSUE35W  # noqa: E402
 from trace_workloads_35x import ISSUE35X  # noqa: E402
+from trace_workloads_35y import ISSUE35Y  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1139,5 +1140,6 @@ GROUPS = {
     "issue35v": ISSUE35V,
     "issue35w": ISSUE35W,
     "issue35x": ISSUE35X,
+    "issue35y": ISSUE35Y,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
