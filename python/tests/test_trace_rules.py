@@ -1168,3 +1168,26 @@ def test_graph_building_backwards_number_their_nodes_from_the_device_thread():
         with pytest.raises(ValueError, match="from inside the pass"):
             torch.autograd.grad((z * z).sum(), z, create_graph=True)
     assert not any(t.name == "vramlab-autograd-device" for t in threading.enumerate())
+
+
+def test_half_softmax_asked_for_float_makes_no_copy():
+    """composites.py: CUDA's softmax and log_softmax of float16 with dtype=float32 (what autocast
+    calls for every float16 softmax) write float32 from half in one kernel, with no float32 copy
+    of the input (SoftMax.cpp: half_to_float); bfloat16 is converted first. CANINE's attention
+    under fp16 (ISSUE35Y) was +20% reserved in the trace for want of this."""
+    with vramlab.trace(gpu="h100") as t:
+        x = torch.randn(64, 1024, device="cuda", dtype=torch.float16, requires_grad=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            probs = torch.softmax(x, -1)
+            logp = torch.log_softmax(x, -1)
+        assert probs.dtype == logp.dtype == torch.float32
+        (probs.sum() + logp.sum()).backward()
+        assert x.grad.dtype == torch.float16
+        b = torch.randn(64, 1024, device="cuda", dtype=torch.bfloat16)
+        assert torch.softmax(b, -1, dtype=torch.float32).dtype == torch.float32
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    half, single = 64 * 1024 * 2, 64 * 1024 * 4
+    # x, then the two float32 results: nothing between them.
+    assert sizes[:3] == [half, single, single]
+    # bfloat16 to float32: its copy, then the result.
+    assert sizes[-2:] == [single, single] and sizes[-3] == half

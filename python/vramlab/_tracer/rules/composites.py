@@ -6,6 +6,13 @@ it compares against an ``arange`` (a bool tensor of the result's shape, then its
 CUDA it makes the result with ``zeros`` and ``scatter_``s ones into it, with nothing besides, and
 reads ``self.max()`` back only where ``num_classes`` is -1. Registered for ``AutogradMeta``, as
 the cells' path is (cells.py), so it stands before the composite.
+
+``softmax`` and ``log_softmax`` with ``dtype`` (``aten/src/ATen/native/SoftMax.cpp``, 2.11 to 2.15):
+a CUDA tensor of float16 asked for float32 goes to ``_softmax(input, dim, half_to_float=True)``,
+one kernel that reads half and writes float; any other (meta, or bfloat16) is converted first
+(``input_.toType(dtype)``), a copy of the input in float32, then ``_softmax``. Autocast calls them
+so for every float16 softmax (``fp32_set_opt_dtype``): CANINE's attention under fp16 (ISSUE35Y)
+made a float32 copy of its 2.25 GiB scores per layer in the trace that the GPU does not make.
 """
 
 from __future__ import annotations
@@ -20,7 +27,23 @@ class CudaComposites(RegisteredKernels):
     leaving."""
 
     def kernels(self) -> List[Tuple[str, Callable[..., Any], str]]:
-        return [("one_hot", self._one_hot, "AutogradMeta")]
+        return [
+            ("one_hot", self._one_hot, "AutogradMeta"),
+            ("softmax.int", self._softmax, "AutogradMeta"),
+            ("log_softmax.int", self._log_softmax, "AutogradMeta"),
+        ]
+
+    def _softmax(self, input: Any, dim: int, dtype: Any = None) -> Any:
+        torch = self.torch
+        if input.dtype == torch.float16 and dtype == torch.float32:
+            return torch._softmax(input, dim, True)
+        return torch._softmax(input.to(dtype) if dtype is not None else input, dim, False)
+
+    def _log_softmax(self, input: Any, dim: int, dtype: Any = None) -> Any:
+        torch = self.torch
+        if input.dtype == torch.float16 and dtype == torch.float32:
+            return torch._log_softmax(input, dim, True)
+        return torch._log_softmax(input.to(dtype) if dtype is not None else input, dim, False)
 
     def _one_hot(self, input: Any, num_classes: int = -1) -> Any:
         torch = self.torch
