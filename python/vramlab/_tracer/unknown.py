@@ -117,13 +117,13 @@ class UnknownFloat(_Unknown, float):
         value.read_at = read_at
         return value
 
-    def __floor__(self) -> "UnknownInt":
+    def __floor__(self) -> Any:  # an UnknownInt: what the placeholder says is what Python returns
         return UnknownInt(self.read_at)
 
-    def __ceil__(self) -> "UnknownInt":
+    def __ceil__(self) -> Any:  # an UnknownInt: what the placeholder says is what Python returns
         return UnknownInt(self.read_at)
 
-    def __trunc__(self) -> "UnknownInt":
+    def __trunc__(self) -> Any:  # an UnknownInt: what the placeholder says is what Python returns
         return UnknownInt(self.read_at)
 
     def __hash__(self) -> int:
