@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
+
+from .standin import Table
 
 # Autocast's per-thread state that the engine's ThreadLocalState carries to its worker.
 _AUTOCAST_DEVICES = ("cuda", "cpu")
@@ -47,6 +49,7 @@ class DeviceWorker:
 
         def under(job: Callable[[], Any]) -> Any:
             before = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES]
+            cached_before = torch.is_autocast_cache_enabled()
             for device, enabled, dtype in autocast:
                 torch.set_autocast_enabled(device, enabled)
                 torch.set_autocast_dtype(device, dtype)
@@ -61,6 +64,7 @@ class DeviceWorker:
                 for device, enabled, dtype in before:
                     torch.set_autocast_enabled(device, enabled)
                     torch.set_autocast_dtype(device, dtype)
+                torch.set_autocast_cache_enabled(cached_before)
 
         return under
 
@@ -102,14 +106,14 @@ class DeviceWorker:
             self._thread = None
 
 
-def engine_paths(session: Any) -> List[Tuple[Tuple[Any, str], Any]]:
+def engine_paths(session: Any) -> Table:
     """torch.autograd's call into the engine, sent to the device worker where it builds a graph."""
     torch = session.torch
     import torch.autograd as autograd
 
     run_backward = getattr(autograd, "_engine_run_backward", None)
     if run_backward is None:
-        return []
+        return {}
     worker = session.device_worker
 
     def engine_run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
@@ -120,4 +124,4 @@ def engine_paths(session: Any) -> List[Tuple[Tuple[Any, str], Any]]:
             return run_backward(t_outputs, *args, **kwargs)
         return worker.run(lambda: run_backward(t_outputs, *args, **kwargs))
 
-    return [((autograd, "_engine_run_backward"), engine_run_backward)]
+    return {(autograd, "_engine_run_backward"): engine_run_backward}

@@ -257,32 +257,30 @@ class _Flow:
 def equal_only_printed() -> bool:
     """Whether the ``torch.equal(a, b)`` (or ``a.equal(b)``) the program is executing makes a
     truth that only reaches output (``same = all(torch.equal(...) for ...)``, printed)."""
-    flow = _program_flow()
-    if flow is None:
-        return False
-    call = flow.call_node()
-    if call is None or not (isinstance(call.func, ast.Attribute) and call.func.attr == "equal"):
+    flow, call = _call_being_made()
+    if flow is None or call is None or not (isinstance(call.func, ast.Attribute) and call.func.attr == "equal"):
         return False
     return flow.only_printed(call)
 
 
-def _program_flow() -> Optional[_Flow]:
-    """The flow of the innermost frame of the program's own (outside torch and vramlab)."""
+def _call_being_made() -> Tuple[Optional[_Flow], Optional[ast.Call]]:
+    """The flow of the innermost frame of the program's own (outside torch and vramlab), and the
+    call it is making."""
     frame: Optional[types.FrameType] = sys._getframe(2)
     while frame is not None and not is_program(frame.f_code.co_filename):
         frame = frame.f_back
-    return None if frame is None else _Flow(frame, 0)
+    if frame is None:
+        return None, None
+    flow = _Flow(frame, 0)
+    return flow, flow.call_node()
 
 
 def read_only_printed() -> Optional[str]:
     """Whether the ``int(t)``, ``float(t)`` or ``t.tolist()`` the program is executing now makes
     numbers that only reach output or a roll's shift: the innermost frame of the program's own
     (outside torch and vramlab) is the one making the call. The note that says so, or None."""
-    flow = _program_flow()
-    if flow is None:
-        return None
-    call = flow.call_node()
-    if call is None:
+    flow, call = _call_being_made()
+    if flow is None or call is None:
         return None
     function = call.func
     number = isinstance(function, ast.Name) and function.id in ("int", "float")

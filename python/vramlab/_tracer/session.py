@@ -463,7 +463,7 @@ class trace:
         table.update(sync_batch_norm_paths(self))
         table.update(unknown.python_paths())
         self.device_worker = DeviceWorker(torch)
-        table.update(dict(engine_paths(self)))
+        table.update(engine_paths(self))
         # torch.cuda.memory's (and torch.cuda.random's) own names for the same queries: torch.cuda's
         # are re-exports, and PyTorch's code calls either.
         for (owner, name), value in list(table.items()):

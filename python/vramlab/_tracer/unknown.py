@@ -28,6 +28,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..errors import UnfollowedError
+from . import standin
+from .printed import PRINTED_NUMBER_NOTE, read_only_printed
 from .where import here
 
 PLACEHOLDER_NOTE = (
@@ -40,9 +42,6 @@ PLACEHOLDER_NOTE = (
 def _printed_answered() -> bool:
     """Whether the int() or float() of a placeholder the program is executing makes a number that
     only reaches output (printed.py): then it is answered 0, as int() of a GPU value is, and said."""
-    from . import standin
-    from .printed import PRINTED_NUMBER_NOTE, read_only_printed
-
     if not standin.ACTIVE or read_only_printed() is not PRINTED_NUMBER_NOTE:
         return False
     standin.ACTIVE[-1].note(PRINTED_NUMBER_NOTE)

@@ -51,7 +51,6 @@ LARGE_LIMIT = 256 << 20
 LARGE_BUDGET = 1 << 30
 
 
-
 def _mask_like(torch: Any, host: Any) -> bool:
     """Whether a floating-point host tensor is a mask: no parameter, within the shadows' limit, and
     holding at most one value besides zero (1.0 for a padding mask, -inf or a large negative number
@@ -59,8 +58,13 @@ def _mask_like(torch: Any, host: Any) -> bool:
     GPU (``pred[mask.reshape(-1) > 0]``); data drawn at random and weights are never like this."""
     if isinstance(host, torch.nn.Parameter) or host.untyped_storage().nbytes() > OTHER_LIMIT or host.is_complex():
         return False
-    nonzero = host[host != 0]
-    return nonzero.numel() == 0 or bool((nonzero == nonzero[0]).all())
+    # Every batch of data moved to the GPU asks this: its extremes, one pass and no copy, settle
+    # it where neither is zero (data drawn at random), unless the tensor is one value throughout.
+    lowest, highest = host.aminmax()
+    if lowest != 0 and highest != 0:
+        return bool(lowest == highest)
+    other = highest if lowest == 0 else lowest
+    return bool(((host == 0) | (host == other)).all())
 
 
 # Operations that write every element of their first argument, whatever it held.

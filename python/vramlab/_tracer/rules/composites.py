@@ -34,16 +34,17 @@ class CudaComposites(RegisteredKernels):
         ]
 
     def _softmax(self, input: Any, dim: int, dtype: Any = None) -> Any:
-        torch = self.torch
-        if input.dtype == torch.float16 and dtype == torch.float32:
-            return torch._softmax(input, dim, True)
-        return torch._softmax(input.to(dtype) if dtype is not None else input, dim, False)
+        return self._half_to_float(self.torch._softmax, input, dim, dtype)
 
     def _log_softmax(self, input: Any, dim: int, dtype: Any = None) -> Any:
+        return self._half_to_float(self.torch._log_softmax, input, dim, dtype)
+
+    def _half_to_float(self, kernel: Callable[..., Any], input: Any, dim: int, dtype: Any) -> Any:
+        """SoftMax.cpp's CUDA path of softmax and log_softmax with a dtype."""
         torch = self.torch
         if input.dtype == torch.float16 and dtype == torch.float32:
-            return torch._log_softmax(input, dim, True)
-        return torch._log_softmax(input.to(dtype) if dtype is not None else input, dim, False)
+            return kernel(input, dim, True)
+        return kernel(input.to(dtype) if dtype is not None else input, dim, False)
 
     def _one_hot(self, input: Any, num_classes: int = -1) -> Any:
         torch = self.torch
