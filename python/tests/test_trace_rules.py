@@ -1191,3 +1191,45 @@ def test_half_softmax_asked_for_float_makes_no_copy():
     assert sizes[:3] == [half, single, single]
     # bfloat16 to float32: its copy, then the result.
     assert sizes[-2:] == [single, single] and sizes[-3] == half
+
+
+def test_forward_mode_zero_tangents_take_no_memory_and_their_sums_copy():
+    """zero_tensors.py: a jvp input without a tangent gets an _efficientzerotensor (no storage on
+    CUDA), mul's ZeroTensor kernel returns another (BinaryOps.cpp: mul_zerotensor), add's copies
+    the other operand (maybe_add_maybe_sub), and each moves its zero operand to meta through the
+    ZeroTensor fallback, one element made real and freed. The sequence asserted is the H200's for
+    the same two lines of TrigFlow's time embedding (reports/reference/h200/trace-workloads-35y,
+    trigflow_consistency_training_forward_mode_jvp, expandable, events 451-464)."""
+    with vramlab.trace(gpu="h200") as t:
+        freqs = torch.randn(64, device="cuda")
+        x, v = torch.rand(64, device="cuda"), torch.rand(64, device="cuda")
+        start = len(allocations(t.snapshot()))
+        out, tangent = torch.func.jvp(lambda s: 2 * 3.14159 * s[:, None] * freqs[None, :], (x,), (v,))
+        assert tangent.shape == out.shape == (64, 64)
+    events = allocations(t.snapshot())[start:]
+    column, square = 64 * 4, 64 * 64 * 4
+    one = [("alloc", 4), ("free_completed", 4)]
+    assert events[:14] == (
+        # 2*pi*s: the primal, s's tangent times 2*pi, the zero tangent of 2*pi plus it (a copy).
+        [("alloc", column), ("alloc", column)] + one + [("alloc", column), ("free_completed", column)]
+        # * freqs: the primal, the tangent times freqs, freqs' zero tangent times s (no memory),
+        # then the sum (a copy).
+        + [("alloc", square), ("alloc", square)] + one + one + [("alloc", square), ("free_completed", square)]
+    )
+
+
+def test_a_matrix_multiply_clones_an_expanded_operand_for_cublas():
+    """cublas.py: addmm_out_cuda_impl (Blas.cpp, behind mm) passes each matrix through
+    prepare_matrix_for_cublas, which clones one that is neither dense nor column- or row-major (an
+    expanded zero tangent made real, as jvp through a Linear makes) before the GEMM and frees it
+    after; a transposed or dense operand is taken as it is."""
+    with vramlab.trace(gpu="h200") as t:
+        a = torch.randn(64, 128, device="cuda")
+        w = torch.randn(512, 128, device="cuda")
+        a @ w.t()
+        start = len(allocations(t.snapshot()))
+        expanded = torch.zeros((), device="cuda").expand(128, 512)
+        a @ expanded
+    events = allocations(t.snapshot())[start:]
+    out, clone = 64 * 512 * 4, 128 * 512 * 4
+    assert events == [("alloc", 4), ("alloc", out), ("alloc", clone), ("free_completed", clone), ("free_completed", out)]

@@ -26,6 +26,7 @@ from .rules.cells import RecurrentCells
 from .rules.rms_norm import FusedRmsNorm
 from .rules.samplers import SamplerKernels
 from .rules.sync_batch_norm import SyncBatchNormKernels, sync_batch_norm_paths
+from .rules.zero_tensors import ZeroTensorKernels
 from .rules.composites import CudaComposites
 from .rules.kernels import threads_per_sm
 from .rules.linear import LinearPath
@@ -474,7 +475,7 @@ class trace:
         kernels = Autocast(torch, here, self.release)
         kernels.install()
         self.autocast = kernels
-        for kernels_for in (RecurrentCells, CudaComposites, LinearPath, InPlaceWithoutMeta, SyncBatchNormKernels, FusedRmsNorm, SamplerKernels):
+        for kernels_for in (RecurrentCells, CudaComposites, LinearPath, InPlaceWithoutMeta, SyncBatchNormKernels, FusedRmsNorm, SamplerKernels, ZeroTensorKernels):
             registered = kernels_for(torch)
             registered.install()
             self._registered.append(registered)

@@ -39,6 +39,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Tuple
 from ..compat import by_release
 from ..where import user_frame
 from . import Call, Rule, register
+from .engine import dense
 
 # PyTorch's two default sizes (CublasHandlePool.cpp): 4096 KiB x 8 on the GPUs it names, and
 # ":4096:2:16:8" (4096 KiB x 2 + 16 KiB x 8) elsewhere.
@@ -115,6 +116,8 @@ class Plan:
 MATMULS: FrozenSet[str] = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation"})
 WITH_BIAS: FrozenSet[str] = frozenset({"addmm", "_addmm_activation"})
 BATCHED: FrozenSet[str] = frozenset({"bmm", "baddbmm"})
+# Those on addmm_out_cuda_impl's 2-D GEMM.
+GEMMS: FrozenSet[str] = frozenset({"mm", "addmm", "_addmm_activation"})
 # Linear algebra that takes the thread's cuBLAS handle on CUDA (BatchLinearAlgebraLibBlas.cpp:
 # getCurrentCUDABlasHandle, which gives a new handle its workspace under 2.11's rule): triangular
 # solves are cuBLAS's trsm always, and linalg_lu_solve takes cuBLAS on most of its paths.
@@ -149,6 +152,33 @@ def _owned_copy(tensor: Any, transpose_result: bool, m: int, n: int) -> int:
     if tensor.is_contiguous() and strides[1] != 0 and strides[2] != 0:
         return 0
     return tensor.numel() * tensor.element_size()
+
+
+def gemm_operand_copies(result: Any, mat1: Any, mat2: Any) -> List[int]:
+    """The contiguous copies addmm_out_cuda_impl's cublasCommonArgs (Blas.cpp, behind mm and addmm)
+    makes before its GEMM, in the order it makes them (the result's, then the first operand cuBLAS
+    takes, then the second), each freed when it returns: prepare_matrix_for_cublas clones a matrix
+    that is neither dense nor column- or row-major with a leading stride at least its extent (an
+    expanded one, such as forward-mode AD's zero tangents made real)."""
+    if result.dim() != 2 or mat1.dim() != 2 or mat2.dim() != 2:
+        return []
+
+    def cloned(t: Any) -> int:
+        if dense(t):
+            return 0
+        (rows, cols), (row_stride, col_stride) = t.shape, t.stride()
+        if row_stride == 1 and col_stride >= max(1, rows):
+            return 0
+        if col_stride == 1 and row_stride >= max(1, cols):
+            return 0
+        return t.numel() * t.element_size()
+
+    if dense(result):
+        transpose_result = result.is_contiguous()
+    else:
+        transpose_result = not (result.stride(0) == 1 and result.stride(1) >= max(1, result.shape[0]))
+    first, second = (mat2, mat1) if transpose_result else (mat1, mat2)
+    return [size for size in (cloned(result), cloned(first), cloned(second)) if size]
 
 
 def batched_operand_copies(result: Any, batch1: Any, batch2: Any) -> List[int]:
@@ -211,6 +241,9 @@ class CublasWorkspaces(Rule):
         if call.op in BATCHED and isinstance(out, self.torch.Tensor):
             batch1, batch2 = call.args[0 if call.op == "bmm" else 1], call.args[1 if call.op == "bmm" else 2]
             copies = [(record.alloc(size, frame), size) for size in batched_operand_copies(out, batch1, batch2)]
+        elif call.op in GEMMS and isinstance(out, self.torch.Tensor):
+            mat1, mat2 = call.args[0 if call.op == "mm" else 1], call.args[1 if call.op == "mm" else 2]
+            copies = [(record.alloc(size, frame), size) for size in gemm_operand_copies(out, mat1, mat2)]
         self._workspaces(call)
         for addr, size in reversed(copies):
             record.free(addr, size)
