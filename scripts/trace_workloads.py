@@ -1098,6 +1098,7 @@ from trace_workloads_35v import ISSUE35V  # noqa: E402
 from trace_workloads_35w import ISSUE35W  # noqa: E402
 from trace_workloads_35x import ISSUE35X  # noqa: E402
 from trace_workloads_35y import ISSUE35Y  # noqa: E402
+from trace_workloads_35z import ISSUE35Z  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1141,5 +1142,6 @@ GROUPS = {
     "issue35w": ISSUE35W,
     "issue35x": ISSUE35X,
     "issue35y": ISSUE35Y,
+    "issue35z": ISSUE35Z,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}
