@@ -32,10 +32,26 @@ def scratch(sequence):
     return found
 
 
+def frees_what_it_never_allocated(row):
+    """Whether a row's events free memory the convolution did not allocate: the first row after an
+    out-of-memory error in the same process (conv-batches-nchw224-2026-11-30: five), whose window
+    caught the failed job's tensors being freed; its sizes are not the convolution's own."""
+    for sequence in (row["forward"], row["backward"]):
+        allocated = set()
+        for action, _, addr in sequence:
+            if action == "a":
+                allocated.add(addr)
+            elif addr not in allocated:
+                return True
+    return False
+
+
 def entries(rows):
     table = {}
     for row in rows:
         if "error" in row or row["group"] != "table" and row["group"] != "sweep-n" and row["group"] != "sweep-hw":
+            continue
+        if frees_what_it_never_allocated(row):
             continue
         c, h, w, k, r, s, stride, padding, dilation, groups = row["shape"]
         # Channels-last input and weight (scripts/measure_conv_timm.py --channels-last) are a

@@ -15,6 +15,7 @@ GPU split the grid (the measurement is of allocations, which other processes do 
 Writes JSON lines as measure_conv_workspaces.py does (group "table"), flushed one by one, so a run
 stopped by its time keeps what it measured; scripts/build_conv_table.py reads them."""
 
+import gc
 import json
 import os
 import sys
@@ -127,6 +128,9 @@ def main():
                 row = measure(getattr(torch, dtype), n, shape, channels_last="--channels-last" in sys.argv)
             except Exception as err:  # an out-of-memory or a refused shape: kept as an error row
                 row = {"dtype": dtype, "n": n, "shape": shape, "error": f"{type(err).__name__}: {err}"[:300]}
+                # The failed job's tensors are freed here, not inside the next job's window.
+                del err
+                gc.collect()
                 torch.cuda.empty_cache()
             row.update(group="table", source="timm", seconds=round(time.time() - t, 4))
             sink.write(json.dumps(row) + "\n")

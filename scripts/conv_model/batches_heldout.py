@@ -1,0 +1,66 @@
+"""What vramlab.trace answered, before they were measured, for the convolutions of
+reports/reference/h200/conv-workspaces/conv-batches-*-2026-11-30.jsonl.gz (common models' shapes at
+224 and 32 pixels, at batch sizes no earlier run measured; scripts/measure_conv_timm.py): the
+H200's table and the H100's as they were committed before (git show REV:...), then the fitted model
+(conv_model.py, contiguous tensors of the measured kinds only), else no workspace, as
+rules/convolution.py looks them up. Byte-exact and within 1 MiB per file, direction and dtype.
+
+    python scripts/conv_model/batches_heldout.py [REV]   (REV: the commit before the run, default HEAD)"""
+import collections
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "python", "vramlab", "_tracer", "rules"))
+import build_conv_table  # noqa: E402
+import conv_model  # noqa: E402
+
+REV = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
+MEASURED_KERNELS, MEASURED_STRIDES = {1, 2, 3, 4, 5, 7}, {1, 2, 4}  # rules/convolution.py
+
+
+def committed_table(profile):
+    blob = subprocess.run(["git", "-C", ROOT, "show", f"{REV}:python/vramlab/_tracer/rules/_conv_{profile}.json.gz"],
+                          capture_output=True, check=True).stdout
+    return json.loads(gzip.decompress(blob))["entries"]
+
+
+before = {p: committed_table(p) for p in ("h200", "h100")}
+folder = os.path.join(ROOT, "reports", "reference", "h200", "conv-workspaces")
+MIB = 1 << 20
+for name in sorted(n for n in os.listdir(folder) if n.startswith("conv-batches-") and n.endswith(".jsonl.gz")):
+    with gzip.open(os.path.join(folder, name), "rt") as f:
+        rows = [json.loads(line) for line in f]
+    measured = build_conv_table.entries(rows)
+    tally = collections.defaultdict(lambda: [0, 0, 0])  # exact, within 1 MiB, rows
+    sources = collections.Counter()
+    for key, value in measured.items():
+        if key in before["h200"]:
+            sources["already in the H200's table"] += 1
+            continue
+        layout, rest = ("channels_last", key.split("|", 1)[1]) if key.startswith("channels_last|") else ("", key)
+        dtype, x, wt, stride, padding, dilation, groups = rest.split("|")
+        n, c, h, w = map(int, x.split(","))
+        k, _, r, s = map(int, wt.split(","))
+        st, pad, dil = [int(v) for v in stride.split(",")], [int(v) for v in padding.split(",")], [int(v) for v in dilation.split(",")]
+        if key in before["h100"]:
+            answer, source = before["h100"][key][1:], "the H100's table"
+        elif not layout and r in MEASURED_KERNELS and s in MEASURED_KERNELS and st[0] in MEASURED_STRIDES and st[1] in MEASURED_STRIDES and dil == [1, 1]:
+            fitted = conv_model.workspaces("h200", dtype, n, c, h, w, k, r, s, st, pad, dil, int(groups))
+            answer, source = ([v or 0 for v in fitted], "the fitted model") if fitted else ([0, 0, 0], "none")
+        else:
+            answer, source = [0, 0, 0], "none (channels-last, or kinds not measured)"
+        sources[source] += 1
+        for direction, got, true in zip(("forward", "input gradient", "weight gradient"), answer, value[1:]):
+            t = tally[(dtype, direction)]
+            t[0] += got == true
+            t[1] += abs(got - true) <= MIB
+            t[2] += 1
+    print(f"{name}: {len(rows)} rows, {len(measured)} convolutions; answered from: "
+          + ", ".join(f"{source} {count}" for source, count in sources.most_common()))
+    for (dtype, direction), (exact, near, count) in sorted(tally.items()):
+        print(f"  {dtype:9} {direction:16} byte-exact {exact / count:6.1%}  within 1 MiB {near / count:6.1%}  ({count})")
