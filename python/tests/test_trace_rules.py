@@ -569,6 +569,20 @@ def test_torch_compile_is_traced_eagerly_and_said():
     assert any("torch.compile calls were traced as eager" in n for n in t.snapshot()["vramlab_notes"])
 
 
+def test_a_compiled_module_is_what_torch_compile_returns_run_eagerly():
+    """torch.compile of a module returns an OptimizedModule holding it as `_orig_mod`, whose
+    state_dict keys carry that prefix: nanoGPT unwraps `model.module._orig_mod` after DDP (issue
+    36's eleventh group stopped there while compile returned the module itself)."""
+    with vramlab.trace() as t:
+        linear = torch.nn.Linear(64, 64).cuda()
+        model = torch.compile(linear)
+        assert model._orig_mod is linear and list(model.state_dict()) == ["_orig_mod.weight", "_orig_mod.bias"]
+        model(torch.randn(8, 64, device="cuda")).sum().backward()
+        assert linear.weight.grad is not None
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    assert 8 * 64 * 4 in sizes
+
+
 # Issue 38: the questions users bring -------------------------------------------------------------
 
 

@@ -292,6 +292,12 @@ def program_paths(session: Any) -> Table:
         session.note(COMPILE_CUDA_GRAPHS_NOTE if compiles_cuda_graphs(torch, options) else COMPILE_NOTE)
         if model is None:
             return lambda fn: fn
+        if isinstance(model, torch.nn.Module):
+            # What torch.compile returns for a module, run eagerly: its OptimizedModule holds the
+            # module as `_orig_mod` (nanoGPT unwraps it so; its state_dict keys carry the prefix).
+            from torch._dynamo.eval_frame import DisableContext, OptimizedModule
+
+            return OptimizedModule(model, DisableContext())
         return model
 
     table[(torch, "compile")] = compile_eagerly
