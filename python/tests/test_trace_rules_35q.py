@@ -139,6 +139,31 @@ def test_a_routers_bincount_over_its_topk_choices_has_minlength_bins():
             torch.bincount(torch.randn(64, 8, device="cuda").topk(2, dim=-1).indices.reshape(-1), minlength=4)
 
 
+def test_a_confusion_matrix_bincount_has_its_bins_from_the_bounds_of_its_index():
+    """values.py: integer add, sub and mul carry their operands' bounds (interval arithmetic), a
+    boolean selection keeps its input's, and known labels bound themselves: so the confusion
+    matrix's index ``gold * C + pred[keep]`` (ISSUE35Z's ConvBERT and Data2Vec evaluations) lies in
+    [0, C * C) and ``bincount(..., minlength=C * C)`` has C * C bins, as on the GPU. Without
+    minlength, or with one too small, the bins depend on the values, and the trace stops."""
+    classes = 9
+    with vramlab.trace(gpu="h200") as t:
+        logits = torch.randn(4, 32, classes, device="cuda")
+        labels = torch.randint(0, classes, (4, 32))
+        labels[:, :3] = -100
+        labels = labels.to("cuda")
+        keep = labels != -100
+        index = labels[keep] * classes + logits.argmax(-1)[keep]
+        confusion = torch.bincount(index, minlength=classes * classes).view(classes, classes)
+        assert confusion.shape == (classes, classes)
+        shifted = torch.bincount((index + classes) - classes, minlength=classes * classes)
+        assert shifted.shape == (classes * classes,)
+    assert any("bincounts of indices known to lie below their minlength" in n for n in t.snapshot()["vramlab_notes"])
+    with pytest.raises(UnfollowedError, match="bincount"):
+        with vramlab.trace(gpu="h200"):
+            pred = torch.randn(64, classes, device="cuda").argmax(-1)
+            torch.bincount(pred * classes + pred, minlength=classes)
+
+
 def test_qwen2_moe_traces_to_the_h200s_peaks_under_expandable_segments(as_2_11):
     """Hugging Face's Qwen2-MoE under bf16 autocast: the router's bincount and the float32
     grouped matmuls of its experts, which stopped the trace before; replayed under the recorded

@@ -29,7 +29,9 @@ back to the GPU has no shadow.
 Indices have known bounds too: those ``topk``, ``sort``, ``argmax`` and the maxima and minima over
 a dimension give lie within that dimension (a mixture of experts' router counting its choices with
 ``bincount(..., minlength=experts)``). Random integers do: ``randint(low, high)`` and ``random_(from, to)`` draw from
-``[low, high)``, and so do the maxima, minima and copies of what they drew. A comparison with a
+``[low, high)``, and so do the maxima, minima and copies of what they drew, a boolean selection of
+them, and integer sums, differences and products of bounded operands (interval arithmetic: a
+confusion matrix's ``labels * classes + predictions``); known integer values bound themselves. A comparison with a
 number that the bounds decide for every element (``labels >= 0`` of labels drawn from
 ``[1, 32)``) has known values, all True or all False: programs check their labels this way
 (Hugging Face's CTC models: ``labels.max() >= vocab_size``, ``labels.masked_select(labels >= 0)``).
@@ -80,7 +82,9 @@ _FILLED_WITH = {"full_like": 1, "new_full": 2}
 _ABSORBING = {"bitwise_or": True, "logical_or": True, "bitwise_and": False, "logical_and": False}
 
 # Operators whose (first) result's elements are some of their input's: bounds carry over.
-_KEEPS_BOUNDS = {"max", "min", "amax", "amin", "clone", "_to_copy", "contiguous"}
+_KEEPS_BOUNDS = {"max", "min", "amax", "amin", "clone", "_to_copy", "contiguous", "index", "masked_select"}
+# Integer arithmetic whose result's bounds follow from its operands' (interval arithmetic).
+_ARITHMETIC = {"add", "sub", "mul"}
 # Operators with an output of indices into their input's dimension `dim`: the output's position
 # among their results (overloads without a dimension, argmax's, index the flattened input).
 _INDEX_RESULTS = {"topk": 1, "sort": 1, "max": 1, "min": 1, "argmax": 0, "argmin": 0, "kthvalue": 1, "mode": 1, "median": 1}
@@ -185,8 +189,51 @@ class Shadows:
         self._bounds.pop(key)
 
     def bounds(self, t: Any) -> Optional[Tuple[int, int]]:
-        """The lowest and highest values `t`'s elements can hold, where known."""
-        return self._bounds.get(t.untyped_storage())
+        """The lowest and highest values `t`'s elements can hold, where known: kept bounds, or
+        the extremes of its known integer values."""
+        kept = self._bounds.get(t.untyped_storage())
+        if kept is not None:
+            return kept
+        values = self.view(t)
+        if values is None or values.numel() == 0 or values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == self._torch.bool:
+            return None
+        lo, hi = self._torch.aminmax(values)
+        return int(lo), int(hi)
+
+    def _operand_bounds(self, value: Any) -> Optional[Tuple[int, int]]:
+        """The bounds of an arithmetic operand: a stand-in's, a Python integer's, or a host
+        integer scalar's (a wrapped number)."""
+        torch = self._torch
+        if isinstance(value, bool) or isinstance(value, float):
+            return None
+        if isinstance(value, int):
+            return value, value
+        if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+            return None
+        if value.device.type == "meta":
+            return self.bounds(value)
+        if value.dim() == 0 and self.unknown_host([value]) is None:
+            return int(value), int(value)
+        return None
+
+    def _arithmetic_bounds(self, op: str, args: Any, kwargs: Dict[str, Any]) -> Optional[Tuple[int, int]]:
+        """Interval arithmetic for integer add, sub and mul (a confusion matrix's index
+        ``labels * classes + predictions``)."""
+        if len(args) < 2:
+            return None
+        left, right = self._operand_bounds(args[0]), self._operand_bounds(args[1])
+        if left is None or right is None:
+            return None
+        if op == "mul":
+            products = [a * b for a in left for b in right]
+            return min(products), max(products)
+        alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
+        if isinstance(alpha, bool) or not isinstance(alpha, int):
+            return None
+        scaled = sorted((right[0] * alpha, right[1] * alpha))
+        if op == "sub":
+            scaled = [-scaled[1], -scaled[0]]
+        return left[0] + scaled[0], left[1] + scaled[1]
 
     def _bound(self, t: Any, lo: int, hi: int) -> None:
         if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == self._torch.bool or lo > hi:
@@ -277,6 +324,10 @@ class Shadows:
             low, high = (0, args[0]) if overload == "default" else (args[0], args[1])
             if isinstance(low, int) and isinstance(high, int):
                 self._bound(result, low, high - 1)
+        elif op in _ARITHMETIC and overload in ("Tensor", "Scalar") and _whole(result) and not (result.dtype.is_floating_point or result.dtype.is_complex):
+            known = self._arithmetic_bounds(op, args, kwargs)
+            if known is not None:
+                self._bound(result, *known)
         elif op in _KEEPS_BOUNDS and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
             known = self.bounds(args[0])
             if known is not None and not result.dtype.is_floating_point and result.dtype != torch.bool and _whole(result):
