@@ -1244,6 +1244,7 @@ def test_a_matrix_multiply_clones_an_expanded_operand_for_cublas():
         start = len(allocations(t.snapshot()))
         expanded = torch.zeros((), device="cuda").expand(128, 512)
         a @ expanded
-    events = allocations(t.snapshot())[start:]
     out, clone = 64 * 512 * 4, 128 * 512 * 4
+    # Releases with per-call cuBLAS workspaces (2.12 on) allocate and free one around the GEMM too.
+    events = [e for e in allocations(t.snapshot())[start:] if e[1] in (4, out, clone)]
     assert events == [("alloc", 4), ("alloc", out), ("alloc", clone), ("free_completed", clone), ("free_completed", out)]
