@@ -15,12 +15,12 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "python", "vramlab", "_tracer", "rules"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 import build_conv_table  # noqa: E402
-import conv_model  # noqa: E402
+from vramlab._tracer.rules import conv_model  # noqa: E402
+from vramlab._tracer.rules.convolution import measured_kind  # noqa: E402
 
 REV = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
-MEASURED_KERNELS, MEASURED_STRIDES = {1, 2, 3, 4, 5, 7}, {1, 2, 4}  # rules/convolution.py
 
 
 def committed_table(profile):
@@ -49,7 +49,7 @@ for name in sorted(n for n in os.listdir(folder) if n.startswith("conv-batches-"
         st, pad, dil = [int(v) for v in stride.split(",")], [int(v) for v in padding.split(",")], [int(v) for v in dilation.split(",")]
         if key in before["h100"]:
             answer, source = before["h100"][key][1:], "the H100's table"
-        elif not layout and r in MEASURED_KERNELS and s in MEASURED_KERNELS and st[0] in MEASURED_STRIDES and st[1] in MEASURED_STRIDES and dil == [1, 1]:
+        elif not layout and measured_kind(r, s, st, dil):
             fitted = conv_model.workspaces("h200", dtype, n, c, h, w, k, r, s, st, pad, dil, int(groups))
             answer, source = ([v or 0 for v in fitted], "the fitted model") if fitted else ([0, 0, 0], "none")
         else:

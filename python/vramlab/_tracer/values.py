@@ -195,7 +195,7 @@ class Shadows:
         if kept is not None:
             return kept
         values = self.view(t)
-        if values is None or values.numel() == 0 or values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == self._torch.bool:
+        if values is None or values.numel() == 0 or not self._integral(values.dtype):
             return None
         lo, hi = self._torch.aminmax(values)
         return int(lo), int(hi)
@@ -204,11 +204,11 @@ class Shadows:
         """The bounds of an arithmetic operand: a stand-in's, a Python integer's, or a host
         integer scalar's (a wrapped number)."""
         torch = self._torch
-        if isinstance(value, bool) or isinstance(value, float):
+        if isinstance(value, (bool, float)):
             return None
         if isinstance(value, int):
             return value, value
-        if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        if not isinstance(value, torch.Tensor) or not self._integral(value.dtype):
             return None
         if value.device.type == "meta":
             return self.bounds(value)
@@ -235,8 +235,12 @@ class Shadows:
             scaled = [-scaled[1], -scaled[0]]
         return left[0] + scaled[0], left[1] + scaled[1]
 
+    def _integral(self, dtype: Any) -> bool:
+        """Whether a dtype's values can have bounds: integers, not floats, complex or bools."""
+        return not (dtype.is_floating_point or dtype.is_complex or dtype == self._torch.bool)
+
     def _bound(self, t: Any, lo: int, hi: int) -> None:
-        if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == self._torch.bool or lo > hi:
+        if not self._integral(t.dtype) or lo > hi:
             return
         self._bounds.put(t.untyped_storage(), (lo, hi))
 
@@ -324,7 +328,7 @@ class Shadows:
             low, high = (0, args[0]) if overload == "default" else (args[0], args[1])
             if isinstance(low, int) and isinstance(high, int):
                 self._bound(result, low, high - 1)
-        elif op in _ARITHMETIC and overload in ("Tensor", "Scalar") and _whole(result) and not (result.dtype.is_floating_point or result.dtype.is_complex):
+        elif op in _ARITHMETIC and overload in ("Tensor", "Scalar") and _whole(result) and self._integral(result.dtype):
             known = self._arithmetic_bounds(op, args, kwargs)
             if known is not None:
                 self._bound(result, *known)

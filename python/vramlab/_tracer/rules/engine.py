@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from ..where import PACKAGE_DIR, torch_dir
 from . import PASS, Call, Rule, register
+from .cub import non_overlapping_and_dense
 
 # A gradient the autograd engine holds alone, as seen from inside the dispatch mode: the mode's
 # own arguments and the Python objects add references (measured on torch 2.11 and 2.15: a tensor
@@ -85,10 +86,4 @@ def feeds_one_input_twice(node: Any) -> bool:
 
 def dense(t: Any) -> bool:
     """``is_non_overlapping_and_dense``: the elements fill the storage span exactly once."""
-    dims = sorted((stride, size) for size, stride in zip(t.shape, t.stride()) if size != 1)
-    expected = 1
-    for stride, size in dims:
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+    return non_overlapping_and_dense(list(t.shape), list(t.stride()))
