@@ -84,16 +84,20 @@ impl<K: Ord + Copy> OrderedSet<K> {
     pub(crate) fn replace(&mut self, old: &K, new: K) -> bool {
         match self {
             OrderedSet::Small(keys) => {
-                let Some(at) = keys.iter().position(|k| k == old) else {
-                    return false;
-                };
-                let to = first(keys, |k| *k >= new);
-                if to <= at {
-                    keys[to..=at].rotate_right(1);
-                    keys[to] = new;
+                // One pass over the keys: a smaller `new` (a split's rest) goes before `old`, so
+                // `old` lies past where `new` goes; a larger one (a merged block) after it.
+                if new < *old {
+                    let to = first(keys, |k| *k >= new);
+                    let Some(at) = keys[to..].iter().position(|k| k == old) else {
+                        return false;
+                    };
+                    shift_in_below(keys, to, to + at, new);
                 } else {
-                    keys[at..to].rotate_left(1);
-                    keys[to - 1] = new;
+                    let Some(at) = keys.iter().position(|k| k == old) else {
+                        return false;
+                    };
+                    let to = at + 1 + first(&keys[at + 1..], |k| *k >= new);
+                    shift_in_above(keys, at, to, new);
                 }
                 true
             }
@@ -260,11 +264,9 @@ impl<K: Ord + Copy> Runs<K> {
                 first(&keys[..at], |k| *k >= new)
             };
             if to <= at {
-                keys[to..=at].rotate_right(1);
-                keys[to] = new;
+                shift_in_below(keys, to, at, new);
             } else {
-                keys[at..to].rotate_left(1);
-                keys[to - 1] = new;
+                shift_in_above(keys, at, to, new);
             }
             self.update_last(run);
             return true;
@@ -321,6 +323,18 @@ fn first_run<K>(lasts: &[K], past: impl Fn(&K) -> bool) -> usize {
 fn first<K>(keys: &[K], past: impl Fn(&K) -> bool) -> usize {
     // A scan: at these sizes it beats a binary search's unpredictable branches.
     keys.iter().position(past).unwrap_or(keys.len())
+}
+
+/// Puts `new` at `to`, the keys from there up to the one at `at` (which goes) one place up.
+fn shift_in_below<K: Copy>(keys: &mut [K], to: usize, at: usize, new: K) {
+    keys.copy_within(to..at, to + 1);
+    keys[to] = new;
+}
+
+/// Puts `new` right before `to`, the keys after the one at `at` (which goes) one place down.
+fn shift_in_above<K: Copy>(keys: &mut [K], at: usize, to: usize, new: K) {
+    keys.copy_within(at + 1..to, at);
+    keys[to - 1] = new;
 }
 
 /// The keys of an [`OrderedSet`] range: the rest of the run it starts in, the whole runs
