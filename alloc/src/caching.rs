@@ -25,14 +25,13 @@
 
 use super::ordered_set::OrderedSet;
 
-use rustc_hash::FxHashMap as HashMap;
 
 use experiments::{
     format_bytes, AllocConf, BlockState, BlockView, PytorchStats, SegmentView, StartBlock, StartSegment, StartState,
 };
 
 use super::slots::Slots;
-use super::{round_up, Adopted, AlikeLimits, AllocError, Block, DeviceMemory, FreeSpace, Policy};
+use super::{round_up, Adopted, AlikeLimits, AllocError, Block, DeviceMemory, FreeSpace, Policy, NO_HANDLE};
 
 use experiments::pytorch::{MIN_BLOCK_SIZE as MIN_BLOCK, SMALL_SIZE};
 
@@ -150,7 +149,6 @@ pub(super) struct Caching {
     /// Private pools whose owner has let go of them: their cached memory goes back at the
     /// next release of the cache (`graph_pools_freeable`).
     freeable: Vec<bool>,
-    active: HashMap<u64, usize>,
     segments: Vec<ExpandableSegment>,
     /// `total_allocated_memory`: bytes held from the device.
     total: u64,
@@ -177,7 +175,6 @@ impl Caching {
             pools: vec![PoolState::default(), PoolState::default()],
             current: 0,
             freeable: vec![false],
-            active: HashMap::default(),
             segments: Vec::new(),
             total: 0,
             free_bytes: 0,
@@ -283,9 +280,9 @@ impl Caching {
         for block in &start.loose {
             let Some(id) = block.id else { continue };
             self.select_pool(0);
-            let placed = self.allocate(device, block.requested, block.stream)?;
+            let (placed, handle) = self.allocate_handled(device, block.requested, block.stream)?;
             if block.state == BlockState::Pending {
-                self.free_requested(device, placed);
+                self.free_requested_handled(device, placed, handle);
             }
             adopted.push(Adopted {
                 id,
@@ -293,6 +290,7 @@ impl Caching {
                 requested: block.requested,
                 stream: block.stream,
                 pending: block.state == BlockState::Pending,
+                handle,
             });
         }
         self.limit_needed = self.limit_needed.max(self.total);
@@ -347,7 +345,6 @@ impl Caching {
                     }
                 }
                 State::Allocated | State::Pending => {
-                    self.active.insert(addr, idx);
                     self.stats.active.add(block.size);
                     self.stats.requested.add(block.requested);
                     if state == State::Allocated {
@@ -360,6 +357,7 @@ impl Caching {
                             requested: block.requested,
                             stream: segment.stream,
                             pending: state == State::Pending,
+                            handle: handle_of(idx),
                         });
                     }
                 }
@@ -395,6 +393,13 @@ impl Caching {
 
     fn add_node(&mut self, node: Node) -> usize {
         self.nodes.add(node)
+    }
+
+    /// Lets go of a node's slot: only a free node's (merged into a neighbour, or given back to
+    /// the device), so that every slot let go of holds a free node (see [`Caching::node_of`]).
+    fn release_node(&mut self, idx: usize) {
+        debug_assert_eq!(self.nodes[idx].state, State::Free);
+        self.nodes.release(idx);
     }
 
     fn free_key(&self, idx: usize) -> FreeKey {
@@ -507,7 +512,7 @@ impl Caching {
             }
         }
         self.nodes[dst].size += s.size;
-        self.nodes.release(src);
+        self.release_node(src);
         self.merges += 1;
         s.size
     }
@@ -727,7 +732,7 @@ impl Caching {
         self.stats.segments.sub(1);
         self.stats.reserved.sub(size);
         self.stats.device_frees += 1;
-        self.nodes.release(idx);
+        self.release_node(idx);
     }
 
     /// `garbage_collect_cached_blocks`: under a cap, once more than the threshold's share of it
@@ -857,11 +862,12 @@ impl Caching {
     /// releases every unsplit cached segment and unmaps every free page.
     fn release_cached_blocks(&mut self, device: &mut dyn DeviceMemory) {
         self.stats.syncs += 1;
+        // Every slot let go of holds a free node (see `Caching::node_of`).
         let mut pending: Vec<usize> = self
-            .active
-            .values()
-            .copied()
-            .filter(|&i| self.nodes[i].state == State::Pending)
+            .nodes
+            .every_slot()
+            .filter(|&(_, n)| n.state == State::Pending)
+            .map(|(i, _)| i)
             .collect();
         pending.sort_unstable_by_key(|&i| self.nodes[i].addr);
         for idx in pending {
@@ -869,7 +875,6 @@ impl Caching {
                 addr: self.nodes[idx].addr,
                 size: self.nodes[idx].size,
             };
-            self.active.remove(&block.addr);
             self.finished.push(block);
             self.free_block(idx);
         }
@@ -937,7 +942,7 @@ impl Caching {
         } else {
             let whole = &self.segments[segment];
             device.release(whole.base, whole.size);
-            self.nodes.release(middle);
+            self.release_node(middle);
         }
     }
 
@@ -979,6 +984,20 @@ impl Caching {
         self.stats.allocated.sub(self.nodes[idx].size);
     }
 
+    /// The node of a block handed out (allocated, or let go of and pending): the one `handle`
+    /// names, where it is that block, else the one at its address (a caller without the handle).
+    /// Handed-out blocks lie at different addresses, and a node whose slot is let go of is
+    /// free (only cached nodes are merged away or released), so the scan finds the same node
+    /// a map by address would.
+    fn node_of(&self, block: Block, handle: u32) -> Option<usize> {
+        let handed_out = |n: &Node| n.addr == block.addr && n.state != State::Free;
+        let at = handle as usize;
+        if handle != NO_HANDLE && at < self.nodes.len() && handed_out(&self.nodes[at]) {
+            return Some(at);
+        }
+        self.nodes.every_slot().find(|(_, n)| handed_out(n)).map(|(i, _)| i)
+    }
+
     fn out_of_memory(&mut self, request: u64, size: u64) -> AllocError {
         self.stats.ooms += 1;
         let limit = match self.allowed {
@@ -1014,6 +1033,11 @@ impl Caching {
     }
 }
 
+/// The handle of node `idx` ([`NO_HANDLE`] past what a handle can name).
+fn handle_of(idx: usize) -> u32 {
+    u32::try_from(idx).ok().filter(|&h| h != NO_HANDLE).unwrap_or(NO_HANDLE)
+}
+
 /// `garbage_collect_cached_blocks`'s threshold under `allowed`, as PyTorch computes it
 /// (`fraction * allowed` in floating point, truncated): never smaller for a larger `allowed`.
 fn gc_threshold(fraction: f64, allowed: u64) -> u64 {
@@ -1038,6 +1062,15 @@ fn least_limit_with_threshold(fraction: f64, bytes: u64) -> u64 {
 
 impl Policy for Caching {
     fn allocate(&mut self, device: &mut dyn DeviceMemory, request: u64, stream: u64) -> Result<Block, AllocError> {
+        self.allocate_handled(device, request, stream).map(|(block, _)| block)
+    }
+
+    fn allocate_handled(
+        &mut self,
+        device: &mut dyn DeviceMemory,
+        request: u64,
+        stream: u64,
+    ) -> Result<(Block, u32), AllocError> {
         let size = self.round_size(request);
         let pool = if size <= SMALL_SIZE { Pool::Small } else { Pool::Large };
         let mut found = self.get_free_block(pool, stream, size);
@@ -1114,20 +1147,27 @@ impl Policy for Caching {
         self.stats.allocated.add(block.size);
         self.stats.active.add(block.size);
         self.stats.requested.add(request);
-        self.active.insert(block.addr, idx);
-        Ok(block)
+        Ok((block, handle_of(idx)))
     }
 
-    fn free_requested(&mut self, _device: &mut dyn DeviceMemory, block: Block) {
-        if let Some(&idx) = self.active.get(&block.addr) {
+    fn free_requested(&mut self, device: &mut dyn DeviceMemory, block: Block) {
+        self.free_requested_handled(device, block, NO_HANDLE);
+    }
+
+    fn free_requested_handled(&mut self, _device: &mut dyn DeviceMemory, block: Block, handle: u32) {
+        if let Some(idx) = self.node_of(block, handle) {
             if self.nodes[idx].state == State::Allocated {
                 self.release_request(idx);
             }
         }
     }
 
-    fn free(&mut self, _device: &mut dyn DeviceMemory, block: Block) {
-        let idx = self.active.remove(&block.addr).expect("freed block was handed out");
+    fn free(&mut self, device: &mut dyn DeviceMemory, block: Block) {
+        self.free_handled(device, block, NO_HANDLE);
+    }
+
+    fn free_handled(&mut self, _device: &mut dyn DeviceMemory, block: Block, handle: u32) {
+        let idx = self.node_of(block, handle).expect("freed block was handed out");
         if self.nodes[idx].state == State::Allocated {
             self.release_request(idx);
         }

@@ -28,6 +28,8 @@ pub(crate) struct Live {
     pub(crate) let_go: bool,
     /// The last event that named it ([`Live::ADOPTED`]: none, a block the trace began with).
     pub(crate) last: u32,
+    /// The policy's handle for it (see [`Policy::allocate_handled`]).
+    pub(crate) handle: u32,
 }
 
 impl Live {
@@ -208,6 +210,7 @@ impl Replayer {
                 ns: 0.0,
                 let_go: a.pending,
                 last: Live::ADOPTED,
+                handle: a.handle,
             };
             observer.adopted(&live)?;
             self.live.insert(live);
@@ -248,12 +251,12 @@ impl Replayer {
                 let sampled = timed && self.requests.is_multiple_of(TIMED_ONE_IN);
                 self.requests += 1;
                 let start = sampled.then(Instant::now);
-                let result = self.policy.allocate(meter, size, stream);
+                let result = self.policy.allocate_handled(meter, size, stream);
                 let ns = start.map_or(UNTIMED, |s| s.elapsed().as_nanos() as f64);
                 observer.answered(index, size, stream, self.policy.as_ref());
                 self.settle_finished(index, observer)?;
                 match result {
-                    Ok(block) => {
+                    Ok((block, handle)) => {
                         let live = Live {
                             id,
                             block,
@@ -262,6 +265,7 @@ impl Replayer {
                             ns,
                             let_go: false,
                             last: index as u32,
+                            handle,
                         };
                         observer.allocated(index, &live, meter)?;
                         self.live.insert(live);
@@ -287,7 +291,7 @@ impl Replayer {
                     self.held.allocated -= live.block.size;
                     self.held.requested -= live.size;
                     let start = clock(live);
-                    self.policy.free_requested(meter, live.block);
+                    self.policy.free_requested_handled(meter, live.block, live.handle);
                     if let Some(start) = start {
                         live.ns += start.elapsed().as_nanos() as f64;
                     }
@@ -313,7 +317,7 @@ impl Replayer {
                     }
                     observer.freeing(index, &live)?;
                     let start = clock(&live);
-                    self.policy.free(meter, live.block);
+                    self.policy.free_handled(meter, live.block, live.handle);
                     observer.freed(&live, since(start));
                 }
             }
@@ -344,7 +348,7 @@ impl Replayer {
         meter.at = end;
         for live in self.live.take_all() {
             observer.freeing(end, &live)?;
-            self.policy.free(meter, live.block);
+            self.policy.free_handled(meter, live.block, live.handle);
         }
         self.policy.release_cached(meter);
         Ok(())
