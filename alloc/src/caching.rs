@@ -84,13 +84,108 @@ struct ExpandableSegment {
     size: u64,
 }
 
-type FreeKey = (u64, u64, u64, usize);
+/// A cached block in its stream's free set: ordered by size, then address (no two cached
+/// blocks share an address), its node carried along. Compared as one 128-bit number, which
+/// costs a scan one comparison a key where the tuple (stream, size, address, node) cost a
+/// chain of them.
+#[derive(Debug, Clone, Copy)]
+struct FreeKey {
+    size: u64,
+    addr: u64,
+    idx: usize,
+}
+
+impl FreeKey {
+    /// The first key of every block of at least `size` bytes.
+    fn at_least(size: u64) -> FreeKey {
+        FreeKey { size, addr: 0, idx: 0 }
+    }
+
+    fn rank(&self) -> u128 {
+        u128::from(self.size) << 64 | u128::from(self.addr)
+    }
+}
+
+impl PartialEq for FreeKey {
+    fn eq(&self, other: &FreeKey) -> bool {
+        self.rank() == other.rank()
+    }
+}
+
+impl Eq for FreeKey {}
+
+impl PartialOrd for FreeKey {
+    fn partial_cmp(&self, other: &FreeKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for FreeKey {
+    fn cmp(&self, other: &FreeKey) -> std::cmp::Ordering {
+        self.rank().cmp(&other.rank())
+    }
+}
+
+/// A pool's cached (free, mapped) blocks: a set per stream, the streams in order, so that
+/// best fit within a stream is a range query of its set, and every block in the order of
+/// (stream, size, address) is the sets one after another.
+#[derive(Default, Clone)]
+struct FreeSets {
+    streams: Vec<(u64, OrderedSet<FreeKey>)>,
+}
+
+impl FreeSets {
+    /// Where `stream`'s set is, or would go; the first stream's looked at first (most traces
+    /// use one stream).
+    #[inline]
+    fn place(&self, stream: u64) -> Result<usize, usize> {
+        match self.streams.first() {
+            Some(&(first, _)) if first == stream => Ok(0),
+            _ => self.streams.binary_search_by_key(&stream, |&(s, _)| s),
+        }
+    }
+
+    /// The set of `stream`'s blocks, where it has had any.
+    #[inline]
+    fn of(&self, stream: u64) -> Option<&OrderedSet<FreeKey>> {
+        let at = self.place(stream).ok()?;
+        Some(&self.streams[at].1)
+    }
+
+    /// The set of `stream`'s blocks, made empty where it has had none.
+    #[inline]
+    fn of_mut(&mut self, stream: u64) -> &mut OrderedSet<FreeKey> {
+        let at = match self.place(stream) {
+            Ok(at) => at,
+            Err(at) => {
+                self.streams.insert(at, (stream, OrderedSet::default()));
+                at
+            }
+        };
+        &mut self.streams[at].1
+    }
+
+    /// `stream`'s blocks of at least `size` bytes, in order.
+    fn at_least(&self, stream: u64, size: u64) -> impl Iterator<Item = &FreeKey> + '_ {
+        self.of(stream)
+            .into_iter()
+            .flat_map(move |set| set.range(FreeKey::at_least(size)..))
+    }
+
+    /// Every block, by (stream, size, address).
+    fn iter(&self) -> impl Iterator<Item = (u64, &FreeKey)> + '_ {
+        self.streams
+            .iter()
+            .flat_map(|(stream, set)| set.iter().map(move |key| (*stream, key)))
+    }
+}
+
 type UnmappedKey = (u64, u64, usize);
 
 #[derive(Default, Clone)]
 struct PoolState {
     /// Free mapped blocks, ordered by (stream, size, address): best fit is a range query.
-    blocks: OrderedSet<FreeKey>,
+    blocks: FreeSets,
     /// Unmapped ranges of expandable segments, ordered by (stream, address).
     unmapped: OrderedSet<UnmappedKey>,
     /// `get_free_blocks_call_count`: counted whenever a garbage-collection threshold is set
@@ -404,23 +499,29 @@ impl Caching {
 
     fn free_key(&self, idx: usize) -> FreeKey {
         let n = &self.nodes[idx];
-        (n.stream, n.size, n.addr, idx)
+        FreeKey {
+            size: n.size,
+            addr: n.addr,
+            idx,
+        }
     }
 
     /// `insert_into_blocks`: caches a free mapped block, restarting its garbage-collection age.
     fn insert_free(&mut self, idx: usize) {
         let (pool, key) = self.becoming_free(idx);
-        self.pools[pool].blocks.insert(key);
+        let stream = self.nodes[idx].stream;
+        self.pools[pool].blocks.of_mut(stream).insert(key);
     }
 
     /// A cached block (its key `whole` from before the split or the merge) gives its place in
     /// the free set to `rest`, the part of it a split left free or the block it was merged
-    /// into: one shift of the set instead of two.
+    /// into (of the same stream): one shift of the set instead of two.
     fn replace_free(&mut self, whole: FreeKey, rest: usize) {
         let (pool, key) = self.becoming_free(rest);
-        let replaced = self.pools[pool].blocks.replace(&whole, key);
-        debug_assert!(replaced, "block {} was not in the free set", whole.3);
-        self.free_bytes -= whole.1;
+        let stream = self.nodes[rest].stream;
+        let replaced = self.pools[pool].blocks.of_mut(stream).replace(&whole, key);
+        debug_assert!(replaced, "block {} was not in the free set", whole.idx);
+        self.free_bytes -= whole.size;
     }
 
     /// What caching `idx` changes besides the set: its garbage-collection age restarts and its
@@ -435,7 +536,8 @@ impl Caching {
     fn remove_free(&mut self, idx: usize) {
         let key = self.free_key(idx);
         let pool = self.pool_of(idx);
-        let removed = self.pools[pool].blocks.remove(&key);
+        let stream = self.nodes[idx].stream;
+        let removed = self.pools[pool].blocks.of_mut(stream).remove(&key);
         debug_assert!(removed, "block {idx} was not in the free set");
         self.free_bytes -= self.nodes[idx].size;
     }
@@ -534,11 +636,10 @@ impl Caching {
         if self.conf.garbage_collection_threshold > 0.0 {
             self.pools[slot].free_block_calls += 1;
         }
-        let set = &self.pools[slot].blocks;
-        let mut candidates = set.range((stream, size, 0, 0)..).take_while(|key| key.0 == stream);
-        let mut chosen = candidates.next()?.3;
+        let mut candidates = self.pools[slot].blocks.at_least(stream, size).map(|key| key.idx);
+        let mut chosen = candidates.next()?;
         if self.conf.expandable_segments {
-            for &(_, _, _, next) in candidates {
+            for next in candidates {
                 if self.nodes[chosen].segment.is_none() || self.expandable_size(next) >= self.expandable_size(chosen) {
                     break;
                 }
@@ -770,7 +871,7 @@ impl Caching {
         let unsplit: Vec<usize> = self.pools[large]
             .blocks
             .iter()
-            .map(|k| k.3)
+            .map(|(_, k)| k.idx)
             .filter(|&i| !self.nodes[i].is_split() && self.nodes[i].segment.is_none())
             .collect();
         let mut total_age: u64 = unsplit.iter().map(|&i| age(&self.nodes[i])).sum();
@@ -782,7 +883,7 @@ impl Caching {
             before_last = reclaimed;
             let threshold_age = total_age as f64 / count as f64;
             freed = false;
-            let order: Vec<usize> = self.pools[large].blocks.iter().map(|k| k.3).collect();
+            let order: Vec<usize> = self.pools[large].blocks.iter().map(|(_, k)| k.idx).collect();
             for idx in order {
                 let node = &self.nodes[idx];
                 if !node.is_split() && node.segment.is_none() && age(node) as f64 >= threshold_age {
@@ -829,8 +930,10 @@ impl Caching {
             return false;
         }
         let wanted = size.max(max_split);
-        let set = &self.pools[Self::slot(self.current, pool)].blocks;
-        if let Some(&(_, _, _, idx)) = set.range((stream, wanted, 0, 0)..).next().filter(|k| k.0 == stream) {
+        let Some(set) = self.pools[Self::slot(self.current, pool)].blocks.of(stream) else {
+            return false;
+        };
+        if let Some(&FreeKey { idx, .. }) = set.range(FreeKey::at_least(wanted)..).next() {
             if self.nodes[idx].is_split() {
                 // PyTorch would cudaFree the middle of a segment here; no trace has shown it.
                 return false;
@@ -839,10 +942,10 @@ impl Caching {
             return true;
         }
         let oversize: Vec<usize> = set
-            .range(..(stream, wanted, 0, 0))
+            .range(..FreeKey::at_least(wanted))
             .rev()
-            .take_while(|k| k.0 == stream && k.1 >= max_split)
-            .map(|k| k.3)
+            .take_while(|k| k.size >= max_split)
+            .map(|k| k.idx)
             .collect();
         let mut released = 0;
         for idx in oversize {
@@ -893,7 +996,7 @@ impl Caching {
             }
         }
         for pool in order {
-            let cached: Vec<usize> = self.pools[pool].blocks.iter().map(|k| k.3).collect();
+            let cached: Vec<usize> = self.pools[pool].blocks.iter().map(|(_, k)| k.idx).collect();
             let mut to_unmap = Vec::new();
             for idx in cached {
                 if self.nodes[idx].segment.is_some() {
@@ -1012,7 +1115,7 @@ impl Caching {
             self.pools[Self::slot(self.current, pool)]
                 .blocks
                 .iter()
-                .map(|k| k.1)
+                .map(|(_, k)| k.size)
                 .max()
                 .unwrap_or(0)
         };
@@ -1178,7 +1281,7 @@ impl Policy for Caching {
         let largest = self
             .pools
             .iter()
-            .filter_map(|pool| pool.blocks.iter().map(|key| key.1).max())
+            .filter_map(|pool| pool.blocks.iter().map(|(_, key)| key.size).max())
             .max()
             .unwrap_or(0);
         FreeSpace {
@@ -1435,7 +1538,11 @@ mod tests {
                 let (mut policy, mut device) = (policy.clone(), device.clone());
                 policy.limit_memory(allowed);
                 let alike = policy.garbage_collect(&mut device);
-                let cached: Vec<FreeKey> = policy.pools.iter().flat_map(|p| p.blocks.iter().copied()).collect();
+                let cached: Vec<(u64, u64, u64, usize)> = policy
+                    .pools
+                    .iter()
+                    .flat_map(|p| p.blocks.iter().map(|(stream, k)| (stream, k.size, k.addr, k.idx)))
+                    .collect();
                 (alike, policy.total, cached)
             };
             // Limits from well below what would collect everything to past what collects nothing.
