@@ -5,6 +5,7 @@
 //! follows (`free_requested` then `free`, blocks a flush finishes, releases within a request)
 //! have one home.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use experiments::{Trace, TraceEvent};
@@ -30,6 +31,8 @@ pub(crate) struct Live {
     pub(crate) last: u32,
     /// The policy's handle for it (see [`Policy::allocate_handled`]).
     pub(crate) handle: u32,
+    /// Its slot in the live blocks' index (see [`LiveSlots`]).
+    slot: u32,
 }
 
 impl Live {
@@ -111,13 +114,8 @@ const UNTIMED: f64 = -1.0;
 
 impl Replayer {
     /// `policy` about to replay `trace`; `capped`: under a cap, where releases made within a
-    /// request are the policy's own to make.
-    pub(crate) fn new(policy: Box<dyn Policy>, trace: &Trace, capped: bool) -> Replayer {
-        Replayer::with_live(policy, trace, capped, LiveBlocks::for_trace(trace))
-    }
-
-    /// [`Replayer::new`], its live blocks `live` (none live: a copy of an empty table made for
-    /// the trace, which costs nothing until used, where the trace's ids would be searched anew).
+    /// request are the policy's own to make; `live`: none live, a copy of an empty table made
+    /// for the trace ([`LiveBlocks::for_trace`], whose slots are numbered once per trace).
     pub(crate) fn with_live(policy: Box<dyn Policy>, trace: &Trace, capped: bool, live: LiveBlocks) -> Replayer {
         debug_assert_eq!(live.len(), 0);
         Replayer {
@@ -139,17 +137,12 @@ impl Replayer {
         })
     }
 
-    /// A copy kept to go on from later, where the policy can be copied: its live blocks without
-    /// their index by id, which [`Frozen::thaw`] builds again (an index spans the trace's ids,
-    /// 12 MB on a 1.5 M-event trace, too much to keep per copy).
+    /// A copy kept to go on from later, where the policy can be copied (each
+    /// [`Frozen::thaw`] a copy of its own).
     pub(crate) fn freeze(&self) -> Option<Frozen> {
         Some(Frozen {
             policy: self.policy.resumable_copy()?,
-            entries: self.live.entries.clone(),
-            slots: match &self.live.index {
-                LiveIndex::Dense(slots) => Some(slots.len()),
-                LiveIndex::Sparse(_) => None,
-            },
+            live: self.live.clone(),
             held: self.held,
             pooled: self.pooled,
             policy_retries: self.policy_retries,
@@ -211,9 +204,10 @@ impl Replayer {
                 let_go: a.pending,
                 last: Live::ADOPTED,
                 handle: a.handle,
+                slot: NO_SLOT,
             };
             observer.adopted(&live)?;
-            self.live.insert(live);
+            self.live.adopt(live);
             if !a.pending {
                 self.held.allocated += a.block.size;
                 self.held.requested += a.requested;
@@ -266,9 +260,10 @@ impl Replayer {
                             let_go: false,
                             last: index as u32,
                             handle,
+                            slot: NO_SLOT,
                         };
                         observer.allocated(index, &live, meter)?;
-                        self.live.insert(live);
+                        self.live.insert(index, live);
                         let held = &mut self.held;
                         held.allocated += block.size;
                         held.requested += size;
@@ -284,8 +279,8 @@ impl Replayer {
                     }
                 }
             }
-            TraceEvent::FreeRequested { id } => {
-                if let Some(live) = self.live.let_go(id) {
+            TraceEvent::FreeRequested { .. } => {
+                if let Some(live) = self.live.let_go(index) {
                     live.last = index as u32;
                     observer.let_go(index, live);
                     self.held.allocated -= live.block.size;
@@ -307,10 +302,10 @@ impl Replayer {
                 observer.released(meter);
             }
             TraceEvent::ReleasePool { pool } => self.policy.release_pool(pool),
-            TraceEvent::Free { id } => {
+            TraceEvent::Free { .. } => {
                 // A free whose allocation failed, or that a flush already finished, has nothing
                 // to return.
-                if let Some(live) = self.live.remove(id) {
+                if let Some(live) = self.live.remove(index) {
                     if !live.let_go {
                         self.held.allocated -= live.block.size;
                         self.held.requested -= live.size;
@@ -358,9 +353,7 @@ impl Replayer {
 /// A [`Replayer`] kept aside (see [`Replayer::freeze`]).
 pub(crate) struct Frozen {
     policy: Box<dyn Policy>,
-    entries: Vec<Live>,
-    /// The dense index's length, where the index is dense.
-    slots: Option<usize>,
+    live: LiveBlocks,
     held: Held,
     pooled: bool,
     policy_retries: bool,
@@ -370,20 +363,9 @@ pub(crate) struct Frozen {
 impl Frozen {
     /// The replayer it was, to go on from (each call a copy of its own).
     pub(crate) fn thaw(&self) -> Option<Replayer> {
-        let index = match self.slots {
-            Some(slots) => LiveIndex::Dense(spare_slots(slots)),
-            None => LiveIndex::Sparse(HashMap::default()),
-        };
-        let mut live = LiveBlocks {
-            entries: self.entries.clone(),
-            index,
-        };
-        for at in 0..live.entries.len() {
-            live.set_position(live.entries[at].id, at as u32);
-        }
         Some(Replayer {
             policy: self.policy.resumable_copy()?,
-            live,
+            live: self.live.clone(),
             held: self.held,
             pooled: self.pooled,
             policy_retries: self.policy_retries,
@@ -392,93 +374,143 @@ impl Frozen {
     }
 }
 
-/// Dense indexes of at least this many slots are given back for reuse when their table goes.
-const SPARE_FROM: usize = 1 << 16;
-
-/// Dense indexes kept for reuse, per thread.
-const SPARE_KEPT: usize = 2;
-
-thread_local! {
-    /// Dense indexes whose tables went, every slot 0 again: a probe's copy of a table takes
-    /// one instead of zeroing a new one (which cost a twentieth of `tune` in memset and page
-    /// faults on a 1.5 M-event trace).
-    static SPARE_SLOTS: std::cell::RefCell<Vec<Vec<u32>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A dense index of `len` slots, every one 0: a spare one where there is one.
-fn spare_slots(len: usize) -> Vec<u32> {
-    if len >= SPARE_FROM {
-        let spare = SPARE_SLOTS.with(|spare| {
-            let mut spare = spare.borrow_mut();
-            let at = spare.iter().position(|slots| slots.len() == len)?;
-            Some(spare.swap_remove(at))
-        });
-        if let Some(slots) = spare {
-            debug_assert!(slots.iter().all(|&slot| slot == 0));
-            return slots;
-        }
-    }
-    vec![0; len]
-}
-
-/// The live blocks, kept together so that a copy costs what is live, not what the trace's ids
-/// span; an index by id finds them.
+/// The live blocks, kept together so that a copy costs what is live; an index by slot finds
+/// them.
+///
+/// A block's slot is where the trace's own view of it lives ([`LiveSlots`]): numbered once
+/// per trace, so that the index spans the most blocks the trace holds at once, not every id it
+/// names. Until issue 39's fifth session the index was by id (12 MB on a 1.5 M-event trace,
+/// each free a cache miss or two in it).
 pub(crate) struct LiveBlocks {
     entries: Vec<Live>,
-    index: LiveIndex,
+    /// Per slot, its entry's place plus one (0: none live there).
+    index: Vec<u32>,
+    slots: Arc<LiveSlots>,
 }
 
-/// Where each live id's entry is: a vector where the ids are dense (every importer numbers them
-/// from 0), holding the entry's place plus one (0: not live), a hash map otherwise.
-enum LiveIndex {
+/// The slot of every block a trace names: per event, the slot of the block it names, and of
+/// each block the trace began with.
+///
+/// The trace's own view decides them: a block holds its slot from its allocation (or the
+/// start) to its free, and a slot freed is given to a later allocation; an allocation of an id
+/// that is live takes its slot (the replayer replaces the block). A replay holds a subset of
+/// the trace's view (a refused request leaves its id dead, a flush of the cache ends a block
+/// before its free), so a slot holds at most the block of the one id the trace gives it then,
+/// and finding a block by its event's slot finds what finding it by its id did.
+pub(crate) struct LiveSlots {
+    /// Per event, the slot of the block it names ([`NO_SLOT`]: none, or one not live).
+    of_event: Vec<u32>,
+    /// The slots of the blocks the trace began with, by id.
+    of_start: HashMap<u64, u32>,
+    /// Slots in all: the most blocks the trace holds at once.
+    count: usize,
+}
+
+/// The slot of an event that names no live block.
+const NO_SLOT: u32 = u32::MAX;
+
+impl LiveSlots {
+    fn for_trace(trace: &Trace) -> LiveSlots {
+        let mut numbering = Numbering {
+            current: match dense_id_slots(trace) {
+                Some(ids) => Current::Dense(vec![NO_SLOT; ids]),
+                None => Current::Sparse(HashMap::default()),
+            },
+            spare: Vec::new(),
+            count: 0,
+        };
+        let of_start = trace
+            .start
+            .iter()
+            .flat_map(|s| s.blocks())
+            .filter_map(|b| b.id)
+            .map(|id| (id, numbering.take(id)))
+            .collect();
+        let of_event = trace
+            .events
+            .iter()
+            .map(|event| match *event {
+                TraceEvent::Alloc { id, .. } => numbering.take(id),
+                TraceEvent::FreeRequested { id } => numbering.current.get(id),
+                TraceEvent::Free { id } => numbering.end(id),
+                TraceEvent::EmptyCache { .. } | TraceEvent::ReleasePool { .. } => NO_SLOT,
+            })
+            .collect();
+        LiveSlots {
+            of_event,
+            of_start,
+            count: numbering.count as usize,
+        }
+    }
+}
+
+/// The trace's view of its live blocks, numbering their slots ([`LiveSlots::for_trace`]).
+struct Numbering {
+    current: Current,
+    /// Slots freed, to give again (the latest first).
+    spare: Vec<u32>,
+    /// Slots given so far.
+    count: u32,
+}
+
+impl Numbering {
+    /// The slot of `id`, allocated: its own where it is live, else one freed or a new one.
+    fn take(&mut self, id: u64) -> u32 {
+        let held = self.current.get(id);
+        if held != NO_SLOT {
+            return held;
+        }
+        let slot = self.spare.pop().unwrap_or_else(|| {
+            self.count += 1;
+            self.count - 1
+        });
+        self.current.set(id, slot);
+        slot
+    }
+
+    /// The slot of `id`, freed ([`NO_SLOT`] where it is not live).
+    fn end(&mut self, id: u64) -> u32 {
+        let slot = self.current.get(id);
+        if slot != NO_SLOT {
+            self.current.set(id, NO_SLOT);
+            self.spare.push(slot);
+        }
+        slot
+    }
+}
+
+/// The slots of the live ids: by id where the ids are dense (every importer numbers them from
+/// 0), else in a hash map.
+enum Current {
     Dense(Vec<u32>),
     Sparse(HashMap<u64, u32>),
 }
 
-const ABSENT: u32 = u32::MAX;
+impl Current {
+    fn get(&self, id: u64) -> u32 {
+        match self {
+            Current::Dense(slots) => slots.get(id as usize).copied().unwrap_or(NO_SLOT),
+            Current::Sparse(map) => map.get(&id).copied().unwrap_or(NO_SLOT),
+        }
+    }
 
-/// A copy holds a dense index of its own made afresh: zeroed memory, which costs nothing until
-/// touched, with the live ids set (copying the index cost what the trace's ids span, 13 MB a
-/// copy on a 10 M-event trace, for each of the capacity search's copies).
-impl Clone for LiveBlocks {
-    fn clone(&self) -> LiveBlocks {
-        let index = match &self.index {
-            LiveIndex::Dense(slots) => {
-                let mut fresh = spare_slots(slots.len());
-                for (at, live) in self.entries.iter().enumerate() {
-                    fresh[live.id as usize] = at as u32 + 1;
-                }
-                LiveIndex::Dense(fresh)
+    fn set(&mut self, id: u64, slot: u32) {
+        match self {
+            Current::Dense(slots) => slots[id as usize] = slot,
+            Current::Sparse(map) if slot == NO_SLOT => {
+                map.remove(&id);
             }
-            LiveIndex::Sparse(map) => LiveIndex::Sparse(map.clone()),
-        };
-        LiveBlocks {
-            entries: self.entries.clone(),
-            index,
+            Current::Sparse(map) => {
+                map.insert(id, slot);
+            }
         }
     }
 }
 
-/// A large dense index goes back to its thread's spares, its live slots set to 0 again (the
-/// only slots that are not: a removed block's slot is set to 0).
-impl Drop for LiveBlocks {
-    fn drop(&mut self) {
-        let LiveIndex::Dense(slots) = &mut self.index else {
-            return;
-        };
-        if slots.len() < SPARE_FROM {
-            return;
-        }
-        for live in &self.entries {
-            slots[live.id as usize] = 0;
-        }
-        let slots = std::mem::take(slots);
-        SPARE_SLOTS.with(|spare| {
-            let mut spare = spare.borrow_mut();
-            if spare.len() < SPARE_KEPT {
-                spare.push(slots);
-            }
-        });
+/// A copy holds an index of its own, made afresh with the live slots set.
+impl Clone for LiveBlocks {
+    fn clone(&self) -> LiveBlocks {
+        LiveBlocks::of_entries(self.entries.clone(), &self.slots)
     }
 }
 
@@ -502,14 +534,27 @@ pub(crate) fn dense_id_slots(trace: &Trace) -> Option<usize> {
 }
 
 impl LiveBlocks {
+    /// None live, for replays of `trace` (a clone of it costs nothing more: the slots are
+    /// shared).
     pub(crate) fn for_trace(trace: &Trace) -> LiveBlocks {
-        let index = match dense_id_slots(trace) {
-            Some(slots) => LiveIndex::Dense(vec![0; slots]),
-            None => LiveIndex::Sparse(HashMap::default()),
-        };
+        let slots = Arc::new(LiveSlots::for_trace(trace));
         LiveBlocks {
             entries: Vec::new(),
+            index: vec![0; slots.count],
+            slots,
+        }
+    }
+
+    /// `entries` live, indexed.
+    fn of_entries(entries: Vec<Live>, slots: &Arc<LiveSlots>) -> LiveBlocks {
+        let mut index = vec![0; slots.count];
+        for (at, live) in entries.iter().enumerate() {
+            index[live.slot as usize] = at as u32 + 1;
+        }
+        LiveBlocks {
+            entries,
             index,
+            slots: Arc::clone(slots),
         }
     }
 
@@ -519,40 +564,44 @@ impl LiveBlocks {
         self.entries.len()
     }
 
-    fn position(&self, id: u64) -> Option<usize> {
-        let at = match &self.index {
-            LiveIndex::Dense(slots) => slots.get(id as usize).map_or(ABSENT, |&at| at.wrapping_sub(1)),
-            LiveIndex::Sparse(map) => map.get(&id).copied().unwrap_or(ABSENT),
-        };
-        (at != ABSENT).then_some(at as usize)
+    /// The place of the entry in `slot`, if one is live there.
+    fn position(&self, slot: u32) -> Option<usize> {
+        let at = self.index.get(slot as usize).map_or(0, |&at| at);
+        at.checked_sub(1).map(|at| at as usize)
     }
 
-    fn set_position(&mut self, id: u64, at: u32) {
-        match &mut self.index {
-            LiveIndex::Dense(slots) => slots[id as usize] = at.wrapping_add(1),
-            LiveIndex::Sparse(map) => {
-                if at == ABSENT {
-                    map.remove(&id);
-                } else {
-                    map.insert(id, at);
-                }
-            }
-        }
+    /// The slot of the block event `index` names ([`NO_SLOT`]: none).
+    #[inline]
+    fn slot_of(&self, index: usize) -> u32 {
+        self.slots.of_event[index]
     }
 
-    /// Adds a live block; an id allocated again while live replaces its block.
-    fn insert(&mut self, live: Live) {
-        if let Some(old) = self.position(live.id) {
+    /// Adds the block allocated at event `index`; an id allocated again while live replaces
+    /// its block.
+    fn insert(&mut self, index: usize, live: Live) {
+        let slot = self.slot_of(index);
+        self.put(Live { slot, ..live });
+    }
+
+    /// Adds a block the trace began with.
+    fn adopt(&mut self, live: Live) {
+        let slot = self.slots.of_start.get(&live.id).copied().expect("the start's blocks have slots");
+        self.put(Live { slot, ..live });
+    }
+
+    fn put(&mut self, live: Live) {
+        if let Some(old) = self.position(live.slot) {
             self.entries[old] = live;
             return;
         }
-        self.set_position(live.id, self.entries.len() as u32);
+        self.index[live.slot as usize] = self.entries.len() as u32 + 1;
         self.entries.push(live);
     }
 
-    /// Marks `id` let go: its entry, when it was live and not yet let go.
-    fn let_go(&mut self, id: u64) -> Option<&mut Live> {
-        let at = self.position(id)?;
+    /// Marks the block event `index` names let go: its entry, when it was live and not yet
+    /// let go.
+    fn let_go(&mut self, index: usize) -> Option<&mut Live> {
+        let at = self.position(self.slot_of(index))?;
         let live = &mut self.entries[at];
         if live.let_go {
             return None;
@@ -561,31 +610,35 @@ impl LiveBlocks {
         Some(live)
     }
 
-    fn remove(&mut self, id: u64) -> Option<Live> {
-        let at = self.position(id)?;
+    /// Removes the block event `index` names, if live.
+    fn remove(&mut self, index: usize) -> Option<Live> {
+        let at = self.position(self.slot_of(index))?;
+        Some(self.remove_at(at))
+    }
+
+    fn remove_at(&mut self, at: usize) -> Live {
         let live = self.entries.swap_remove(at);
-        self.set_position(id, ABSENT);
+        self.index[live.slot as usize] = 0;
         if let Some(moved) = self.entries.get(at) {
-            self.set_position(moved.id, at as u32);
+            self.index[moved.slot as usize] = at as u32 + 1;
         }
-        Some(live)
+        live
     }
 
     /// Removes the live block at `addr` that the program has let go of.
     fn remove_let_go_at(&mut self, addr: u64) -> Option<Live> {
-        let id = self
+        let at = self
             .entries
             .iter()
-            .find(|live| live.let_go && live.block.addr == addr)?
-            .id;
-        self.remove(id)
+            .position(|live| live.let_go && live.block.addr == addr)?;
+        Some(self.remove_at(at))
     }
 
     /// Every live block, in id order, leaving none.
     fn take_all(&mut self) -> Vec<Live> {
         let mut all = std::mem::take(&mut self.entries);
         for live in &all {
-            self.set_position(live.id, ABSENT);
+            self.index[live.slot as usize] = 0;
         }
         all.sort_by_key(|live| live.id);
         all
