@@ -1322,6 +1322,10 @@ impl Policy for Caching {
         std::mem::take(&mut self.finished)
     }
 
+    fn may_have_finished(&self) -> bool {
+        !self.finished.is_empty()
+    }
+
     fn limit_memory(&mut self, capacity: u64) -> bool {
         self.allowed = Some(capacity);
         true

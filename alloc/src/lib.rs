@@ -214,6 +214,11 @@ pub trait Policy {
     fn drain_finished(&mut self) -> Vec<Block> {
         Vec::new()
     }
+    /// Whether [`Policy::drain_finished`] may have blocks to give (a replay asks after every
+    /// request; a policy that keeps them says when it has none, which saves the call).
+    fn may_have_finished(&self) -> bool {
+        true
+    }
     /// Limits the device memory held to `capacity` bytes; true when the policy enforces the
     /// limit itself, by its own rule (PyTorch's `set_per_process_memory_fraction`), false when
     /// the device should refuse past it.

@@ -323,7 +323,11 @@ impl Replayer {
 
     /// Takes out of the live blocks those a flush finished before the trace's own free came
     /// (rare: a scan will do).
+    #[inline]
     fn settle_finished(&mut self, index: usize, observer: &mut impl Observer) -> Result<(), Error> {
+        if !self.policy.may_have_finished() {
+            return Ok(());
+        }
         for block in self.policy.drain_finished() {
             if let Some(live) = self.live.remove_let_go_at(block.addr) {
                 observer.freeing(index, &live)?;
