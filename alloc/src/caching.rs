@@ -1101,6 +1101,33 @@ impl Caching {
         self.nodes.every_slot().find(|(_, n)| handed_out(n)).map(|(i, _)| i)
     }
 
+    /// Every node in use, by address: the segments' first blocks by address, each followed by
+    /// the blocks after it (a segment's blocks lie one after another, and segments do not
+    /// overlap), instead of a sort of every node. Sorted where a node lies in no chain of them
+    /// (none should).
+    fn nodes_by_address(&self) -> Vec<usize> {
+        let in_use: Vec<usize> = self.nodes.in_use().collect();
+        let mut heads: Vec<usize> = in_use.iter().copied().filter(|&idx| self.nodes[idx].prev.is_none()).collect();
+        heads.sort_unstable_by_key(|&idx| self.nodes[idx].addr);
+        let mut order = Vec::with_capacity(in_use.len());
+        for head in heads {
+            let mut cursor = Some(head);
+            while let Some(idx) = cursor.filter(|_| order.len() <= in_use.len()) {
+                order.push(idx);
+                cursor = self.nodes[idx].next;
+            }
+        }
+        if order.len() != in_use.len() {
+            let mut order = in_use;
+            order.sort_unstable_by_key(|&idx| self.nodes[idx].addr);
+            return order;
+        }
+        debug_assert!(order
+            .windows(2)
+            .all(|pair| self.nodes[pair[0]].addr < self.nodes[pair[1]].addr));
+        order
+    }
+
     fn out_of_memory(&mut self, request: u64, size: u64) -> AllocError {
         self.stats.ooms += 1;
         let limit = match self.allowed {
@@ -1347,8 +1374,7 @@ impl Policy for Caching {
         if !self.finished.is_empty() {
             return false;
         }
-        let mut order: Vec<usize> = self.nodes.in_use().collect();
-        order.sort_unstable_by_key(|&idx| self.nodes[idx].addr);
+        let order = self.nodes_by_address();
         out.extend([self.total, self.free_bytes, u64::from(self.current), order.len() as u64]);
         out.extend(self.freeable.iter().map(|&freeable| u64::from(freeable)));
         for idx in order {

@@ -50,8 +50,11 @@ impl<T> Slots<T> {
 
     /// The indices in use, ascending.
     pub(crate) fn in_use(&self) -> impl Iterator<Item = usize> + '_ {
-        let vacant: std::collections::HashSet<usize> = self.vacant.iter().copied().collect();
-        (0..self.items.len()).filter(move |i| !vacant.contains(i))
+        let mut vacant = vec![false; self.items.len()];
+        for &idx in &self.vacant {
+            vacant[idx] = true;
+        }
+        (0..self.items.len()).filter(move |&idx| !vacant[idx])
     }
 }
 
