@@ -155,14 +155,25 @@ impl FreeSets {
     /// The set of `stream`'s blocks, made empty where it has had none.
     #[inline]
     fn of_mut(&mut self, stream: u64) -> &mut OrderedSet<FreeKey> {
-        let at = match self.place(stream) {
+        let at = match self.streams.first() {
+            Some(&(first, _)) if first == stream => 0,
+            _ => self.place_of_another(stream),
+        };
+        &mut self.streams[at].1
+    }
+
+    /// Where the set of a stream other than the first is, made where it has had none (kept
+    /// out of [`FreeSets::of_mut`], which the common case then enters and leaves quickly).
+    #[cold]
+    #[inline(never)]
+    fn place_of_another(&mut self, stream: u64) -> usize {
+        match self.place(stream) {
             Ok(at) => at,
             Err(at) => {
                 self.streams.insert(at, (stream, OrderedSet::default()));
                 at
             }
-        };
-        &mut self.streams[at].1
+        }
     }
 
     /// `stream`'s blocks of at least `size` bytes, in order.
