@@ -176,13 +176,6 @@ impl FreeSets {
         }
     }
 
-    /// `stream`'s blocks of at least `size` bytes, in order.
-    fn at_least(&self, stream: u64, size: u64) -> impl Iterator<Item = &FreeKey> + '_ {
-        self.of(stream)
-            .into_iter()
-            .flat_map(move |set| set.range(FreeKey::at_least(size)..))
-    }
-
     /// Every block, by (stream, size, address).
     fn iter(&self) -> impl Iterator<Item = (u64, &FreeKey)> + '_ {
         self.streams
@@ -647,10 +640,11 @@ impl Caching {
         if self.conf.garbage_collection_threshold > 0.0 {
             self.pools[slot].free_block_calls += 1;
         }
-        let mut candidates = self.pools[slot].blocks.at_least(stream, size).map(|key| key.idx);
-        let mut chosen = candidates.next()?;
+        let set = self.pools[slot].blocks.of(stream)?;
+        let from = FreeKey::at_least(size);
+        let mut chosen = set.first_at_least(&from)?.idx;
         if self.conf.expandable_segments {
-            for next in candidates {
+            for next in set.range(from..).skip(1).map(|key| key.idx) {
                 if self.nodes[chosen].segment.is_none() || self.expandable_size(next) >= self.expandable_size(chosen) {
                     break;
                 }
@@ -944,7 +938,7 @@ impl Caching {
         let Some(set) = self.pools[Self::slot(self.current, pool)].blocks.of(stream) else {
             return false;
         };
-        if let Some(&FreeKey { idx, .. }) = set.range(FreeKey::at_least(wanted)..).next() {
+        if let Some(&FreeKey { idx, .. }) = set.first_at_least(&FreeKey::at_least(wanted)) {
             if self.nodes[idx].is_split() {
                 // PyTorch would cudaFree the middle of a segment here; no trace has shown it.
                 return false;

@@ -152,6 +152,19 @@ impl<K: Ord + Copy> OrderedSet<K> {
     pub(crate) fn iter(&self) -> Keys<'_, K> {
         self.range(..)
     }
+
+    /// The first key at least `key`: `range(key..).next()`, without making the range (best
+    /// fit asks it of every request).
+    #[inline]
+    pub(crate) fn first_at_least(&self, key: &K) -> Option<&K> {
+        match self {
+            OrderedSet::Small(keys) => keys.get(keys.first(|k| k >= key)),
+            OrderedSet::Runs(runs) => {
+                let (run, at) = runs.position(|k| k >= key);
+                runs.runs.get(run)?.get(at)
+            }
+        }
+    }
 }
 
 /// Keys in order, held from the largest down so that the smallest lie at the vector's end:
@@ -537,6 +550,7 @@ mod tests {
             let from = (state % 3, (state >> 8) % 700);
             let to = (state % 3, (state >> 30) % 700);
             assert_eq!(ours.range(from..).next(), theirs.range(from..).next());
+            assert_eq!(ours.first_at_least(&from), theirs.range(from..).next());
             assert_eq!(ours.range(..from).next_back(), theirs.range(..from).next_back());
             if step % 97 == 0 {
                 if let OrderedSet::Runs(runs) = &ours {
