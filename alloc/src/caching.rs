@@ -25,7 +25,6 @@
 
 use super::ordered_set::OrderedSet;
 
-
 use experiments::{
     format_bytes, AllocConf, BlockState, BlockView, PytorchStats, SegmentView, StartBlock, StartSegment, StartState,
 };
@@ -1112,7 +1111,11 @@ impl Caching {
     /// (none should).
     fn nodes_by_address(&self) -> Vec<usize> {
         let in_use: Vec<usize> = self.nodes.in_use().collect();
-        let mut heads: Vec<usize> = in_use.iter().copied().filter(|&idx| self.nodes[idx].prev.is_none()).collect();
+        let mut heads: Vec<usize> = in_use
+            .iter()
+            .copied()
+            .filter(|&idx| self.nodes[idx].prev.is_none())
+            .collect();
         heads.sort_unstable_by_key(|&idx| self.nodes[idx].addr);
         let mut order = Vec::with_capacity(in_use.len());
         for head in heads {

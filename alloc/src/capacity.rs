@@ -75,7 +75,16 @@ pub fn min_capacity_of(
         spans: false,
         memo: true,
     };
-    let found = search(trace, build, device_bytes, options, None, Some(&LazyPeriod::new(trace)), None).caps;
+    let found = search(
+        trace,
+        build,
+        device_bytes,
+        options,
+        None,
+        Some(&LazyPeriod::new(trace)),
+        None,
+    )
+    .caps;
     experiments::cancel::check()?;
     Ok(found.map(|caps| caps.smallest))
 }
@@ -1382,7 +1391,15 @@ mod tests {
             memo: true,
         };
         let period = LazyPeriod::new(&trace);
-        let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS), None, Some(&period), None);
+        let whole = search(
+            &trace,
+            &build,
+            80 << 30,
+            options(COPIED_BLOCKS),
+            None,
+            Some(&period),
+            None,
+        );
         let thinned = search(&trace, &build, 80 << 30, options(0), None, None, None);
         let (answer, copies) = (whole.caps, whole.copies);
         let (thinned, one) = (thinned.caps, thinned.copies);
@@ -1488,7 +1505,8 @@ mod always_fits_tests {
                 let (_, conf, _) = recording(&format!("{workload}/{name}"));
                 let build = || build_pytorch_policy(&conf);
                 let period = LazyPeriod::new(&trace);
-                let every = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false, None, None, None).unwrap();
+                let every =
+                    fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false, None, None, None).unwrap();
                 let spans = fitting_caps_of(
                     &trace,
                     &build,
