@@ -25,14 +25,12 @@
 
 use super::ordered_set::OrderedSet;
 
-use rustc_hash::FxHashMap as HashMap;
-
 use experiments::{
     format_bytes, AllocConf, BlockState, BlockView, PytorchStats, SegmentView, StartBlock, StartSegment, StartState,
 };
 
 use super::slots::Slots;
-use super::{round_up, Adopted, AlikeLimits, AllocError, Block, DeviceMemory, FreeSpace, Policy};
+use super::{round_up, Adopted, AlikeLimits, AllocError, Block, DeviceMemory, FreeSpace, Policy, NO_HANDLE};
 
 use experiments::pytorch::{MIN_BLOCK_SIZE as MIN_BLOCK, SMALL_SIZE};
 
@@ -85,13 +83,112 @@ struct ExpandableSegment {
     size: u64,
 }
 
-type FreeKey = (u64, u64, u64, usize);
+/// A cached block in its stream's free set: ordered by size, then address (no two cached
+/// blocks share an address), its node carried along. Compared as one 128-bit number, which
+/// costs a scan one comparison a key where the tuple (stream, size, address, node) cost a
+/// chain of them.
+#[derive(Debug, Clone, Copy)]
+struct FreeKey {
+    size: u64,
+    addr: u64,
+    idx: usize,
+}
+
+impl FreeKey {
+    /// The first key of every block of at least `size` bytes.
+    fn at_least(size: u64) -> FreeKey {
+        FreeKey { size, addr: 0, idx: 0 }
+    }
+
+    fn rank(&self) -> u128 {
+        u128::from(self.size) << 64 | u128::from(self.addr)
+    }
+}
+
+impl PartialEq for FreeKey {
+    fn eq(&self, other: &FreeKey) -> bool {
+        self.rank() == other.rank()
+    }
+}
+
+impl Eq for FreeKey {}
+
+impl PartialOrd for FreeKey {
+    fn partial_cmp(&self, other: &FreeKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for FreeKey {
+    fn cmp(&self, other: &FreeKey) -> std::cmp::Ordering {
+        self.rank().cmp(&other.rank())
+    }
+}
+
+/// A pool's cached (free, mapped) blocks: a set per stream, the streams in order, so that
+/// best fit within a stream is a range query of its set, and every block in the order of
+/// (stream, size, address) is the sets one after another.
+#[derive(Default, Clone)]
+struct FreeSets {
+    streams: Vec<(u64, OrderedSet<FreeKey>)>,
+}
+
+impl FreeSets {
+    /// Where `stream`'s set is, or would go; the first stream's looked at first (most traces
+    /// use one stream).
+    #[inline]
+    fn place(&self, stream: u64) -> Result<usize, usize> {
+        match self.streams.first() {
+            Some(&(first, _)) if first == stream => Ok(0),
+            _ => self.streams.binary_search_by_key(&stream, |&(s, _)| s),
+        }
+    }
+
+    /// The set of `stream`'s blocks, where it has had any.
+    #[inline]
+    fn of(&self, stream: u64) -> Option<&OrderedSet<FreeKey>> {
+        let at = self.place(stream).ok()?;
+        Some(&self.streams[at].1)
+    }
+
+    /// The set of `stream`'s blocks, made empty where it has had none.
+    #[inline]
+    fn of_mut(&mut self, stream: u64) -> &mut OrderedSet<FreeKey> {
+        let at = match self.streams.first() {
+            Some(&(first, _)) if first == stream => 0,
+            _ => self.place_of_another(stream),
+        };
+        &mut self.streams[at].1
+    }
+
+    /// Where the set of a stream other than the first is, made where it has had none (kept
+    /// out of [`FreeSets::of_mut`], which the common case then enters and leaves quickly).
+    #[cold]
+    #[inline(never)]
+    fn place_of_another(&mut self, stream: u64) -> usize {
+        match self.place(stream) {
+            Ok(at) => at,
+            Err(at) => {
+                self.streams.insert(at, (stream, OrderedSet::default()));
+                at
+            }
+        }
+    }
+
+    /// Every block, by (stream, size, address).
+    fn iter(&self) -> impl Iterator<Item = (u64, &FreeKey)> + '_ {
+        self.streams
+            .iter()
+            .flat_map(|(stream, set)| set.iter().map(move |key| (*stream, key)))
+    }
+}
+
 type UnmappedKey = (u64, u64, usize);
 
 #[derive(Default, Clone)]
 struct PoolState {
     /// Free mapped blocks, ordered by (stream, size, address): best fit is a range query.
-    blocks: OrderedSet<FreeKey>,
+    blocks: FreeSets,
     /// Unmapped ranges of expandable segments, ordered by (stream, address).
     unmapped: OrderedSet<UnmappedKey>,
     /// `get_free_blocks_call_count`: counted whenever a garbage-collection threshold is set
@@ -150,7 +247,6 @@ pub(super) struct Caching {
     /// Private pools whose owner has let go of them: their cached memory goes back at the
     /// next release of the cache (`graph_pools_freeable`).
     freeable: Vec<bool>,
-    active: HashMap<u64, usize>,
     segments: Vec<ExpandableSegment>,
     /// `total_allocated_memory`: bytes held from the device.
     total: u64,
@@ -177,7 +273,6 @@ impl Caching {
             pools: vec![PoolState::default(), PoolState::default()],
             current: 0,
             freeable: vec![false],
-            active: HashMap::default(),
             segments: Vec::new(),
             total: 0,
             free_bytes: 0,
@@ -283,9 +378,9 @@ impl Caching {
         for block in &start.loose {
             let Some(id) = block.id else { continue };
             self.select_pool(0);
-            let placed = self.allocate(device, block.requested, block.stream)?;
+            let (placed, handle) = self.allocate_handled(device, block.requested, block.stream)?;
             if block.state == BlockState::Pending {
-                self.free_requested(device, placed);
+                self.free_requested_handled(device, placed, handle);
             }
             adopted.push(Adopted {
                 id,
@@ -293,6 +388,7 @@ impl Caching {
                 requested: block.requested,
                 stream: block.stream,
                 pending: block.state == BlockState::Pending,
+                handle,
             });
         }
         self.limit_needed = self.limit_needed.max(self.total);
@@ -347,7 +443,6 @@ impl Caching {
                     }
                 }
                 State::Allocated | State::Pending => {
-                    self.active.insert(addr, idx);
                     self.stats.active.add(block.size);
                     self.stats.requested.add(block.requested);
                     if state == State::Allocated {
@@ -360,6 +455,7 @@ impl Caching {
                             requested: block.requested,
                             stream: segment.stream,
                             pending: state == State::Pending,
+                            handle: handle_of(idx),
                         });
                     }
                 }
@@ -397,25 +493,38 @@ impl Caching {
         self.nodes.add(node)
     }
 
+    /// Lets go of a node's slot: only a free node's (merged into a neighbour, or given back to
+    /// the device), so that every slot let go of holds a free node (see [`Caching::node_of`]).
+    fn release_node(&mut self, idx: usize) {
+        debug_assert_eq!(self.nodes[idx].state, State::Free);
+        self.nodes.release(idx);
+    }
+
     fn free_key(&self, idx: usize) -> FreeKey {
         let n = &self.nodes[idx];
-        (n.stream, n.size, n.addr, idx)
+        FreeKey {
+            size: n.size,
+            addr: n.addr,
+            idx,
+        }
     }
 
     /// `insert_into_blocks`: caches a free mapped block, restarting its garbage-collection age.
     fn insert_free(&mut self, idx: usize) {
         let (pool, key) = self.becoming_free(idx);
-        self.pools[pool].blocks.insert(key);
+        let stream = self.nodes[idx].stream;
+        self.pools[pool].blocks.of_mut(stream).insert(key);
     }
 
     /// A cached block (its key `whole` from before the split or the merge) gives its place in
     /// the free set to `rest`, the part of it a split left free or the block it was merged
-    /// into: one shift of the set instead of two.
+    /// into (of the same stream): one shift of the set instead of two.
     fn replace_free(&mut self, whole: FreeKey, rest: usize) {
         let (pool, key) = self.becoming_free(rest);
-        let replaced = self.pools[pool].blocks.replace(&whole, key);
-        debug_assert!(replaced, "block {} was not in the free set", whole.3);
-        self.free_bytes -= whole.1;
+        let stream = self.nodes[rest].stream;
+        let replaced = self.pools[pool].blocks.of_mut(stream).replace(&whole, key);
+        debug_assert!(replaced, "block {} was not in the free set", whole.idx);
+        self.free_bytes -= whole.size;
     }
 
     /// What caching `idx` changes besides the set: its garbage-collection age restarts and its
@@ -430,7 +539,8 @@ impl Caching {
     fn remove_free(&mut self, idx: usize) {
         let key = self.free_key(idx);
         let pool = self.pool_of(idx);
-        let removed = self.pools[pool].blocks.remove(&key);
+        let stream = self.nodes[idx].stream;
+        let removed = self.pools[pool].blocks.of_mut(stream).remove(&key);
         debug_assert!(removed, "block {idx} was not in the free set");
         self.free_bytes -= self.nodes[idx].size;
     }
@@ -507,7 +617,7 @@ impl Caching {
             }
         }
         self.nodes[dst].size += s.size;
-        self.nodes.release(src);
+        self.release_node(src);
         self.merges += 1;
         s.size
     }
@@ -529,11 +639,11 @@ impl Caching {
         if self.conf.garbage_collection_threshold > 0.0 {
             self.pools[slot].free_block_calls += 1;
         }
-        let set = &self.pools[slot].blocks;
-        let mut candidates = set.range((stream, size, 0, 0)..).take_while(|key| key.0 == stream);
-        let mut chosen = candidates.next()?.3;
+        let set = self.pools[slot].blocks.of(stream)?;
+        let from = FreeKey::at_least(size);
+        let mut chosen = set.first_at_least(&from)?.idx;
         if self.conf.expandable_segments {
-            for &(_, _, _, next) in candidates {
+            for next in set.range(from..).skip(1).map(|key| key.idx) {
                 if self.nodes[chosen].segment.is_none() || self.expandable_size(next) >= self.expandable_size(chosen) {
                     break;
                 }
@@ -727,7 +837,7 @@ impl Caching {
         self.stats.segments.sub(1);
         self.stats.reserved.sub(size);
         self.stats.device_frees += 1;
-        self.nodes.release(idx);
+        self.release_node(idx);
     }
 
     /// `garbage_collect_cached_blocks`: under a cap, once more than the threshold's share of it
@@ -765,7 +875,7 @@ impl Caching {
         let unsplit: Vec<usize> = self.pools[large]
             .blocks
             .iter()
-            .map(|k| k.3)
+            .map(|(_, k)| k.idx)
             .filter(|&i| !self.nodes[i].is_split() && self.nodes[i].segment.is_none())
             .collect();
         let mut total_age: u64 = unsplit.iter().map(|&i| age(&self.nodes[i])).sum();
@@ -777,7 +887,7 @@ impl Caching {
             before_last = reclaimed;
             let threshold_age = total_age as f64 / count as f64;
             freed = false;
-            let order: Vec<usize> = self.pools[large].blocks.iter().map(|k| k.3).collect();
+            let order: Vec<usize> = self.pools[large].blocks.iter().map(|(_, k)| k.idx).collect();
             for idx in order {
                 let node = &self.nodes[idx];
                 if !node.is_split() && node.segment.is_none() && age(node) as f64 >= threshold_age {
@@ -824,8 +934,10 @@ impl Caching {
             return false;
         }
         let wanted = size.max(max_split);
-        let set = &self.pools[Self::slot(self.current, pool)].blocks;
-        if let Some(&(_, _, _, idx)) = set.range((stream, wanted, 0, 0)..).next().filter(|k| k.0 == stream) {
+        let Some(set) = self.pools[Self::slot(self.current, pool)].blocks.of(stream) else {
+            return false;
+        };
+        if let Some(&FreeKey { idx, .. }) = set.first_at_least(&FreeKey::at_least(wanted)) {
             if self.nodes[idx].is_split() {
                 // PyTorch would cudaFree the middle of a segment here; no trace has shown it.
                 return false;
@@ -834,10 +946,10 @@ impl Caching {
             return true;
         }
         let oversize: Vec<usize> = set
-            .range(..(stream, wanted, 0, 0))
+            .range(..FreeKey::at_least(wanted))
             .rev()
-            .take_while(|k| k.0 == stream && k.1 >= max_split)
-            .map(|k| k.3)
+            .take_while(|k| k.size >= max_split)
+            .map(|k| k.idx)
             .collect();
         let mut released = 0;
         for idx in oversize {
@@ -857,11 +969,12 @@ impl Caching {
     /// releases every unsplit cached segment and unmaps every free page.
     fn release_cached_blocks(&mut self, device: &mut dyn DeviceMemory) {
         self.stats.syncs += 1;
+        // Every slot let go of holds a free node (see `Caching::node_of`).
         let mut pending: Vec<usize> = self
-            .active
-            .values()
-            .copied()
-            .filter(|&i| self.nodes[i].state == State::Pending)
+            .nodes
+            .every_slot()
+            .filter(|&(_, n)| n.state == State::Pending)
+            .map(|(i, _)| i)
             .collect();
         pending.sort_unstable_by_key(|&i| self.nodes[i].addr);
         for idx in pending {
@@ -869,7 +982,6 @@ impl Caching {
                 addr: self.nodes[idx].addr,
                 size: self.nodes[idx].size,
             };
-            self.active.remove(&block.addr);
             self.finished.push(block);
             self.free_block(idx);
         }
@@ -888,7 +1000,7 @@ impl Caching {
             }
         }
         for pool in order {
-            let cached: Vec<usize> = self.pools[pool].blocks.iter().map(|k| k.3).collect();
+            let cached: Vec<usize> = self.pools[pool].blocks.iter().map(|(_, k)| k.idx).collect();
             let mut to_unmap = Vec::new();
             for idx in cached {
                 if self.nodes[idx].segment.is_some() {
@@ -937,7 +1049,7 @@ impl Caching {
         } else {
             let whole = &self.segments[segment];
             device.release(whole.base, whole.size);
-            self.nodes.release(middle);
+            self.release_node(middle);
         }
     }
 
@@ -979,6 +1091,51 @@ impl Caching {
         self.stats.allocated.sub(self.nodes[idx].size);
     }
 
+    /// The node of a block handed out (allocated, or let go of and pending): the one `handle`
+    /// names, where it is that block, else the one at its address (a caller without the handle).
+    /// Handed-out blocks lie at different addresses, and a node whose slot is let go of is
+    /// free (only cached nodes are merged away or released), so the scan finds the same node
+    /// a map by address would.
+    fn node_of(&self, block: Block, handle: u32) -> Option<usize> {
+        let handed_out = |n: &Node| n.addr == block.addr && n.state != State::Free;
+        let at = handle as usize;
+        if handle != NO_HANDLE && at < self.nodes.len() && handed_out(&self.nodes[at]) {
+            return Some(at);
+        }
+        self.nodes.every_slot().find(|(_, n)| handed_out(n)).map(|(i, _)| i)
+    }
+
+    /// Every node in use, by address: the segments' first blocks by address, each followed by
+    /// the blocks after it (a segment's blocks lie one after another, and segments do not
+    /// overlap), instead of a sort of every node. Sorted where a node lies in no chain of them
+    /// (none should).
+    fn nodes_by_address(&self) -> Vec<usize> {
+        let in_use: Vec<usize> = self.nodes.in_use().collect();
+        let mut heads: Vec<usize> = in_use
+            .iter()
+            .copied()
+            .filter(|&idx| self.nodes[idx].prev.is_none())
+            .collect();
+        heads.sort_unstable_by_key(|&idx| self.nodes[idx].addr);
+        let mut order = Vec::with_capacity(in_use.len());
+        for head in heads {
+            let mut cursor = Some(head);
+            while let Some(idx) = cursor.filter(|_| order.len() <= in_use.len()) {
+                order.push(idx);
+                cursor = self.nodes[idx].next;
+            }
+        }
+        if order.len() != in_use.len() {
+            let mut order = in_use;
+            order.sort_unstable_by_key(|&idx| self.nodes[idx].addr);
+            return order;
+        }
+        debug_assert!(order
+            .windows(2)
+            .all(|pair| self.nodes[pair[0]].addr < self.nodes[pair[1]].addr));
+        order
+    }
+
     fn out_of_memory(&mut self, request: u64, size: u64) -> AllocError {
         self.stats.ooms += 1;
         let limit = match self.allowed {
@@ -993,7 +1150,7 @@ impl Caching {
             self.pools[Self::slot(self.current, pool)]
                 .blocks
                 .iter()
-                .map(|k| k.1)
+                .map(|(_, k)| k.size)
                 .max()
                 .unwrap_or(0)
         };
@@ -1012,6 +1169,11 @@ impl Caching {
             self.free_space().fragmentation() * 100.0
         ))
     }
+}
+
+/// The handle of node `idx` ([`NO_HANDLE`] past what a handle can name).
+fn handle_of(idx: usize) -> u32 {
+    u32::try_from(idx).ok().filter(|&h| h != NO_HANDLE).unwrap_or(NO_HANDLE)
 }
 
 /// `garbage_collect_cached_blocks`'s threshold under `allowed`, as PyTorch computes it
@@ -1038,6 +1200,15 @@ fn least_limit_with_threshold(fraction: f64, bytes: u64) -> u64 {
 
 impl Policy for Caching {
     fn allocate(&mut self, device: &mut dyn DeviceMemory, request: u64, stream: u64) -> Result<Block, AllocError> {
+        self.allocate_handled(device, request, stream).map(|(block, _)| block)
+    }
+
+    fn allocate_handled(
+        &mut self,
+        device: &mut dyn DeviceMemory,
+        request: u64,
+        stream: u64,
+    ) -> Result<(Block, u32), AllocError> {
         let size = self.round_size(request);
         let pool = if size <= SMALL_SIZE { Pool::Small } else { Pool::Large };
         let mut found = self.get_free_block(pool, stream, size);
@@ -1114,20 +1285,27 @@ impl Policy for Caching {
         self.stats.allocated.add(block.size);
         self.stats.active.add(block.size);
         self.stats.requested.add(request);
-        self.active.insert(block.addr, idx);
-        Ok(block)
+        Ok((block, handle_of(idx)))
     }
 
-    fn free_requested(&mut self, _device: &mut dyn DeviceMemory, block: Block) {
-        if let Some(&idx) = self.active.get(&block.addr) {
+    fn free_requested(&mut self, device: &mut dyn DeviceMemory, block: Block) {
+        self.free_requested_handled(device, block, NO_HANDLE);
+    }
+
+    fn free_requested_handled(&mut self, _device: &mut dyn DeviceMemory, block: Block, handle: u32) {
+        if let Some(idx) = self.node_of(block, handle) {
             if self.nodes[idx].state == State::Allocated {
                 self.release_request(idx);
             }
         }
     }
 
-    fn free(&mut self, _device: &mut dyn DeviceMemory, block: Block) {
-        let idx = self.active.remove(&block.addr).expect("freed block was handed out");
+    fn free(&mut self, device: &mut dyn DeviceMemory, block: Block) {
+        self.free_handled(device, block, NO_HANDLE);
+    }
+
+    fn free_handled(&mut self, _device: &mut dyn DeviceMemory, block: Block, handle: u32) {
+        let idx = self.node_of(block, handle).expect("freed block was handed out");
         if self.nodes[idx].state == State::Allocated {
             self.release_request(idx);
         }
@@ -1138,7 +1316,7 @@ impl Policy for Caching {
         let largest = self
             .pools
             .iter()
-            .filter_map(|pool| pool.blocks.iter().map(|key| key.1).max())
+            .filter_map(|pool| pool.blocks.iter().map(|(_, key)| key.size).max())
             .max()
             .unwrap_or(0);
         FreeSpace {
@@ -1179,6 +1357,10 @@ impl Policy for Caching {
         std::mem::take(&mut self.finished)
     }
 
+    fn may_have_finished(&self) -> bool {
+        !self.finished.is_empty()
+    }
+
     fn limit_memory(&mut self, capacity: u64) -> bool {
         self.allowed = Some(capacity);
         true
@@ -1200,8 +1382,7 @@ impl Policy for Caching {
         if !self.finished.is_empty() {
             return false;
         }
-        let mut order: Vec<usize> = self.nodes.in_use().collect();
-        order.sort_unstable_by_key(|&idx| self.nodes[idx].addr);
+        let order = self.nodes_by_address();
         out.extend([self.total, self.free_bytes, u64::from(self.current), order.len() as u64]);
         out.extend(self.freeable.iter().map(|&freeable| u64::from(freeable)));
         for idx in order {
@@ -1395,7 +1576,11 @@ mod tests {
                 let (mut policy, mut device) = (policy.clone(), device.clone());
                 policy.limit_memory(allowed);
                 let alike = policy.garbage_collect(&mut device);
-                let cached: Vec<FreeKey> = policy.pools.iter().flat_map(|p| p.blocks.iter().copied()).collect();
+                let cached: Vec<(u64, u64, u64, usize)> = policy
+                    .pools
+                    .iter()
+                    .flat_map(|p| p.blocks.iter().map(|(stream, k)| (stream, k.size, k.addr, k.idx)))
+                    .collect();
                 (alike, policy.total, cached)
             };
             // Limits from well below what would collect everything to past what collects nothing.

@@ -75,7 +75,16 @@ pub fn min_capacity_of(
         spans: false,
         memo: true,
     };
-    let found = search(trace, build, device_bytes, options, None, Some(&LazyPeriod::new(trace))).caps;
+    let found = search(
+        trace,
+        build,
+        device_bytes,
+        options,
+        None,
+        Some(&LazyPeriod::new(trace)),
+        None,
+    )
+    .caps;
     experiments::cancel::check()?;
     Ok(found.map(|caps| caps.smallest))
 }
@@ -107,7 +116,9 @@ pub(crate) struct FittingCaps {
 /// the policy's only decision that depends on the cap is whether a device request fits under
 /// it, every such request going through the meter (see the module's notes), so that one probe
 /// answers for a range of caps. `unlimited`: the unlimited run, where a whole replay made it
-/// (see [`Copier`]); the search makes its own without.
+/// (see [`Copier`]); the search makes its own without. `live`: an empty table of live blocks
+/// made for the trace, where one was (made here without).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn fitting_caps_of(
     trace: &Trace,
     build: &dyn Fn() -> Box<dyn Policy>,
@@ -116,6 +127,7 @@ pub(crate) fn fitting_caps_of(
     spans: bool,
     unlimited: Option<UnlimitedRun>,
     period: Option<&LazyPeriod<'_>>,
+    live: Option<&LiveBlocks>,
 ) -> Result<Option<FittingCaps>, Error> {
     let options = SearchOptions {
         copied_blocks: COPIED_BLOCKS,
@@ -123,7 +135,7 @@ pub(crate) fn fitting_caps_of(
         spans,
         memo: true,
     };
-    let found = search(trace, build, device_bytes, options, unlimited, period).caps;
+    let found = search(trace, build, device_bytes, options, unlimited, period, live).caps;
     experiments::cancel::check()?;
     Ok(found)
 }
@@ -159,7 +171,7 @@ struct Searched {
 }
 
 /// The search (see [`SearchOptions`]), from `shared`, the unlimited run a whole replay made,
-/// where there is one.
+/// where there is one; `live`, an empty table of live blocks made for the trace, where one was.
 fn search(
     trace: &Trace,
     build: &dyn Fn() -> Box<dyn Policy>,
@@ -167,6 +179,7 @@ fn search(
     options: SearchOptions,
     shared: Option<UnlimitedRun>,
     period: Option<&LazyPeriod<'_>>,
+    live: Option<&LiveBlocks>,
 ) -> Searched {
     let SearchOptions {
         copied_blocks,
@@ -175,7 +188,7 @@ fn search(
         memo,
     } = options;
     // The live blocks' table, made for the trace once: each probe's is a copy.
-    let empty = LiveBlocks::for_trace(trace);
+    let empty = live.cloned().unwrap_or_else(|| LiveBlocks::for_trace(trace));
     let start = || ProbeState::fresh(build(), device_bytes, trace, empty.clone());
     let (unlimited, checkpoints) = match shared {
         Some(run) => (run.end, run.copies.kept),
@@ -1092,7 +1105,7 @@ mod tests {
                     spans: choice.decides_by_requests_alone(),
                     memo: true,
                 };
-                let searched = search(&trace, &build, device_bytes, options, None, Some(&period));
+                let searched = search(&trace, &build, device_bytes, options, None, Some(&period), None);
                 searches += 1;
                 let mut answers: Vec<(u64, bool)> = searched.answers.into_iter().collect();
                 if !full {
@@ -1186,6 +1199,7 @@ mod tests {
                         &mut (),
                         experiments::BackendKind::Sim,
                         Some(Copier::new(trace)),
+                        None,
                     )
                     .unwrap()
                     .1;
@@ -1249,8 +1263,8 @@ mod tests {
                 spans: choice.decides_by_requests_alone(),
                 memo: true,
             };
-            let with = search(&trace, &build, device_bytes, options, None, Some(&period));
-            let without = search(&trace, &build, device_bytes, options, None, None);
+            let with = search(&trace, &build, device_bytes, options, None, Some(&period), None);
+            let without = search(&trace, &build, device_bytes, options, None, None, None);
             assert_eq!(with.caps, without.caps, "{settings}");
             assert_eq!(with.answers, without.answers, "{settings}");
             assert_eq!(without.cut_short, 0);
@@ -1342,8 +1356,8 @@ mod tests {
                     spans: choice.decides_by_requests_alone(),
                     memo,
                 };
-                let with = search(trace, &build, device_bytes, options(true), None, Some(&period));
-                let without = search(trace, &build, device_bytes, options(false), None, Some(&period));
+                let with = search(trace, &build, device_bytes, options(true), None, Some(&period), None);
+                let without = search(trace, &build, device_bytes, options(false), None, Some(&period), None);
                 assert_eq!(with.caps, without.caps, "{} under {settings}", trace.name);
                 assert_eq!(with.answers, without.answers, "{} under {settings}", trace.name);
                 assert_eq!(without.answered, 0);
@@ -1377,8 +1391,16 @@ mod tests {
             memo: true,
         };
         let period = LazyPeriod::new(&trace);
-        let whole = search(&trace, &build, 80 << 30, options(COPIED_BLOCKS), None, Some(&period));
-        let thinned = search(&trace, &build, 80 << 30, options(0), None, None);
+        let whole = search(
+            &trace,
+            &build,
+            80 << 30,
+            options(COPIED_BLOCKS),
+            None,
+            Some(&period),
+            None,
+        );
+        let thinned = search(&trace, &build, 80 << 30, options(0), None, None, None);
         let (answer, copies) = (whole.caps, whole.copies);
         let (thinned, one) = (thinned.caps, thinned.copies);
         assert!(copies > 1, "the resnet18 trace keeps several copies: {copies}");
@@ -1435,6 +1457,7 @@ mod always_fits_tests {
             true,
             None,
             Some(&period),
+            None,
         )
         .unwrap()
         .unwrap();
@@ -1482,7 +1505,8 @@ mod always_fits_tests {
                 let (_, conf, _) = recording(&format!("{workload}/{name}"));
                 let build = || build_pytorch_policy(&conf);
                 let period = LazyPeriod::new(&trace);
-                let every = fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false, None, None).unwrap();
+                let every =
+                    fitting_caps_of(&trace, &build, device_bytes, Some(usize::MAX), false, None, None, None).unwrap();
                 let spans = fitting_caps_of(
                     &trace,
                     &build,
@@ -1491,6 +1515,7 @@ mod always_fits_tests {
                     true,
                     None,
                     Some(&period),
+                    None,
                 )
                 .unwrap();
                 let strip = |caps: Option<FittingCaps>| caps.map(|c| (c.smallest, c.always, c.exact));

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use super::capacity::{fitting_caps_of, Copier, ALWAYS_FITS_PROBES};
 use super::period::LazyPeriod;
 use super::replay::replay_leaving_copies;
+use super::replayer::LiveBlocks;
 use super::{build_pytorch_policy, Error, Policy, Recipe, ReplayOptions, SimDevice};
 
 /// One policy a replay runs.
@@ -213,6 +214,8 @@ pub(crate) fn replay_each_sharing(
         .any(|e| matches!(e, TraceEvent::EmptyCache { within_request: true }));
     // How the trace repeats itself, found once for every choice's search.
     let period = LazyPeriod::new(trace);
+    // The live blocks' table (where each block's entry is kept), made once for every replay.
+    let live = LiveBlocks::for_trace(trace);
     choices
         .par_iter()
         .map(|choice| {
@@ -247,6 +250,7 @@ pub(crate) fn replay_each_sharing(
                     &mut (),
                     BackendKind::Sim,
                     copier,
+                    Some(&live),
                 )
             };
             let search = |unlimited| {
@@ -258,6 +262,7 @@ pub(crate) fn replay_each_sharing(
                     spans,
                     unlimited,
                     Some(&period),
+                    Some(&live),
                 )
             };
             let (result, caps) = if shares {

@@ -127,7 +127,12 @@ pub struct Adopted {
     pub stream: u64,
     /// Let go of, waiting for its stream (`free_requested` before the trace began).
     pub pending: bool,
+    /// The policy's handle for it (see [`Policy::allocate_handled`]).
+    pub handle: u32,
 }
+
+/// The handle of a block whose policy gives none (see [`Policy::allocate_handled`]).
+pub const NO_HANDLE: u32 = u32::MAX;
 
 /// A request a policy could not satisfy, worded for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -176,16 +181,43 @@ impl AlikeLimits {
 pub trait Policy {
     /// Hands out a block of at least `size` bytes for `stream`.
     fn allocate(&mut self, device: &mut dyn DeviceMemory, size: u64, stream: u64) -> Result<Block, AllocError>;
+    /// [`Policy::allocate`], with the policy's own handle for the block ([`NO_HANDLE`]: it has
+    /// none), which [`Policy::free_requested_handled`] and [`Policy::free_handled`] take back
+    /// with the block so that the policy finds it without searching by address (a replay's
+    /// every free did, a tenth of `tune`'s time in issue 39).
+    fn allocate_handled(
+        &mut self,
+        device: &mut dyn DeviceMemory,
+        size: u64,
+        stream: u64,
+    ) -> Result<(Block, u32), AllocError> {
+        self.allocate(device, size, stream).map(|block| (block, NO_HANDLE))
+    }
     /// The program lets go of a block that stays in use a while longer (PyTorch's
     /// `free_requested`); [`Policy::free`] follows once it may be reused.
     fn free_requested(&mut self, _device: &mut dyn DeviceMemory, _block: Block) {}
+    /// [`Policy::free_requested`] of a block and its handle (see [`Policy::allocate_handled`]).
+    fn free_requested_handled(&mut self, device: &mut dyn DeviceMemory, block: Block, handle: u32) {
+        let _ = handle;
+        self.free_requested(device, block)
+    }
     /// Takes back a block this policy handed out, now reusable.
     fn free(&mut self, device: &mut dyn DeviceMemory, block: Block);
+    /// [`Policy::free`] of a block and its handle (see [`Policy::allocate_handled`]).
+    fn free_handled(&mut self, device: &mut dyn DeviceMemory, block: Block, handle: u32) {
+        let _ = handle;
+        self.free(device, block)
+    }
     /// Blocks let go of (see [`Policy::free_requested`]) that the policy finished on its own,
     /// before their [`Policy::free`] came (PyTorch synchronises every stream when it empties
     /// its cache); the caller must not free them again.
     fn drain_finished(&mut self) -> Vec<Block> {
         Vec::new()
+    }
+    /// Whether [`Policy::drain_finished`] may have blocks to give (a replay asks after every
+    /// request; a policy that keeps them says when it has none, which saves the call).
+    fn may_have_finished(&self) -> bool {
+        true
     }
     /// Limits the device memory held to `capacity` bytes; true when the policy enforces the
     /// limit itself, by its own rule (PyTorch's `set_per_process_memory_fraction`), false when
@@ -259,10 +291,10 @@ pub trait Policy {
         live.sort_by_key(|b| b.addr);
         live.into_iter()
             .map(|b| {
-                let block = self.allocate(device, b.requested, b.stream)?;
+                let (block, handle) = self.allocate_handled(device, b.requested, b.stream)?;
                 let pending = b.state == BlockState::Pending;
                 if pending {
-                    self.free_requested(device, block);
+                    self.free_requested_handled(device, block, handle);
                 }
                 Ok(Adopted {
                     id: b.id.unwrap_or_default(),
@@ -270,6 +302,7 @@ pub trait Policy {
                     requested: b.requested,
                     stream: b.stream,
                     pending,
+                    handle,
                 })
             })
             .collect()

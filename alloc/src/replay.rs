@@ -12,7 +12,7 @@ use experiments::{
 
 use super::capacity::{Copier, UnlimitedRun};
 use super::device::Metered;
-use super::replayer::{Held, Live, Observer, Replayer};
+use super::replayer::{Held, Live, LiveBlocks, Observer, Replayer};
 use super::{build_policy, AllocError, BackendError, Block, DeviceMemory, Error, Policy};
 
 /// How a replay runs.
@@ -609,12 +609,13 @@ pub fn replay_policy(
     hooks: &mut dyn ReplayHooks,
     backend: BackendKind,
 ) -> Result<PolicyResult, Error> {
-    let (result, _) = replay_leaving_copies(trace, label, policy, device, options, hooks, backend, None)?;
+    let (result, _) = replay_leaving_copies(trace, label, policy, device, options, hooks, backend, None, None)?;
     Ok(result)
 }
 
 /// [`replay_policy`], with `copier` leaving behind the copies of the capacity search's unlimited
-/// run, and that run where the replay made it (see [`Copier`]).
+/// run, and that run where the replay made it (see [`Copier`]); `live`, an empty table of live
+/// blocks made for the trace, where one was (made here without).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn replay_leaving_copies(
     trace: &Trace,
@@ -625,11 +626,13 @@ pub(crate) fn replay_leaving_copies(
     hooks: &mut dyn ReplayHooks,
     backend: BackendKind,
     mut copier: Option<Copier>,
+    live: Option<&LiveBlocks>,
 ) -> Result<(PolicyResult, Option<UnlimitedRun>), Error> {
-    let mut replayer = Replayer::new(
+    let mut replayer = Replayer::with_live(
         policy,
         trace,
         options.capacity.is_some() || options.stop_at_first_failure,
+        live.cloned().unwrap_or_else(|| LiveBlocks::for_trace(trace)),
     );
     let limited_by_policy = options
         .capacity

@@ -38,10 +38,23 @@ impl<T> Slots<T> {
         self.vacant.push(idx);
     }
 
+    /// How many slots there are, in use or let go of.
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Every slot with its item, ascending, those let go of too (with the item they held).
+    pub(crate) fn every_slot(&self) -> impl Iterator<Item = (usize, &T)> + '_ {
+        self.items.iter().enumerate()
+    }
+
     /// The indices in use, ascending.
     pub(crate) fn in_use(&self) -> impl Iterator<Item = usize> + '_ {
-        let vacant: std::collections::HashSet<usize> = self.vacant.iter().copied().collect();
-        (0..self.items.len()).filter(move |i| !vacant.contains(i))
+        let mut vacant = vec![false; self.items.len()];
+        for &idx in &self.vacant {
+            vacant[idx] = true;
+        }
+        (0..self.items.len()).filter(move |&idx| !vacant[idx])
     }
 }
 
