@@ -1099,6 +1099,7 @@ from trace_workloads_35w import ISSUE35W  # noqa: E402
 from trace_workloads_35x import ISSUE35X  # noqa: E402
 from trace_workloads_35y import ISSUE35Y  # noqa: E402
 from trace_workloads_35z import ISSUE35Z  # noqa: E402
+from trace_workloads_35aa import ISSUE35AA  # noqa: E402
 
 # Each group by the name scripts/record_trace_workloads.py (VRAMLAB_HOLDOUT=NAME) and
 # scripts/trace_table.py (--NAME, '-' for '_') know it by; and every workload of every group.
@@ -1143,5 +1144,6 @@ GROUPS = {
     "issue35x": ISSUE35X,
     "issue35y": ISSUE35Y,
     "issue35z": ISSUE35Z,
+    "issue35aa": ISSUE35AA,
 }
 ALL = {name: workload for group in GROUPS.values() for name, workload in group.items()}

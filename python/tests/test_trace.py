@@ -64,7 +64,7 @@ WORKLOADS = {
     and (name not in GROUPS["issue35f"] or name in ISSUE35F_IN_CI)
     and (name not in GROUPS["issue35g"] or name in ISSUE35G_IN_CI)
     # ISSUE35H to ISSUE35P were recorded on an H200: test_trace_rules_35h.py and _35k.py compare them.
-    and not any(name in GROUPS[group] for group in ("issue35h", "issue35i", "issue35j", "issue35k", "issue35l", "issue35m", "issue35n", "issue35o", "issue35p", "issue35q", "issue35r", "issue35s", "issue35t", "issue35u", "issue35v", "issue35w", "issue35x", "issue35y", "issue35z"))
+    and not any(name in GROUPS[group] for group in ("issue35h", "issue35i", "issue35j", "issue35k", "issue35l", "issue35m", "issue35n", "issue35o", "issue35p", "issue35q", "issue35r", "issue35s", "issue35t", "issue35u", "issue35v", "issue35w", "issue35x", "issue35y", "issue35z", "issue35aa"))
 }
 # VRAMLAB_TRACE_SAMPLE=N[:K]: every Nth workload from the Kth (sampling.py; CI's runs).
 SAMPLE = share()[0]
