@@ -822,6 +822,24 @@ def test_convolutions_outside_the_table_take_the_fitted_models_workspaces_and_sa
     assert any("model fitted to it" in n for n in t.snapshot()["vramlab_notes"])
 
 
+def test_channels_last_convolutions_outside_the_table_take_the_channels_last_models_workspaces():
+    """A channels-last convolution neither table holds gets the channels-last trees' workspaces
+    (conv_model.CHANNELS_LAST_MODEL), not the NCHW model's, and a note saying which; before those
+    trees it was traced with none."""
+    from vramlab._tracer.rules import conv_model
+
+    with vramlab.trace(gpu="h200") as t:
+        conv = torch.nn.Conv2d(48, 96, 3, padding=1).cuda().to(memory_format=torch.channels_last)
+        conv(torch.randn(40, 48, 72, 72, device="cuda").to(memory_format=torch.channels_last))
+    forward = conv_model.workspaces("h200", "float32", 40, 48, 72, 72, 96, 3, 3, 1, 1, 1, 1, channels_last=True)[0]
+    contiguous = conv_model.workspaces("h200", "float32", 40, 48, 72, 72, 96, 3, 3, 1, 1, 1, 1)[0]
+    assert forward != contiguous
+    sizes = [e["size"] for e in t.snapshot()["device_traces"][0] if e["action"] == "alloc"]
+    out = 40 * 96 * 72 * 72 * 4
+    assert sizes[sizes.index(out) + 1 :] == ([forward] if forward else [])
+    assert any("channels-last model" in n for n in t.snapshot()["vramlab_notes"])
+
+
 def test_1d_convolutions_take_the_fitted_models_workspaces_as_cudnns_2d_ones_and_say_so():
     """A 1-d convolution runs on cuDNN as the 2-D one of height 1 (Convolution.cpp: view1d_as_2d,
     view4d; its input made contiguous first): the fitted model's workspaces for that shape, after

@@ -93,6 +93,7 @@ BENCHMARK = "cudnn.benchmark on"
 # cuDNN runs a channels-last convolution (either tensor in channels-last: ConvUtils.h's
 # cudnn_conv_suggest_memory_format) with plans of its own, measured in a table of their own.
 CHANNELS_LAST = "channels-last tensors"
+CHANNELS_LAST_NOTE = "{count} channels-last convolutions (forward or backward) outside the measured table have the workspaces of the channels-last model (conv_model.py's CHANNELS_LAST_MODEL, fitted to the H200's channels-last rows; its held-out figures are there): weight gradients' workspaces are the least known, and peak memory may differ by up to the largest workspace"
 # Their outputs are laid out as cuDNN lays them, their workspaces neither measured nor modelled.
 CHANNELS_LAST_3D = "channels-last 3-d tensors (no workspaces of theirs were measured)"
 BENCHMARK_NOTE = (
@@ -271,10 +272,9 @@ class Convolutions(Rule):
             if entry is None and not one_d and other is not None and measured_key in other["entries"]:
                 entry, borrowed = list(other["entries"][measured_key]), True
                 session.note(SAME_CHOICES_NOTE.replace("{gpu}", measured["device"]).replace("{other}", other["device"]).replace("{other_profile}", other["profile"]))
+            laid_out = why == CHANNELS_LAST
             if entry is not None:
                 why = None
-            elif why == CHANNELS_LAST:
-                why = "channels-last shapes outside the measured table (the fitted model is of contiguous tensors)"
             else:
                 # Outside the table, the fitted model (conv_model.py). Byte-exact it is rarely
                 # better than a workspace of 0 on shapes drawn at random (scripts/conv_model/heldout.py),
@@ -287,13 +287,16 @@ class Convolutions(Rule):
                 # convolution it gave 21 MB where the H100 took none.
                 fitted = None
                 if measured_kind_1d(s, stride, dilation) if one_d else measured_kind(r, s, stride, dilation):
-                    fitted = conv_model.workspaces(measured["profile"], str(x.dtype).replace("torch.", ""), n, c, h, w, k, r, s, stride, padding, dilation, int(bound["groups"]))
+                    fitted = conv_model.workspaces(measured["profile"], str(x.dtype).replace("torch.", ""), n, c, h, w, k, r, s, stride, padding, dilation, int(bound["groups"]), channels_last=laid_out)
                 if fitted is not None and any(size is not None for size in fitted):
                     entry = ["fitted", *(size or 0 for size in fitted)]
+                    why = None
                     if one_d:
                         session.note(ONE_D_NOTE)
+                    if laid_out:
+                        session.note(CHANNELS_LAST_NOTE)
                 else:
-                    why = "shapes or dtypes outside the measured table and the fitted model"
+                    why = ("channels-last shapes" if laid_out else "shapes or dtypes") + " outside the measured table and the fitted model"
         if why == CHANNELS_LAST and measured is None:
             why = None
         if why == BENCHMARK:
