@@ -7,9 +7,8 @@ tail, picked by a decision tree), found and fitted on the channels-last rows the
     python scripts/conv_model/fit_cl.py --export   also writes the shipped trees, fitted on every row
     FIT_CL_CACHE=/tmp/cl.pkl python ...             keeps the rows and their families (the cover takes minutes)
 
-Held out, each apart: (1) batch sizes never fitted: trees trained on the timm channels-last files
-(measured 2026-11-29), tested on conv-batches-cl224 (measured 2026-11-30 at ten batch sizes those
-files lack; shapes they share); (2) kinds of convolution never fitted: 30% of the distinct
+Held out, each apart: (1) batch sizes never fitted: trees trained on the other files, tested on
+conv-batches-cl224 (batches 256, 96 and 12, which no other file has; shapes they share); (2) kinds of convolution never fitted: 30% of the distinct
 (C, K, R, S, stride, groups) drawn, all their sizes held out. Beside each, what the tracer gave
 channels-last convolutions outside the table before (no workspace: a hit where cuDNN took none)."""
 
@@ -31,7 +30,11 @@ from build_conv_table import frees_what_it_never_allocated, scratch  # noqa: E40
 
 FOLDER = os.path.join(ROOT, "reports", "reference", "h200", "conv-workspaces")
 FILES = ["conv-timm-channels-last-2026-11-29.jsonl.gz", "conv-timm-channels-last-2-2026-11-29.jsonl.gz",
-         "conv-timm-channels-last-3-2026-11-29.jsonl.gz", "conv-batches-cl224-2026-11-30.jsonl.gz"]
+         "conv-timm-channels-last-3-2026-11-29.jsonl.gz",
+         # Measured after the first fit (bae8545), the held-out models' rows once their figures were taken.
+         "conv-cl-heldout-2026-11-30.jsonl.gz", "conv-cl-more-2026-11-30.jsonl.gz",
+         # Last: held out by batch size in (1).
+         "conv-batches-cl224-2026-11-30.jsonl.gz"]
 ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2}
 DTYPE_CODE = {"float32": 0, "bfloat16": 1, "float16": 2}
 # The terms a family's size is made of, in conv_model.py's order (its _plain computes them).

@@ -76,12 +76,14 @@ def _load(name):
     return _MODELS[name]
 
 
-# Fitted by scripts/conv_model/fit_cl.py on 94,899 channels-last rows the H200 measured (torch
+# Fitted by scripts/conv_model/fit_cl.py on 110,607 channels-last rows the H200 measured (torch
 # 2.11.0+cu130, cuDNN 9.19). Held out there, byte-exact with a row it does not know traced as none
 # (beside it, no workspace at all, as the tracer gave before): batch sizes never fitted (6,372
-# rows), forward 82.5% (74.3%), input gradient 81.4% (60.2%), weight gradient 33.2% (32.1%); kinds
-# of convolution never fitted (29,038 rows), forward 80.6% (74.8%), input gradient 78.3% (65.2%),
-# weight gradient 45.9% (40.9%). Half the weight gradients' sizes are of no family it found.
+# rows), forward 85.7% (74.3%), input gradient 85.9% (60.2%), weight gradient 33.6% (32.1%); kinds
+# of convolution never fitted (34,126 rows), forward 80.3% (74.3%), input gradient 77.6% (65.0%),
+# weight gradient 44.2% (39.3%). Half the weight gradients' sizes are of no family it found. The
+# first fit (bae8545, 94,899 rows) on twenty timm models measured after it, never fitted: forward
+# 80-86%, input gradient 88-91%, weight gradient 19-31% by dtype (h200/conv-workspaces/README.md).
 CHANNELS_LAST_MODEL = "conv_model_cl_trees.json.gz"
 
 
