@@ -223,6 +223,41 @@ def test_random_integers_have_bounds_that_decide_comparisons_and_nothing_more():
             bool(labels.max() >= 32)
 
 
+def test_known_writes_into_random_integers_keep_each_elements_bounds():
+    """Issue 36's twelfth group (refused when held out): a T5's labels drawn with randint, their
+    tail set to -100, give a decoder mask ``labels != -100`` that transformers' masking code reads;
+    a segmentation target drawn, its border set to 255, is kept by ``(t >= 0) & (t < C)`` for a
+    confusion matrix. Each element is either written (known) or drawn (bounded), so both are known
+    element by element, and the kept labels' bounds are the drawn ones. A write of unknown values
+    afterwards leaves them unknown again."""
+    from vramlab import UnfollowedError
+
+    with vramlab.trace(gpu="h200") as t:
+        generator = torch.Generator(device="cuda")
+        labels = torch.randint(2, 32000, (8, 114), generator=generator, device="cuda")
+        labels[:, 103] = 1
+        labels[:, 104:] = -100
+        mask = (labels != -100).long()
+        assert mask.sum(1).tolist() == [104] * 8
+        target = torch.randint(0, 21, (2, 64, 64), device="cuda")
+        for border in ((slice(None), slice(0, 4)), (slice(None), slice(-4, None))):
+            target[border] = 255
+            target[border[0], :, border[1]] = 255
+        true = target.flatten()
+        keep = (true >= 0) & (true < 21)
+        assert true[keep].shape == (2 * 56 * 56,)
+        pred = torch.randn(2, 21, 64, 64, device="cuda").argmax(1).flatten()
+        before = mark(t)
+        torch.bincount(21 * true[keep] + pred[keep], minlength=21 * 21)
+        # The bins: as many as minlength, since the kept labels lie in [0, 21).
+        assert ("a", 21 * 21 * 8) in events(t, before)
+        with pytest.raises(UnfollowedError):
+            bool((true == 3).any())
+        labels[:, :4] = torch.randint(0, 9, (8, 4), device="cuda")
+        with pytest.raises(UnfollowedError):
+            bool((labels != -100).all())
+
+
 def test_a_foreach_write_of_unknown_values_leaves_its_list_unknown():
     """A foreach operation writes each tensor of its list (``Tensor(a!)[] self``): AdamW's
     moments, zeros when made (known), are unknown once a gradient is folded in, and a read of
