@@ -154,3 +154,22 @@ def test_unpacked_lists_integers_of_placeholders_and_equal_only_printed_are_answ
         with vramlab.trace(gpu="h100"):
             model, x, _ = _batch()
             torch.zeros(round(model(x).sum().item()), device="cuda")
+
+
+def test_a_selection_only_printed_is_answered_as_selecting_everything_and_said(capsys):
+    """ISSUE35AA's CenterNet (refused when held out) logs ``classes[keep].unique().numel()``, a
+    count whose shape comes from the scores' values: only printed, the selection is answered as
+    the most it could be (every element), the unique as that many, and the note says the printed
+    counts are not the GPU's. The same selection made into a size still stops the trace."""
+    from vramlab._tracer.printed import SHAPE_PRINTED_NOTE
+
+    with vramlab.trace(gpu="h200") as t:
+        scores = torch.rand(4, 100, device="cuda")
+        classes = torch.randint(0, 80, (4, 100), device="cuda")
+        keep = scores > 0.3
+        print(f"classes seen {classes[keep].unique().numel()} of {len(torch.unique(classes[keep]))}")
+        with pytest.raises(UnfollowedError):
+            torch.zeros(classes[keep].numel(), device="cuda")
+    assert capsys.readouterr().out.strip() == "classes seen 400 of 400"
+    notes = [n for n in t.snapshot()["vramlab_notes"] if SHAPE_PRINTED_NOTE.split("{count} ")[1][:40] in n]
+    assert notes and notes[0].startswith("PEAK AT MOST: 4 selections")

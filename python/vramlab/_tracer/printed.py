@@ -61,13 +61,21 @@ _COMPREHENSIONS = {"<genexpr>", "<listcomp>", "<setcomp>", "<dictcomp>"}
 # How many callers a returned number is followed into.
 _RETURN_DEPTH = 4
 
+# Tensor methods and attributes whose result is made of the tensor's values or shape and of
+# nothing else: a count printed through them (``x[mask].unique().numel()``) is still only printed.
+_DERIVED_METHODS = {
+    "unique", "numel", "nelement", "size", "sum", "count_nonzero", "tolist", "item", "float", "int", "long",
+    "cpu", "mean", "max", "min", "amax", "amin", "shape", "__len__", "detach",
+}
+
 _Position = Tuple[int, int, int, int]
-_PARSED: Dict[Tuple[str, int], Tuple[Dict[_Position, ast.Call], Dict[ast.AST, ast.AST]]] = {}
+_PARSED: Dict[Tuple[str, int], Tuple[Dict[_Position, ast.AST], Dict[ast.AST, ast.AST]]] = {}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
 
 
-def _parsed(filename: str) -> Optional[Tuple[Dict[_Position, ast.Call], Dict[ast.AST, ast.AST]]]:
-    """A file's calls by their source positions, and each node's parent; parsed once per source."""
+def _parsed(filename: str) -> Optional[Tuple[Dict[_Position, ast.AST], Dict[ast.AST, ast.AST]]]:
+    """A file's calls and subscripts by their source positions, and each node's parent; parsed
+    once per source."""
     lines = linecache.getlines(filename)
     if not lines:
         return None
@@ -78,7 +86,7 @@ def _parsed(filename: str) -> Optional[Tuple[Dict[_Position, ast.Call], Dict[ast
         except (SyntaxError, ValueError):
             return None
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        calls = {(n.lineno, n.end_lineno or n.lineno, n.col_offset, n.end_col_offset or 0): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        calls = {(n.lineno, n.end_lineno or n.lineno, n.col_offset, n.end_col_offset or 0): n for n in ast.walk(tree) if isinstance(n, (ast.Call, ast.Subscript))}
         _PARSED[key] = (calls, parents)
     return _PARSED[key]
 
@@ -116,6 +124,11 @@ class _Flow:
 
     def call_node(self) -> Optional[ast.Call]:
         """The call the frame is executing now, found by its exact source position."""
+        node = self.node()
+        return node if isinstance(node, ast.Call) else None
+
+    def node(self) -> Optional[ast.AST]:
+        """The call or subscript the frame is executing now, found by its exact source position."""
         parsed = _parsed(self.frame.f_code.co_filename)
         if parsed is None:
             return None
@@ -173,7 +186,13 @@ class _Flow:
         if isinstance(parent, ast.Attribute):
             # history.append(...): putting more into a container reads nothing out of it.
             call = self.parents.get(parent)
-            return parent.attr in _FILLS and isinstance(call, ast.Call) and call.func is parent
+            if isinstance(call, ast.Call) and call.func is parent:
+                # x.numel(), counts.tolist(): made of what is only printed, and so only printed.
+                return parent.attr in _FILLS or (parent.attr in _DERIVED_METHODS and self.only_printed(call))
+            return parent.attr == "shape" and self.only_printed(parent)
+        if isinstance(parent, ast.Subscript) and node is parent.value:
+            # x.shape[0], counts[1]: a part of what is only printed.
+            return self.only_printed(parent)
         if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
             return node is parent.value and all(self._stored_only_printed(target) for target in targets)
@@ -191,6 +210,9 @@ class _Flow:
             return False
         owner = function.value
         if isinstance(owner, ast.Name) and owner.id in _NUMERIC_MODULES:
+            return self.only_printed(call)
+        if function.attr in _DERIVED_METHODS and _root(owner) == "torch":
+            # torch.unique(x), torch.numel(x): made of x alone.
             return self.only_printed(call)
         if function.attr in _OUTPUT_METHODS and _root(owner) not in _ARRAY_MODULES:
             # logger.info, wandb.log, writer.add_scalar; not torch.log, a tensor made of it.
@@ -273,6 +295,38 @@ def _call_being_made() -> Tuple[Optional[_Flow], Optional[ast.Call]]:
         return None, None
     flow = _Flow(frame, 0)
     return flow, flow.call_node()
+
+
+SHAPE_PRINTED_NOTE = (
+    "{count} selections whose shape comes from values the trace does not have (a boolean mask's indexing, unique) were answered "
+    "as selecting every element: the program's source shows each result only printed or logged (a count of detections, of "
+    "classes seen), never used for anything else; the printed counts are not the GPU's, and these selections allocate at least "
+    "what the GPU's do"
+)
+# The calls whose result's shape comes from values that shape_only_printed answers.
+_SELECTIONS = {"unique", "nonzero", "masked_select", "unique_consecutive"}
+
+
+def shape_only_printed() -> bool:
+    """Whether the boolean-mask indexing (``x[mask]``) or the ``unique``/``nonzero`` call the
+    program is executing makes a tensor that only reaches output, through counts made of it
+    (``print(f"{x[keep].unique().numel()} classes seen")``)."""
+    frame: Optional[types.FrameType] = sys._getframe(1)
+    while frame is not None and not is_program(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    flow = _Flow(frame, 0)
+    node = flow.node()
+    if isinstance(node, ast.Call):
+        function = node.func
+        name = function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
+        if name not in _SELECTIONS:
+            return False
+    elif not isinstance(node, ast.Subscript):
+        return False
+    flow.scope = flow._scope_of(node)
+    return flow.only_printed(node)
 
 
 def read_only_printed() -> Optional[str]:

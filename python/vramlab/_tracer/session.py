@@ -294,15 +294,20 @@ class trace:
             "{count} operations whose result's shape comes from values (nonzero, masked_select, unique, a boolean mask's indexing) had inputs whose values were known without a GPU (vramlab/_tracer/values.py) and were answered; the scratch their CUDA kernels allocate for themselves (CUB's) is not in the trace"
         )
 
-        def stand_in(value: Any) -> Any:
-            if not isinstance(value, torch.Tensor):
-                return value
-            made = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-            self.record.track(made, frame)
-            self.shadows.adopt(made, value)
-            return made
+        return torch.utils._pytree.tree_map(lambda value: self.stand_in(value, frame=frame), result)
 
-        return torch.utils._pytree.tree_map(stand_in, result)
+    def stand_in(self, value: Any, keep_values: bool = True, frame: Any = None) -> Any:
+        """A recorded stand-in of a host tensor's shape, strides and dtype, as the GPU would make
+        it; holding its values where `keep_values` (known_shape's results) and not where they are an
+        assumption (a selection answered as the most it could be)."""
+        torch = self.torch
+        if not isinstance(value, torch.Tensor):
+            return value
+        made = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+        self.record.track(made, frame or user_frame())
+        if keep_values:
+            self.shadows.adopt(made, value)
+        return made
 
     def _phase(self) -> str:
         if self.in_optimizer:

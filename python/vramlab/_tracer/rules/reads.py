@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ...errors import UnfollowedError
-from ..printed import EQUAL_PRINTED_NOTE, equal_only_printed
+from ..printed import EQUAL_PRINTED_NOTE, SHAPE_PRINTED_NOTE, equal_only_printed, shape_only_printed
 from ..recorder import PEAK_AT_MOST
 from ..where import here
 from . import PASS, Call, FunctionRule, Rule, register, register_function, trunc_normal
@@ -28,6 +28,8 @@ READS_VALUES = READS_ONE_VALUE | {
     "bincount",
     "nonzero_static",
 }
+# The unique family, whose output's length is the number of distinct values.
+UNIQUE = {"_unique", "_unique2", "unique_consecutive", "unique_dim", "unique_dim_consecutive"}
 UNKNOWN_HOST_NOTE = "{count} copies of GPU tensors to the host (.cpu(), .to(\"cpu\")) were made without their values, which a trace has none of; nothing the program did later read them (a read, .item(), .tolist(), .numpy() or printing, stops the trace at its line)"
 UNKNOWN_HOST_READ = "{op} at {here}: the program reads values it copied from the GPU to the host at {where}, and a trace without data has none; the trace up to there is kept (values only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)"
 # Operators whose kernels (meta ones too) read the values of host tensors among their arguments
@@ -112,6 +114,8 @@ class Reads(Rule):
             shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
             with session.modes[1]:
                 return torch.ops.aten.index.Tensor(args[0].expand(shape), [args[1].expand(shape)])
+        if op in UNIQUE and shape_only_printed():
+            return self._unique_at_most(call)
         if op in ("_local_scalar_dense", "item") and session.placeholder_reads and args[0].dtype != torch.bool and not args[0].dtype.is_complex:
             # A value the program may only print or count: modes.py hands it over as one of
             # unknown.py's placeholders.
@@ -121,6 +125,24 @@ class Reads(Rule):
             f"{op} at {here()}: the program reads values back or makes a shape from them, and a trace without data has none; the trace up to there is kept"
             + ("" if op != "_local_scalar_dense" else " (a value only printed can be answered: vramlab.trace(answer_reads=0.0), --answer-reads 0)")
         )
+
+    def _unique_at_most(self, call: Call) -> Any:
+        """A unique of values the trace does not have whose result is only printed: as many unique
+        elements as the input has (the most there can be), with the inverse indices and counts
+        asked for, int64 (Unique.cu's outputs); said in SHAPE_PRINTED_NOTE."""
+        torch, session = self.torch, self.session
+        bound = call.bound()
+        x = bound["self"]
+        session.note(PEAK_AT_MOST + " " + SHAPE_PRINTED_NOTE)
+        dim = bound.get("dim")
+        shape = list(x.shape) if dim is not None else [x.numel()]
+        with session.modes[1]:
+            output = torch.empty(shape, dtype=x.dtype, device=x.device)
+            inverse = torch.empty(x.shape if bound.get("return_inverse") else (0,), dtype=torch.int64, device=x.device)
+            counts = torch.empty(shape[dim] if dim is not None else x.numel(), dtype=torch.int64, device=x.device) if bound.get("return_counts") else torch.empty(0, dtype=torch.int64, device=x.device)
+        if call.op == "_unique":
+            return output, inverse
+        return output, inverse, counts
 
     def _equal_scratch(self, call: Call) -> None:
         """CUDA's ``torch.equal`` of two tensors of one shape is ``eq(self, src).all().item()``
@@ -206,6 +228,10 @@ class Reads(Rule):
                 if known is None and any(answer(index) for answer in self.session.mask_answers):
                     self.session.shadows.adopt(index, torch.ones(index.shape, dtype=index.dtype))
                     known = self.session.known_shape(torch.ops.aten.nonzero.default, (index,), {})
+                if known is None and shape_only_printed():
+                    # Every element selected: the most the GPU's nonzero can make.
+                    self.session.note(PEAK_AT_MOST + " " + SHAPE_PRINTED_NOTE)
+                    known = self.session.stand_in(torch.ones(index.shape, dtype=torch.bool).nonzero(), keep_values=False)
                 if known is None:
                     raise UnfollowedError(
                         f"{op} at {here()}: indexing with a boolean mask makes a shape from the mask's values, and a trace without data has none; the trace up to there is kept"
