@@ -165,13 +165,15 @@ def as_2d(bound: Dict[str, Any], x: Any, weight: Any) -> Tuple[List[int], List[i
 
 
 def channels_last(torch: Any, t: Any) -> bool:
-    """suggest_memory_format() == channels_last: strides of the NHWC order, not the NCHW one; a
-    strided tensor's by PyTorch's own reading of its strides (torch._prims_common's
-    suggest_memory_format, as TensorBase::suggest_memory_format)."""
+    """suggest_memory_format() == channels_last, as TensorBase::suggest_memory_format reads a 4-d
+    tensor's strides (c10's is_channels_last_strides_2d; torch._prims_common's
+    suggest_memory_format): an ambiguous tensor, contiguous in both layouts, is channels-last where
+    its strides are ordered so. ``.to(memory_format=torch.channels_last)`` gives a 1x1 kernel's
+    weight (K, C, 1, 1) strides (C, 1, C, C), contiguous too, which cuDNN is given as channels-last
+    (timm's ResNeSt-50d on an H200: its 1x1 convolutions copy a contiguous input to channels-last
+    first, ISSUE35AA)."""
     if not isinstance(t, torch.Tensor) or t.dim() != 4:
         return False
-    if t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last):
-        return not t.is_contiguous()
     from torch._prims_common import suggest_memory_format
 
     return suggest_memory_format(t) == torch.channels_last
@@ -192,10 +194,8 @@ def conv_layout(torch: Any, x: Any, weight: Any) -> Any:
 
 def channels_last_3d(torch: Any, t: Any) -> bool:
     """suggest_memory_format() == channels_last_3d, as channels_last reads it for 4-d tensors."""
-    if not isinstance(t, torch.Tensor) or t.dim() != 5 or t.is_contiguous():
+    if not isinstance(t, torch.Tensor) or t.dim() != 5:
         return False
-    if t.is_contiguous(memory_format=torch.channels_last_3d):
-        return True
     from torch._prims_common import suggest_memory_format
 
     return suggest_memory_format(t) == torch.channels_last_3d
