@@ -95,8 +95,9 @@ _ARITHMETIC = {"add", "sub", "mul"}
 # Operators with an output of indices into their input's dimension `dim`: the output's position
 # among their results (overloads without a dimension, argmax's, index the flattened input).
 _INDEX_RESULTS = {"topk": 1, "sort": 1, "max": 1, "min": 1, "argmax": 0, "argmin": 0, "kthvalue": 1, "mode": 1, "median": 1}
-# The same element by element, of tensors of bounds.
-_DECIDED_EACH = {
+# Comparisons with a number, each as (all True, all False) given the bounds [lo, hi] and the
+# number c: of two numbers (a tensor's bounds), or element by element of two tensors of bounds.
+_DECIDED = {
     "ge": (lambda lo, hi, c: lo >= c, lambda lo, hi, c: hi < c),
     "gt": (lambda lo, hi, c: lo > c, lambda lo, hi, c: hi <= c),
     "le": (lambda lo, hi, c: hi <= c, lambda lo, hi, c: lo > c),
@@ -104,16 +105,7 @@ _DECIDED_EACH = {
     "eq": (lambda lo, hi, c: (lo == hi) & (lo == c), lambda lo, hi, c: (lo > c) | (hi < c)),
     "ne": (lambda lo, hi, c: (lo > c) | (hi < c), lambda lo, hi, c: (lo == hi) & (lo == c)),
 }
-# Comparisons with a number, each as (all True, all False) given the bounds [lo, hi] and the
-# number c.
-_DECIDED = {
-    "ge": (lambda lo, hi, c: lo >= c, lambda lo, hi, c: hi < c),
-    "gt": (lambda lo, hi, c: lo > c, lambda lo, hi, c: hi <= c),
-    "le": (lambda lo, hi, c: hi <= c, lambda lo, hi, c: lo > c),
-    "lt": (lambda lo, hi, c: hi < c, lambda lo, hi, c: lo >= c),
-    "eq": (lambda lo, hi, c: lo == hi == c, lambda lo, hi, c: c < lo or c > hi),
-    "ne": (lambda lo, hi, c: c < lo or c > hi, lambda lo, hi, c: lo == hi == c),
-}
+
 
 class _ByStorage:
     """Something kept for each live storage, by its address. An address is reused once its storage
@@ -409,7 +401,7 @@ class Shadows:
         elif op in _DECIDED and overload == "Scalar" and len(args) > 1 and isinstance(args[1], (int, float)) and not isinstance(args[1], bool):
             each = self.element_bounds(args[0]) if isinstance(args[0], torch.Tensor) else None
             if each is not None:
-                all_true, all_false = (decide(each[0], each[1], args[1]) for decide in _DECIDED_EACH[op])
+                all_true, all_false = (decide(each[0], each[1], args[1]) for decide in _DECIDED[op])
                 if bool((all_true | all_false).all()) and result.shape == all_true.shape and self._fits(result):
                     self.adopt(result, all_true)
                 return
