@@ -86,7 +86,10 @@ def _parsed(filename: str) -> Optional[Tuple[Dict[_Position, ast.AST], Dict[ast.
         except (SyntaxError, ValueError):
             return None
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        calls = {(n.lineno, n.end_lineno or n.lineno, n.col_offset, n.end_col_offset or 0): n for n in ast.walk(tree) if isinstance(n, (ast.Call, ast.Subscript))}
+        calls: Dict[_Position, ast.AST] = {
+            (n.lineno, n.end_lineno or n.lineno, n.col_offset, n.end_col_offset or 0): n
+            for n in ast.walk(tree) if isinstance(n, (ast.Call, ast.Subscript))
+        }
         _PARSED[key] = (calls, parents)
     return _PARSED[key]
 
@@ -324,6 +327,9 @@ def shape_only_printed() -> bool:
         if name not in _SELECTIONS:
             return False
     elif not isinstance(node, ast.Subscript):
+        return False
+    if isinstance(flow.parents.get(node), ast.Expr):
+        # A selection made and dropped (a statement of its own) is not a count printed.
         return False
     flow.scope = flow._scope_of(node)
     return flow.only_printed(node)

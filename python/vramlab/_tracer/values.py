@@ -36,18 +36,16 @@ number that the bounds decide for every element (``labels >= 0`` of labels drawn
 ``[1, 32)``) has known values, all True or all False: programs check their labels this way
 (Hugging Face's CTC models: ``labels.max() >= vocab_size``, ``labels.masked_select(labels >= 0)``).
 
-Known values written into part of a draw (``labels[:, -pad:] = -100``, an ignore border
-``target[:, :16] = 255``) make its bounds per element: each written element is known, each other
-keeps the draw's bounds, so a comparison is decided element by element (a decoder mask
-``labels != -100``, which transformers' masking code reads back; a confusion matrix's
-``(t >= 0) & (t < C)``), and what a known mask selects has the bounds of the selected elements
-alone. A write of unknown values into the storage forgets them, as it forgets any bounds.
+Known values written into part of a draw (``labels[:, -pad:] = -100``) make its bounds per
+element (element_bounds.py). A write of unknown values into a storage forgets its bounds.
 """
 
 from __future__ import annotations
 
 import weakref
 from typing import Any, Dict, Optional, Tuple
+
+from .element_bounds import ElementBounds
 
 # A shadow's storage at most, in bytes: integer and boolean tensors (ids, masks, labels) and
 # others (float masks built from them, scalars).
@@ -163,10 +161,8 @@ class Shadows:
         self._large_bytes = 0
         # Integer storages of random draws: (lowest, highest).
         self._bounds = _ByStorage()
-        # Integer storages of random draws some elements of which were then written with known
-        # values (labels drawn, then a tail set to -100): each element's own bounds, as two CPU
-        # storages of the same dtype (lowest, highest).
-        self._ranges = _ByStorage()
+        # Draws some elements of which were then written with known values: each element's bounds.
+        self.elements = ElementBounds(self, _ByStorage())
         self._written: Dict[Any, Tuple[Tuple[int, ...], Tuple[str, ...]]] = {}
         # Host storages without values (copies of GPU tensors the trace has no values of): where
         # the copy was made.
@@ -199,12 +195,12 @@ class Shadows:
     def forget(self, key: int) -> None:
         self._storages.pop(key)
         self._bounds.pop(key)
-        self._ranges.pop(key)
+        self.elements.pop(key)
 
     def bounds(self, t: Any) -> Optional[Tuple[int, int]]:
         """The lowest and highest values `t`'s elements can hold, where known: kept bounds, or
         the extremes of its known integer values."""
-        each = self.element_bounds(t)
+        each = self.elements.of(t)
         if each is not None:
             if each[0].numel() == 0:
                 return None
@@ -261,50 +257,6 @@ class Shadows:
         if not self._integral(t.dtype) or lo > hi:
             return
         self._bounds.put(t.untyped_storage(), (lo, hi))
-
-    def element_bounds(self, t: Any) -> Optional[Tuple[Any, Any]]:
-        """Each element's lowest and highest values, as two CPU tensors of `t`'s shape, where its
-        storage keeps them (some of a draw's elements written since), else None."""
-        ranges = self._ranges.get(t.untyped_storage())
-        if ranges is None or self.shadowed(t):
-            return None
-        torch = self._torch
-        return tuple(torch.empty(0, dtype=t.dtype).set_(r, t.storage_offset(), t.shape, t.stride()) for r in ranges)
-
-    def _write_into_draw(self, target: Any, values: Any) -> bool:
-        """A write of known `values` (a number, or a CPU tensor broadcast to `target`) into part of
-        a storage of random integers with bounds (``labels[:, -pad:] = -100``, an ignore border
-        ``target[:, :16] = 255``): the written elements are known, the others keep the draw's
-        bounds, so comparisons can still be decided element by element. Once every element is
-        known, the storage gets a shadow. False where the write is not of that kind."""
-        torch = self._torch
-        if not self._integral(target.dtype) or self.view(target) is not None:
-            return False
-        storage = target.untyped_storage()
-        if self._ranges.get(storage) is None:
-            kept = self._bounds.get(storage)
-            if kept is None or storage.nbytes() > INTEGER_LIMIT:
-                return False
-            count = storage.nbytes() // target.element_size()
-            ranges = []
-            for value in kept:
-                r = torch.UntypedStorage(storage.nbytes())
-                torch.empty(0, dtype=target.dtype).set_(r, 0, (count,), (1,)).fill_(value)
-                ranges.append(r)
-            self._ranges.put(storage, tuple(ranges))
-        lo, hi = self.element_bounds(target)
-        lo.copy_(values)
-        hi.copy_(values)
-        count = storage.nbytes() // target.element_size()
-        whole_lo, whole_hi = (torch.empty(0, dtype=target.dtype).set_(r, 0, (count,), (1,)) for r in self._ranges.get(storage))
-        self._bounds.put(storage, (int(whole_lo.min()), int(whole_hi.max())))
-        if bool((whole_lo == whole_hi).all()) and self._fits(target):
-            values = whole_lo.clone()
-            self._ranges.pop(storage._cdata)
-            self._bounds.pop(storage._cdata)
-            if self._fresh(target) is not None:
-                torch.empty(0, dtype=target.dtype).set_(self._shadow(storage), 0, (count,), (1,)).copy_(values)
-        return True
 
     def _shadow(self, storage: Any) -> Optional[Any]:
         entry = self._storages.get(storage)
@@ -395,11 +347,11 @@ class Shadows:
             if known is not None:
                 self._bound(result, *known)
         elif op in _KEEPS_BOUNDS and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
-            known = self._selected_bounds(op, args) or self.bounds(args[0])
+            known = self.elements.selected(op, args) or self.bounds(args[0])
             if known is not None and not result.dtype.is_floating_point and result.dtype != torch.bool and _whole(result):
                 self._bound(result, *known)
         elif op in _DECIDED and overload == "Scalar" and len(args) > 1 and isinstance(args[1], (int, float)) and not isinstance(args[1], bool):
-            each = self.element_bounds(args[0]) if isinstance(args[0], torch.Tensor) else None
+            each = self.elements.of(args[0]) if isinstance(args[0], torch.Tensor) else None
             if each is not None:
                 all_true, all_false = (decide(each[0], each[1], args[1]) for decide in _DECIDED[op])
                 if bool((all_true | all_false).all()) and result.shape == all_true.shape and self._fits(result):
@@ -466,7 +418,7 @@ class Shadows:
             source = args[1] if len(args) > 1 else None
             if isinstance(source, torch.Tensor) and source.device.type == "meta":
                 source = self.view(source)
-            if isinstance(source, (int, torch.Tensor)) and not isinstance(source, bool) and self._write_into_draw(args[0], source):
+            if isinstance(source, (int, torch.Tensor)) and not isinstance(source, bool) and self.elements.write(args[0], source):
                 return
         if not known or not (stand_ins or made):
             for t in written:
@@ -496,30 +448,6 @@ class Shadows:
                 continue  # a view of, or a write into, a storage already shadowed (updated above)
             if values.shape == made.shape:
                 self.adopt(made, values)
-
-    def _selected_bounds(self, op: str, args: Any) -> Optional[Tuple[int, int]]:
-        """The bounds of the elements an index or masked_select with known indices picks from a
-        draw with per-element bounds (a confusion matrix's ``labels[keep]``, the ignore border
-        left out): those of the picked elements alone."""
-        torch = self._torch
-        each = self.element_bounds(args[0])
-        if each is None or len(args) < 2:
-            return None
-        if op == "index":
-            indices = [None if i is None else self.view(i) if isinstance(i, torch.Tensor) and i.device.type == "meta" else i for i in args[1]]
-            if any(i is None for i, given in zip(indices, args[1]) if given is not None):
-                return None
-            picked = [torch.ops.aten.index.Tensor(side, indices) for side in each]
-        elif op == "masked_select" and isinstance(args[1], torch.Tensor):
-            mask = self.view(args[1]) if args[1].device.type == "meta" else args[1]
-            if mask is None:
-                return None
-            picked = [torch.masked_select(side, mask) for side in each]
-        else:
-            return None
-        if picked[0].numel() == 0:
-            return None
-        return int(picked[0].min()), int(picked[1].max())
 
     def _index_bounds(self, func: Any, op: str, args: Any, kwargs: Dict[str, Any], out: Any) -> None:
         """The bounds of an operator's indices into its input: [0, the dimension's size)."""
